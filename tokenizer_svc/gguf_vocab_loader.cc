@@ -1,0 +1,172 @@
+#include "tokenizer_svc/gguf_vocab_loader.h"
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "common/strings.h"
+
+#include "common/status_macros.h"
+#include "tokenizer_svc/byte_level.h"
+#include "tokenizer_svc/pretokenizer.h"
+
+namespace llm::tok {
+namespace {
+
+constexpr size_t kMaxTokens = 1u << 24;
+
+absl::Status KeyError(const gguf::File& f, std::string_view key, std::string_view what) {
+  return absl::InvalidArgumentError(llm::StrCat(f.name(), ": ", key, ": ", what));
+}
+
+// "<0x0A>" -> 0x0A.
+std::optional<uint8_t> ParseByteToken(std::string_view text) {
+  if (text.size() != 6 || text.substr(0, 3) != "<0x" || text[5] != '>') return std::nullopt;
+  int value = 0;
+  for (char c : text.substr(3, 2)) {
+    int digit;
+    if (c >= '0' && c <= '9') {
+      digit = c - '0';
+    } else if (c >= 'A' && c <= 'F') {
+      digit = c - 'A' + 10;
+    } else if (c >= 'a' && c <= 'f') {
+      digit = c - 'a' + 10;
+    } else {
+      return std::nullopt;
+    }
+    value = value * 16 + digit;
+  }
+  return static_cast<uint8_t>(value);
+}
+
+absl::Status ReadOptionalId(const gguf::File& f, std::string_view key,
+                            std::optional<uint32_t>* out) {
+  const gguf::Value* v = f.Find(key);
+  if (v == nullptr) return absl::OkStatus();
+  LLM_ASSIGN_OR_RETURN(uint64_t id, v->AsUint());
+  if (id >= kMaxTokens) return KeyError(f, key, llm::StrCat("id ", id, " is out of range"));
+  *out = static_cast<uint32_t>(id);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Vocab> VocabFromGguf(const gguf::File& f,
+                                    const std::optional<std::string>& pretokenizer) {
+  LLM_ASSIGN_OR_RETURN(std::string_view model, f.GetString("tokenizer.ggml.model"));
+  if (model != "gpt2") {
+    return KeyError(f, "tokenizer.ggml.model",
+                    llm::StrCat("tokenizer model '", model,
+                                 "' is not supported (only byte-level BPE, 'gpt2')"));
+  }
+  const gguf::Value* tokens_value = f.Find("tokenizer.ggml.tokens");
+  if (tokens_value == nullptr) return KeyError(f, "tokenizer.ggml.tokens", "missing");
+  LLM_ASSIGN_OR_RETURN(std::vector<std::string_view> tokens, tokens_value->AsStringArray());
+  const size_t n = tokens.size();
+  if (n == 0 || n > kMaxTokens) {
+    return KeyError(f, "tokenizer.ggml.tokens", llm::StrCat(n, " tokens is out of range"));
+  }
+
+  Vocab v;
+  v.source = f.name();
+  v.format = "gguf";
+  v.token_types.assign(n, TokenType::kNormal);
+  if (const gguf::Value* types = f.Find("tokenizer.ggml.token_type")) {
+    LLM_ASSIGN_OR_RETURN(std::vector<int64_t> t, types->AsIntArray());
+    if (t.size() != n) {
+      return KeyError(f, "tokenizer.ggml.token_type",
+                      llm::StrCat(t.size(), " entries for ", n, " tokens"));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (t[i] < 1 || t[i] > 6) {
+        return KeyError(f, "tokenizer.ggml.token_type",
+                        llm::StrCat("entry ", i, " has unknown type ", t[i]));
+      }
+      v.token_types[i] = static_cast<TokenType>(t[i]);
+    }
+  }
+
+  v.token_bytes.resize(n);
+  absl::flat_hash_map<std::string_view, uint32_t> id_of_text;
+  id_of_text.reserve(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    id_of_text.emplace(tokens[i], i);  // a duplicate text keeps the lower id
+    switch (v.token_types[i]) {
+      case TokenType::kNormal:
+        v.token_bytes[i] = ByteLevelDecode(tokens[i]);
+        break;
+      case TokenType::kByte: {
+        const auto byte = ParseByteToken(tokens[i]);
+        if (!byte.has_value()) {
+          return KeyError(f, "tokenizer.ggml.tokens",
+                          llm::StrCat("byte token ", i, " is not of the form <0xNN>"));
+        }
+        v.token_bytes[i] = std::string(1, static_cast<char>(*byte));
+        break;
+      }
+      default:
+        v.token_bytes[i] = std::string(tokens[i]);
+        break;
+    }
+  }
+
+  const gguf::Value* merges_value = f.Find("tokenizer.ggml.merges");
+  if (merges_value == nullptr) return KeyError(f, "tokenizer.ggml.merges", "missing");
+  LLM_ASSIGN_OR_RETURN(std::vector<std::string_view> merges, merges_value->AsStringArray());
+  v.merges.reserve(merges.size());
+  for (uint32_t rank = 0; rank < merges.size(); ++rank) {
+    const std::string_view m = merges[rank];
+    const size_t space = m.size() > 1 ? m.find(' ', 1) : std::string_view::npos;
+    if (space == std::string_view::npos) {
+      return KeyError(f, "tokenizer.ggml.merges", llm::StrCat("entry ", rank, " has no space"));
+    }
+    const std::string_view left = m.substr(0, space);
+    const std::string_view right = m.substr(space + 1);
+    auto l = id_of_text.find(left);
+    auto r = id_of_text.find(right);
+    if (l == id_of_text.end() || r == id_of_text.end()) continue;  // can never apply
+    const std::string joined = llm::StrCat(left, right);
+    auto j = id_of_text.find(joined);
+    if (j == id_of_text.end()) continue;  // result not a token: HF rejects, we skip
+    v.merges.emplace(PairKey(l->second, r->second), Merge{rank, j->second});
+  }
+  v.merge_rule = MergeRule::kMergeList;
+
+  std::string pre = "default";
+  if (pretokenizer.has_value()) {
+    pre = *pretokenizer;
+  } else if (const gguf::Value* p = f.Find("tokenizer.ggml.pre")) {
+    LLM_ASSIGN_OR_RETURN(std::string_view name, p->AsString());
+    pre = std::string(name);
+  }
+  const PretokenizerPreset* preset = FindGgufPreset(pre);
+  if (preset == nullptr) {
+    return KeyError(f, "tokenizer.ggml.pre",
+                    llm::StrCat("unknown pre-tokenizer '", pre, "'; known: ",
+                                 llm::StrJoin(GgufPresetNames(), ", ")));
+  }
+  v.pretokenizer = std::string(preset->name);
+  for (std::string_view re : preset->regexes) v.pre_regexes.emplace_back(re);
+  v.whole_piece_shortcut = preset->ignore_merges;
+
+  LLM_RETURN_IF_ERROR(ReadOptionalId(f, "tokenizer.ggml.bos_token_id", &v.bos_id));
+  LLM_RETURN_IF_ERROR(ReadOptionalId(f, "tokenizer.ggml.eos_token_id", &v.eos_id));
+  LLM_RETURN_IF_ERROR(ReadOptionalId(f, "tokenizer.ggml.eot_token_id", &v.eot_id));
+  LLM_RETURN_IF_ERROR(ReadOptionalId(f, "tokenizer.ggml.unknown_token_id", &v.unk_id));
+  LLM_RETURN_IF_ERROR(ReadOptionalId(f, "tokenizer.ggml.padding_token_id", &v.pad_id));
+  if (const gguf::Value* b = f.Find("tokenizer.ggml.add_bos_token")) {
+    LLM_ASSIGN_OR_RETURN(v.add_bos, b->AsBool());
+  }
+  if (const gguf::Value* t = f.Find("tokenizer.chat_template")) {
+    LLM_ASSIGN_OR_RETURN(std::string_view tmpl, t->AsString());
+    v.chat_template = std::string(tmpl);
+  }
+  return v;
+}
+
+absl::StatusOr<Vocab> LoadGgufVocab(const std::string& path,
+                                    const std::optional<std::string>& pretokenizer) {
+  LLM_ASSIGN_OR_RETURN(std::unique_ptr<gguf::File> file, gguf::File::Open(path));
+  return VocabFromGguf(*file, pretokenizer);
+}
+
+}  // namespace llm::tok

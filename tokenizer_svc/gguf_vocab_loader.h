@@ -1,0 +1,32 @@
+// Loader for the tokenizer embedded in a GGUF file (tokenizer.ggml.model =
+// "gpt2", byte-level BPE):
+//   tokenizer.ggml.tokens      normal tokens in GPT-2's byte-to-unicode form,
+//                              control and user-defined tokens as raw text
+//   tokenizer.ggml.token_type  1 normal, 2 unknown, 3 control, 4 user-defined,
+//                              5 unused, 6 byte (<0xNN>)
+//   tokenizer.ggml.merges      "LEFT RIGHT"; the index is the merge rank
+//   tokenizer.ggml.pre         pre-tokenizer preset name (pretokenizer.h)
+//   tokenizer.ggml.{bos,eos,eot,unknown,padding}_token_id, add_bos_token,
+//   tokenizer.chat_template
+// Errors name the file and the key (and the index within an array).
+#ifndef LLM_TOKENIZER_SVC_GGUF_VOCAB_LOADER_H_
+#define LLM_TOKENIZER_SVC_GGUF_VOCAB_LOADER_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/gguf/gguf.h"
+#include "tokenizer_svc/vocab.h"
+
+namespace llm::tok {
+
+// `pretokenizer` overrides tokenizer.ggml.pre when set.
+absl::StatusOr<Vocab> VocabFromGguf(const gguf::File& file,
+                                    const std::optional<std::string>& pretokenizer);
+absl::StatusOr<Vocab> LoadGgufVocab(const std::string& path,
+                                    const std::optional<std::string>& pretokenizer);
+
+}  // namespace llm::tok
+
+#endif  // LLM_TOKENIZER_SVC_GGUF_VOCAB_LOADER_H_

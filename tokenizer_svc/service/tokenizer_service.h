@@ -1,0 +1,55 @@
+// gRPC front of the tokenizer: llm.v1.Tokenizer on the callback API.
+//
+// Every handler runs the (bounded, CPU-only) tokenizer work inline in gRPC's
+// callback thread and answers at once; DecodeStream is one reactor per stream
+// that alternates one read and one write. absl::Status from the library is
+// turned into grpc::Status here and nowhere else.
+//
+// Ownership: borrows the Tokenizer, which must outlive the service.
+// Threads: all methods may run concurrently; the Tokenizer is immutable.
+#ifndef LLM_TOKENIZER_SVC_SERVICE_TOKENIZER_SERVICE_H_
+#define LLM_TOKENIZER_SVC_SERVICE_TOKENIZER_SERVICE_H_
+
+#include <cstdint>
+
+#include "llm/v1/tokenizer.grpc.pb.h"
+#include "tokenizer_svc/tokenizer.h"
+
+namespace llm {
+
+struct TokenizerServiceLimits {
+  uint64_t max_request_bytes = 8 << 20;  // enforced by the server; reported by Info
+  uint32_t max_batch_texts = 1024;       // EncodeBatch; more is RESOURCE_EXHAUSTED
+};
+
+class TokenizerService final : public v1::Tokenizer::CallbackService {
+ public:
+  TokenizerService(const tok::Tokenizer& tokenizer, TokenizerServiceLimits limits)
+      : tokenizer_(tokenizer), limits_(limits) {}
+
+  grpc::ServerUnaryReactor* Encode(grpc::CallbackServerContext* context,
+                                   const v1::EncodeRequest* request,
+                                   v1::EncodeResponse* response) override;
+  grpc::ServerUnaryReactor* EncodeBatch(grpc::CallbackServerContext* context,
+                                        const v1::EncodeBatchRequest* request,
+                                        v1::EncodeBatchResponse* response) override;
+  grpc::ServerUnaryReactor* Decode(grpc::CallbackServerContext* context,
+                                   const v1::DecodeRequest* request,
+                                   v1::DecodeResponse* response) override;
+  grpc::ServerBidiReactor<v1::DecodeStreamRequest, v1::DecodeStreamResponse>* DecodeStream(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* Info(grpc::CallbackServerContext* context,
+                                 const v1::InfoRequest* request,
+                                 v1::InfoResponse* response) override;
+
+ private:
+  const tok::Tokenizer& tokenizer_;
+  const TokenizerServiceLimits limits_;
+};
+
+// Converts wire options to library options.
+tok::EncodeOptions FromProto(const v1::EncodeOptions& options);
+
+}  // namespace llm
+
+#endif  // LLM_TOKENIZER_SVC_SERVICE_TOKENIZER_SERVICE_H_

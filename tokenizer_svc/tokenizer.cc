@@ -1,0 +1,307 @@
+#include "tokenizer_svc/tokenizer.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "common/strings.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "tokenizer_svc/bpe.h"
+#include "tokenizer_svc/gguf_vocab_loader.h"
+#include "tokenizer_svc/pretokenizer.h"
+#include "tokenizer_svc/tiktoken_loader.h"
+#include "tokenizer_svc/trie.h"
+
+namespace llm::tok {
+
+struct Tokenizer::Impl {
+  Vocab vocab;
+  Trie trie;          // normal tokens: bytes -> id
+  Trie special_trie;  // control, unknown and user-defined tokens: text -> id
+  bool has_user_defined = false;
+  BpeModel model;
+  std::array<uint32_t, 256> byte_fallback{};  // <0xNN> token ids
+  std::unique_ptr<Pretokenizer> pre;
+
+  // One call's state: the allowed special ids and the merge scratch.
+  struct Call {
+    const EncodeOptions& options;
+    std::vector<uint32_t> allowed;  // sorted
+    BpeScratch scratch;
+    std::vector<uint32_t>* ids;
+    absl::Status status;
+  };
+
+  bool Matchable(const Call& call, uint32_t id) const {
+    if (vocab.token_types[id] == TokenType::kUserDefined) return true;
+    return call.options.allow_all_special ||
+           std::binary_search(call.allowed.begin(), call.allowed.end(), id);
+  }
+
+  // Leftmost-longest special token in text[from..] accepted by `accept`:
+  // {position, length, id}, or position == npos.
+  template <typename Accept>
+  std::tuple<size_t, size_t, uint32_t> FindSpecial(std::string_view text, size_t from,
+                                                   Accept&& accept) const {
+    for (size_t i = from; i < text.size(); ++i) {
+      if (!special_trie.IsFirstByte(static_cast<uint8_t>(text[i]))) continue;
+      size_t best_len = 0;
+      uint32_t best_id = Trie::kNoValue;
+      uint32_t node = Trie::kRoot;
+      for (size_t j = i; j < text.size(); ++j) {
+        node = special_trie.Child(node, static_cast<uint8_t>(text[j]));
+        if (node == Trie::kNoNode) break;
+        const uint32_t id = special_trie.Value(node);
+        if (id != Trie::kNoValue && accept(id)) {
+          best_len = j + 1 - i;
+          best_id = id;
+        }
+      }
+      if (best_len > 0) return {i, best_len, best_id};
+    }
+    return {std::string_view::npos, 0, Trie::kNoValue};
+  }
+
+  void PushFallback(Call& call, uint8_t byte) const {
+    if (byte_fallback[byte] != Trie::kNoValue) {
+      call.ids->push_back(byte_fallback[byte]);
+    } else if (vocab.unk_id.has_value()) {
+      call.ids->push_back(*vocab.unk_id);
+    } else if (call.status.ok()) {
+      call.status = absl::InvalidArgumentError(absl::StrFormat(
+          "byte 0x%02X has no token in vocabulary %s (no byte token, no <unk>)", byte,
+          vocab.source));
+    }
+  }
+
+  void EncodePiece(Call& call, std::string_view piece) const {
+    if (piece.size() == 1) {
+      const auto b = static_cast<uint8_t>(piece[0]);
+      if (model.byte_ids[b] != Trie::kNoValue) {
+        call.ids->push_back(model.byte_ids[b]);
+      } else {
+        PushFallback(call, b);
+      }
+      return;
+    }
+    if (vocab.whole_piece_shortcut) {
+      const uint32_t id = trie.Find(piece);
+      if (id != Trie::kNoValue) {
+        call.ids->push_back(id);
+        return;
+      }
+    }
+    BytePairEncode(model, piece, call.scratch, [&](uint32_t id, uint32_t begin, uint32_t) {
+      if (id != Trie::kNoValue) {
+        call.ids->push_back(id);
+      } else {
+        PushFallback(call, static_cast<uint8_t>(piece[begin]));
+      }
+    });
+  }
+
+  void EncodeLongestMatch(Call& call, std::string_view text) const {
+    for (size_t pos = 0; pos < text.size();) {
+      const auto [len, id] = trie.LongestPrefix(text.substr(pos));
+      if (len == 0) {
+        PushFallback(call, static_cast<uint8_t>(text[pos]));
+        ++pos;
+      } else {
+        call.ids->push_back(id);
+        pos += len;
+      }
+    }
+  }
+
+  void EncodeOrdinary(Call& call, std::string_view text) const {
+    if (call.options.algorithm == Algorithm::kLongestMatch) {
+      EncodeLongestMatch(call, text);
+      return;
+    }
+    pre->ForEachPiece(text, [&](std::string_view piece) { EncodePiece(call, piece); });
+  }
+};
+
+Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Tokenizer::~Tokenizer() = default;
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const LoadOptions& options) {
+  if (absl::EndsWith(options.path, ".gguf")) {
+    LLM_ASSIGN_OR_RETURN(Vocab vocab, LoadGgufVocab(options.path, options.pretokenizer));
+    return Create(std::move(vocab));
+  }
+  TiktokenOptions tk;
+  tk.pattern = options.pattern;
+  tk.special_tokens = options.special_tokens;
+  LLM_ASSIGN_OR_RETURN(Vocab vocab, LoadTiktokenVocab(options.path, tk));
+  return Create(std::move(vocab));
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(Vocab vocab) {
+  if (vocab.token_types.size() != vocab.token_bytes.size()) {
+    return absl::InvalidArgumentError("vocabulary types and tokens differ in count");
+  }
+  const size_t n = vocab.size();
+  if (n == 0 || n > (1u << 24)) {
+    return absl::InvalidArgumentError(llm::StrCat("vocabulary size ", n, " is out of range"));
+  }
+  for (const auto& [name, id] : {std::pair{"bos", vocab.bos_id}, std::pair{"eos", vocab.eos_id},
+                                 std::pair{"eot", vocab.eot_id}, std::pair{"unk", vocab.unk_id},
+                                 std::pair{"pad", vocab.pad_id}}) {
+    if (id.has_value() && *id >= n) {
+      return absl::InvalidArgumentError(
+          llm::StrCat(vocab.source, ": ", name, " token id ", *id, " is out of range"));
+    }
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->byte_fallback.fill(Trie::kNoValue);
+  for (uint32_t id = 0; id < n; ++id) {
+    const std::string& bytes = vocab.token_bytes[id];
+    switch (vocab.token_types[id]) {
+      case TokenType::kNormal:
+        impl->trie.Insert(bytes, id);  // a duplicate keeps the lower id
+        break;
+      case TokenType::kUserDefined:
+        impl->has_user_defined = true;
+        [[fallthrough]];
+      case TokenType::kControl:
+      case TokenType::kUnknown:
+        impl->special_trie.Insert(bytes, id);
+        break;
+      case TokenType::kByte:
+        if (bytes.size() == 1) impl->byte_fallback[static_cast<uint8_t>(bytes[0])] = id;
+        break;
+      case TokenType::kHole:
+      case TokenType::kUnused:
+        break;
+    }
+  }
+  impl->trie.Freeze();
+  impl->special_trie.Freeze();
+  impl->model.trie = &impl->trie;
+  impl->model.merges =
+      vocab.merge_rule == MergeRule::kMergeList ? &vocab.merges : nullptr;
+  for (int b = 0; b < 256; ++b) {
+    impl->model.byte_ids[b] = impl->trie.Find(std::string(1, static_cast<char>(b)));
+  }
+  LLM_ASSIGN_OR_RETURN(impl->pre, Pretokenizer::Create(vocab.pre_regexes));
+  impl->vocab = std::move(vocab);
+  // The merges map moved with the vocab: point at its new home.
+  if (impl->model.merges != nullptr) impl->model.merges = &impl->vocab.merges;
+  return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
+}
+
+absl::StatusOr<std::vector<uint32_t>> Tokenizer::Encode(std::string_view text,
+                                                        const EncodeOptions& options) const {
+  std::vector<uint32_t> ids;
+  LLM_RETURN_IF_ERROR(EncodeTo(text, options, &ids));
+  return ids;
+}
+
+absl::Status Tokenizer::EncodeTo(std::string_view text, const EncodeOptions& options,
+                                 std::vector<uint32_t>* ids) const {
+  const Impl& im = *impl_;
+  Impl::Call call{options, {}, {}, ids, absl::OkStatus()};
+  for (const std::string& name : options.allowed_special) {
+    const uint32_t id = im.special_trie.Find(name);
+    if (id == Trie::kNoValue) {
+      return absl::InvalidArgumentError(
+          llm::StrCat("'", name, "' is not a special token of this vocabulary"));
+    }
+    call.allowed.push_back(id);
+  }
+  std::sort(call.allowed.begin(), call.allowed.end());
+
+  if (options.disallow_special) {
+    const auto [pos, len, id] = im.FindSpecial(text, 0, [&](uint32_t id) {
+      return im.vocab.token_types[id] != TokenType::kUserDefined && !im.Matchable(call, id);
+    });
+    if (pos != std::string_view::npos) {
+      return absl::InvalidArgumentError(llm::StrCat(
+          "text contains the disallowed special token '", text.substr(pos, len), "' at byte ",
+          pos, "; allow it or encode it as ordinary text"));
+    }
+  }
+
+  const size_t original_size = ids->size();
+  if (options.add_bos) {
+    if (!im.vocab.bos_id.has_value()) {
+      return absl::FailedPreconditionError("this vocabulary has no BOS token");
+    }
+    ids->push_back(*im.vocab.bos_id);
+  }
+  const bool scan_specials =
+      im.has_user_defined || options.allow_all_special || !call.allowed.empty();
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t at = std::string_view::npos;
+    size_t len = 0;
+    uint32_t id = Trie::kNoValue;
+    if (scan_specials) {
+      std::tie(at, len, id) =
+          im.FindSpecial(text, pos, [&](uint32_t id) { return im.Matchable(call, id); });
+    }
+    if (at == std::string_view::npos) {
+      im.EncodeOrdinary(call, text.substr(pos));
+      break;
+    }
+    im.EncodeOrdinary(call, text.substr(pos, at - pos));
+    ids->push_back(id);
+    pos = at + len;
+  }
+  if (!call.status.ok()) {
+    ids->resize(original_size);
+    return call.status;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string_view> Tokenizer::TokenBytes(uint32_t id) const {
+  const Vocab& v = impl_->vocab;
+  if (id >= v.size()) {
+    return absl::InvalidArgumentError(
+        llm::StrCat("token id ", id, " is out of range [0, ", v.size(), ")"));
+  }
+  if (v.token_types[id] == TokenType::kHole) {
+    return absl::InvalidArgumentError(llm::StrCat("token id ", id, " names no token"));
+  }
+  return std::string_view(v.token_bytes[id]);
+}
+
+absl::Status Tokenizer::DecodeTo(std::span<const uint32_t> ids, std::string* out) const {
+  const size_t original_size = out->size();
+  for (uint32_t id : ids) {
+    auto bytes = TokenBytes(id);
+    if (!bytes.ok()) {
+      out->resize(original_size);
+      return bytes.status();
+    }
+    out->append(*bytes);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Tokenizer::Decode(std::span<const uint32_t> ids) const {
+  std::string out;
+  LLM_RETURN_IF_ERROR(DecodeTo(ids, &out));
+  return out;
+}
+
+const Vocab& Tokenizer::vocab() const { return impl_->vocab; }
+size_t Tokenizer::vocab_size() const { return impl_->vocab.size(); }
+
+std::vector<std::pair<std::string, uint32_t>> Tokenizer::SpecialTokens() const {
+  std::vector<std::pair<std::string, uint32_t>> out;
+  const Vocab& v = impl_->vocab;
+  for (uint32_t id = 0; id < v.size(); ++id) {
+    const TokenType t = v.token_types[id];
+    if (t == TokenType::kControl || t == TokenType::kUnknown || t == TokenType::kUserDefined) {
+      out.emplace_back(v.token_bytes[id], id);
+    }
+  }
+  return out;
+}
+
+}  // namespace llm::tok
