@@ -32,6 +32,8 @@ void AppendOne(std::string& out, const T& value) {
     char buf[64];
     auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), value);
     out.append(buf, end);
+  } else if constexpr (std::is_same_v<T, absl::string_view>) {
+    out.append(value.data(), value.size());
   } else {
     out += std::string_view(value);
   }

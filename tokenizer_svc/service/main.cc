@@ -4,8 +4,7 @@
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "common/flags.h"
 #include "absl/time/clock.h"
 #include "common/grpc/server_runner.h"
 #include "tokenizer_svc/service/tokenizer_service.h"
@@ -26,10 +25,9 @@ ABSL_FLAG(double, drain_seconds, 5, "On SIGTERM/SIGINT, time given to in-flight 
 
 int main(int argc, char** argv) {
   llm::BlockTerminationSignals();
-  absl::SetProgramUsageMessage(
-      "Serves the llm.v1.Tokenizer gRPC service (exact BPE over a trie) for one vocabulary.\n"
-      "Usage: tokenizer_server --vocab PATH [--listen 127.0.0.1:50051]");
-  absl::ParseCommandLine(argc, argv);
+  llm::ParseFlags(argc, argv,
+                  "Serves the llm.v1.Tokenizer gRPC service (exact BPE over a trie) for one "
+                  "vocabulary.\nUsage: tokenizer_server --vocab PATH [--listen 127.0.0.1:50051]");
   const std::string vocab = absl::GetFlag(FLAGS_vocab);
   if (vocab.empty()) {
     std::fprintf(stderr, "tokenizer_server: --vocab is required (see --help)\n");
