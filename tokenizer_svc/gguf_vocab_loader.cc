@@ -2,7 +2,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "common/strings.h"
 
 #include "common/status_macros.h"
@@ -48,10 +48,8 @@ absl::Status ReadOptionalId(const gguf::File& f, std::string_view key,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<Vocab> VocabFromGguf(const gguf::File& f,
-                                    const std::optional<std::string>& pretokenizer) {
+absl::StatusOr<Vocab> ReadVocab(const gguf::File& f,
+                                const std::optional<std::string>& pretokenizer) {
   LLM_ASSIGN_OR_RETURN(std::string_view model, f.GetString("tokenizer.ggml.model"));
   if (model != "gpt2") {
     return KeyError(f, "tokenizer.ggml.model",
@@ -159,6 +157,18 @@ absl::StatusOr<Vocab> VocabFromGguf(const gguf::File& f,
   if (const gguf::Value* t = f.Find("tokenizer.chat_template")) {
     LLM_ASSIGN_OR_RETURN(std::string_view tmpl, t->AsString());
     v.chat_template = std::string(tmpl);
+  }
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<Vocab> VocabFromGguf(const gguf::File& f,
+                                    const std::optional<std::string>& pretokenizer) {
+  absl::StatusOr<Vocab> v = ReadVocab(f, pretokenizer);
+  // Errors from gguf::Value accessors name the key but not the file.
+  if (!v.ok() && !absl::StartsWith(v.status().message(), f.name())) {
+    return absl::Status(v.status().code(), llm::StrCat(f.name(), ": ", v.status().message()));
   }
   return v;
 }

@@ -1,0 +1,34 @@
+// Encode/decode of arbitrary bytes with two real vocabularies (a .tiktoken and
+// a GGUF one with user-defined tokens): never a crash, and Decode(Encode(x)),
+// whole or incremental, gives x back byte for byte.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "tokenizer_svc/fuzz/fuzz_vocab.h"
+#include "tokenizer_svc/incremental_decoder.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace llm::tok;
+  static const Tokenizer& tiktoken = fuzz::LoadOnce("tokenizer/cl100k_base.tiktoken");
+  static const Tokenizer& gguf = fuzz::LoadOnce("conformance/llama-vocab/ggml-vocab-mpt.gguf");
+  if (size == 0) return 0;
+  const uint8_t mode = data[0];
+  const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
+  const Tokenizer& tok = (mode & 1) ? gguf : tiktoken;
+  EncodeOptions options;
+  options.allow_all_special = (mode & 2) != 0;
+  options.algorithm = (mode & 4) ? Algorithm::kLongestMatch : Algorithm::kBpe;
+  auto ids = tok.Encode(text, options);
+  if (!ids.ok()) __builtin_trap();  // byte-complete vocabularies never fail
+  auto back = tok.Decode(*ids);
+  if (!back.ok() || *back != text) __builtin_trap();
+  IncrementalDecoder dec(tok);
+  std::string streamed;
+  for (uint32_t id : *ids) {
+    if (!dec.Add({&id, 1}, &streamed).ok()) __builtin_trap();
+  }
+  streamed += dec.Flush();
+  if (streamed != text) __builtin_trap();
+  return 0;
+}

@@ -1,0 +1,178 @@
+// Malformed vocabulary files: each gets an error naming the problem and where.
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/gguf/gguf_writer.h"
+#include "tokenizer_svc/gguf_vocab_loader.h"
+#include "tokenizer_svc/tiktoken_loader.h"
+#include "tokenizer_svc/tokenizer.h"
+
+namespace llm::tok {
+namespace {
+
+using ::testing::HasSubstr;
+
+TiktokenOptions Pattern() { return {.pattern = std::string(R"(\S+|\s+)")}; }
+
+void ExpectTiktokenError(const std::string& contents, const std::string& needle,
+                         const TiktokenOptions& options = Pattern()) {
+  auto v = ParseTiktoken(contents, "test.tiktoken", options);
+  ASSERT_FALSE(v.ok()) << "accepted: " << contents;
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(v.status().message(), HasSubstr(needle));
+}
+
+TEST(TiktokenLoaderTest, ParsesTheSeedsFormat) {
+  // "X24= 1107" etc. from the seed, renumbered from 0.
+  auto v = ParseTiktoken("YQ== 0\nYg== 1\nYWI= 2\n", "t", Pattern());
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->token_bytes[2], "ab");
+  auto tok = Tokenizer::Create(*std::move(v));
+  ASSERT_TRUE(tok.ok());
+  EXPECT_THAT(*(*tok)->Encode("abba", {}), ::testing::ElementsAre(2, 1, 0));
+}
+
+TEST(TiktokenLoaderTest, RejectsMalformedLinesWithTheirNumber) {
+  ExpectTiktokenError("YQ== 0\n!!!! 1\n", "test.tiktoken:2: bad base64");
+  ExpectTiktokenError("YQ== 0\nYg==\n", ":2: expected '<base64> <rank>'");
+  ExpectTiktokenError("YQ== 0\nYg== x\n", ":2: rank 'x' is not a number");
+  ExpectTiktokenError("YQ== 0\nYg== -1\n", ":2: rank '-1' is not a number");
+  ExpectTiktokenError("YQ== 0\nYg== 0\n", ":2: duplicate rank 0");
+  ExpectTiktokenError("YQ== 0\nYQ== 1\n", ":2: duplicate token bytes");
+  ExpectTiktokenError("YQ== 0\nYg== 99999999999\n", ":2: rank '99999999999' is not a number");
+  ExpectTiktokenError("YQ== 0\nYg== 20000000\n", "absurdly large");
+  ExpectTiktokenError("YQ== 0\nYg== 2\n", "rank 1 is missing");
+  ExpectTiktokenError(std::string(10000, 'Q') + " 0\n", "out of range");
+  ExpectTiktokenError("", "no tokens");
+  ExpectTiktokenError("YQ== 0\n", "no pre-tokenizer pattern", TiktokenOptions{});
+  ExpectTiktokenError("YQ== 0\n", "is also the rank on line 1",
+                      {.pattern = std::string("."), .special_tokens = {{"<s>", 0}}});
+}
+
+TEST(TiktokenLoaderTest, ASpecialTokenMayFillARankGap) {
+  auto v = ParseTiktoken("YQ== 0\nYg== 2\n", "t",
+                         {.pattern = std::string("."), .special_tokens = {{"<eot>", 1}}});
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->token_types[1], TokenType::kControl);
+}
+
+TEST(TiktokenLoaderTest, SidecarErrors) {
+  TiktokenOptions o;
+  EXPECT_FALSE(ParseTiktokenSidecar("{", "x.json", &o).ok());
+  EXPECT_FALSE(ParseTiktokenSidecar(R"({"pat_str": 3})", "x.json", &o).ok());
+  EXPECT_FALSE(ParseTiktokenSidecar(R"({"special_tokens": {"<a>": -1}})", "x.json", &o).ok());
+  ASSERT_TRUE(ParseTiktokenSidecar(R"({"pat_str": "\\s+", "special_tokens": {"<a>": 5}})",
+                                   "x.json", &o)
+                  .ok());
+  EXPECT_EQ(*o.pattern, "\\s+");
+  EXPECT_EQ(o.special_tokens.size(), 1u);
+}
+
+// A minimal valid GGUF vocabulary; `mutate` can break it.
+std::string GgufVocab(const std::function<void(gguf::testing::GgufBuilder&)>& extra = nullptr,
+                      bool with_types = true, std::string model = "gpt2") {
+  gguf::testing::GgufBuilder b;
+  b.AddString("tokenizer.ggml.model", model);
+  b.AddString("tokenizer.ggml.pre", "gpt-2");
+  b.AddStringArray("tokenizer.ggml.tokens", {"a", "b", "ab", "\xC4\xA0", "<s>"});
+  if (with_types) b.AddInt32Array("tokenizer.ggml.token_type", {1, 1, 1, 1, 3});
+  b.AddStringArray("tokenizer.ggml.merges", {"a b"});
+  if (extra) extra(b);
+  return b.Serialize();
+}
+
+absl::StatusOr<Vocab> LoadBytes(const std::string& bytes) {
+  auto file = gguf::File::FromBytes(bytes, "vocab.gguf");
+  if (!file.ok()) return file.status();
+  return VocabFromGguf(**file, std::nullopt);
+}
+
+TEST(GgufVocabLoaderTest, LoadsAMinimalVocabulary) {
+  auto v = LoadBytes(GgufVocab([](auto& b) { b.AddUint32("tokenizer.ggml.bos_token_id", 4); }));
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->token_bytes[3], " ");  // byte-level Ġ
+  EXPECT_EQ(v->bos_id, 4u);
+  auto tok = Tokenizer::Create(*std::move(v));
+  ASSERT_TRUE(tok.ok());
+  EXPECT_THAT(*(*tok)->Encode("ab ab", {}), ::testing::ElementsAre(2, 3, 2));
+  EXPECT_THAT(*(*tok)->Encode("<s>", {.allowed_special = {"<s>"}}), ::testing::ElementsAre(4));
+}
+
+TEST(GgufVocabLoaderTest, RejectsInconsistentFiles) {
+  auto expect = [](const std::string& bytes, const std::string& needle) {
+    auto v = LoadBytes(bytes);
+    ASSERT_FALSE(v.ok());
+    EXPECT_THAT(v.status().message(), HasSubstr(needle));
+    EXPECT_THAT(v.status().message(), HasSubstr("vocab.gguf"));
+  };
+  expect(GgufVocab(nullptr, true, "llama"), "not supported");
+  {
+    gguf::testing::GgufBuilder b;
+    b.AddString("tokenizer.ggml.model", "gpt2");
+    expect(b.Serialize(), "tokenizer.ggml.tokens");
+  }
+  {
+    gguf::testing::GgufBuilder b;
+    b.AddString("tokenizer.ggml.model", "gpt2");
+    b.AddStringArray("tokenizer.ggml.tokens", {"a", "b"});
+    b.AddInt32Array("tokenizer.ggml.token_type", {1});
+    b.AddStringArray("tokenizer.ggml.merges", {"a b"});
+    expect(b.Serialize(), "1 entries for 2 tokens");
+  }
+  {
+    gguf::testing::GgufBuilder b;
+    b.AddString("tokenizer.ggml.model", "gpt2");
+    b.AddStringArray("tokenizer.ggml.tokens", {"a", "b"});
+    b.AddInt32Array("tokenizer.ggml.token_type", {1, 9});
+    b.AddStringArray("tokenizer.ggml.merges", {"a b"});
+    expect(b.Serialize(), "unknown type 9");
+  }
+  {
+    // A token_type array of the wrong element type (llama.cpp read UINT8
+    // arrays as int32 and overflowed).
+    gguf::testing::GgufBuilder b;
+    b.AddString("tokenizer.ggml.model", "gpt2");
+    b.AddStringArray("tokenizer.ggml.tokens", {"a", "b"});
+    b.AddFloat32Array("tokenizer.ggml.token_type", {1, 1});
+    b.AddStringArray("tokenizer.ggml.merges", {"a b"});
+    expect(b.Serialize(), "tokenizer.ggml.token_type");
+  }
+  {
+    gguf::testing::GgufBuilder b;
+    b.AddString("tokenizer.ggml.model", "gpt2");
+    b.AddStringArray("tokenizer.ggml.tokens", {"a", "b"});
+    b.AddStringArray("tokenizer.ggml.merges", {"ab"});
+    expect(b.Serialize(), "entry 0 has no space");
+  }
+  expect(GgufVocab([](auto& b) { b.AddUint32("tokenizer.ggml.eos_token_id", 1u << 30); }),
+         "out of range");
+  {
+    gguf::testing::GgufBuilder b;
+    b.AddString("tokenizer.ggml.model", "gpt2");
+    b.AddString("tokenizer.ggml.pre", "no-such-pre");
+    b.AddStringArray("tokenizer.ggml.tokens", {"a"});
+    b.AddStringArray("tokenizer.ggml.merges", {});
+    expect(b.Serialize(), "unknown pre-tokenizer 'no-such-pre'");
+  }
+  {
+    gguf::testing::GgufBuilder b;
+    b.AddString("tokenizer.ggml.model", "gpt2");
+    b.AddStringArray("tokenizer.ggml.tokens", {"a", "<0xZZ>"});
+    b.AddInt32Array("tokenizer.ggml.token_type", {1, 6});
+    b.AddStringArray("tokenizer.ggml.merges", {});
+    expect(b.Serialize(), "<0xNN>");
+  }
+}
+
+TEST(GgufVocabLoaderTest, EosOutOfTheVocabularyIsRejectedAtCreate) {
+  auto v = LoadBytes(GgufVocab([](auto& b) { b.AddUint32("tokenizer.ggml.eos_token_id", 99); }));
+  ASSERT_TRUE(v.ok());
+  auto tok = Tokenizer::Create(*std::move(v));
+  ASSERT_FALSE(tok.ok());
+  EXPECT_THAT(tok.status().message(), HasSubstr("eos token id 99"));
+}
+
+}  // namespace
+}  // namespace llm::tok

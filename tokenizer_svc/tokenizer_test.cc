@@ -1,0 +1,203 @@
+#include "tokenizer_svc/tokenizer.h"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/test_paths.h"
+#include "tokenizer_svc/incremental_decoder.h"
+#include "tokenizer_svc/utf8.h"
+
+namespace llm::tok {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+const Tokenizer& Cl100k() {
+  static const Tokenizer* tok = [] {
+    auto t = Tokenizer::Load({.path = testing::SharedDir() + "/tokenizer/cl100k_base.tiktoken"});
+    EXPECT_TRUE(t.ok()) << t.status();
+    return t.ok() ? t->release() : nullptr;
+  }();
+  return *tok;
+}
+
+// A tiny vocabulary: the seed's "a", "ab", "abc", "b", plus the bytes 'c' and
+// 'd', and optionally byte tokens / <unk>. Byte 'z' is never a token.
+Vocab TinyVocab(bool byte_tokens, bool unk) {
+  Vocab v;
+  v.source = "tiny";
+  v.format = "test";
+  for (const char* t : {"a", "b", "c", "d", "ab", "abc", "bc"}) {
+    v.token_bytes.emplace_back(t);
+    v.token_types.push_back(TokenType::kNormal);
+  }
+  v.token_bytes.emplace_back("<|end|>");
+  v.token_types.push_back(TokenType::kControl);
+  if (byte_tokens) {
+    v.token_bytes.emplace_back("z");
+    v.token_types.push_back(TokenType::kByte);
+  }
+  if (unk) {
+    v.token_bytes.emplace_back("<unk>");
+    v.token_types.push_back(TokenType::kUnknown);
+    v.unk_id = static_cast<uint32_t>(v.token_bytes.size() - 1);
+  }
+  v.pre_regexes = {};  // no pre-tokenization: the whole text is one piece
+  return v;
+}
+
+TEST(TokenizerTest, SpecialTokensAreOrdinaryTextByDefault) {
+  const Tokenizer& tok = Cl100k();
+  auto ids = tok.Encode("a<|endoftext|>b", {});
+  ASSERT_TRUE(ids.ok());
+  EXPECT_GT(ids->size(), 3u);
+  EXPECT_THAT(*ids, ::testing::Not(::testing::Contains(100257u)));
+}
+
+TEST(TokenizerTest, AllowedSpecialTokensAreRecognized) {
+  const Tokenizer& tok = Cl100k();
+  auto ids = tok.Encode("a<|endoftext|>b", {.allowed_special = {"<|endoftext|>"}});
+  ASSERT_TRUE(ids.ok());
+  EXPECT_THAT(*ids, ElementsAre(64, 100257, 65));
+  auto all = tok.Encode("<|fim_prefix|>x<|endoftext|>", {.allow_all_special = true});
+  ASSERT_TRUE(all.ok());
+  EXPECT_THAT(*all, ElementsAre(100258, 87, 100257));
+}
+
+TEST(TokenizerTest, DisallowedSpecialTokenIsAnErrorNamingIt) {
+  const Tokenizer& tok = Cl100k();
+  auto ids = tok.Encode("hi <|fim_middle|>", {.allowed_special = {"<|endoftext|>"},
+                                              .disallow_special = true});
+  ASSERT_FALSE(ids.ok());
+  EXPECT_EQ(ids.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ids.status().message(), HasSubstr("<|fim_middle|>"));
+  // Allowed ones pass the check.
+  EXPECT_TRUE(tok.Encode("<|endoftext|>", {.allowed_special = {"<|endoftext|>"},
+                                            .disallow_special = true})
+                  .ok());
+  auto unknown = tok.Encode("x", {.allowed_special = {"<|nope|>"}});
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TokenizerTest, LongestMatchIsNotBpe) {
+  // The documented difference: 'LL is ["'", "LL"] in BPE, ["'L", "L"] greedily.
+  const Tokenizer& tok = Cl100k();
+  auto bpe = tok.Encode("'LL", {});
+  auto greedy = tok.Encode("'LL", {.algorithm = Algorithm::kLongestMatch});
+  ASSERT_TRUE(bpe.ok() && greedy.ok());
+  EXPECT_THAT(*bpe, ElementsAre(6, 4178));
+  EXPECT_THAT(*greedy, ElementsAre(92526, 43));
+  // Both decode to the same text.
+  EXPECT_EQ(*tok.Decode(*bpe), *tok.Decode(*greedy));
+}
+
+TEST(TokenizerTest, SeedExampleLongestMatch) {
+  auto tok = Tokenizer::Create(TinyVocab(false, false));
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  auto ids = (*tok)->Encode("abcb", {.algorithm = Algorithm::kLongestMatch});
+  ASSERT_TRUE(ids.ok());
+  EXPECT_THAT(*ids, ElementsAre(5, 1));  // "abc", "b"
+  // BPE (concatenation rank) merges "ab" (rank 4) before "bc" (6), then "abc".
+  auto bpe = (*tok)->Encode("abcb", {});
+  ASSERT_TRUE(bpe.ok());
+  EXPECT_THAT(*bpe, ElementsAre(5, 1));
+  auto bcb = (*tok)->Encode("bcab", {});
+  EXPECT_THAT(*bcb, ElementsAre(6, 4));
+}
+
+TEST(TokenizerTest, UnknownByteFallsBackToByteTokenThenUnkThenError) {
+  auto with_bytes = Tokenizer::Create(TinyVocab(true, true));
+  ASSERT_TRUE(with_bytes.ok());
+  EXPECT_THAT(*(*with_bytes)->Encode("azb", {}), ElementsAre(0, 8, 1));
+  auto with_unk = Tokenizer::Create(TinyVocab(false, true));
+  ASSERT_TRUE(with_unk.ok());
+  EXPECT_THAT(*(*with_unk)->Encode("azb", {}), ElementsAre(0, 8, 1));
+  EXPECT_EQ((*with_unk)->vocab().token_bytes[8], "<unk>");
+  auto neither = Tokenizer::Create(TinyVocab(false, false));
+  ASSERT_TRUE(neither.ok());
+  std::vector<uint32_t> ids = {42};
+  absl::Status s = (*neither)->EncodeTo("azb", {}, &ids);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("0x7A"));
+  EXPECT_THAT(ids, ElementsAre(42));  // nothing appended on error
+}
+
+TEST(TokenizerTest, InvalidUtf8IsTokenizedAsBytesAndRoundTrips) {
+  const Tokenizer& tok = Cl100k();
+  const std::string text = "ok \xFF\xFE caf\xC3 \xE4\xB8 end\x80";
+  auto ids = tok.Encode(text, {});
+  ASSERT_TRUE(ids.ok());
+  auto back = tok.Decode(*ids);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, text);
+}
+
+TEST(TokenizerTest, DecodeRejectsOutOfRangeIdsAndHoles) {
+  const Tokenizer& tok = Cl100k();
+  auto out_of_range = tok.Decode(std::vector<uint32_t>{1, 100277});
+  EXPECT_EQ(out_of_range.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(out_of_range.status().message(), HasSubstr("100277"));
+  auto hole = tok.Decode(std::vector<uint32_t>{100256});
+  EXPECT_EQ(hole.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TokenizerTest, AddBosNeedsABosToken) {
+  auto ids = Cl100k().Encode("x", {.add_bos = true});
+  EXPECT_EQ(ids.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(TokenizerTest, PathologicalInputsEncodeAndRoundTrip) {
+  // 1 MB without whitespace: one piece for the pre-tokenizer; the heap path
+  // keeps this O(n log n).
+  const Tokenizer& tok = Cl100k();
+  for (const std::string& text : {std::string(1 << 20, 'a'), std::string(300000, '7'),
+                                  std::string(200000, '!')}) {
+    auto ids = tok.Encode(text, {});
+    ASSERT_TRUE(ids.ok());
+    EXPECT_LT(ids->size(), text.size());
+    EXPECT_EQ(*tok.Decode(*ids), text);
+  }
+}
+
+TEST(TokenizerTest, UserDefinedTokensAreMatchedBeforePreTokenization) {
+  const std::string path =
+      testing::SharedDir() + "/conformance/llama-vocab/ggml-vocab-mpt.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP();
+  auto tok = Tokenizer::Load({.path = path});
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  // Ids 50254..50276 are runs of 24 down to 2 spaces (user-defined).
+  auto ids = (*tok)->Encode("a    b", {});
+  ASSERT_TRUE(ids.ok());
+  EXPECT_THAT(*ids, ::testing::Contains(50274u));  // 4 spaces
+  EXPECT_EQ(*(*tok)->Decode(*ids), "a    b");
+}
+
+TEST(IncrementalDecoderTest, HoldsPartialCharactersAndFlushesTheRest) {
+  const Tokenizer& tok = Cl100k();
+  const std::string text = "中文🙂ok";
+  auto ids = tok.Encode(text, {});
+  ASSERT_TRUE(ids.ok());
+  IncrementalDecoder dec(tok);
+  std::string out;
+  for (uint32_t id : *ids) {
+    const size_t before = out.size();
+    ASSERT_TRUE(dec.Add(std::vector<uint32_t>{id}, &out).ok());
+    // Every delta is complete UTF-8.
+    std::string delta = out.substr(before);
+    EXPECT_EQ(CompleteUtf8Prefix(delta), delta.size());
+  }
+  out += dec.Flush();
+  EXPECT_EQ(out, text);
+  // A bad id leaves the decoder unchanged.
+  std::string more;
+  EXPECT_FALSE(dec.Add(std::vector<uint32_t>{999999}, &more).ok());
+  EXPECT_TRUE(more.empty());
+}
+
+}  // namespace
+}  // namespace llm::tok
