@@ -9,7 +9,7 @@ PACKAGES=(
   libabsl-dev libpcre2-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev
-  python3 python3-venv ca-certificates
+  python3 python3-venv python3-pip ca-certificates
 )
 
 missing=()

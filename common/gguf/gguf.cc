@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -19,7 +20,7 @@
 namespace llm::gguf {
 namespace {
 
-constexpr uint32_t kMagic = 0x46554747;                // "GGUF" read as a LE u32
+constexpr uint32_t kMagic = 0x46554747;                    // "GGUF" read as a LE u32
 constexpr uint64_t kMaxStringLength = uint64_t{1} << 30;   // GGUF_MAX_STRING_LENGTH
 constexpr uint64_t kMaxArrayElements = uint64_t{1} << 30;  // GGUF_MAX_ARRAY_ELEMENTS
 constexpr uint32_t kDefaultAlignment = 32;                 // GGUF_DEFAULT_ALIGNMENT
@@ -90,6 +91,16 @@ bool IsSigned(ValueType t) {
          t == ValueType::kInt64;
 }
 
+// The description of a field: `what` itself, or what it returns when called.
+template <typename What>
+std::string Describe(const What& what) {
+  if constexpr (std::is_invocable_v<const What&>) {
+    return what();
+  } else {
+    return std::string(what);
+  }
+}
+
 bool IsFloat(ValueType t) { return t == ValueType::kFloat32 || t == ValueType::kFloat64; }
 
 // Decodes an integer scalar of type `t` at `p` (which holds ScalarSize(t)
@@ -117,9 +128,8 @@ std::string DescribeType(ValueType type, ValueType array_type) {
 
 absl::Status TypeMismatch(std::string_view key, ValueType type, ValueType array_type,
                           std::string_view expected) {
-  return absl::InvalidArgumentError(llm::StrCat("key '", key, "' has type ",
-                                                 DescribeType(type, array_type), ", expected ",
-                                                 expected));
+  return absl::InvalidArgumentError(llm::StrCat(
+      "key '", key, "' has type ", DescribeType(type, array_type), ", expected ", expected));
 }
 
 // Rounds `v` up to a multiple of the power of two `align`; false on overflow.
@@ -224,8 +234,8 @@ absl::StatusOr<uint64_t> Value::AsUint() const {
   if (!IsInteger(type_)) return TypeMismatch(key_, type_, array_type_, "an unsigned integer");
   if (IsSigned(type_) && static_cast<int64_t>(bits_) < 0) {
     return absl::InvalidArgumentError(llm::StrCat("key '", key_, "' holds the negative value ",
-                                                   static_cast<int64_t>(bits_),
-                                                   ", expected an unsigned integer"));
+                                                  static_cast<int64_t>(bits_),
+                                                  ", expected an unsigned integer"));
   }
   return bits_;
 }
@@ -288,8 +298,8 @@ absl::StatusOr<std::vector<int64_t>> Value::AsIntArray() const {
     const uint64_t bits = DecodeIntegerBits(array_type_, p + i * elem);
     if (array_type_ == ValueType::kUint64 &&
         bits > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return absl::InvalidArgumentError(llm::StrCat("key '", key_, "' element ", i, " holds ",
-                                                     bits, ", which does not fit in an int64"));
+      return absl::InvalidArgumentError(llm::StrCat("key '", key_, "' element ", i, " holds ", bits,
+                                                    ", which does not fit in an int64"));
     }
     out.push_back(static_cast<int64_t>(bits));
   }
@@ -345,7 +355,8 @@ absl::Status KeyNotFound(const std::string& file, std::string_view key) {
 // Prefixes an accessor's error with the file name.
 absl::Status InFile(const std::string& file, const absl::Status& s) {
   const absl::string_view message = s.message();
-  return absl::Status(s.code(), llm::StrCat(file, ": ", std::string_view(message.data(), message.size())));
+  return absl::Status(s.code(),
+                      llm::StrCat(file, ": ", std::string_view(message.data(), message.size())));
 }
 
 }  // namespace
@@ -400,22 +411,28 @@ class Parser {
   absl::Status Parse(File& file);
 
  private:
-  struct TensorRecord {
-    uint64_t info_offset;    // where the tensor info starts
-    uint64_t offset_field;   // where its offset field starts
-  };
+  // Where tensor i's offset field is, for errors found after all infos are read.
+  std::vector<uint64_t> offset_fields_;
 
   absl::Status Error(uint64_t offset, std::string_view problem) const {
     return absl::InvalidArgumentError(llm::StrCat(name_, ": offset ", offset, ": ", problem));
   }
   uint64_t left() const { return size_ - pos_; }
 
+  // In the readers below, `what` names the field for error messages: a string,
+  // or a callable returning one, which is called only on error so that the
+  // success path (e.g. walking 100k-element string arrays) does not allocate.
+
   // Fails unless `n` bytes remain at the cursor.
-  absl::Status Need(uint64_t n, std::string_view what) const;
-  absl::StatusOr<uint32_t> ReadU32(std::string_view what);
-  absl::StatusOr<uint64_t> ReadU64(std::string_view what);
+  template <typename What>
+  absl::Status Need(uint64_t n, const What& what) const;
+  template <typename What>
+  absl::StatusOr<uint32_t> ReadU32(const What& what);
+  template <typename What>
+  absl::StatusOr<uint64_t> ReadU64(const What& what);
   // Reads a {u64 length, bytes} string; the view points into the file.
-  absl::StatusOr<std::string_view> ReadString(std::string_view what);
+  template <typename What>
+  absl::StatusOr<std::string_view> ReadString(const What& what);
 
   absl::Status ParseHeader(File& file);
   absl::Status ParseKv(File& file, uint64_t index);
@@ -433,42 +450,46 @@ class Parser {
   size_t pos_ = 0;
   uint64_t n_tensors_ = 0;
   uint64_t n_kv_ = 0;
-  std::vector<TensorRecord> records_;
 };
 
-absl::Status Parser::Need(uint64_t n, std::string_view what) const {
+template <typename What>
+absl::Status Parser::Need(uint64_t n, const What& what) const {
   if (n > left()) {
-    return Error(pos_, llm::StrCat("truncated: ", what, " needs ", n, " bytes but only ", left(),
-                                    " are left"));
+    return Error(pos_, llm::StrCat("truncated: ", Describe(what), " needs ", n, " bytes but only ",
+                                   left(), " are left"));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint32_t> Parser::ReadU32(std::string_view what) {
+template <typename What>
+absl::StatusOr<uint32_t> Parser::ReadU32(const What& what) {
   if (absl::Status s = Need(4, what); !s.ok()) return s;
   const auto v = static_cast<uint32_t>(LoadLE(data_ + pos_, 4));
   pos_ += 4;
   return v;
 }
 
-absl::StatusOr<uint64_t> Parser::ReadU64(std::string_view what) {
+template <typename What>
+absl::StatusOr<uint64_t> Parser::ReadU64(const What& what) {
   if (absl::Status s = Need(8, what); !s.ok()) return s;
   const uint64_t v = LoadLE(data_ + pos_, 8);
   pos_ += 8;
   return v;
 }
 
-absl::StatusOr<std::string_view> Parser::ReadString(std::string_view what) {
+template <typename What>
+absl::StatusOr<std::string_view> Parser::ReadString(const What& what) {
   const uint64_t at = pos_;
-  absl::StatusOr<uint64_t> len = ReadU64(llm::StrCat("the length of ", what));
+  absl::StatusOr<uint64_t> len =
+      ReadU64([&] { return llm::StrCat("the length of ", Describe(what)); });
   if (!len.ok()) return len.status();
   if (*len > left()) {
-    return Error(at, llm::StrCat(what, ": string length ", *len, " exceeds the ", left(),
-                                  " bytes left"));
+    return Error(at, llm::StrCat(Describe(what), ": string length ", *len, " exceeds the ", left(),
+                                 " bytes left"));
   }
   if (*len > kMaxStringLength) {
-    return Error(at, llm::StrCat(what, ": string length ", *len, " exceeds the limit of ",
-                                  kMaxStringLength, " bytes"));
+    return Error(at, llm::StrCat(Describe(what), ": string length ", *len, " exceeds the limit of ",
+                                 kMaxStringLength, " bytes"));
   }
   std::string_view s(reinterpret_cast<const char*>(data_ + pos_), static_cast<size_t>(*len));
   pos_ += static_cast<size_t>(*len);
@@ -476,6 +497,7 @@ absl::StatusOr<std::string_view> Parser::ReadString(std::string_view what) {
 }
 
 absl::Status Parser::Parse(File& file) {
+  file.alignment_ = kDefaultAlignment;  // until general.alignment says otherwise
   if (absl::Status s = ParseHeader(file); !s.ok()) return s;
 
   // Each kv needs at least kMinKvBytes, so n_kv_ <= left() / kMinKvBytes was
@@ -490,13 +512,13 @@ absl::Status Parser::Parse(File& file) {
   if (n_tensors_ > left() / kMinTensorInfoBytes) {
     return Error(kTensorCountOffset,
                  llm::StrCat("tensor_count ", n_tensors_, " cannot fit in the ", left(),
-                                    " bytes left after the metadata (each tensor info takes at "
-                                    "least ",
-                                    kMinTensorInfoBytes, " bytes)"));
+                             " bytes left after the metadata (each tensor info takes at "
+                             "least ",
+                             kMinTensorInfoBytes, " bytes)"));
   }
   file.tensors_.reserve(static_cast<size_t>(n_tensors_));
   file.storage_->tensor_index.reserve(static_cast<size_t>(n_tensors_));
-  records_.reserve(static_cast<size_t>(n_tensors_));
+  offset_fields_.reserve(static_cast<size_t>(n_tensors_));
   uint64_t expected_offset = 0;
   for (uint64_t i = 0; i < n_tensors_; ++i) {
     if (absl::Status s = ParseTensorInfo(file, i, &expected_offset); !s.ok()) return s;
@@ -510,8 +532,8 @@ absl::Status Parser::ParseHeader(File& file) {
   }
   const auto magic = static_cast<uint32_t>(LoadLE(data_, 4));
   if (magic != kMagic) {
-    return Error(0, absl::StrFormat("bad magic 0x%08x (expected \"GGUF\"): not a GGUF file",
-                                    magic));
+    return Error(0,
+                 absl::StrFormat("bad magic 0x%08x (expected \"GGUF\"): not a GGUF file", magic));
   }
   pos_ = 4;
   const uint64_t version_at = pos_;
@@ -544,15 +566,16 @@ absl::Status Parser::ParseHeader(File& file) {
   // has a minimum encoded size. Divisions, so nothing can overflow.
   if (*n_kv > left() / kMinKvBytes) {
     return Error(kv_count_at, llm::StrCat("kv_count ", *n_kv, " cannot fit in the ", left(),
-                                           " bytes left (each key/value takes at least ",
-                                           kMinKvBytes, " bytes)"));
+                                          " bytes left (each key/value takes at least ",
+                                          kMinKvBytes, " bytes)"));
   }
   const uint64_t after_kvs = left() - *n_kv * kMinKvBytes;
   if (*n_tensors > after_kvs / kMinTensorInfoBytes) {
     return Error(tensor_count_at,
-                 llm::StrCat("tensor_count ", *n_tensors, " cannot fit in the ", left(),
-                              " bytes left (each tensor info takes at least ",
-                              kMinTensorInfoBytes, " bytes)"));
+                 llm::StrCat("tensor_count ", *n_tensors, " cannot fit in the ", after_kvs,
+                             " bytes left after ", *n_kv,
+                             " minimal key/values (each tensor info takes at least ",
+                             kMinTensorInfoBytes, " bytes)"));
   }
   n_tensors_ = *n_tensors;
   n_kv_ = *n_kv;
@@ -561,9 +584,12 @@ absl::Status Parser::ParseHeader(File& file) {
 
 absl::Status Parser::ParseKv(File& file, uint64_t index) {
   const uint64_t key_at = pos_;
-  absl::StatusOr<std::string_view> key = ReadString(llm::StrCat("key of metadata entry ", index));
+  absl::StatusOr<std::string_view> key =
+      ReadString([&] { return llm::StrCat("key of metadata entry ", index); });
   if (!key.ok()) return key.status();
-  if (key->empty()) return Error(key_at, llm::StrCat("metadata entry ", index, " has an empty key"));
+  if (key->empty()) {
+    return Error(key_at, llm::StrCat("metadata entry ", index, " has an empty key"));
+  }
   if (file.storage_->key_index.contains(*key)) {
     return Error(key_at, llm::StrCat("duplicate key '", *key, "'"));
   }
@@ -571,7 +597,8 @@ absl::Status Parser::ParseKv(File& file, uint64_t index) {
   Value v;
   v.key_ = *key;
   const uint64_t type_at = pos_;
-  absl::StatusOr<uint32_t> type = ReadU32(llm::StrCat("the value type of key '", *key, "'"));
+  absl::StatusOr<uint32_t> type =
+      ReadU32([&] { return llm::StrCat("the value type of key '", *key, "'"); });
   if (!type.ok()) return type.status();
   const uint64_t value_at = pos_;
   if (absl::Status s = ParseValue(v, *type, type_at); !s.ok()) return s;
@@ -589,7 +616,8 @@ absl::Status Parser::ParseValue(Value& v, uint32_t type, uint64_t type_offset) {
   }
   v.type_ = static_cast<ValueType>(type);
   if (v.type_ == ValueType::kString) {
-    absl::StatusOr<std::string_view> s = ReadString(llm::StrCat("the value of key '", v.key_, "'"));
+    absl::StatusOr<std::string_view> s =
+        ReadString([&] { return llm::StrCat("the value of key '", v.key_, "'"); });
     if (!s.ok()) return s.status();
     v.payload_ = *s;
     return absl::OkStatus();
@@ -597,8 +625,11 @@ absl::Status Parser::ParseValue(Value& v, uint32_t type, uint64_t type_offset) {
   if (v.type_ == ValueType::kArray) return ParseArray(v);
 
   const size_t n = ScalarSize(type);
-  if (absl::Status s = Need(n, llm::StrCat("the ", ValueTypeName(v.type_), " value of key '",
-                                            v.key_, "'"));
+  if (absl::Status s = Need(n,
+                            [&] {
+                              return llm::StrCat("the ", ValueTypeName(v.type_), " value of key '",
+                                                 v.key_, "'");
+                            });
       !s.ok()) {
     return s;
   }
@@ -618,20 +649,20 @@ absl::Status Parser::ParseValue(Value& v, uint32_t type, uint64_t type_offset) {
 absl::Status Parser::ParseArray(Value& v) {
   const uint64_t elem_type_at = pos_;
   absl::StatusOr<uint32_t> elem_type =
-      ReadU32(llm::StrCat("the element type of array '", v.key_, "'"));
+      ReadU32([&] { return llm::StrCat("the element type of array '", v.key_, "'"); });
   if (!elem_type.ok()) return elem_type.status();
   if (*elem_type == static_cast<uint32_t>(ValueType::kArray)) {
-    return Error(elem_type_at,
-                 llm::StrCat("key '", v.key_, "': nested arrays are not supported"));
+    return Error(elem_type_at, llm::StrCat("key '", v.key_, "': nested arrays are not supported"));
   }
   if (!IsKnownValueType(*elem_type)) {
-    return Error(elem_type_at, llm::StrCat("key '", v.key_, "': unknown array element type ",
-                                            *elem_type));
+    return Error(elem_type_at,
+                 llm::StrCat("key '", v.key_, "': unknown array element type ", *elem_type));
   }
   v.array_type_ = static_cast<ValueType>(*elem_type);
 
   const uint64_t count_at = pos_;
-  absl::StatusOr<uint64_t> count = ReadU64(llm::StrCat("the count of array '", v.key_, "'"));
+  absl::StatusOr<uint64_t> count =
+      ReadU64([&] { return llm::StrCat("the count of array '", v.key_, "'"); });
   if (!count.ok()) return count.status();
   const bool strings = v.array_type_ == ValueType::kString;
   // Minimum bytes per element: the scalar size, or the u64 length of a string.
@@ -639,13 +670,13 @@ absl::Status Parser::ParseArray(Value& v) {
   if (*count > left() / elem_bytes) {
     return Error(count_at,
                  llm::StrCat("key '", v.key_, "': array of ", *count, " ",
-                              ValueTypeName(v.array_type_), " elements needs at least ",
-                              strings ? "8 bytes each" : llm::StrCat(elem_bytes, " bytes each"),
-                              " but only ", left(), " bytes are left"));
+                             ValueTypeName(v.array_type_), " elements needs at least ",
+                             strings ? "8 bytes each" : llm::StrCat(elem_bytes, " bytes each"),
+                             " but only ", left(), " bytes are left"));
   }
   if (*count > kMaxArrayElements) {
     return Error(count_at, llm::StrCat("key '", v.key_, "': array count ", *count,
-                                        " exceeds the limit of ", kMaxArrayElements));
+                                       " exceeds the limit of ", kMaxArrayElements));
   }
   v.array_size_ = *count;
 
@@ -654,7 +685,7 @@ absl::Status Parser::ParseArray(Value& v) {
     // Walk every element so that AsStringArray() can trust the lengths.
     for (uint64_t i = 0; i < *count; ++i) {
       absl::StatusOr<std::string_view> s =
-          ReadString(llm::StrCat("element ", i, " of array '", v.key_, "'"));
+          ReadString([&] { return llm::StrCat("element ", i, " of array '", v.key_, "'"); });
       if (!s.ok()) return s.status();
     }
   } else {
@@ -666,18 +697,17 @@ absl::Status Parser::ParseArray(Value& v) {
 
 absl::Status Parser::ApplyAlignment(File& file, const Value& v, uint64_t value_offset) {
   if (v.type_ != ValueType::kUint32) {
-    return Error(value_offset, llm::StrCat(kAlignmentKey, " has type ",
-                                            DescribeType(v.type_, v.array_type_),
-                                            "; it must be UINT32"));
+    return Error(value_offset,
+                 llm::StrCat(kAlignmentKey, " has type ", DescribeType(v.type_, v.array_type_),
+                             "; it must be UINT32"));
   }
   const uint64_t a = v.bits_;
   if (a == 0 || (a & (a - 1)) != 0) {
-    return Error(value_offset,
-                 llm::StrCat(kAlignmentKey, " ", a, " is not a power of two"));
+    return Error(value_offset, llm::StrCat(kAlignmentKey, " ", a, " is not a power of two"));
   }
   if (a > kMaxAlignment) {
-    return Error(value_offset, llm::StrCat(kAlignmentKey, " ", a, " exceeds the limit of ",
-                                            kMaxAlignment));
+    return Error(value_offset,
+                 llm::StrCat(kAlignmentKey, " ", a, " exceeds the limit of ", kMaxAlignment));
   }
   file.alignment_ = static_cast<uint32_t>(a);
   return absl::OkStatus();
@@ -685,11 +715,12 @@ absl::Status Parser::ApplyAlignment(File& file, const Value& v, uint64_t value_o
 
 absl::Status Parser::ParseTensorInfo(File& file, uint64_t index, uint64_t* expected_offset) {
   const uint64_t info_at = pos_;
-  absl::StatusOr<std::string_view> name = ReadString(llm::StrCat("name of tensor ", index));
+  absl::StatusOr<std::string_view> name =
+      ReadString([&] { return llm::StrCat("name of tensor ", index); });
   if (!name.ok()) return name.status();
   if (name->size() > kMaxTensorNameBytes) {
     return Error(info_at, llm::StrCat("tensor ", index, ": name is ", name->size(),
-                                       " bytes; the limit is ", kMaxTensorNameBytes));
+                                      " bytes; the limit is ", kMaxTensorNameBytes));
   }
   if (file.storage_->tensor_index.contains(*name)) {
     return Error(info_at, llm::StrCat("duplicate tensor name '", *name, "'"));
@@ -699,7 +730,7 @@ absl::Status Parser::ParseTensorInfo(File& file, uint64_t index, uint64_t* expec
   const std::string what = llm::StrCat("tensor '", *name, "'");
 
   const uint64_t n_dims_at = pos_;
-  absl::StatusOr<uint32_t> n_dims = ReadU32(llm::StrCat("n_dims of ", what));
+  absl::StatusOr<uint32_t> n_dims = ReadU32([&] { return llm::StrCat("n_dims of ", what); });
   if (!n_dims.ok()) return n_dims.status();
   if (*n_dims == 0 || *n_dims > kMaxDims) {
     return Error(n_dims_at, llm::StrCat(what, ": n_dims ", *n_dims, " is outside 1..", kMaxDims));
@@ -708,21 +739,21 @@ absl::Status Parser::ParseTensorInfo(File& file, uint64_t index, uint64_t* expec
   int64_t elements = 1;
   for (uint32_t j = 0; j < *n_dims; ++j) {
     const uint64_t ne_at = pos_;
-    absl::StatusOr<uint64_t> raw = ReadU64(llm::StrCat("ne[", j, "] of ", what));
+    absl::StatusOr<uint64_t> raw = ReadU64([&] { return llm::StrCat("ne[", j, "] of ", what); });
     if (!raw.ok()) return raw.status();
     const auto ne = static_cast<int64_t>(*raw);
     if (ne <= 0) {
       return Error(ne_at, llm::StrCat(what, ": ne[", j, "] = ", ne, " must be positive"));
     }
     if (__builtin_mul_overflow(elements, ne, &elements)) {
-      return Error(ne_at, llm::StrCat(what, ": the element count overflows int64 at ne[", j,
-                                       "] = ", ne));
+      return Error(ne_at,
+                   llm::StrCat(what, ": the element count overflows int64 at ne[", j, "] = ", ne));
     }
     t.ne[j] = ne;
   }
 
   const uint64_t type_at = pos_;
-  absl::StatusOr<uint32_t> type = ReadU32(llm::StrCat("the type of ", what));
+  absl::StatusOr<uint32_t> type = ReadU32([&] { return llm::StrCat("the type of ", what); });
   if (!type.ok()) return type.status();
   const TensorTypeTraits* traits = FindTensorTypeTraits(*type);
   if (traits == nullptr) {
@@ -730,9 +761,9 @@ absl::Status Parser::ParseTensorInfo(File& file, uint64_t index, uint64_t* expec
   }
   t.ggml_type = *type;
   if (t.ne[0] % traits->block_elements != 0) {
-    return Error(type_at, llm::StrCat(what, ": ne[0] = ", t.ne[0],
-                                       " is not a multiple of the block size ",
-                                       traits->block_elements, " of type ", traits->name));
+    return Error(type_at,
+                 llm::StrCat(what, ": ne[0] = ", t.ne[0], " is not a multiple of the block size ",
+                             traits->block_elements, " of type ", traits->name));
   }
   // bytes = (ne0 / block) * block_bytes * ne1 * ne2 * ne3, all checked.
   uint64_t bytes = static_cast<uint64_t>(t.ne[0]) / traits->block_elements;
@@ -746,16 +777,16 @@ absl::Status Parser::ParseTensorInfo(File& file, uint64_t index, uint64_t* expec
   t.size_bytes = bytes;
 
   const uint64_t offset_at = pos_;
-  absl::StatusOr<uint64_t> offset = ReadU64(llm::StrCat("the offset of ", what));
+  absl::StatusOr<uint64_t> offset = ReadU64([&] { return llm::StrCat("the offset of ", what); });
   if (!offset.ok()) return offset.status();
   if (*offset % file.alignment_ != 0) {
     return Error(offset_at, llm::StrCat(what, ": offset ", *offset,
-                                         " is not a multiple of the alignment ", file.alignment_));
+                                        " is not a multiple of the alignment ", file.alignment_));
   }
   if (*offset != *expected_offset) {
-    return Error(offset_at, llm::StrCat(what, ": offset ", *offset, " is not the expected ",
-                                         *expected_offset,
-                                         " (tensor data must be contiguous in tensor order)"));
+    return Error(offset_at,
+                 llm::StrCat(what, ": offset ", *offset, " is not the expected ", *expected_offset,
+                             " (tensor data must be contiguous in tensor order)"));
   }
   t.offset = *offset;
   uint64_t padded;
@@ -766,7 +797,7 @@ absl::Status Parser::ParseTensorInfo(File& file, uint64_t index, uint64_t* expec
 
   file.storage_->tensor_index.emplace(t.name, file.tensors_.size());
   file.tensors_.push_back(t);
-  records_.push_back({info_at, offset_at});
+  offset_fields_.push_back(offset_at);
   return absl::OkStatus();
 }
 
@@ -775,19 +806,19 @@ absl::Status Parser::LocateTensorData(File& file) {
   uint64_t data_start;
   if (!AlignUp(pos_, file.alignment_, &data_start) || data_start > size_) {
     return Error(pos_, llm::StrCat("truncated: the file (", size_,
-                                    " bytes) ends before the data section, which starts at the "
-                                    "next multiple of ",
-                                    file.alignment_));
+                                   " bytes) ends before the data section, which starts at the "
+                                   "next multiple of ",
+                                   file.alignment_));
   }
   for (size_t i = 0; i < file.tensors_.size(); ++i) {
     TensorInfo& t = file.tensors_[i];
     uint64_t begin, end;
     if (__builtin_add_overflow(data_start, t.offset, &begin) ||
         __builtin_add_overflow(begin, t.size_bytes, &end) || end > size_) {
-      return Error(records_[i].offset_field,
+      return Error(offset_fields_[i],
                    llm::StrCat("tensor '", t.name, "': data at file offset ", data_start, " + ",
-                                t.offset, " of ", t.size_bytes,
-                                " bytes extends past the end of the file (", size_, " bytes)"));
+                               t.offset, " of ", t.size_bytes,
+                               " bytes extends past the end of the file (", size_, " bytes)"));
     }
     t.data = data_ + begin;
   }
