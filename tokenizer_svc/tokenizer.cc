@@ -289,6 +289,10 @@ absl::StatusOr<std::string> Tokenizer::Decode(std::span<const uint32_t> ids) con
   return out;
 }
 
+bool Tokenizer::HasByteToken(uint8_t b) const {
+  return impl_->model.byte_ids[b] != Trie::kNoValue;
+}
+
 const Vocab& Tokenizer::vocab() const { return impl_->vocab; }
 size_t Tokenizer::vocab_size() const { return impl_->vocab.size(); }
 

@@ -86,6 +86,10 @@ class Tokenizer {
   // Bytes of one token (InvalidArgument as above).
   absl::StatusOr<std::string_view> TokenBytes(uint32_t id) const;
 
+  // Whether byte `b` has a token of its own. When false, the byte encodes to
+  // a <0xNN> byte token or <unk> (lossy) or fails.
+  bool HasByteToken(uint8_t b) const;
+
   const Vocab& vocab() const;
   // Largest id + 1 (tiktoken's n_vocab).
   size_t vocab_size() const;
