@@ -4,11 +4,45 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/impl/server_builder_plugin.h>
+#include <grpcpp/impl/server_initializer.h>
 
 #include "absl/status/status.h"
 #include "common/strings.h"
 
 namespace llm {
+namespace {
+
+// grpc::Service does not expose its name, but the server knows the names of
+// the services it hosts; this builder option reads them once the server is
+// built (as the reflection plugin does), so that SetServing() can set the
+// health status of each one by name.
+class ServiceNamesPlugin final : public grpc::ServerBuilderPlugin {
+ public:
+  explicit ServiceNamesPlugin(std::vector<std::string>* names) : names_(names) {}
+  std::string name() override { return "llm_service_names"; }
+  void InitServer(grpc::ServerInitializer*) override {}
+  void Finish(grpc::ServerInitializer* si) override { *names_ = *si->GetServiceList(); }
+  void ChangeArguments(const std::string&, void*) override {}
+
+ private:
+  std::vector<std::string>* names_;
+};
+
+class ServiceNamesOption final : public grpc::ServerBuilderOption {
+ public:
+  explicit ServiceNamesOption(std::vector<std::string>* names) : names_(names) {}
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->push_back(std::make_unique<ServiceNamesPlugin>(names_));
+  }
+
+ private:
+  std::vector<std::string>* names_;
+};
+
+}  // namespace
 
 void BlockTerminationSignals() {
   sigset_t set;
@@ -28,6 +62,7 @@ absl::StatusOr<std::unique_ptr<ServerRunner>> ServerRunner::Start(
   builder.SetMaxReceiveMessageSize(options.max_receive_bytes);
   builder.SetMaxSendMessageSize(options.max_send_bytes);
   for (grpc::Service* s : services) builder.RegisterService(s);
+  builder.SetOption(std::make_unique<ServiceNamesOption>(&runner->service_names_));
   runner->server_ = builder.BuildAndStart();
   if (runner->server_ == nullptr || runner->port_ == 0) {
     return absl::UnavailableError(
@@ -43,7 +78,10 @@ ServerRunner::~ServerRunner() {
 
 void ServerRunner::SetServing(bool serving) {
   if (auto* health = server_->GetHealthCheckService()) {
+    // The overall status (""), then each hosted service by name: gRPC's
+    // SetServingStatus(bool) only updates names it has already been given.
     health->SetServingStatus(serving);
+    for (const std::string& name : service_names_) health->SetServingStatus(name, serving);
   }
 }
 

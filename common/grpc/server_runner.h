@@ -59,6 +59,7 @@ class ServerRunner {
  private:
   ServerRunner() = default;
   std::unique_ptr<grpc::Server> server_;
+  std::vector<std::string> service_names_;  // hosted services, set once by Start()
   int port_ = 0;
   bool shut_down_ = false;
 };

@@ -1,0 +1,1356 @@
+// Integration test of the tokenizer service: starts the real tokenizer_server
+// binary as a child process on a free loopback port, talks to it over gRPC with
+// the generated stubs (and generic stubs for the health and reflection services,
+// whose generated code Debian does not ship), runs the real `llm` client against
+// it, and checks that SIGTERM makes it exit with status 0.
+//
+// Two servers: cl100k_base (.tiktoken, with small limits so that the limit
+// checks are cheap) and ggml-vocab-mpt.gguf (GGUF, with user-defined tokens).
+// Each suite starts its server once (SetUpTestSuite) and stops it in
+// TearDownTestSuite, where the clean exit is checked.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <google/protobuf/unknown_field_set.h>
+#include <gmock/gmock.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_split.h"
+#include "common/strings.h"
+#include "common/test_paths.h"
+#include "llm/v1/tokenizer.grpc.pb.h"
+
+namespace llm {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::SizeIs;
+
+using Clock = std::chrono::steady_clock;
+
+// ---------------------------------------------------------------------------
+// Paths and reference data.
+
+std::string BinPath(const std::string& name) { return testing::BinaryDir() + "/bin/" + name; }
+std::string Cl100kPath() { return testing::SharedDir() + "/tokenizer/cl100k_base.tiktoken"; }
+std::string Cl100kVectorsPath() {
+  return testing::SharedDir() + "/tokenizer/vectors/cl100k_base.jsonl";
+}
+std::string MptPath() {
+  return testing::SharedDir() + "/conformance/llama-vocab/ggml-vocab-mpt.gguf";
+}
+
+struct Vector {
+  std::string text;
+  std::vector<uint32_t> ids;
+};
+
+std::vector<Vector> ReadVectors(const std::string& path) {
+  std::vector<Vector> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const auto j = nlohmann::json::parse(line);
+    out.push_back({j.at("text").get<std::string>(), j.at("ids").get<std::vector<uint32_t>>()});
+  }
+  return out;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF, and
+// no character cut off at the end.
+bool IsValidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t n;
+    uint32_t cp;
+    if (c >= 0xC2 && c <= 0xDF) {
+      n = 1;
+      cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      n = 2;
+      cp = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (s.size() - i - 1 < n) return false;
+    for (size_t k = 1; k <= n; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
+TEST(Utf8HelperTest, AcceptsAndRejects) {
+  EXPECT_TRUE(IsValidUtf8(""));
+  EXPECT_TRUE(IsValidUtf8("abc é 你好 🤖"));
+  EXPECT_FALSE(IsValidUtf8("\xF0\x9F\xA4"));      // cut-off emoji
+  EXPECT_FALSE(IsValidUtf8("\x96"));              // lone continuation byte
+  EXPECT_FALSE(IsValidUtf8("\xC0\xAF"));          // overlong
+  EXPECT_FALSE(IsValidUtf8("\xED\xA0\x80"));      // surrogate
+  EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));  // above U+10FFFF
+}
+
+// ---------------------------------------------------------------------------
+// Child processes.
+
+// Forks and execs argv[0] with the given stdin and stdout (-1: inherit). The
+// child gets SIGTERM if this thread dies, so a crashed test leaves no server
+// behind. Returns the pid, or -1 with *error set.
+pid_t Spawn(const std::vector<std::string>& argv, int stdin_fd, int stdout_fd,
+            std::string* error) {
+  std::vector<std::string> args = argv;
+  std::vector<char*> ptrs;
+  for (std::string& a : args) ptrs.push_back(a.data());
+  ptrs.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    *error = StrCat("fork: ", std::strerror(errno));
+    return -1;
+  }
+  if (pid == 0) {
+    // Child: async-signal-safe calls only.
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(126);
+    if (stdin_fd >= 0 && dup2(stdin_fd, STDIN_FILENO) < 0) _exit(126);
+    if (stdout_fd >= 0 && dup2(stdout_fd, STDOUT_FILENO) < 0) _exit(126);
+    execv(ptrs[0], ptrs.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits for `pid` until `timeout`; then SIGKILLs it. Returns the wait status,
+// or nullopt if it had to be killed.
+std::optional<int> WaitForExit(pid_t pid, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (true) {
+    int status = 0;
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return status;
+    if (r < 0 && errno != EINTR) return std::nullopt;
+    if (Clock::now() >= deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return std::nullopt;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+std::string DescribeWaitStatus(int status) {
+  if (WIFEXITED(status)) return StrCat("exit status ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return StrCat("killed by signal ", WTERMSIG(status));
+  return StrCat("wait status ", status);
+}
+
+struct ProcessResult {
+  int wait_status = -1;
+  std::string out;
+};
+
+// Runs a command to completion with `input` on its stdin (through a temporary
+// file, so no pipe can fill up) and returns its stdout and wait status.
+ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string& input) {
+  ProcessResult result;
+  std::string in_path = ::testing::TempDir() + "llm_cli_input_XXXXXX";
+  const int in_fd = mkstemp(in_path.data());
+  if (in_fd < 0) {
+    ADD_FAILURE() << "mkstemp: " << std::strerror(errno);
+    return result;
+  }
+  unlink(in_path.c_str());
+  if (write(in_fd, input.data(), input.size()) != static_cast<ssize_t>(input.size()) ||
+      lseek(in_fd, 0, SEEK_SET) != 0) {
+    ADD_FAILURE() << "writing the input file: " << std::strerror(errno);
+    close(in_fd);
+    return result;
+  }
+  int out_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) {
+    ADD_FAILURE() << "pipe2: " << std::strerror(errno);
+    close(in_fd);
+    return result;
+  }
+  std::string error;
+  const pid_t pid = Spawn(argv, in_fd, out_pipe[1], &error);
+  close(in_fd);
+  close(out_pipe[1]);
+  if (pid < 0) {
+    ADD_FAILURE() << error;
+    close(out_pipe[0]);
+    return result;
+  }
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(out_pipe[0], buf, sizeof(buf))) != 0) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    result.out.append(buf, static_cast<size_t>(n));
+  }
+  close(out_pipe[0]);
+  const std::optional<int> status = WaitForExit(pid, std::chrono::seconds(30));
+  if (!status) {
+    ADD_FAILURE() << argv[0] << " did not exit within 30 s";
+  } else {
+    result.wait_status = *status;
+  }
+  return result;
+}
+
+// A tokenizer_server child process.
+class ServerProcess {
+ public:
+  // Starts the server with `flags` on 127.0.0.1:0 and waits for its
+  // "listening on port N" line. Returns null with *error set on failure.
+  static std::unique_ptr<ServerProcess> Start(const std::vector<std::string>& flags,
+                                              std::string* error) {
+    std::vector<std::string> argv = {BinPath("tokenizer_server"), "--listen", "127.0.0.1:0"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    if (access(argv[0].c_str(), X_OK) != 0) {
+      *error = StrCat(argv[0], " is not built");
+      return nullptr;
+    }
+    int out_pipe[2];
+    if (pipe2(out_pipe, O_CLOEXEC) != 0) {
+      *error = StrCat("pipe2: ", std::strerror(errno));
+      return nullptr;
+    }
+    const pid_t pid = Spawn(argv, -1, out_pipe[1], error);
+    close(out_pipe[1]);
+    if (pid < 0) {
+      close(out_pipe[0]);
+      return nullptr;
+    }
+    std::unique_ptr<ServerProcess> server(new ServerProcess(pid, out_pipe[0]));
+    const std::string line = server->ReadStdoutLine(std::chrono::seconds(60));
+    constexpr std::string_view kPrefix = "tokenizer_server: listening on port ";
+    if (line.rfind(kPrefix, 0) != 0) {
+      const std::optional<int> status = server->Terminate(std::chrono::seconds(5));
+      *error = StrCat("no port line from tokenizer_server (got '", line, "'; ",
+                      status ? DescribeWaitStatus(*status) : std::string("had to be killed"),
+                      ")");
+      return nullptr;
+    }
+    server->port_ = std::atoi(line.c_str() + kPrefix.size());
+    if (server->port_ <= 0 || server->port_ > 65535) {
+      *error = StrCat("bad port line '", line, "'");
+      return nullptr;
+    }
+    return server;
+  }
+
+  ~ServerProcess() {
+    if (pid_ > 0) Terminate(std::chrono::seconds(10));
+    if (stdout_fd_ >= 0) close(stdout_fd_);
+  }
+
+  int port() const { return port_; }
+  std::string address() const { return StrCat("127.0.0.1:", port_); }
+
+  // Sends SIGTERM and waits for the exit; SIGKILL after `timeout`. Returns
+  // the wait status, or nullopt if the server had to be killed.
+  std::optional<int> Terminate(std::chrono::milliseconds timeout) {
+    if (pid_ <= 0) return std::nullopt;
+    kill(pid_, SIGTERM);
+    const std::optional<int> status = WaitForExit(pid_, timeout);
+    pid_ = -1;
+    return status;
+  }
+
+ private:
+  ServerProcess(pid_t pid, int stdout_fd) : pid_(pid), stdout_fd_(stdout_fd) {}
+
+  // One line of the child's stdout, without the newline; "" on EOF/timeout.
+  std::string ReadStdoutLine(std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    std::string line;
+    while (true) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - Clock::now());
+      if (left.count() <= 0) return "";
+      pollfd p{stdout_fd_, POLLIN, 0};
+      const int r = poll(&p, 1, static_cast<int>(left.count()));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return "";
+      char c;
+      const ssize_t n = read(stdout_fd_, &c, 1);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return line;
+      if (c == '\n') return line;
+      line.push_back(c);
+    }
+  }
+
+  pid_t pid_;
+  int stdout_fd_;
+  int port_ = 0;
+};
+
+// ---------------------------------------------------------------------------
+// Minimal protobuf wire format, for the services without generated stubs.
+
+void AppendVarint(std::string* out, uint64_t v) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>((v & 0x7F) | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+void AppendStringField(std::string* out, uint32_t field, std::string_view value) {
+  AppendVarint(out, (field << 3) | 2);
+  AppendVarint(out, value.size());
+  out->append(value.data(), value.size());
+}
+
+grpc::ByteBuffer ToByteBuffer(const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+std::string FromByteBuffer(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  std::string out;
+  if (!buffer.Dump(&slices).ok()) return out;
+  for (const grpc::Slice& s : slices) {
+    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return out;
+}
+
+// Waits for the one pending operation on `cq`; true if it was `tag` and ok.
+bool Await(grpc::CompletionQueue& cq, void* tag) {
+  void* got = nullptr;
+  bool ok = false;
+  if (!cq.Next(&got, &ok)) return false;
+  return ok && got == tag;
+}
+
+void Drain(grpc::CompletionQueue& cq) {
+  cq.Shutdown();
+  void* tag;
+  bool ok;
+  while (cq.Next(&tag, &ok)) {
+  }
+}
+
+// grpc.health.v1.Health/Check. The response's field 1 is the ServingStatus
+// enum: 0 UNKNOWN, 1 SERVING, 2 NOT_SERVING, 3 SERVICE_UNKNOWN.
+struct HealthResult {
+  grpc::Status status;
+  int serving_status = -1;
+};
+
+constexpr int kServing = 1;
+
+HealthResult CheckHealth(const std::shared_ptr<grpc::Channel>& channel, const std::string& service,
+                         std::chrono::milliseconds timeout) {
+  HealthResult result;
+  grpc::GenericStub stub(channel);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + timeout);
+  std::string request;
+  if (!service.empty()) AppendStringField(&request, 1, service);  // HealthCheckRequest.service
+  grpc::ByteBuffer response;
+  {
+    auto call = stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check",
+                                      ToByteBuffer(request), &cq);
+    call->StartCall();
+    int tag = 0;
+    call->Finish(&response, &result.status, &tag);
+    if (!Await(cq, &tag) && result.status.ok()) {
+      result.status = grpc::Status(grpc::StatusCode::UNKNOWN, "completion queue failed");
+    }
+  }
+  Drain(cq);
+  if (!result.status.ok()) return result;
+  google::protobuf::UnknownFieldSet fields;
+  if (!fields.ParseFromString(FromByteBuffer(response))) {
+    result.status = grpc::Status(grpc::StatusCode::INTERNAL, "unparsable HealthCheckResponse");
+    return result;
+  }
+  result.serving_status = 0;  // proto3 default when the field is absent
+  for (int i = 0; i < fields.field_count(); ++i) {
+    const auto& f = fields.field(i);
+    if (f.number() == 1 && f.type() == google::protobuf::UnknownField::TYPE_VARINT) {
+      result.serving_status = static_cast<int>(f.varint());
+    }
+  }
+  return result;
+}
+
+// Lists services through grpc.reflection.v1alpha.ServerReflection (the version
+// gRPC 1.51 serves): one ServerReflectionRequest{list_services: ""} on the
+// bidi stream, one ServerReflectionResponse{list_services_response} back.
+grpc::Status ListServicesByReflection(const std::shared_ptr<grpc::Channel>& channel,
+                                      std::vector<std::string>* services) {
+  grpc::GenericStub stub(channel);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::Status status;
+  grpc::ByteBuffer response;
+  bool got_response = false;
+  {
+    auto call = stub.PrepareCall(
+        &context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+    int start = 0, write = 0, writes_done = 0, read = 0, finish = 0;
+    call->StartCall(&start);
+    bool ok = Await(cq, &start);
+    if (ok) {
+      std::string request;
+      AppendStringField(&request, 7, "");  // list_services (oneof: present even if empty)
+      call->Write(ToByteBuffer(request), &write);
+      ok = Await(cq, &write);
+    }
+    if (ok) {
+      call->WritesDone(&writes_done);
+      ok = Await(cq, &writes_done);
+    }
+    if (ok) {
+      call->Read(&response, &read);
+      got_response = Await(cq, &read);
+    }
+    call->Finish(&status, &finish);
+    Await(cq, &finish);
+  }
+  Drain(cq);
+  if (!status.ok()) return status;
+  if (!got_response) return grpc::Status(grpc::StatusCode::INTERNAL, "no reflection response");
+  google::protobuf::UnknownFieldSet top;
+  if (!top.ParseFromString(FromByteBuffer(response))) {
+    return grpc::Status(grpc::StatusCode::INTERNAL, "unparsable ServerReflectionResponse");
+  }
+  bool listed = false;
+  for (int i = 0; i < top.field_count(); ++i) {
+    const auto& f = top.field(i);
+    if (f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) continue;
+    if (f.number() == 7) {  // error_response
+      return grpc::Status(grpc::StatusCode::INTERNAL, "reflection error_response");
+    }
+    if (f.number() != 6) continue;  // list_services_response
+    listed = true;
+    google::protobuf::UnknownFieldSet list;
+    if (!list.ParseFromString(f.length_delimited())) {
+      return grpc::Status(grpc::StatusCode::INTERNAL, "unparsable ListServiceResponse");
+    }
+    for (int j = 0; j < list.field_count(); ++j) {
+      const auto& s = list.field(j);
+      if (s.number() != 1 || s.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) {
+        continue;
+      }
+      google::protobuf::UnknownFieldSet service;  // ServiceResponse{name = 1}
+      if (!service.ParseFromString(s.length_delimited())) continue;
+      for (int k = 0; k < service.field_count(); ++k) {
+        if (service.field(k).number() == 1 &&
+            service.field(k).type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) {
+          services->push_back(service.field(k).length_delimited());
+        }
+      }
+    }
+  }
+  if (!listed) return grpc::Status(grpc::StatusCode::INTERNAL, "no list_services_response");
+  return grpc::Status::OK;
+}
+
+// Waits until the health service says SERVING.
+bool WaitUntilServing(const std::shared_ptr<grpc::Channel>& channel, std::string* last_error) {
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (Clock::now() < deadline) {
+    const HealthResult h = CheckHealth(channel, "", std::chrono::seconds(2));
+    if (h.status.ok() && h.serving_status == kServing) return true;
+    *last_error = h.status.ok() ? StrCat("serving status ", h.serving_status)
+                                : StrCat("health check: ", h.status.error_message());
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------
+// Fixture: one server per suite.
+
+struct ServerState {
+  std::unique_ptr<ServerProcess> process;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Tokenizer::Stub> stub;
+  std::string error;  // why the server is not there
+};
+
+void StartServer(ServerState* state, const std::string& vocab,
+                 const std::vector<std::string>& extra_flags) {
+  if (!std::filesystem::exists(vocab)) {
+    state->error = StrCat("missing vocabulary ", vocab);
+    return;
+  }
+  std::vector<std::string> flags = {"--vocab", vocab};
+  flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
+  state->process = ServerProcess::Start(flags, &state->error);
+  if (state->process == nullptr) return;
+  state->channel =
+      grpc::CreateChannel(state->process->address(), grpc::InsecureChannelCredentials());
+  std::string why;
+  if (!WaitUntilServing(state->channel, &why)) {
+    state->error = StrCat("server on ", state->process->address(), " never SERVING: ", why);
+    state->process->Terminate(std::chrono::seconds(5));
+    state->process.reset();
+    state->channel.reset();
+    return;
+  }
+  state->stub = v1::Tokenizer::NewStub(state->channel);
+}
+
+// Stops the server with SIGTERM and checks that it exits with status 0.
+void StopServerAndExpectCleanExit(ServerState* state) {
+  state->stub.reset();
+  state->channel.reset();
+  if (state->process == nullptr) return;
+  const std::optional<int> status = state->process->Terminate(std::chrono::seconds(15));
+  state->process.reset();
+  ASSERT_TRUE(status.has_value()) << "tokenizer_server did not exit within 15 s of SIGTERM";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+      << "tokenizer_server after SIGTERM: " << DescribeWaitStatus(*status);
+}
+
+std::chrono::system_clock::time_point Deadline() {
+  return std::chrono::system_clock::now() + std::chrono::seconds(30);
+}
+
+class TokenizerServiceTestBase : public ::testing::Test {
+ protected:
+  virtual ServerState& state() const = 0;
+
+  void SetUp() override {
+    if (state().error.rfind("missing vocabulary", 0) == 0) GTEST_SKIP() << state().error;
+    ASSERT_NE(state().stub, nullptr) << "tokenizer_server not running: " << state().error;
+  }
+
+  v1::Tokenizer::Stub& stub() const { return *state().stub; }
+  const std::shared_ptr<grpc::Channel>& channel() const { return state().channel; }
+  std::string address() const { return state().process->address(); }
+
+  grpc::Status Encode(const std::string& text, const v1::EncodeOptions& options,
+                      std::vector<uint32_t>* ids) const {
+    v1::EncodeRequest request;
+    request.set_text(text);
+    *request.mutable_options() = options;
+    v1::EncodeResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(Deadline());
+    grpc::Status status = stub().Encode(&context, request, &response);
+    ids->assign(response.ids().begin(), response.ids().end());
+    return status;
+  }
+
+  // Encode that must succeed.
+  std::vector<uint32_t> MustEncode(const std::string& text,
+                                   const v1::EncodeOptions& options = {}) const {
+    std::vector<uint32_t> ids;
+    const grpc::Status status = Encode(text, options, &ids);
+    EXPECT_TRUE(status.ok()) << status.error_code() << ": " << status.error_message();
+    return ids;
+  }
+
+  grpc::Status Decode(const std::vector<uint32_t>& ids, std::string* text) const {
+    v1::DecodeRequest request;
+    request.mutable_ids()->Assign(ids.begin(), ids.end());
+    v1::DecodeResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(Deadline());
+    grpc::Status status = stub().Decode(&context, request, &response);
+    *text = response.text();
+    return status;
+  }
+
+  std::string MustDecode(const std::vector<uint32_t>& ids) const {
+    std::string text;
+    const grpc::Status status = Decode(ids, &text);
+    EXPECT_TRUE(status.ok()) << status.error_code() << ": " << status.error_message();
+    return text;
+  }
+
+  v1::InfoResponse MustInfo() const {
+    v1::InfoResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(Deadline());
+    const grpc::Status status = stub().Info(&context, v1::InfoRequest(), &response);
+    EXPECT_TRUE(status.ok()) << status.error_code() << ": " << status.error_message();
+    return response;
+  }
+};
+
+// ---------------------------------------------------------------------------
+// cl100k_base server (small limits: 64 KiB per request, 8 texts per batch).
+
+constexpr uint32_t kCl100kVocabSize = 100277;
+constexpr uint32_t kEndOfText = 100257;
+constexpr int kMaxRequestBytes = 65536;
+constexpr int kMaxBatchTexts = 8;
+
+class Cl100kServerTest : public TokenizerServiceTestBase {
+ public:
+  static void SetUpTestSuite() {
+    state_ = new ServerState();
+    StartServer(state_, Cl100kPath(),
+                {"--max-batch-texts", std::to_string(kMaxBatchTexts), "--max-request-bytes",
+                 std::to_string(kMaxRequestBytes)});
+    if (std::filesystem::exists(Cl100kVectorsPath())) {
+      vectors_ = new std::vector<Vector>(ReadVectors(Cl100kVectorsPath()));
+    } else {
+      vectors_ = new std::vector<Vector>();
+    }
+  }
+
+  static void TearDownTestSuite() {
+    StopServerAndExpectCleanExit(state_);
+    delete state_;
+    state_ = nullptr;
+    delete vectors_;
+    vectors_ = nullptr;
+  }
+
+ protected:
+  ServerState& state() const override { return *state_; }
+
+  void SetUp() override {
+    TokenizerServiceTestBase::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    ASSERT_GE(vectors_->size(), 100u) << "need the vectors in " << Cl100kVectorsPath();
+  }
+
+  // Ids of `text` that end inside a multi-byte character: the first ids of a
+  // character split over several tokens. Returns {prefix, rest}.
+  std::pair<std::vector<uint32_t>, std::vector<uint32_t>> SplitCharacterIds() const {
+    for (const char* candidate : {"🤖", "🦀", "🧬", "𝄞", "🫠", "😀"}) {
+      const std::vector<uint32_t> ids = MustEncode(candidate);
+      if (ids.size() < 2) continue;
+      const std::vector<uint32_t> prefix(ids.begin(), ids.end() - 1);
+      const std::string held = MustDecode(prefix);
+      if (!held.empty() && !IsValidUtf8(held)) return {prefix, {ids.back()}};
+    }
+    ADD_FAILURE() << "no candidate character spans several cl100k tokens";
+    return {};
+  }
+
+  static ServerState* state_;
+  static std::vector<Vector>* vectors_;
+};
+
+ServerState* Cl100kServerTest::state_ = nullptr;
+std::vector<Vector>* Cl100kServerTest::vectors_ = nullptr;
+
+TEST_F(Cl100kServerTest, HealthReportsServing) {
+  const HealthResult overall = CheckHealth(channel(), "", std::chrono::seconds(5));
+  ASSERT_TRUE(overall.status.ok()) << overall.status.error_message();
+  EXPECT_EQ(overall.serving_status, kServing);
+  const HealthResult tokenizer = CheckHealth(channel(), "llm.v1.Tokenizer", std::chrono::seconds(5));
+  ASSERT_TRUE(tokenizer.status.ok()) << tokenizer.status.error_message();
+  EXPECT_EQ(tokenizer.serving_status, kServing);
+  const HealthResult unknown = CheckHealth(channel(), "no.such.Service", std::chrono::seconds(5));
+  EXPECT_EQ(unknown.status.error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(Cl100kServerTest, ReflectionListsTheTokenizerService) {
+  std::vector<std::string> services;
+  const grpc::Status status = ListServicesByReflection(channel(), &services);
+  ASSERT_TRUE(status.ok()) << status.error_code() << ": " << status.error_message();
+  EXPECT_THAT(services, Contains("llm.v1.Tokenizer"));
+  EXPECT_THAT(services, Contains("grpc.health.v1.Health"));
+}
+
+TEST_F(Cl100kServerTest, EncodeEqualsTiktokenVectors) {
+  size_t checked = 0;
+  for (size_t i = 0; i < vectors_->size(); ++i) {
+    const Vector& v = (*vectors_)[i];
+    std::vector<uint32_t> ids;
+    const grpc::Status status = Encode(v.text, {}, &ids);
+    ASSERT_TRUE(status.ok()) << "vector " << i << ": " << status.error_message();
+    EXPECT_EQ(ids, v.ids) << "vector " << i << ": "
+                          << ::testing::PrintToString(v.text.substr(0, 80));
+    ++checked;
+  }
+  EXPECT_GE(checked, 100u);
+}
+
+TEST_F(Cl100kServerTest, EncodeBatchIsInOrderAndEqualsEncode) {
+  for (size_t start = 0; start < vectors_->size(); start += kMaxBatchTexts) {
+    const size_t end = std::min(vectors_->size(), start + kMaxBatchTexts);
+    v1::EncodeBatchRequest request;
+    // Reverse order within the batch, so that order matters.
+    for (size_t i = end; i-- > start;) request.add_texts((*vectors_)[i].text);
+    v1::EncodeBatchResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(Deadline());
+    const grpc::Status status = stub().EncodeBatch(&context, request, &response);
+    ASSERT_TRUE(status.ok()) << "batch at " << start << ": " << status.error_message();
+    ASSERT_EQ(static_cast<size_t>(response.results_size()), end - start);
+    for (size_t k = 0; k < end - start; ++k) {
+      const size_t i = end - 1 - k;
+      const std::vector<uint32_t> batch_ids(response.results(static_cast<int>(k)).ids().begin(),
+                                            response.results(static_cast<int>(k)).ids().end());
+      EXPECT_EQ(batch_ids, (*vectors_)[i].ids) << "vector " << i;
+      if (start < 4 * kMaxBatchTexts) {  // and against the Encode RPC itself
+        EXPECT_EQ(batch_ids, MustEncode((*vectors_)[i].text)) << "vector " << i;
+      }
+    }
+  }
+}
+
+TEST_F(Cl100kServerTest, EncodeBatchWithOptionsAndEmptyBatch) {
+  v1::EncodeBatchRequest request;
+  request.add_texts("a<|endoftext|>b");
+  request.add_texts("");
+  request.add_texts("<|endoftext|>");
+  request.mutable_options()->add_allowed_special("<|endoftext|>");
+  v1::EncodeBatchResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  ASSERT_TRUE(stub().EncodeBatch(&context, request, &response).ok());
+  ASSERT_EQ(response.results_size(), 3);
+  EXPECT_THAT(response.results(0).ids(), Contains(kEndOfText));
+  EXPECT_THAT(response.results(1).ids(), SizeIs(0));
+  EXPECT_THAT(response.results(2).ids(), ElementsAre(kEndOfText));
+
+  v1::EncodeBatchResponse empty_response;
+  grpc::ClientContext empty_context;
+  empty_context.set_deadline(Deadline());
+  ASSERT_TRUE(stub().EncodeBatch(&empty_context, v1::EncodeBatchRequest(), &empty_response).ok());
+  EXPECT_EQ(empty_response.results_size(), 0);
+}
+
+TEST_F(Cl100kServerTest, EncodeBatchErrorNamesTheText) {
+  v1::EncodeBatchRequest request;
+  request.add_texts("fine");
+  request.add_texts("also fine");
+  request.add_texts("not <|endoftext|> fine");
+  request.mutable_options()->set_disallow_special(true);
+  v1::EncodeBatchResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  const grpc::Status status = stub().EncodeBatch(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), AllOf(HasSubstr("text 2"), HasSubstr("<|endoftext|>")));
+}
+
+TEST_F(Cl100kServerTest, EncodeBatchOverTheLimitIsResourceExhausted) {
+  v1::EncodeBatchRequest request;
+  for (int i = 0; i < kMaxBatchTexts; ++i) request.add_texts("text");
+  {
+    v1::EncodeBatchResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(Deadline());
+    EXPECT_TRUE(stub().EncodeBatch(&context, request, &response).ok()) << "exactly at the limit";
+    EXPECT_EQ(response.results_size(), kMaxBatchTexts);
+  }
+  request.add_texts("one too many");
+  v1::EncodeBatchResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  const grpc::Status status = stub().EncodeBatch(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr(std::to_string(kMaxBatchTexts)));
+}
+
+TEST_F(Cl100kServerTest, DecodeReturnsExactBytes) {
+  for (size_t i = 0; i < vectors_->size(); ++i) {
+    const Vector& v = (*vectors_)[i];
+    std::string text;
+    const grpc::Status status = Decode(v.ids, &text);
+    ASSERT_TRUE(status.ok()) << "vector " << i << ": " << status.error_message();
+    EXPECT_EQ(text, v.text) << "vector " << i;
+  }
+  // A token that is not valid UTF-8 on its own still comes back byte-exact.
+  const auto [prefix, rest] = SplitCharacterIds();
+  ASSERT_FALSE(prefix.empty());
+  const std::string partial = MustDecode(prefix);
+  EXPECT_FALSE(IsValidUtf8(partial));
+  EXPECT_EQ(partial + MustDecode(rest), MustDecode([&] {
+              std::vector<uint32_t> all = prefix;
+              all.insert(all.end(), rest.begin(), rest.end());
+              return all;
+            }()));
+}
+
+TEST_F(Cl100kServerTest, DecodeOutOfRangeIsInvalidArgumentNamingTheId) {
+  for (uint32_t bad : {kCl100kVocabSize, 123456789u, 4294967295u}) {
+    std::string text;
+    const grpc::Status status = Decode({9906, bad, 11}, &text);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad;
+    EXPECT_THAT(status.error_message(), HasSubstr(std::to_string(bad)));
+  }
+  // The largest id decodes.
+  EXPECT_EQ(MustDecode({kCl100kVocabSize - 1}), "<|endofprompt|>");
+  EXPECT_EQ(MustDecode({}), "");
+}
+
+// One DecodeStream call driven in lock step: each request gets its response
+// before the next is written.
+class LockstepStream {
+ public:
+  explicit LockstepStream(v1::Tokenizer::Stub& stub) {
+    context_.set_deadline(Deadline());
+    stream_ = stub.DecodeStream(&context_);
+  }
+
+  // Writes one request and reads its response; false if the call ended.
+  bool Send(const std::vector<uint32_t>& ids, bool flush, std::string* text) {
+    v1::DecodeStreamRequest request;
+    request.mutable_ids()->Assign(ids.begin(), ids.end());
+    request.set_flush(flush);
+    if (!stream_->Write(request)) return false;
+    v1::DecodeStreamResponse response;
+    if (!stream_->Read(&response)) return false;
+    *text = response.text();
+    return true;
+  }
+
+  // Half-closes, collects what the server still sends, and finishes.
+  grpc::Status Close(std::vector<std::string>* trailing) {
+    stream_->WritesDone();
+    v1::DecodeStreamResponse response;
+    while (stream_->Read(&response)) trailing->push_back(response.text());
+    return stream_->Finish();
+  }
+
+  // After a failed Send: the call's status.
+  grpc::Status Finish() {
+    v1::DecodeStreamResponse response;
+    while (stream_->Read(&response)) {
+    }
+    return stream_->Finish();
+  }
+
+ private:
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::DecodeStreamRequest, v1::DecodeStreamResponse>>
+      stream_;
+};
+
+TEST_F(Cl100kServerTest, DecodeStreamOneIdPerRequestNeverSplitsACharacter) {
+  const std::string text =
+      "你好，世界！🌍🚀 Grüße aus Köln — naïve café. 日本語のテキスト🤖👍🏽 ∑∫≈ 한국어 "
+      "emoji-run:😀😃😄😁🫠🦀🧬";
+  ASSERT_TRUE(IsValidUtf8(text));
+  const std::vector<uint32_t> ids = MustEncode(text);
+  ASSERT_GT(ids.size(), 10u);
+  // The test only means something if some token is not a whole character.
+  size_t partial_tokens = 0;
+  for (uint32_t id : ids) partial_tokens += IsValidUtf8(MustDecode({id})) ? 0 : 1;
+  ASSERT_GT(partial_tokens, 0u);
+
+  LockstepStream stream(stub());
+  std::string joined;
+  size_t responses = 0, empty_responses = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    std::string piece;
+    ASSERT_TRUE(stream.Send({ids[i]}, false, &piece)) << "stream ended at id " << i;
+    ++responses;
+    empty_responses += piece.empty() ? 1 : 0;
+    EXPECT_TRUE(IsValidUtf8(piece)) << "response " << i << " ends inside a character: "
+                                    << ::testing::PrintToString(piece);
+    joined += piece;
+  }
+  std::vector<std::string> trailing;
+  const grpc::Status status = stream.Close(&trailing);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_THAT(trailing, SizeIs(0)) << "nothing is held at the end of complete text";
+  EXPECT_EQ(responses, ids.size());
+  EXPECT_GT(empty_responses, 0u) << "partial characters must be held, not sent";
+  EXPECT_EQ(joined, text);
+}
+
+TEST_F(Cl100kServerTest, DecodeStreamMatchesVectors) {
+  // Every non-ASCII vector of modest length, one id per request.
+  size_t streamed = 0;
+  for (size_t i = 0; i < vectors_->size() && streamed < 25; ++i) {
+    const Vector& v = (*vectors_)[i];
+    const bool ascii = std::all_of(v.text.begin(), v.text.end(),
+                                   [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+    if (ascii || v.ids.size() > 400 || !IsValidUtf8(v.text)) continue;
+    ++streamed;
+    LockstepStream stream(stub());
+    std::string joined;
+    for (size_t k = 0; k < v.ids.size(); ++k) {
+      std::string piece;
+      ASSERT_TRUE(stream.Send({v.ids[k]}, false, &piece)) << "vector " << i << " id " << k;
+      ASSERT_TRUE(IsValidUtf8(piece)) << "vector " << i << " response " << k;
+      joined += piece;
+    }
+    std::vector<std::string> trailing;
+    ASSERT_TRUE(stream.Close(&trailing).ok());
+    EXPECT_THAT(trailing, SizeIs(0));
+    EXPECT_EQ(joined, v.text) << "vector " << i;
+  }
+  EXPECT_GT(streamed, 5u);
+}
+
+TEST_F(Cl100kServerTest, DecodeStreamFlushReturnsHeldBytesAtOnce) {
+  const auto [prefix, rest] = SplitCharacterIds();
+  ASSERT_FALSE(prefix.empty());
+  const std::string held = MustDecode(prefix);
+
+  LockstepStream stream(stub());
+  std::string piece, joined;
+  ASSERT_TRUE(stream.Send(MustEncode("ok "), false, &piece));
+  EXPECT_EQ(piece, "ok ");
+  joined += piece;
+  // Without flush the partial character is held ...
+  for (size_t i = 0; i + 1 < prefix.size(); ++i) {
+    ASSERT_TRUE(stream.Send({prefix[i]}, false, &piece));
+    EXPECT_EQ(piece, "");
+  }
+  // ... with flush it comes back now, as the raw bytes.
+  ASSERT_TRUE(stream.Send({prefix.back()}, true, &piece));
+  EXPECT_EQ(piece, held);
+  joined += piece;
+  // The rest of the character cannot complete anything any more: its bytes
+  // are passed through, not held.
+  ASSERT_TRUE(stream.Send(rest, false, &piece));
+  EXPECT_EQ(piece, MustDecode(rest));
+  joined += piece;
+  // A flush with nothing held and no ids is an empty response.
+  ASSERT_TRUE(stream.Send({}, true, &piece));
+  EXPECT_EQ(piece, "");
+  std::vector<std::string> trailing;
+  const grpc::Status status = stream.Close(&trailing);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_THAT(trailing, SizeIs(0));
+  std::vector<uint32_t> all = MustEncode("ok ");
+  all.insert(all.end(), prefix.begin(), prefix.end());
+  all.insert(all.end(), rest.begin(), rest.end());
+  EXPECT_EQ(joined, MustDecode(all));
+}
+
+TEST_F(Cl100kServerTest, DecodeStreamHalfCloseReturnsHeldBytes) {
+  const auto [prefix, rest] = SplitCharacterIds();
+  ASSERT_FALSE(prefix.empty());
+  LockstepStream stream(stub());
+  std::string piece;
+  ASSERT_TRUE(stream.Send(MustEncode("abc"), false, &piece));
+  EXPECT_EQ(piece, "abc");
+  for (uint32_t id : prefix) {
+    ASSERT_TRUE(stream.Send({id}, false, &piece));
+    EXPECT_EQ(piece, "");
+  }
+  std::vector<std::string> trailing;
+  const grpc::Status status = stream.Close(&trailing);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_THAT(trailing, ElementsAre(MustDecode(prefix)));
+}
+
+TEST_F(Cl100kServerTest, DecodeStreamEmptyStreamEndsOk) {
+  LockstepStream stream(stub());
+  std::vector<std::string> trailing;
+  const grpc::Status status = stream.Close(&trailing);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_THAT(trailing, SizeIs(0));
+}
+
+TEST_F(Cl100kServerTest, DecodeStreamInvalidIdEndsTheCall) {
+  LockstepStream stream(stub());
+  std::string piece;
+  ASSERT_TRUE(stream.Send(MustEncode("Hello"), false, &piece));
+  EXPECT_EQ(piece, "Hello");
+  const uint32_t bad = kCl100kVocabSize + 5;
+  EXPECT_FALSE(stream.Send({11, bad}, false, &piece)) << "got a response: " << piece;
+  const grpc::Status status = stream.Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr(std::to_string(bad)));
+}
+
+TEST_F(Cl100kServerTest, InfoDescribesCl100k) {
+  const v1::InfoResponse info = MustInfo();
+  EXPECT_EQ(info.vocab_size(), kCl100kVocabSize);
+  ASSERT_TRUE(info.has_eos_id());
+  EXPECT_EQ(info.eos_id(), kEndOfText);
+  EXPECT_FALSE(info.has_bos_id());
+  EXPECT_FALSE(info.add_bos());
+  EXPECT_EQ(info.format(), "tiktoken");
+  EXPECT_THAT(info.source(), HasSubstr("cl100k_base.tiktoken"));
+  EXPECT_FALSE(info.pretokenizer().empty());
+  EXPECT_GT(info.pretokenizer_regexes_size(), 0);
+  EXPECT_EQ(info.max_request_bytes(), static_cast<uint64_t>(kMaxRequestBytes));
+  EXPECT_EQ(info.max_batch_texts(), static_cast<uint32_t>(kMaxBatchTexts));
+  std::vector<std::pair<std::string, uint32_t>> specials;
+  for (const v1::SpecialToken& st : info.special_tokens()) {
+    specials.emplace_back(st.text(), st.id());
+    EXPECT_EQ(st.kind(), "control") << st.text();
+  }
+  using P = std::pair<std::string, uint32_t>;
+  EXPECT_THAT(specials, ::testing::UnorderedElementsAre(
+                            P{"<|endoftext|>", 100257}, P{"<|fim_prefix|>", 100258},
+                            P{"<|fim_middle|>", 100259}, P{"<|fim_suffix|>", 100260},
+                            P{"<|endofprompt|>", 100276}));
+}
+
+TEST_F(Cl100kServerTest, SpecialTokenPolicies) {
+  const std::string eot = "<|endoftext|>";
+  // Default: ordinary text, several ids, and it round-trips.
+  const std::vector<uint32_t> ordinary = MustEncode(eot);
+  EXPECT_GT(ordinary.size(), 1u);
+  EXPECT_THAT(ordinary, Not(Contains(kEndOfText)));
+  EXPECT_EQ(MustDecode(ordinary), eot);
+
+  // Allowed by name: the single id.
+  v1::EncodeOptions allowed;
+  allowed.add_allowed_special(eot);
+  EXPECT_THAT(MustEncode(eot, allowed), ElementsAre(kEndOfText));
+  const std::vector<uint32_t> mixed = MustEncode("Hi" + eot + "there", allowed);
+  EXPECT_THAT(mixed, Contains(kEndOfText));
+  EXPECT_EQ(MustDecode(mixed), "Hi" + eot + "there");
+  // Allowed by name, another special token stays ordinary text.
+  EXPECT_THAT(MustEncode("<|fim_prefix|>", allowed), Not(Contains(100258u)));
+
+  // All special tokens.
+  v1::EncodeOptions all;
+  all.set_allow_all_special(true);
+  EXPECT_THAT(MustEncode("<|fim_prefix|>x<|endofprompt|>", all),
+              AllOf(Contains(100258u), Contains(100276u)));
+
+  // disallow_special: text holding a special token that is not allowed fails.
+  v1::EncodeOptions strict;
+  strict.set_disallow_special(true);
+  std::vector<uint32_t> ids;
+  grpc::Status status = Encode("say " + eot + " now", strict, &ids);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr(eot));
+  EXPECT_TRUE(Encode("nothing special", strict, &ids).ok());
+  // ... unless it is allowed; the others still fail, by name.
+  strict.add_allowed_special(eot);
+  EXPECT_THAT(MustEncode(eot, strict), ElementsAre(kEndOfText));
+  status = Encode(eot + "<|fim_suffix|>", strict, &ids);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("<|fim_suffix|>"));
+
+  // An allowed name that is not a special token of the vocabulary.
+  v1::EncodeOptions unknown;
+  unknown.add_allowed_special("<|no_such_token|>");
+  status = Encode("text", unknown, &ids);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("<|no_such_token|>"));
+
+  // add_bos on a vocabulary without BOS.
+  v1::EncodeOptions bos;
+  bos.set_add_bos(true);
+  status = Encode("text", bos, &ids);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << status.error_message();
+}
+
+TEST_F(Cl100kServerTest, LongestMatchIsAnotherValidTokenization) {
+  const std::string text = "The quick brown fox jumps over the lazy dog; tokenization!";
+  v1::EncodeOptions options;
+  options.set_algorithm(v1::ALGORITHM_LONGEST_MATCH);
+  const std::vector<uint32_t> ids = MustEncode(text, options);
+  ASSERT_FALSE(ids.empty());
+  EXPECT_EQ(MustDecode(ids), text);
+}
+
+TEST_F(Cl100kServerTest, RequestOverMaxRequestBytesIsResourceExhausted) {
+  // Just under the limit works ...
+  std::string under;
+  while (under.size() < kMaxRequestBytes - 1024) under += "hello world ";
+  std::vector<uint32_t> ids;
+  grpc::Status status = Encode(under, {}, &ids);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(MustDecode(ids), under);
+  // ... 100 KB does not.
+  const std::string over(100 * 1000, 'x');
+  status = Encode(over, {}, &ids);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  // Neither does a batch whose texts add up to more.
+  v1::EncodeBatchRequest batch;
+  for (int i = 0; i < 4; ++i) batch.add_texts(std::string(30 * 1000, 'y'));
+  v1::EncodeBatchResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  status = stub().EncodeBatch(&context, batch, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  // And the server is still fine.
+  EXPECT_THAT(MustEncode("Hello, world!"), ElementsAre(9906, 11, 1917, 0));
+}
+
+TEST_F(Cl100kServerTest, ConcurrentClientsGetTheirOwnResults) {
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t i = static_cast<size_t>(t); i < vectors_->size(); i += 4) {
+        std::vector<uint32_t> ids;
+        if (!Encode((*vectors_)[i].text, {}, &ids).ok() || ids != (*vectors_)[i].ids) {
+          ++mismatches[static_cast<size_t>(t)];
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_THAT(mismatches, ::testing::Each(0));
+}
+
+// The llm command-line client, through this server.
+TEST_F(Cl100kServerTest, LlmCliTokenizeThroughServer) {
+  std::string input;
+  std::vector<const Vector*> used;
+  for (size_t i = 0; i < vectors_->size() && used.size() < 6; i += 37) {
+    if (!IsValidUtf8((*vectors_)[i].text)) continue;
+    used.push_back(&(*vectors_)[i]);
+    input += nlohmann::json{{"text", (*vectors_)[i].text}}.dump() + "\n";
+  }
+  input += nlohmann::json{{"text", "<|endoftext|>"}}.dump() + "\n";
+  const ProcessResult r = RunProcess(
+      {BinPath("llm"), "tokenize", "--server", address(), "--jsonl"}, input);
+  ASSERT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 0)
+      << DescribeWaitStatus(r.wait_status) << "\n" << r.out;
+  const std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), used.size() + 1) << r.out;
+  for (size_t i = 0; i < used.size(); ++i) {
+    const auto j = nlohmann::json::parse(lines[i]);
+    EXPECT_EQ(j.at("ids").get<std::vector<uint32_t>>(), used[i]->ids) << "line " << i;
+  }
+  EXPECT_EQ(nlohmann::json::parse(lines.back()).at("ids").get<std::vector<uint32_t>>(),
+            MustEncode("<|endoftext|>"));
+
+  // --allowed-special, spelled with dashes.
+  const ProcessResult special = RunProcess(
+      {BinPath("llm"), "tokenize", "--server", address(), "--allowed-special", "<|endoftext|>"},
+      "{\"text\": \"<|endoftext|>\"}\n");
+  ASSERT_TRUE(WIFEXITED(special.wait_status) && WEXITSTATUS(special.wait_status) == 0)
+      << DescribeWaitStatus(special.wait_status);
+  EXPECT_EQ(nlohmann::json::parse(special.out).at("ids").get<std::vector<uint32_t>>(),
+            std::vector<uint32_t>{kEndOfText});
+}
+
+TEST_F(Cl100kServerTest, LlmCliDetokenizeThroughServer) {
+  std::string input;
+  std::vector<const Vector*> used;
+  for (size_t i = 3; i < vectors_->size() && used.size() < 6; i += 41) {
+    if (!IsValidUtf8((*vectors_)[i].text)) continue;
+    used.push_back(&(*vectors_)[i]);
+    input += nlohmann::json{{"ids", (*vectors_)[i].ids}}.dump() + "\n";
+  }
+  input += StrCat("{\"ids\": [9906, ", kCl100kVocabSize, "]}\n");  // fails, in line
+  input += "{\"ids\": [9906, 11, 1917, 0]}\n";
+  const ProcessResult r = RunProcess(
+      {BinPath("llm"), "detokenize", "--server", address(), "--jsonl"}, input);
+  // One failing line: exit status 1, outputs still aligned with inputs.
+  ASSERT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 1)
+      << DescribeWaitStatus(r.wait_status) << "\n" << r.out;
+  const std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), used.size() + 2) << r.out;
+  for (size_t i = 0; i < used.size(); ++i) {
+    EXPECT_EQ(nlohmann::json::parse(lines[i]).at("text").get<std::string>(), used[i]->text)
+        << "line " << i;
+  }
+  const auto error = nlohmann::json::parse(lines[used.size()]);
+  ASSERT_TRUE(error.contains("error")) << lines[used.size()];
+  EXPECT_THAT(error.at("error").get<std::string>(), HasSubstr(std::to_string(kCl100kVocabSize)));
+  EXPECT_EQ(nlohmann::json::parse(lines.back()).at("text").get<std::string>(), "Hello, world!");
+}
+
+// ---------------------------------------------------------------------------
+// GGUF server: ggml-vocab-mpt.gguf (pre-tokenizer "mpt", 178 user-defined
+// tokens, two control tokens; BOS = EOS = 0).
+
+constexpr uint32_t kMptVocabSize = 50432;
+constexpr size_t kMptUserDefined = 178;
+
+class GgufServerTest : public TokenizerServiceTestBase {
+ public:
+  static void SetUpTestSuite() {
+    state_ = new ServerState();
+    StartServer(state_, MptPath(), {});
+  }
+  static void TearDownTestSuite() {
+    StopServerAndExpectCleanExit(state_);
+    delete state_;
+    state_ = nullptr;
+  }
+
+ protected:
+  ServerState& state() const override { return *state_; }
+  static ServerState* state_;
+};
+
+ServerState* GgufServerTest::state_ = nullptr;
+
+TEST_F(GgufServerTest, InfoDescribesTheGgufVocabulary) {
+  const v1::InfoResponse info = MustInfo();
+  EXPECT_EQ(info.format(), "gguf");
+  EXPECT_EQ(info.pretokenizer(), "mpt");
+  EXPECT_EQ(info.vocab_size(), kMptVocabSize);
+  EXPECT_THAT(info.source(), HasSubstr("ggml-vocab-mpt.gguf"));
+  ASSERT_TRUE(info.has_bos_id());
+  EXPECT_EQ(info.bos_id(), 0u);
+  ASSERT_TRUE(info.has_eos_id());
+  EXPECT_EQ(info.eos_id(), 0u);
+  EXPECT_EQ(info.max_request_bytes(), 8u << 20);  // the defaults
+  EXPECT_EQ(info.max_batch_texts(), 1024u);
+
+  size_t user_defined = 0;
+  bool saw_pad = false;
+  std::vector<std::pair<std::string, uint32_t>> control;
+  for (const v1::SpecialToken& st : info.special_tokens()) {
+    if (st.kind() == "user_defined") {
+      ++user_defined;
+      EXPECT_GE(st.id(), 50254u) << st.text();
+      if (st.text() == "[PAD50300]") {
+        saw_pad = true;
+        EXPECT_EQ(st.id(), 50300u);
+      }
+    } else {
+      EXPECT_EQ(st.kind(), "control") << st.text();
+      control.emplace_back(st.text(), st.id());
+    }
+  }
+  EXPECT_EQ(user_defined, kMptUserDefined);
+  EXPECT_TRUE(saw_pad);
+  using P = std::pair<std::string, uint32_t>;
+  EXPECT_THAT(control, ElementsAre(P{"<|endoftext|>", 0}, P{"<|padding|>", 1}));
+}
+
+TEST_F(GgufServerTest, EncodeEqualsReferenceIds) {
+  const std::string base = MptPath();
+  const std::string inp = ReadFile(base + ".inp");
+  const std::string out = ReadFile(base + ".out");
+  ASSERT_FALSE(inp.empty());
+  std::vector<std::string> texts = absl::StrSplit(inp, "\n__ggml_vocab_test__\n");
+  ASSERT_FALSE(texts.empty());
+  texts.pop_back();
+  const std::vector<std::string> lines = absl::StrSplit(out, '\n');
+  ASSERT_GE(lines.size(), texts.size());
+  ASSERT_EQ(texts.size(), 46u);
+  for (size_t i = 0; i < texts.size(); ++i) {
+    std::vector<uint32_t> expected;
+    for (const std::string& part :
+         std::vector<std::string>(absl::StrSplit(lines[i], ' ', absl::SkipEmpty()))) {
+      expected.push_back(static_cast<uint32_t>(std::stoul(part)));
+    }
+    const std::vector<uint32_t> ids = MustEncode(texts[i]);
+    EXPECT_EQ(ids, expected) << "test " << i << ": "
+                             << ::testing::PrintToString(texts[i].substr(0, 80));
+    EXPECT_EQ(MustDecode(ids), texts[i]) << "test " << i;
+  }
+}
+
+TEST_F(GgufServerTest, UserDefinedTokensAreAlwaysRecognized) {
+  const std::vector<uint32_t> ids = MustEncode("left[PAD50300]right");
+  EXPECT_THAT(ids, Contains(50300u));
+  EXPECT_EQ(MustDecode(ids), "left[PAD50300]right");
+  // Control tokens are not, unless allowed.
+  EXPECT_THAT(MustEncode("<|endoftext|>"), Not(Contains(0u)));
+  v1::EncodeOptions allowed;
+  allowed.add_allowed_special("<|endoftext|>");
+  EXPECT_THAT(MustEncode("<|endoftext|>", allowed), ElementsAre(0u));
+  // add_bos works here: the vocabulary has a BOS.
+  v1::EncodeOptions bos;
+  bos.set_add_bos(true);
+  const std::vector<uint32_t> with_bos = MustEncode("Hello", bos);
+  ASSERT_FALSE(with_bos.empty());
+  EXPECT_EQ(with_bos.front(), 0u);
+  EXPECT_EQ(std::vector<uint32_t>(with_bos.begin() + 1, with_bos.end()), MustEncode("Hello"));
+}
+
+TEST_F(GgufServerTest, DecodeOutOfRangeIsInvalidArgument) {
+  std::string text;
+  const grpc::Status status = Decode({kMptVocabSize}, &text);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr(std::to_string(kMptVocabSize)));
+}
+
+TEST_F(GgufServerTest, ReflectionAndHealth) {
+  std::vector<std::string> services;
+  const grpc::Status status = ListServicesByReflection(channel(), &services);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_THAT(services, Contains("llm.v1.Tokenizer"));
+  EXPECT_EQ(CheckHealth(channel(), "", std::chrono::seconds(5)).serving_status, kServing);
+}
+
+// ---------------------------------------------------------------------------
+// Process life cycle, with a server of its own per test.
+
+TEST(TokenizerServerProcessTest, SigtermWithAnOpenStreamExitsZero) {
+  if (!std::filesystem::exists(MptPath())) GTEST_SKIP() << "missing " << MptPath();
+  ServerState state;
+  StartServer(&state, MptPath(), {"--drain-seconds", "1"});
+  ASSERT_NE(state.stub, nullptr) << state.error;
+  // A stream that is still open when SIGTERM comes is cancelled after the
+  // drain time; the server still exits 0.
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  auto stream = state.stub->DecodeStream(&context);
+  v1::DecodeStreamRequest request;
+  request.add_ids(12092);  // "Hello"
+  ASSERT_TRUE(stream->Write(request));
+  v1::DecodeStreamResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_EQ(response.text(), "Hello");
+  const auto start = Clock::now();
+  const std::optional<int> exit_status = state.process->Terminate(std::chrono::seconds(15));
+  ASSERT_TRUE(exit_status.has_value()) << "did not exit within 15 s of SIGTERM";
+  EXPECT_TRUE(WIFEXITED(*exit_status) && WEXITSTATUS(*exit_status) == 0)
+      << DescribeWaitStatus(*exit_status);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+  // The stream ended with the server (cancelled or unavailable, not hanging).
+  while (stream->Read(&response)) {
+  }
+  const grpc::Status status = stream->Finish();
+  EXPECT_FALSE(status.ok());
+}
+
+TEST(TokenizerServerProcessTest, MissingVocabularyExitsNonZeroWithoutPortLine) {
+  std::string error;
+  auto server = ServerProcess::Start({"--vocab", "/nonexistent/vocab.tiktoken"}, &error);
+  EXPECT_EQ(server, nullptr);
+  EXPECT_THAT(error, AllOf(HasSubstr("no port line"), HasSubstr("exit status 1")));
+}
+
+}  // namespace
+}  // namespace llm
