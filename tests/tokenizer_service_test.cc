@@ -40,6 +40,7 @@
 #include "absl/strings/str_split.h"
 #include "common/strings.h"
 #include "common/test_paths.h"
+#include "tokenizer_svc/testing/vectors.h"
 #include "llm/v1/tokenizer.grpc.pb.h"
 
 namespace llm {
@@ -66,22 +67,8 @@ std::string MptPath() {
   return testing::SharedDir() + "/conformance/llama-vocab/ggml-vocab-mpt.gguf";
 }
 
-struct Vector {
-  std::string text;
-  std::vector<uint32_t> ids;
-};
-
-std::vector<Vector> ReadVectors(const std::string& path) {
-  std::vector<Vector> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const auto j = nlohmann::json::parse(line);
-    out.push_back({j.at("text").get<std::string>(), j.at("ids").get<std::vector<uint32_t>>()});
-  }
-  return out;
-}
+using testing::ReadVectors;
+using testing::Vector;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -19,28 +19,14 @@
 #include "absl/strings/str_split.h"
 #include "common/mapped_file.h"
 #include "common/test_paths.h"
+#include "tokenizer_svc/testing/vectors.h"
 #include "tokenizer_svc/incremental_decoder.h"
 #include "tokenizer_svc/tokenizer.h"
 
 namespace llm::tok {
 namespace {
 
-struct Vector {
-  std::string text;
-  std::vector<uint32_t> ids;
-};
-
-std::vector<Vector> ReadVectors(const std::string& path) {
-  std::vector<Vector> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const auto j = nlohmann::json::parse(line);
-    out.push_back({j.at("text").get<std::string>(), j.at("ids").get<std::vector<uint32_t>>()});
-  }
-  return out;
-}
+using testing::ReadVectors;
 
 void ExpectIncrementalMatches(const Tokenizer& tok, const std::vector<uint32_t>& ids,
                               const std::string& expected, std::mt19937& rng) {
