@@ -71,6 +71,13 @@ void Trie::Freeze() {
       labels_.push_back(label);
       targets_.push_back(new_id[child]);
     }
+    if (i != kRoot && node.num_edges > kDenseDegree) {
+      node.dense = static_cast<uint32_t>(dense_.size() / 256);
+      dense_.resize(dense_.size() + 256, kNoNode);
+      for (const auto& [label, child] : build_edges_[old]) {
+        dense_[static_cast<size_t>(node.dense) * 256 + label] = new_id[child];
+      }
+    }
   }
   for (auto& r : root_) {
     if (r != kNoNode) r = new_id[r];
@@ -79,12 +86,6 @@ void Trie::Freeze() {
   build_edges_.clear();
   build_edges_.shrink_to_fit();
   frozen_ = true;
-}
-
-uint32_t Trie::ChildSearch(const uint8_t* first, const uint8_t* last, uint8_t byte) const {
-  const uint8_t* p = std::lower_bound(first, last, byte);
-  if (p == last || *p != byte) return kNoNode;
-  return targets_[p - labels_.data()];
 }
 
 std::pair<size_t, uint32_t> Trie::LongestPrefix(std::string_view text) const {

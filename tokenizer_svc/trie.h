@@ -8,10 +8,12 @@
 //
 // Layout: after Freeze(), nodes are stored breadth-first with their outgoing
 // edges in one sorted array (labels and targets apart, for cache density); the
-// root's 256 children are a direct table.
+// root's 256 children, and those of every node with more than 24 children,
+// are direct tables.
 // Threads: build single-threaded; after Freeze() the trie is immutable and safe
-// to read concurrently. Cost: Child() is O(1) at the root and O(log degree)
-// elsewhere; memory is about 13 bytes per node.
+// to read concurrently. Cost: Child() is O(1) at the root and at high-degree
+// nodes, a scan of at most 24 sorted labels elsewhere; memory is about 21
+// bytes per node plus 1 KiB per high-degree node.
 #ifndef LLM_TOKENIZER_SVC_TRIE_H_
 #define LLM_TOKENIZER_SVC_TRIE_H_
 
@@ -44,15 +46,13 @@ class Trie {
   uint32_t Child(uint32_t node, uint8_t byte) const {
     if (node == kRoot) return root_[byte];
     const Node& n = nodes_[node];
+    if (n.dense != kNoDense) return dense_[static_cast<size_t>(n.dense) * 256 + byte];
     const uint8_t* first = labels_.data() + n.first_edge;
     const uint8_t* last = first + n.num_edges;
-    if (n.num_edges <= 8) {
-      for (const uint8_t* p = first; p != last; ++p) {
-        if (*p == byte) return targets_[p - labels_.data()];
-      }
-      return kNoNode;
+    for (const uint8_t* p = first; p != last; ++p) {
+      if (*p == byte) return targets_[p - labels_.data()];
     }
-    return ChildSearch(first, last, byte);
+    return kNoNode;
   }
 
   // Node reached from `node` by `bytes`, or kNoNode.
@@ -82,18 +82,22 @@ class Trie {
   bool IsFirstByte(uint8_t b) const { return root_[b] != kNoNode; }
 
  private:
+  static constexpr uint32_t kNoDense = UINT32_MAX;
+  // Nodes with more children than this get a direct 256-entry child table.
+  static constexpr uint16_t kDenseDegree = 24;
+
   struct Node {
     uint32_t first_edge = 0;
-    uint16_t num_edges = 0;
     uint32_t value = kNoValue;
+    uint32_t dense = kNoDense;  // index of the node's table in dense_, if any
+    uint16_t num_edges = 0;
   };
-
-  uint32_t ChildSearch(const uint8_t* first, const uint8_t* last, uint8_t byte) const;
 
   std::vector<Node> nodes_;
   std::vector<uint8_t> labels_;
   std::vector<uint32_t> targets_;
   std::array<uint32_t, 256> root_;
+  std::vector<uint32_t> dense_;  // 256 children per high-degree node
   // Build-time edges, one list per node: (label, child).
   std::vector<std::vector<std::pair<uint8_t, uint32_t>>> build_edges_;
   size_t num_keys_ = 0;
