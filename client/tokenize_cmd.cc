@@ -16,6 +16,7 @@
 #include "common/grpc/grpc_status.h"
 #include "common/strings.h"
 #include "llm/v1/tokenizer.grpc.pb.h"
+#include "tokenizer_svc/service/tokenizer_service.h"
 #include "tokenizer_svc/tokenizer.h"
 
 ABSL_FLAG(std::string, vocab, "", "tokenize/detokenize in process: vocabulary file (.tiktoken or .gguf).");
@@ -56,16 +57,7 @@ class Backend {
 
   absl::StatusOr<std::vector<uint32_t>> Encode(const std::string& text,
                                                const v1::EncodeOptions& options) {
-    if (tokenizer_) {
-      tok::EncodeOptions o;
-      o.allowed_special.assign(options.allowed_special().begin(), options.allowed_special().end());
-      o.allow_all_special = options.allow_all_special();
-      o.add_bos = options.add_bos();
-      o.algorithm = options.algorithm() == v1::ALGORITHM_LONGEST_MATCH
-                        ? tok::Algorithm::kLongestMatch
-                        : tok::Algorithm::kBpe;
-      return tokenizer_->Encode(text, o);
-    }
+    if (tokenizer_) return tokenizer_->Encode(text, FromProto(options));
     v1::EncodeRequest request;
     request.set_text(text);
     *request.mutable_options() = options;

@@ -181,15 +181,12 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(Vocab vocab) {
   impl->trie.Freeze();
   impl->special_trie.Freeze();
   impl->model.trie = &impl->trie;
-  impl->model.merges =
-      vocab.merge_rule == MergeRule::kMergeList ? &vocab.merges : nullptr;
   for (int b = 0; b < 256; ++b) {
     impl->model.byte_ids[b] = impl->trie.Find(std::string(1, static_cast<char>(b)));
   }
   LLM_ASSIGN_OR_RETURN(impl->pre, Pretokenizer::Create(vocab.pre_regexes));
   impl->vocab = std::move(vocab);
-  // The merges map moved with the vocab: point at its new home.
-  if (impl->model.merges != nullptr) impl->model.merges = &impl->vocab.merges;
+  if (impl->vocab.merge_rule == MergeRule::kMergeList) impl->model.merges = &impl->vocab.merges;
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
 }
 

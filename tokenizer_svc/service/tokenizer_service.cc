@@ -1,5 +1,6 @@
 #include "tokenizer_svc/service/tokenizer_service.h"
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,11 @@ absl::Status EncodeInto(const tok::Tokenizer& tokenizer, const std::string& text
   if (!status.ok()) return status;
   response->mutable_ids()->Assign(ids.begin(), ids.end());
   return absl::OkStatus();
+}
+
+// The ids of a repeated field, without copying them.
+std::span<const uint32_t> IdsOf(const google::protobuf::RepeatedField<uint32_t>& ids) {
+  return {ids.data(), static_cast<size_t>(ids.size())};
 }
 
 const char* KindName(tok::TokenType type) {
@@ -57,8 +63,7 @@ class DecodeStreamReactor final
       return;
     }
     std::string text;
-    const std::vector<uint32_t> ids(request_.ids().begin(), request_.ids().end());
-    absl::Status status = decoder_.Add(ids, &text);
+    absl::Status status = decoder_.Add(IdsOf(request_.ids()), &text);
     if (!status.ok()) {
       Finish(ToGrpcStatus(status));
       return;
@@ -136,9 +141,8 @@ grpc::ServerUnaryReactor* TokenizerService::EncodeBatch(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* TokenizerService::Decode(grpc::CallbackServerContext* context,
                                                    const v1::DecodeRequest* request,
                                                    v1::DecodeResponse* response) {
-  const std::vector<uint32_t> ids(request->ids().begin(), request->ids().end());
   std::string text;
-  absl::Status status = tokenizer_.DecodeTo(ids, &text);
+  absl::Status status = tokenizer_.DecodeTo(IdsOf(request->ids()), &text);
   if (status.ok()) response->set_text(std::move(text));
   return FinishNow(context, status);
 }
