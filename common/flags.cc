@@ -2,11 +2,24 @@
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 
 namespace llm {
+namespace {
+
+// --help lists the flags defined in this project. (Abseil's default lists
+// only those of a file named after the program, and every main here is
+// main.cc, so --help listed none.)
+bool IsOwnFlag(absl::string_view path) { return path.find("absl/") == absl::string_view::npos; }
+
+}  // namespace
 
 std::vector<std::string> ParseFlags(int argc, char** argv, const std::string& usage) {
   absl::SetProgramUsageMessage(usage);
+  absl::FlagsUsageConfig config;
+  config.contains_help_flags = IsOwnFlag;
+  config.contains_helpshort_flags = IsOwnFlag;
+  absl::SetFlagsUsageConfig(config);
   // Rewrite "--foo-bar[=v]" as "--foo_bar[=v]"; stop at a bare "--".
   std::vector<std::string> args(argv, argv + argc);
   for (size_t i = 1; i < args.size(); ++i) {

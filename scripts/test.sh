@@ -12,6 +12,9 @@ jobs=$(nproc)
 step "setup: Debian packages"
 bash scripts/setup.sh
 
+step "default model (models/, checked by SHA-256)"
+bash scripts/fetch-model.sh
+
 step "configure and build (preset default)"
 cmake --preset default
 cmake --build --preset default -j"$jobs"

@@ -1,0 +1,196 @@
+// matmul_bench: single-threaded MatMulTile throughput for the shapes of the
+// default model (SmolLM2-135M): a 1536x576 Q4_1 FFN matrix and the 49152x576
+// Q8_0 tied LM head, with 1 token (decode, memory-bound) and 64 tokens
+// (prefill, compute-bound).
+//
+// Counters: GFLOP/s counts 2 * rows * cols * tokens per call; weight_GB/s is
+// the weight bytes read per call (the decode roofline is memory bandwidth).
+// The activations are quantized once outside the timed loop; BM_QuantizeQ8
+// times that step separately.
+//
+//   build/bin/matmul_bench --benchmark_counters_tabular=true
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model_svc/backend/cpu/quant.h"
+#include "model_svc/backend/cpu/quant_internal.h"
+
+namespace llm::cpu {
+namespace {
+
+// Random weights: random quant bytes with sane fp16 scales, or N(0, 1) floats.
+std::vector<uint8_t> RandomWeights(TensorType type, int64_t rows, int64_t cols) {
+  const size_t row_bytes = RowBytes(type, cols);
+  std::vector<uint8_t> w(rows * row_bytes);
+  std::mt19937 rng(1);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t n = rows * cols;
+  const uint16_t d = FloatToHalf(0.01f), m = FloatToHalf(-0.08f);
+  auto put_half = [&](size_t off, uint16_t h) { std::memcpy(&w[off], &h, 2); };
+  switch (type) {
+    case TensorType::kF32:
+      for (int64_t i = 0; i < n; ++i) {
+        const float f = normal(rng);
+        std::memcpy(&w[4 * i], &f, 4);
+      }
+      return w;
+    case TensorType::kF16:
+      for (int64_t i = 0; i < n; ++i) put_half(2 * i, FloatToHalf(normal(rng)));
+      return w;
+    case TensorType::kBF16:
+      for (int64_t i = 0; i < n; ++i) put_half(2 * i, FloatToBf16(normal(rng)));
+      return w;
+    default:
+      break;
+  }
+  for (uint8_t& b : w) b = static_cast<uint8_t>(byte(rng));
+  const bool k_quant = type == TensorType::kQ4_K || type == TensorType::kQ6_K;
+  const size_t block_bytes = RowBytes(type, k_quant ? 256 : 32);
+  for (size_t off = 0; off + block_bytes <= w.size(); off += block_bytes) {
+    switch (type) {
+      case TensorType::kQ4_1:
+      case TensorType::kQ5_1:
+      case TensorType::kQ4_K:  // d, then dmin
+        put_half(off, d);
+        put_half(off + 2, type == TensorType::kQ4_K ? d : m);
+        break;
+      case TensorType::kQ6_K:
+        put_half(off + 208, d);
+        break;
+      default:
+        put_half(off, d);
+        break;
+    }
+  }
+  return w;
+}
+
+struct Activations {
+  std::vector<float> f32;
+  std::vector<BlockQ8> q8;
+  std::vector<ActRow> rows;
+};
+
+Activations RandomActivations(int64_t tokens, int64_t cols) {
+  Activations a;
+  std::mt19937 rng(2);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  a.f32.resize(tokens * cols);
+  for (float& v : a.f32) v = val(rng);
+  a.q8.resize(tokens * cols / kQ8Block);
+  QuantizeQ8(a.f32.data(), a.q8.data(), tokens * cols);
+  for (int64_t t = 0; t < tokens; ++t) {
+    a.rows.push_back({a.f32.data() + t * cols, a.q8.data() + t * cols / kQ8Block});
+  }
+  return a;
+}
+
+using TileFn = void (*)(TensorType, const uint8_t*, size_t, int64_t, int64_t, int64_t,
+                        const ActRow*, int64_t, float*, int64_t);
+
+struct MatMulOptions {
+  TileFn tile = MatMulTile;
+  const char* isa = nullptr;  // label; the active kernel set by default
+  int64_t copies = 1;         // distinct weight copies, used in turn (> 1: not in cache)
+  int64_t row_grain = 0;      // rows per MatMulTile call (0: all rows in one call)
+};
+
+// state.range(0) tokens times a rows x cols matrix of `type`.
+void RunMatMul(benchmark::State& state, TensorType type, int64_t rows, int64_t cols,
+               const MatMulOptions& options = {}) {
+  const int64_t tokens = state.range(0);
+  const std::vector<uint8_t> one = RandomWeights(type, rows, cols);
+  std::vector<uint8_t> w(one.size() * options.copies);
+  for (int64_t c = 0; c < options.copies; ++c) {
+    std::memcpy(w.data() + c * one.size(), one.data(), one.size());
+  }
+  const Activations a = RandomActivations(tokens, cols);
+  std::vector<float> out(tokens * rows);
+  const size_t row_bytes = RowBytes(type, cols);
+  const int64_t grain = options.row_grain > 0 ? options.row_grain : rows;
+  int64_t copy = 0;
+  for (auto _ : state) {
+    const uint8_t* m = w.data() + copy * one.size();
+    copy = (copy + 1) % options.copies;
+    for (int64_t r = 0; r < rows; r += grain) {
+      options.tile(type, m, row_bytes, cols, r, std::min(rows, r + grain), a.rows.data(), tokens,
+                   out.data(), rows);
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  const double flops = 2.0 * static_cast<double>(rows) * cols * tokens;
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["weight_GB/s"] = benchmark::Counter(static_cast<double>(one.size()) * 1e-9,
+                                                     benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(options.isa != nullptr ? options.isa : std::string(KernelIsa()));
+}
+
+// One FFN matrix of the default model; it fits in L2, so with 1 token this
+// measures the kernel, not memory.
+void BM_Q4_1_1536x576(benchmark::State& state) { RunMatMul(state, TensorType::kQ4_1, 1536, 576); }
+// The tied LM head (28 MiB): memory-bound with 1 token.
+void BM_Q8_0_49152x576(benchmark::State& state) { RunMatMul(state, TensorType::kQ8_0, 49152, 576); }
+// Decode as the model sees it: 120 copies (64 MiB) used in turn, so every call
+// streams its weights from DRAM.
+void BM_Q4_1_1536x576_Cold(benchmark::State& state) {
+  RunMatMul(state, TensorType::kQ4_1, 1536, 576, {.copies = 120});
+}
+// Small calls: 16 rows per call (each call interleaves the tokens). The engine
+// gives prefill tasks 64 rows or more, and decode one row range per thread.
+void BM_Q4_1_1536x576_Grain16(benchmark::State& state) {
+  RunMatMul(state, TensorType::kQ4_1, 1536, 576, {.row_grain = 16});
+}
+void BM_Q4_1_1536x576_Scalar(benchmark::State& state) {
+  RunMatMul(state, TensorType::kQ4_1, 1536, 576,
+            {.tile = internal::MatMulTileScalar, .isa = "scalar"});
+}
+
+// Every supported type on a 576x1536 matrix (rows of 1536: K-quants fit).
+void BM_AllTypes_576x1536(benchmark::State& state) {
+  const auto type = static_cast<TensorType>(state.range(1));
+  RunMatMul(state, type, 576, 1536);
+  state.SetLabel(std::string(gguf::FindTensorTypeTraits(state.range(1))->name) + " " +
+                 std::string(KernelIsa()));
+}
+
+BENCHMARK(BM_Q4_1_1536x576)->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Q8_0_49152x576)->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Q4_1_1536x576_Cold)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Q4_1_1536x576_Grain16)->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Q4_1_1536x576_Scalar)->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
+
+BENCHMARK(BM_AllTypes_576x1536)
+    ->ArgsProduct({{1, 64},
+                   {static_cast<int>(TensorType::kF32), static_cast<int>(TensorType::kF16),
+                    static_cast<int>(TensorType::kBF16), static_cast<int>(TensorType::kQ4_0),
+                    static_cast<int>(TensorType::kQ4_1), static_cast<int>(TensorType::kQ5_0),
+                    static_cast<int>(TensorType::kQ5_1), static_cast<int>(TensorType::kQ8_0),
+                    static_cast<int>(TensorType::kQ4_K), static_cast<int>(TensorType::kQ6_K)}})
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_QuantizeQ8(benchmark::State& state) {
+  const int64_t cols = state.range(0);
+  const Activations a = RandomActivations(1, cols);
+  std::vector<BlockQ8> q(cols / kQ8Block);
+  for (auto _ : state) {
+    QuantizeQ8(a.f32.data(), q.data(), cols);
+    benchmark::DoNotOptimize(q.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * cols);
+}
+BENCHMARK(BM_QuantizeQ8)->Arg(576)->Arg(1536);
+
+}  // namespace
+}  // namespace llm::cpu
+
+BENCHMARK_MAIN();

@@ -1,0 +1,169 @@
+// The operations a Llama-family forward pass needs, implemented once per
+// device (cpu/, cuda/). The forward itself (model/llama_model.cc) is written
+// once over this interface.
+//
+// Memory: tensors and weights live in backend memory (host memory for the
+// CPU, device memory for CUDA); the backend owns them and frees them when it
+// is destroyed. Activations are row-major fp32 matrices, one row per token of
+// the step. The KV cache is a pool of blocks, each holding `block_size`
+// positions of keys and values for every layer.
+//
+// Ordering: ops run in call order. A CPU backend runs each op to completion
+// (using its thread pool); a CUDA backend enqueues them on one stream and
+// synchronizes in ReadLogits.
+//
+// Threads: one thread drives a backend at a time (the engine's step loop).
+#ifndef LLM_MODEL_SVC_BACKEND_BACKEND_H_
+#define LLM_MODEL_SVC_BACKEND_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "model_svc/model/logits.h"
+#include "model_svc/model/weights.h"
+
+namespace llm::model {
+
+// A row-major fp32 matrix in backend memory.
+struct Tensor {
+  float* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+
+  // The first `n` rows (n <= rows).
+  Tensor Rows(int64_t n) const { return Tensor{data, n, cols}; }
+};
+
+// A weight uploaded to (or wrapped by) a backend.
+class Weight {
+ public:
+  virtual ~Weight() = default;
+  const WeightView& view() const { return view_; }
+
+ protected:
+  explicit Weight(const WeightView& view) : view_(view) {}
+
+ private:
+  WeightView view_;  // on the CUDA backend, data may be released after upload
+};
+
+// How the KV cache stores keys and values.
+enum class KvType {
+  kF16,  // IEEE half: half the memory; llama.cpp's default
+  kF32,
+};
+
+// The shape of the KV cache pool.
+struct KvCacheShape {
+  int32_t num_blocks = 0;
+  int32_t block_size = 16;  // positions per block
+  int64_t layers = 0;
+  int64_t kv_dim = 0;  // head_count_kv * head_dim
+  KvType type = KvType::kF16;
+
+  int64_t element_bytes() const { return type == KvType::kF16 ? 2 : 4; }
+  // Bytes of one block (keys and values of every layer).
+  int64_t block_bytes() const { return 2 * layers * block_size * kv_dim * element_bytes(); }
+};
+
+// One sequence's part of a step: `num_new` tokens at rows [first_row,
+// first_row + num_new) of the step's activations, at positions [start_pos,
+// start_pos + num_new). Its block table covers positions [0, start_pos +
+// num_new): position p lives in block blocks[p / block_size], slot
+// p % block_size. Blocks written by this step must not be shared.
+struct SequenceStep {
+  int64_t first_row = 0;
+  int64_t num_new = 0;
+  int64_t start_pos = 0;
+  std::span<const int32_t> blocks;
+};
+
+// Everything one forward step computes: the new tokens of several sequences,
+// flattened, and which rows' logits are wanted.
+struct StepBatch {
+  std::vector<int32_t> tokens;     // one per row
+  std::vector<int32_t> positions;  // one per row
+  std::vector<SequenceStep> sequences;
+  std::vector<int64_t> logit_rows;  // rows whose logits the step returns, in this order
+};
+
+// out_i = x · W_iᵀ for several weights sharing the same input (Q, K and V; or
+// gate and up), in one pass over the input.
+struct MatMulTarget {
+  const Weight* weight;
+  Tensor out;  // rows = x.rows, cols = weight rows
+};
+
+struct RopeParams {
+  int64_t head_dim = 0;
+  int64_t rope_dim = 0;  // leading dimensions of each head that rotate
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;
+};
+
+struct AttentionParams {
+  int64_t head_count = 0;
+  int64_t head_count_kv = 0;
+  int64_t head_dim = 0;
+  float scale = 0.0f;  // 1/sqrt(head_dim)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // "cpu" or "cuda".
+  virtual std::string name() const = 0;
+  // A one-line description: ISA or device name, threads.
+  virtual std::string description() const = 0;
+
+  // --- Memory (called at load time) -------------------------------------
+  virtual absl::StatusOr<std::unique_ptr<Weight>> UploadWeight(const WeightView& view) = 0;
+  virtual absl::StatusOr<Tensor> AllocTensor(int64_t rows, int64_t cols) = 0;
+  virtual absl::Status AllocKvCache(const KvCacheShape& shape) = 0;
+
+  // --- KV blocks ---------------------------------------------------------
+  // Copies every layer's keys and values of block `src` into `dst`
+  // (copy-on-write of a shared block).
+  virtual void CopyKvBlock(int32_t src, int32_t dst) = 0;
+
+  // --- One step ----------------------------------------------------------
+  // Makes the batch's tokens, positions and block tables visible to the ops
+  // below (the CUDA backend copies them to the device). `batch` must outlive
+  // the step.
+  virtual absl::Status BeginStep(const StepBatch& batch) = 0;
+  // out[r] = table[tokens[r]] (dequantized).
+  virtual void Embed(const Weight& table, Tensor out) = 0;
+  // out[r] = x[r] / rms(x[r]) * w, with rms = sqrt(mean(x²) + eps).
+  virtual void RmsNorm(const Tensor& x, const Weight& w, float eps, Tensor out) = 0;
+  virtual void MatMul(const Tensor& x, std::span<const MatMulTarget> targets) = 0;
+  // Rotates adjacent pairs (2i, 2i+1) of the first rope_dim dimensions of
+  // every head of q and k by angle position * freq_scale * base^(-2i/rope_dim)
+  // (llama.cpp's "normal" RoPE, matching GGUF's permuted Q/K rows).
+  virtual void Rope(Tensor q, Tensor k, const RopeParams& params) = 0;
+  // Stores k and v of the step's rows in the KV cache at `layer`, then
+  // computes causal attention of each row's query heads over its sequence's
+  // positions [0, position] (grouped-query: query head h reads KV head
+  // h / (head_count / head_count_kv)). out has q's shape.
+  virtual void Attention(int64_t layer, const Tensor& q, const Tensor& k, const Tensor& v,
+                         const AttentionParams& params, Tensor out) = 0;
+  // out = silu(gate) * up, elementwise.
+  virtual void SiluMul(const Tensor& gate, const Tensor& up, Tensor out) = 0;
+  // x += y.
+  virtual void Add(Tensor x, const Tensor& y) = 0;
+  // out[i] = x[batch.logit_rows[i]].
+  virtual void GatherLogitRows(const Tensor& x, Tensor out) = 0;
+  // Converts each row of `logits` to the encoding of specs[i] on the host
+  // (top-N is selected on the device by the CUDA backend). Ends the step.
+  virtual absl::Status ReadLogits(const Tensor& logits, std::span<const LogitsSpec> specs,
+                                  std::vector<Logits>* out) = 0;
+};
+
+}  // namespace llm::model
+
+#endif  // LLM_MODEL_SVC_BACKEND_BACKEND_H_

@@ -1,0 +1,123 @@
+// Quantized weight formats on the CPU: dequantization and dot products.
+//
+// Weights stay in their GGUF block formats (GGUF.md §4). A matrix-vector or
+// matrix-matrix product first quantizes the activations once per step into
+// blocks of 32 int8 values (`BlockQ8`, llama.cpp's Q8_0/Q8_1 idea), then each
+// weight row is dotted with them using integer multiply-adds. F32, F16 and
+// BF16 weights are dotted with the fp32 activations directly.
+//
+// Kernels are chosen once at startup from the CPU's features: AVX2+FMA when
+// present, else a portable scalar path. Both give the same bits.
+//
+// Batch invariance. The result for one (weight row, token) does not depend on
+// anything else in the call: the other rows and tokens, the row range, the
+// number of tokens, the kernel set or how callers split the work. Every
+// kernel performs exactly the fp32 operations of the canonical order below,
+// in that order, and vectorizes across rows and tokens only (never across
+// blocks). So a request gives the same logits alone or batched, in one
+// prefill step or in chunks, on 1 or N threads: without this, a last-bit
+// difference flips an int8 rounding of the next layer's activations and
+// grows to ~1e-2 in the logits.
+//
+// Canonical order, quantized weights: with acc = 0, for each 32-element block
+// b = 0, 1, ... of the row in turn (a K-quant super-block is 8 such blocks),
+//   isum_b = sum over the block of qw * x.q      (int32, exact in any order)
+//   acc = fma(dw_b * x.d, float(isum_b), acc)    (dw_b * x.d rounded to fp32)
+//   acc = fma(m_b, x.s, acc)                     (formats with a min only)
+// and the result is acc. qw are the signed codes: Q4_0 q - 8, Q5_0 q - 16,
+// Q4_1/Q5_1/Q4_K q, Q8_0 q; for Q6_K, isum_b = sc_lo * (sum of elements
+// 0..15) + sc_hi * (sum of 16..31) with the halves' int8 scales (exact).
+// dw_b: the block's d (fp16 -> fp32); Q4_K: d * sc_j rounded to fp32; Q6_K:
+// the super-block's d. m_b: Q4_1/Q5_1 the block's m; Q4_K: -(dmin * mn_j)
+// rounded to fp32. x is the token's BlockQ8 of the same 32 columns.
+//
+// Canonical order, float weights (F32, F16, BF16): eight fp32 lanes
+// k = 0..7 start at 0 and take lane_k = fma(w_i, x_i, lane_k) for
+// i = k, k + 8, k + 16, ... in turn; the result is
+// ((lane_0 + lane_4) + (lane_2 + lane_6)) + ((lane_1 + lane_5) + (lane_3 + lane_7)).
+//
+// Thread safety: every function here is pure over its arguments; callers
+// split rows across threads.
+#ifndef LLM_MODEL_SVC_BACKEND_CPU_QUANT_H_
+#define LLM_MODEL_SVC_BACKEND_CPU_QUANT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "common/gguf/gguf.h"
+
+namespace llm::cpu {
+
+using gguf::TensorType;
+
+// 32 activations quantized symmetrically: x[i] ~= d * q[i], q[i] in [-127, 127]
+// (the kernels rely on that range: -128 could overflow their int16 sums).
+// `s` = d * sum(q), used by formats with a per-block minimum (Q4_1, Q5_1, Q4_K).
+struct BlockQ8 {
+  float d;
+  float s;
+  int8_t q[32];
+};
+static_assert(sizeof(BlockQ8) == 40);
+
+inline constexpr int64_t kQ8Block = 32;
+
+// True when the CPU kernels support `type` as a matrix weight. Supported:
+// F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K.
+bool IsSupportedWeightType(TensorType type);
+
+// OK when a matrix of `type` with rows of `cols` elements can be used:
+// the type is supported and `cols` is a multiple of its block size (and of 32,
+// the activation block). Otherwise InvalidArgument naming the type.
+absl::Status CheckWeightShape(TensorType type, int64_t cols);
+
+// Bytes of one row of `cols` elements.
+size_t RowBytes(TensorType type, int64_t cols);
+
+// Writes the `n` values of one row (`n` a multiple of the type's block size).
+void DequantizeRow(TensorType type, const void* row, float* out, int64_t n);
+
+// Quantizes `n` activations (`n` a multiple of 32) into n/32 blocks.
+void QuantizeQ8(const float* x, BlockQ8* out, int64_t n);
+
+// The activations of one token, in the form every weight type needs.
+struct ActRow {
+  const float* f32;   // n floats
+  const BlockQ8* q8;  // n/32 blocks (may be null when only float weights are used)
+};
+
+// Dot product of weight row `w` (type `type`, `n` elements) with activations
+// x, in the canonical order: the bits of MatMulTile for that row and token.
+float DotRow(TensorType type, const void* w, const ActRow& x, int64_t n);
+
+// Tile product: for rows r in [r0, r1) of a weight matrix whose row stride is
+// `row_bytes`, and tokens t in [0, num_tokens):
+//   out[t * out_stride + r] = dot(W[r], x[t])
+// Kernels reuse each unpacked weight block across several tokens, so this is
+// much faster than calling DotRow per pair when num_tokens > 1; the results
+// are bit-identical to DotRow's (batch invariance, above).
+// Cost: with 3 or more tokens the AVX2 kernels first interleave the tokens'
+// activations (O(num_tokens * n), about 10% of a 16-row call), so give each
+// call many rows (64 or more) when it carries many tokens. Decode (1 token)
+// streams the rows in order; contiguous row ranges per thread suit it best.
+// x[t].q8 is required for quantized types, x[t].f32 for F32/F16/BF16; n must
+// be a multiple of 32 (and of 256 for the K-quants), see CheckWeightShape.
+void MatMulTile(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n,
+                int64_t r0, int64_t r1, const ActRow* x, int64_t num_tokens,
+                float* out, int64_t out_stride);
+
+// Which kernel set is active: "avx2" or "scalar".
+std::string_view KernelIsa();
+
+// fp16 / bf16 conversion helpers (IEEE half, round-to-nearest-even).
+float HalfToFloat(uint16_t h);
+uint16_t FloatToHalf(float f);
+float Bf16ToFloat(uint16_t h);
+// Rounds to nearest even; NaN stays NaN (quiet, sign kept), overflow gives inf.
+uint16_t FloatToBf16(float f);
+
+}  // namespace llm::cpu
+
+#endif  // LLM_MODEL_SVC_BACKEND_CPU_QUANT_H_

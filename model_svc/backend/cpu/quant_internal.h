@@ -1,0 +1,88 @@
+// Internal interface of the CPU quantized-weight kernels: the two kernel sets
+// behind the dispatching functions of quant.h, exposed so that tests and
+// benchmarks can run both on the same data.
+//
+// Contracts are those of the matching quant.h functions. The *Avx2 functions
+// may only be called when CpuHasAvx2Fma() is true (they are compiled with
+// -mavx2 -mfma -mf16c in quant_avx2.cc).
+//
+// Both sets follow the canonical order of quant.h, so MatMulTile, DotRow and
+// QuantizeQ8 give the same bits in either; the scalar set is the readable
+// reference.
+#ifndef LLM_MODEL_SVC_BACKEND_CPU_QUANT_INTERNAL_H_
+#define LLM_MODEL_SVC_BACKEND_CPU_QUANT_INTERNAL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "model_svc/backend/cpu/quant.h"
+
+namespace llm::cpu::internal {
+
+// Block sizes (bytes) of the ggml formats, for byte-offset arithmetic.
+inline constexpr size_t kQ4_0Bytes = 18;     // d fp16 | qs[16]
+inline constexpr size_t kQ4_1Bytes = 20;     // d fp16 | m fp16 | qs[16]
+inline constexpr size_t kQ5_0Bytes = 22;     // d fp16 | qh u32 | qs[16]
+inline constexpr size_t kQ5_1Bytes = 24;     // d fp16 | m fp16 | qh u32 | qs[16]
+inline constexpr size_t kQ8_0Bytes = 34;     // d fp16 | qs[32] int8
+inline constexpr size_t kQ4_KBytes = 144;    // d | dmin | scales[12] | qs[128]
+inline constexpr size_t kQ6_KBytes = 210;    // ql[128] | qh[64] | scales[16] int8 | d
+inline constexpr int64_t kSuperBlock = 256;  // elements of a K-quant super-block
+
+// Elements per weight block of a supported type (1 for the float types).
+int64_t BlockElements(TensorType type);
+
+// Unaligned little-endian loads (memcpy: no alignment or aliasing UB).
+inline uint16_t LoadU16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+inline uint32_t LoadU32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// Q4_K's 6-bit scale and min of sub-block j (0..7) from the 12 packed scale
+// bytes, exactly as ggml's get_scale_min_k4.
+inline void Q4KScaleMin(const uint8_t* scales, int j, int* sc, int* mn) {
+  if (j < 4) {
+    *sc = scales[j] & 63;
+    *mn = scales[j + 4] & 63;
+  } else {
+    *sc = (scales[j + 4] & 0x0F) | ((scales[j - 4] >> 6) << 4);
+    *mn = (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4);
+  }
+}
+
+// True when the CPU runs AVX2 and FMA instructions (and F16C, which every
+// AVX2 CPU has; it is checked too).
+bool CpuHasAvx2Fma();
+
+// Portable reference kernels.
+void DequantizeRowScalar(TensorType type, const void* row, float* out, int64_t n);
+void QuantizeQ8Scalar(const float* x, BlockQ8* out, int64_t n);
+float DotRowScalar(TensorType type, const void* w, const ActRow& x, int64_t n);
+void MatMulTileScalar(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0,
+                      int64_t r1, const ActRow* x, int64_t num_tokens, float* out,
+                      int64_t out_stride);
+
+// AVX2+FMA kernels (every supported type). QuantizeQ8Avx2 produces exactly
+// the blocks QuantizeQ8Scalar does; DequantizeRowAvx2 exactly its values,
+// except for Q4_1, Q5_1 and Q4_K, where d * q + m is one fused rounding.
+// MatMulTileAvx2 keeps per-thread scratch (grown once, never shrunk).
+void DequantizeRowAvx2(TensorType type, const void* row, float* out, int64_t n);
+void QuantizeQ8Avx2(const float* x, BlockQ8* out, int64_t n);
+float DotRowAvx2(TensorType type, const void* w, const ActRow& x, int64_t n);
+void MatMulTileAvx2(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0,
+                    int64_t r1, const ActRow* x, int64_t num_tokens, float* out,
+                    int64_t out_stride);
+
+// Aborts with `what` (a broken precondition, e.g. an unsupported type).
+[[noreturn]] void Fatal(const char* what);
+
+}  // namespace llm::cpu::internal
+
+#endif  // LLM_MODEL_SVC_BACKEND_CPU_QUANT_INTERNAL_H_

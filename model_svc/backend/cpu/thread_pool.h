@@ -1,0 +1,61 @@
+// A fixed pool of threads for data-parallel loops with microsecond dispatch.
+//
+// A decode step of a small model runs ~150 parallel loops of a few
+// microseconds each, so dispatch latency matters more than fairness: workers
+// spin briefly on an atomic generation counter after each loop, then sleep
+// (std::atomic::wait, a futex on Linux) until the next one, or at once after
+// Idle(). The calling thread takes part as worker 0.
+//
+// Threads: Run() may be called from one thread at a time (the step loop).
+#ifndef LLM_MODEL_SVC_BACKEND_CPU_THREAD_POOL_H_
+#define LLM_MODEL_SVC_BACKEND_CPU_THREAD_POOL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+
+namespace llm::cpu {
+
+class ThreadPool {
+ public:
+  // `num_threads` >= 1, the caller included.
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return num_threads_; }
+
+  // Calls fn(thread_index, num_threads) once on every thread and returns when
+  // all calls have returned.
+  void Run(absl::FunctionRef<void(int, int)> fn);
+
+  // Tells the workers that no loop follows soon (the end of a step): they
+  // sleep at once instead of spinning, leaving the cores to other threads
+  // (the gRPC threads that deliver this step's results). The next Run()
+  // wakes them.
+  void Idle();
+
+  // Splits [0, n) into contiguous ranges, one per thread, each a multiple of
+  // `grain` long (except the last), and calls fn(begin, end) for the
+  // non-empty ones. Runs inline when n <= grain.
+  void ParallelFor(int64_t n, int64_t grain, absl::FunctionRef<void(int64_t, int64_t)> fn);
+
+ private:
+  void WorkerLoop(int index);
+
+  const int num_threads_;
+  std::vector<std::thread> workers_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> idle_{false};
+  const absl::FunctionRef<void(int, int)>* task_ = nullptr;
+};
+
+}  // namespace llm::cpu
+
+#endif  // LLM_MODEL_SVC_BACKEND_CPU_THREAD_POOL_H_

@@ -1,0 +1,74 @@
+#include "model_svc/backend/cpu/vec.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model_svc/backend/cpu/quant.h"
+
+namespace llm::cpu {
+namespace {
+
+bool HasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                          __builtin_cpu_supports("f16c");
+  return has;
+}
+
+// Eight partial sums, like the SIMD version, so both round alike.
+template <typename Load>
+float DotLoop(const float* a, int64_t n, Load b) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b(i + j);
+  }
+  float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) sum += a[i] * b(i);
+  return sum;
+}
+
+}  // namespace
+
+float DotF32(const float* a, const float* b, int64_t n) {
+  if (HasAvx2()) return vec_internal::DotF32Avx2(a, b, n);
+  return DotLoop(a, n, [b](int64_t i) { return b[i]; });
+}
+
+float DotF32F16(const float* a, const uint16_t* b, int64_t n) {
+  if (HasAvx2()) return vec_internal::DotF32F16Avx2(a, b, n);
+  return DotLoop(a, n, [b](int64_t i) { return HalfToFloat(b[i]); });
+}
+
+void AxpyF32(float w, const float* b, float* out, int64_t n) {
+  if (HasAvx2()) return vec_internal::AxpyF32Avx2(w, b, out, n);
+  for (int64_t i = 0; i < n; ++i) out[i] += w * b[i];
+}
+
+void AxpyF16(float w, const uint16_t* b, float* out, int64_t n) {
+  if (HasAvx2()) return vec_internal::AxpyF16Avx2(w, b, out, n);
+  for (int64_t i = 0; i < n; ++i) out[i] += w * HalfToFloat(b[i]);
+}
+
+void F32ToF16(const float* x, uint16_t* out, int64_t n) {
+  if (HasAvx2()) return vec_internal::F32ToF16Avx2(x, out, n);
+  for (int64_t i = 0; i < n; ++i) out[i] = FloatToHalf(x[i]);
+}
+
+float MaxF32(const float* x, int64_t n) {
+  if (HasAvx2()) return vec_internal::MaxF32Avx2(x, n);
+  float m = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(x[i])) return x[i];
+    m = std::max(m, x[i]);
+  }
+  return m;
+}
+
+double SumExpF32(const float* x, int64_t n, float shift) {
+  if (HasAvx2()) return vec_internal::SumExpF32Avx2(x, n, shift);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(x[i] - shift);
+  return sum;
+}
+
+}  // namespace llm::cpu

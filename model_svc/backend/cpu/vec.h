@@ -1,0 +1,42 @@
+// Small vector kernels for the CPU backend's attention and norms: fp32 dot
+// products, and fp32 x fp16 products over the fp16 KV cache.
+//
+// Chosen once at startup like quant.h's kernels: AVX2+FMA+F16C when the CPU
+// has them, else portable loops. Every function is pure over its arguments.
+#ifndef LLM_MODEL_SVC_BACKEND_CPU_VEC_H_
+#define LLM_MODEL_SVC_BACKEND_CPU_VEC_H_
+
+#include <cstdint>
+
+namespace llm::cpu {
+
+// sum(a[i] * b[i]).
+float DotF32(const float* a, const float* b, int64_t n);
+// sum(a[i] * half(b[i])).
+float DotF32F16(const float* a, const uint16_t* b, int64_t n);
+// out[i] += w * b[i].
+void AxpyF32(float w, const float* b, float* out, int64_t n);
+// out[i] += w * half(b[i]).
+void AxpyF16(float w, const uint16_t* b, float* out, int64_t n);
+// out[i] = half(x[i]), round to nearest even.
+void F32ToF16(const float* x, uint16_t* out, int64_t n);
+// max(x[i]) (-inf for n == 0; NaN when any element is NaN).
+float MaxF32(const float* x, int64_t n);
+// sum(exp(x[i] - shift)), for x[i] <= shift, in float lanes summed in double.
+// The AVX2 version uses a polynomial exp (relative error < 2e-7).
+double SumExpF32(const float* x, int64_t n, float shift);
+
+namespace vec_internal {
+// The AVX2 versions (vec_avx2.cc); only called when the CPU has AVX2, FMA and F16C.
+float DotF32Avx2(const float* a, const float* b, int64_t n);
+float DotF32F16Avx2(const float* a, const uint16_t* b, int64_t n);
+void AxpyF32Avx2(float w, const float* b, float* out, int64_t n);
+void AxpyF16Avx2(float w, const uint16_t* b, float* out, int64_t n);
+void F32ToF16Avx2(const float* x, uint16_t* out, int64_t n);
+float MaxF32Avx2(const float* x, int64_t n);
+double SumExpF32Avx2(const float* x, int64_t n, float shift);
+}  // namespace vec_internal
+
+}  // namespace llm::cpu
+
+#endif  // LLM_MODEL_SVC_BACKEND_CPU_VEC_H_

@@ -1,0 +1,557 @@
+#include "model_svc/engine/engine.h"
+
+#include <algorithm>
+#include <deque>
+#include <future>
+#include <random>
+#include <thread>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "common/strings.h"
+#include "model_svc/kv/block_manager.h"
+
+namespace llm::engine {
+namespace {
+
+// Longest wait for the sessions of the last step to come back (see Loop).
+constexpr absl::Duration kMaxGatherWindow = absl::Milliseconds(2);
+
+struct Session {
+  std::string id;
+  std::vector<int32_t> tokens;  // every token whose KV is in the cache
+  kv::BlockTable kv;
+  absl::Time last_used;
+  bool busy = false;
+  bool released = false;  // Release() arrived while busy: free when the request ends
+  int64_t prefilled = 0;
+  int64_t decoded = 0;
+};
+
+// A request being computed, possibly over several steps.
+struct Pending {
+  AppendRequest request;
+  AppendCallback done;
+  Session* session = nullptr;
+  bool new_session = false;
+  int64_t offset = 0;  // tokens of the request already computed
+  std::vector<model::Logits> logits;
+  bool released = false;  // its session was released: stop at the next step
+  int64_t remaining() const { return static_cast<int64_t>(request.tokens.size()) - offset; }
+  bool cancelled() const {
+    return released || (request.cancel != nullptr && request.cancel->load());
+  }
+};
+
+// One completion to deliver outside the lock.
+struct Completion {
+  AppendCallback done;
+  absl::StatusOr<AppendResult> result;
+};
+
+}  // namespace
+
+class Engine::Impl {
+ public:
+  Impl(std::unique_ptr<model::LlamaModel> model, const EngineOptions& options,
+       int64_t max_context)
+      : model_(std::move(model)),
+        options_(options),
+        max_context_(max_context),
+        blocks_(model_->options().kv_blocks, model_->options().kv_block_size),
+        rng_(std::random_device{}()) {
+    loop_ = std::thread([this] { Loop(); });
+  }
+
+  ~Impl() {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    loop_.join();
+  }
+
+  model::LlamaModel& model() { return *model_; }
+
+  void Submit(AppendRequest request, AppendCallback done) {
+    absl::Status s = Admit(request, done);
+    if (!s.ok()) done(std::move(s));
+  }
+
+  absl::Status Truncate(const std::string& id, int64_t n) {
+    absl::MutexLock lock(&mu_);
+    Session* s = nullptr;
+    if (absl::Status st = FindIdle(id, &s); !st.ok()) return st;
+    if (n < 0 || n > static_cast<int64_t>(s->tokens.size())) {
+      return absl::InvalidArgumentError(StrCat("cannot truncate session ", id, " to ", n,
+                                               " tokens: it holds ", s->tokens.size()));
+    }
+    blocks_.Truncate(s->kv, n);
+    s->tokens.resize(n);
+    s->last_used = absl::Now();
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::string> Fork(const std::string& id) {
+    absl::MutexLock lock(&mu_);
+    Session* parent = nullptr;
+    if (absl::Status st = FindIdle(id, &parent); !st.ok()) return st;
+    if (absl::Status st = CheckSessionLimit(); !st.ok()) return st;
+    Session* child = NewSession();
+    blocks_.Fork(parent->kv, child->kv);
+    child->tokens = parent->tokens;
+    parent->last_used = absl::Now();
+    return child->id;
+  }
+
+  absl::Status Release(const std::string& id) {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) return NotFound(id);
+    Session* s = it->second.get();
+    if (s->busy) {
+      // The in-flight request ends at the next step; the loop frees the session.
+      s->released = true;
+      for (auto& p : active_) {
+        if (p->session == s) p->released = true;
+      }
+      orphans_.push_back(std::move(it->second));
+    } else {
+      blocks_.Release(s->kv);
+    }
+    sessions_.erase(it);
+    return absl::OkStatus();
+  }
+
+  std::vector<SessionInfo> ListSessions() const {
+    absl::MutexLock lock(&mu_);
+    std::vector<SessionInfo> out;
+    const absl::Time now = absl::Now();
+    for (const auto& [id, s] : sessions_) {
+      SessionInfo info;
+      info.id = id;
+      info.num_tokens = static_cast<int64_t>(s->tokens.size());
+      info.prefilled_tokens = s->prefilled;
+      info.decoded_tokens = s->decoded;
+      info.kv_blocks = static_cast<int64_t>(s->kv.blocks.size());
+      info.idle = s->busy ? absl::ZeroDuration() : now - s->last_used;
+      info.busy = s->busy;
+      out.push_back(std::move(info));
+    }
+    std::sort(out.begin(), out.end(),
+              [](const SessionInfo& a, const SessionInfo& b) { return a.id < b.id; });
+    return out;
+  }
+
+  EngineStats Stats() const {
+    absl::MutexLock lock(&mu_);
+    EngineStats s = stats_;
+    s.sessions = static_cast<int64_t>(sessions_.size());
+    s.running = running_;
+    s.waiting = static_cast<int64_t>(active_.size()) - running_;
+    s.kv_blocks_total = blocks_.num_blocks();
+    s.kv_blocks_free = blocks_.num_free();
+    return s;
+  }
+
+  void StopAdmission() {
+    absl::MutexLock lock(&mu_);
+    admitting_ = false;
+  }
+
+ private:
+  static absl::Status NotFound(const std::string& id) {
+    return absl::NotFoundError(StrCat("unknown or expired session \"", id, "\""));
+  }
+
+  // Finds a session that has no request in flight.
+  absl::Status FindIdle(const std::string& id, Session** out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) return NotFound(id);
+    if (it->second->busy) {
+      return absl::AbortedError(StrCat("session \"", id, "\" is busy with another request"));
+    }
+    *out = it->second.get();
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckSessionLimit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (static_cast<int64_t>(sessions_.size()) >= options_.max_sessions) {
+      return absl::ResourceExhaustedError(
+          StrCat("session limit reached (", options_.max_sessions, " sessions); retry later"));
+    }
+    return absl::OkStatus();
+  }
+
+  Session* NewSession() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string id;
+    do {
+      id = options_.session_prefix;
+      uint64_t r = rng_();
+      for (int i = 0; i < 16; ++i, r >>= 4) id.push_back(kHex[r & 15]);
+    } while (sessions_.contains(id));
+    auto session = std::make_unique<Session>();
+    session->id = id;
+    session->last_used = absl::Now();
+    Session* s = session.get();
+    sessions_.emplace(id, std::move(session));
+    return s;
+  }
+
+  absl::Status Admit(AppendRequest& request, AppendCallback& done) {
+    const model::ModelConfig& c = model_->config();
+    if (request.tokens.empty()) return absl::InvalidArgumentError("no tokens to append");
+    for (size_t i = 0; i < request.tokens.size(); ++i) {
+      const int32_t t = request.tokens[i];
+      if (t < 0 || t >= c.vocab_size) {
+        return absl::InvalidArgumentError(StrCat("token id ", t, " at index ", i,
+                                                 " is out of range [0, ", c.vocab_size, ")"));
+      }
+    }
+    if (request.logits.encoding == model::LogitsEncoding::kTopN &&
+        (request.logits.top_n < 1 || request.logits.top_n > c.vocab_size)) {
+      return absl::InvalidArgumentError(
+          StrCat("top_n ", request.logits.top_n, " is out of range [1, ", c.vocab_size, "]"));
+    }
+    const int64_t pool_tokens = int64_t{blocks_.num_blocks()} * blocks_.block_size();
+    absl::MutexLock lock(&mu_);
+    if (!admitting_ || stop_) return absl::UnavailableError("the model server is shutting down");
+    auto pending = std::make_unique<Pending>();
+    Session* s = nullptr;
+    if (request.session_id.empty()) {
+      if (absl::Status st = CheckSessionLimit(); !st.ok()) return st;
+    } else {
+      if (absl::Status st = FindIdle(request.session_id, &s); !st.ok()) return st;
+    }
+    const int64_t have = s != nullptr ? static_cast<int64_t>(s->tokens.size()) : 0;
+    const int64_t total = have + static_cast<int64_t>(request.tokens.size());
+    if (total > max_context_) {
+      return absl::OutOfRangeError(StrCat("the session would hold ", total,
+                                          " tokens, past the context length of ", max_context_));
+    }
+    if (total > pool_tokens) {
+      return absl::ResourceExhaustedError(StrCat("the session would hold ", total,
+                                                 " tokens, more than the whole KV cache (",
+                                                 pool_tokens, " tokens); raise --kv_cache_mb"));
+    }
+    if (s == nullptr) {
+      s = NewSession();
+      pending->new_session = true;
+    }
+    s->busy = true;
+    pending->session = s;
+    pending->request = std::move(request);
+    pending->done = std::move(done);
+    active_.push_back(std::move(pending));
+    return absl::OkStatus();
+  }
+
+  // Frees idle sessions, least recently used first, until `needed` blocks are
+  // free. False when not enough can be freed.
+  bool EvictFor(int32_t needed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    while (blocks_.num_free() < needed) {
+      Session* lru = nullptr;
+      for (const auto& [id, s] : sessions_) {
+        if (!s->busy && !s->kv.blocks.empty() && (lru == nullptr || s->last_used < lru->last_used)) {
+          lru = s.get();
+        }
+      }
+      if (lru == nullptr) return false;
+      blocks_.Release(lru->kv);
+      sessions_.erase(lru->id);
+      ++stats_.evicted_sessions;
+    }
+    return true;
+  }
+
+  void ExpireIdle(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::vector<std::string> expired;
+    for (const auto& [id, s] : sessions_) {
+      if (!s->busy && now - s->last_used > options_.session_ttl) expired.push_back(id);
+    }
+    for (const std::string& id : expired) {
+      blocks_.Release(sessions_[id]->kv);
+      sessions_.erase(id);
+      ++stats_.expired_sessions;
+    }
+  }
+
+  // Ends a request: the session becomes idle (or is freed when it was
+  // released, or when the request created it and failed).
+  void Finish(std::unique_ptr<Pending> p, absl::StatusOr<AppendResult> result,
+              std::vector<Completion>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Session* s = p->session;
+    s->busy = false;
+    s->last_used = absl::Now();
+    if (s->released) {
+      blocks_.Release(s->kv);
+      orphans_.erase(std::find_if(orphans_.begin(), orphans_.end(),
+                                  [s](const auto& o) { return o.get() == s; }));
+    } else if (p->new_session && !result.ok()) {
+      blocks_.Release(s->kv);
+      sessions_.erase(s->id);
+    } else {
+      // Drop KV blocks reserved for tokens that were never computed.
+      blocks_.Truncate(s->kv, s->kv.num_tokens);
+    }
+    out->push_back(Completion{std::move(p->done), std::move(result)});
+  }
+
+  struct Scheduled {
+    Pending* pending;
+    int64_t chunk;
+  };
+
+  // Picks this step's work: one token of every waiting decode, then prefill
+  // chunks in arrival order, within the token budget. Reserves KV blocks.
+  void Schedule(std::vector<Scheduled>* step, std::vector<kv::BlockCopy>* copies,
+                std::vector<Completion>* completions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    int64_t budget = std::min(options_.max_batch_tokens, model_->options().max_step_tokens);
+    int64_t logit_budget = model_->options().max_logit_rows;
+    std::vector<Pending*> blocked;  // no KV blocks for them this step
+    auto try_schedule = [&](Pending* p) {
+      int64_t chunk = std::min(p->remaining(), budget);
+      if (p->request.all_logits) chunk = std::min(chunk, logit_budget);
+      if (chunk <= 0) return;
+      const bool wants_logits = p->request.all_logits || chunk == p->remaining();
+      if (wants_logits && logit_budget <= 0) return;
+      const int32_t needed = blocks_.BlocksNeeded(p->session->kv, chunk);
+      if (needed > blocks_.num_free() && !EvictFor(needed)) {
+        blocked.push_back(p);
+        return;
+      }
+      if (!blocks_.Reserve(p->session->kv, chunk, copies).ok()) return;
+      step->push_back(Scheduled{p, chunk});
+      budget -= chunk;
+      if (wants_logits) logit_budget -= p->request.all_logits ? chunk : 1;
+    };
+    for (auto& p : active_) {
+      if (p->remaining() == 1 && !p->cancelled()) try_schedule(p.get());
+    }
+    for (auto& p : active_) {
+      if (budget <= 0) break;
+      if (p->remaining() > 1 && !p->cancelled()) try_schedule(p.get());
+    }
+    // Blocked requests wait while others make progress (finishing frees
+    // blocks or makes sessions evictable); when nothing can run, they fail.
+    std::vector<Pending*> failed;
+    if (step->empty()) failed = std::move(blocked);
+    // Cancelled requests and failed ones end now.
+    for (auto it = active_.begin(); it != active_.end();) {
+      Pending* p = it->get();
+      const bool is_failed = std::find(failed.begin(), failed.end(), p) != failed.end();
+      if (p->cancelled() || is_failed) {
+        absl::Status st = is_failed ? absl::ResourceExhaustedError(
+                                          "KV cache full and no idle session to evict; retry later")
+                                    : absl::CancelledError("request cancelled");
+        std::unique_ptr<Pending> owned = std::move(*it);
+        it = active_.erase(it);
+        Finish(std::move(owned), std::move(st), completions);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  void Loop() {
+    model::StepBatch batch;
+    std::vector<model::LogitsSpec> specs;
+    std::vector<model::Logits> logits;
+    std::vector<Scheduled> step;
+    std::vector<kv::BlockCopy> copies;
+    std::vector<Completion> completions;
+    absl::Time last_sweep = absl::Now();
+    bool stopping = false;
+    for (;;) {
+      step.clear();
+      copies.clear();
+      completions.clear();
+      {
+        absl::MutexLock lock(&mu_);
+        auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stop_ || !active_.empty();
+        };
+        mu_.AwaitWithTimeout(absl::Condition(&has_work), absl::Seconds(1));
+        // Gather window: the sessions of the last step usually come back
+        // with their next token within microseconds (in process) or a round
+        // trip (over gRPC). Starting the step with whoever is back first
+        // would split one batch into several; wait a little for the rest,
+        // at most a quarter of the last step's time.
+        if (!stop_ && !active_.empty() &&
+            static_cast<int64_t>(active_.size()) < last_step_requests_) {
+          auto gathered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+            return stop_ || static_cast<int64_t>(active_.size()) >= last_step_requests_;
+          };
+          mu_.AwaitWithTimeout(absl::Condition(&gathered),
+                               std::min(last_step_time_ / 4, kMaxGatherWindow));
+        }
+        const absl::Time now = absl::Now();
+        if (now - last_sweep > absl::Seconds(1)) {
+          ExpireIdle(now);
+          last_sweep = now;
+        }
+        stopping = stop_;
+        if (stopping) {
+          while (!active_.empty()) {
+            std::unique_ptr<Pending> p = std::move(active_.front());
+            active_.pop_front();
+            Finish(std::move(p), absl::UnavailableError("the model server is shutting down"),
+                   &completions);
+          }
+        } else {
+          Schedule(&step, &copies, &completions);
+          running_ = static_cast<int64_t>(step.size());
+          last_step_requests_ = running_;
+        }
+      }
+      for (Completion& c : completions) c.done(std::move(c.result));
+      completions.clear();
+      if (stopping) return;
+      if (step.empty()) continue;
+
+      // Build the flattened batch. The sessions' block tables are stable:
+      // only this thread changes a busy session.
+      batch.tokens.clear();
+      batch.positions.clear();
+      batch.sequences.clear();
+      batch.logit_rows.clear();
+      specs.clear();
+      for (const Scheduled& sc : step) {
+        Pending& p = *sc.pending;
+        model::SequenceStep seq;
+        seq.first_row = static_cast<int64_t>(batch.tokens.size());
+        seq.num_new = sc.chunk;
+        seq.start_pos = p.session->kv.num_tokens;
+        seq.blocks = p.session->kv.blocks;
+        for (int64_t i = 0; i < sc.chunk; ++i) {
+          batch.tokens.push_back(p.request.tokens[p.offset + i]);
+          batch.positions.push_back(static_cast<int32_t>(seq.start_pos + i));
+        }
+        if (p.request.all_logits) {
+          for (int64_t i = 0; i < sc.chunk; ++i) {
+            batch.logit_rows.push_back(seq.first_row + i);
+            specs.push_back(p.request.logits);
+          }
+        } else if (sc.chunk == p.remaining()) {
+          batch.logit_rows.push_back(seq.first_row + sc.chunk - 1);
+          specs.push_back(p.request.logits);
+        }
+        batch.sequences.push_back(seq);
+      }
+      for (const kv::BlockCopy& copy : copies) model_->backend().CopyKvBlock(copy.src, copy.dst);
+      if (options_.before_step) options_.before_step();
+      const absl::Time step_start = absl::Now();
+      absl::Status status = model_->Forward(batch, specs, &logits);
+      const absl::Duration step_time = absl::Now() - step_start;
+
+      {
+        absl::MutexLock lock(&mu_);
+        ++stats_.steps;
+        last_step_time_ = step_time;
+        size_t next_logits = 0;
+        for (const Scheduled& sc : step) {
+          Pending& p = *sc.pending;
+          Session& s = *p.session;
+          if (status.ok()) {
+            s.tokens.insert(s.tokens.end(), p.request.tokens.begin() + p.offset,
+                            p.request.tokens.begin() + p.offset + sc.chunk);
+            s.kv.num_tokens += sc.chunk;
+            (p.request.decode ? s.decoded : s.prefilled) += sc.chunk;
+            (p.request.decode ? stats_.decode_tokens : stats_.prefill_tokens) += sc.chunk;
+            const bool last = sc.chunk == p.remaining();
+            const int64_t rows = p.request.all_logits ? sc.chunk : (last ? 1 : 0);
+            for (int64_t i = 0; i < rows; ++i) p.logits.push_back(std::move(logits[next_logits++]));
+            p.offset += sc.chunk;
+          }
+          if (!status.ok() || p.remaining() == 0) {
+            auto it = std::find_if(active_.begin(), active_.end(),
+                                   [&](const auto& a) { return a.get() == &p; });
+            std::unique_ptr<Pending> owned = std::move(*it);
+            active_.erase(it);
+            absl::StatusOr<AppendResult> result;
+            if (status.ok()) {
+              AppendResult r;
+              r.session_id = s.id;
+              r.num_tokens = static_cast<int64_t>(s.tokens.size());
+              r.logits = std::move(owned->logits);
+              result = std::move(r);
+            } else {
+              result = status;
+            }
+            Finish(std::move(owned), std::move(result), &completions);
+          }
+        }
+        running_ = 0;
+      }
+      for (Completion& c : completions) c.done(std::move(c.result));
+    }
+  }
+
+  std::unique_ptr<model::LlamaModel> model_;
+  const EngineOptions options_;
+  const int64_t max_context_;
+
+  mutable absl::Mutex mu_;
+  kv::BlockManager blocks_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::unique_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Session>> orphans_ ABSL_GUARDED_BY(mu_);  // released while busy
+  std::deque<std::unique_ptr<Pending>> active_ ABSL_GUARDED_BY(mu_);
+  int64_t running_ ABSL_GUARDED_BY(mu_) = 0;
+  // The last step: how many requests it computed and how long it took.
+  int64_t last_step_requests_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration last_step_time_ ABSL_GUARDED_BY(mu_);
+  EngineStats stats_ ABSL_GUARDED_BY(mu_);
+  bool admitting_ ABSL_GUARDED_BY(mu_) = true;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
+  std::thread loop_;
+};
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::LlamaModel> model,
+                                                       const EngineOptions& options) {
+  if (model == nullptr) return absl::InvalidArgumentError("no model");
+  if (options.max_batch_tokens < 1 || options.max_sessions < 1 ||
+      options.session_ttl <= absl::ZeroDuration() || options.max_context < 0) {
+    return absl::InvalidArgumentError(
+        "engine options: max_batch_tokens, max_sessions and session_ttl must be positive");
+  }
+  std::unique_ptr<Engine> e(new Engine);
+  e->options_ = options;
+  const int64_t model_context = model->config().context_length;
+  e->max_context_ = options.max_context > 0 ? std::min(options.max_context, model_context)
+                                            : model_context;
+  e->impl_ = std::make_unique<Impl>(std::move(model), options, e->max_context_);
+  return e;
+}
+
+Engine::~Engine() = default;
+
+const model::ModelConfig& Engine::config() const { return impl_->model().config(); }
+
+std::string Engine::backend_description() const {
+  return impl_->model().backend().description();
+}
+
+void Engine::Submit(AppendRequest request, AppendCallback done) {
+  impl_->Submit(std::move(request), std::move(done));
+}
+
+absl::StatusOr<AppendResult> Engine::Append(AppendRequest request) {
+  std::promise<absl::StatusOr<AppendResult>> promise;
+  std::future<absl::StatusOr<AppendResult>> future = promise.get_future();
+  Submit(std::move(request),
+         [&promise](absl::StatusOr<AppendResult> r) { promise.set_value(std::move(r)); });
+  return future.get();
+}
+
+absl::Status Engine::Truncate(const std::string& id, int64_t n) { return impl_->Truncate(id, n); }
+absl::StatusOr<std::string> Engine::Fork(const std::string& id) { return impl_->Fork(id); }
+absl::Status Engine::Release(const std::string& id) { return impl_->Release(id); }
+std::vector<SessionInfo> Engine::ListSessions() const { return impl_->ListSessions(); }
+EngineStats Engine::Stats() const { return impl_->Stats(); }
+void Engine::StopAdmission() { impl_->StopAdmission(); }
+
+}  // namespace llm::engine

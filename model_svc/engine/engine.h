@@ -1,0 +1,131 @@
+// The engine: sessions with persistent KV caches, and the step loop that
+// batches every session's pending work into one forward per step.
+//
+// Requests append tokens to a session (Prefill: many, Decode: one) and
+// receive the logits of the last one. The step loop (one thread) takes, each
+// step, one token of every waiting decode and then prefill chunks in arrival
+// order up to `max_batch_tokens` (chunked prefill: a long prompt spreads over
+// several steps and never stalls the decodes of other sessions).
+//
+// Errors (ARCHITECTURE.md's table): unknown session NOT_FOUND; token id out
+// of range or an empty request INVALID_ARGUMENT; past the context
+// OUT_OF_RANGE; KV pool or session limit full RESOURCE_EXHAUSTED; a session
+// that already has a request in flight ABORTED; shutting down UNAVAILABLE.
+// A cancelled request ends with CANCELLED at the next step; its session
+// keeps the tokens of the chunks already computed and stays usable.
+//
+// Threads: every public method is thread-safe. Completion callbacks run on
+// the step-loop thread and must not block.
+#ifndef LLM_MODEL_SVC_ENGINE_ENGINE_H_
+#define LLM_MODEL_SVC_ENGINE_ENGINE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "model_svc/model/llama_model.h"
+#include "model_svc/model/logits.h"
+
+namespace llm::engine {
+
+struct EngineOptions {
+  int64_t max_batch_tokens = 512;  // tokens per step (decodes + prefill chunks)
+  int64_t max_sessions = 256;
+  absl::Duration session_ttl = absl::Minutes(10);  // idle time before expiry
+  int64_t max_context = 0;  // tokens per session; 0: the model's context length
+  std::string session_prefix;  // prepended to session ids (pod identity)
+  // Tests only: called on the step-loop thread before each forward step
+  // (with no lock held), e.g. to hold the loop while a test races a call.
+  std::function<void()> before_step;
+};
+
+// A cancellation flag shared between a caller and the engine.
+using CancelFlag = std::shared_ptr<std::atomic<bool>>;
+
+struct AppendRequest {
+  std::string session_id;  // empty: create a new session
+  std::vector<int32_t> tokens;
+  model::LogitsSpec logits;
+  bool all_logits = false;  // logits of every appended token (perplexity, tests)
+  bool decode = false;      // counted as decoded rather than prefilled (statistics)
+  CancelFlag cancel;        // may be null
+};
+
+struct AppendResult {
+  std::string session_id;
+  int64_t num_tokens = 0;             // tokens in the session afterwards
+  std::vector<model::Logits> logits;  // last token's, or every token's with all_logits
+};
+
+using AppendCallback = absl::AnyInvocable<void(absl::StatusOr<AppendResult>)>;
+
+struct SessionInfo {
+  std::string id;
+  int64_t num_tokens = 0;
+  int64_t prefilled_tokens = 0;  // tokens appended by prefill requests so far
+  int64_t decoded_tokens = 0;    // tokens appended by decode requests so far
+  int64_t kv_blocks = 0;
+  absl::Duration idle;
+  bool busy = false;
+};
+
+struct EngineStats {
+  int64_t sessions = 0;
+  int64_t running = 0;  // requests being computed
+  int64_t waiting = 0;  // requests queued
+  int32_t kv_blocks_total = 0;
+  int32_t kv_blocks_free = 0;
+  int64_t steps = 0;
+  int64_t prefill_tokens = 0;
+  int64_t decode_tokens = 0;
+  int64_t evicted_sessions = 0;
+  int64_t expired_sessions = 0;
+};
+
+class Engine {
+ public:
+  // Takes the loaded model and starts the step loop.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(std::unique_ptr<model::LlamaModel> model,
+                                                        const EngineOptions& options);
+  // Fails pending requests with UNAVAILABLE and joins the step loop.
+  ~Engine();
+
+  const model::ModelConfig& config() const;
+  const EngineOptions& options() const { return options_; }
+  int64_t max_context() const { return max_context_; }
+  std::string backend_description() const;
+
+  // Queues a request; `done` is called exactly once (possibly before Submit
+  // returns, for an invalid request).
+  void Submit(AppendRequest request, AppendCallback done);
+  // Submit and wait.
+  absl::StatusOr<AppendResult> Append(AppendRequest request);
+
+  // Keeps the first n tokens of a session.
+  absl::Status Truncate(const std::string& session_id, int64_t n);
+  // A new session sharing the KV blocks of `session_id` (copy-on-write).
+  absl::StatusOr<std::string> Fork(const std::string& session_id);
+  absl::Status Release(const std::string& session_id);
+  std::vector<SessionInfo> ListSessions() const;
+  EngineStats Stats() const;
+
+  // Stops admitting requests (UNAVAILABLE); requests in flight finish.
+  void StopAdmission();
+
+ private:
+  class Impl;
+  Engine() = default;
+  EngineOptions options_;
+  int64_t max_context_ = 0;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace llm::engine
+
+#endif  // LLM_MODEL_SVC_ENGINE_ENGINE_H_

@@ -1,0 +1,435 @@
+// The engine over a small random-weight model: batching, chunked prefill,
+// sessions (fork, truncate, release, eviction, expiry) and the error table.
+//
+// Tolerance: the model has Q4_1 weights, whose activations are rounded to
+// int8 per block; the CPU kernels are batch invariant (quant.h), so every
+// variant (batched, chunked, forked) still agrees to 1e-5 of the largest
+// logit magnitude (in fact bit for bit), and the argmax must be identical.
+#include "model_svc/engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "model_svc/testing/random_model.h"
+
+namespace llm::engine {
+namespace {
+
+using ::testing::HasSubstr;
+using model::Logits;
+using model::testing::LoadRandomModel;
+using model::testing::RandomModelSpec;
+
+RandomModelSpec Spec() {
+  RandomModelSpec s;
+  s.vocab = 300;
+  s.d_model = 64;
+  s.layers = 2;
+  s.heads = 4;
+  s.kv_heads = 2;
+  s.ff = 128;
+  s.context = 256;
+  s.matrix_type = gguf::TensorType::kQ4_1;
+  s.seed = 7;
+  return s;
+}
+
+// Holds the step loop before each step while closed (through
+// EngineOptions::before_step), so that a test can race a call against a
+// request in flight deterministically.
+class StepGate {
+ public:
+  void Close() {
+    absl::MutexLock lock(&mu_);
+    open_ = false;
+    arrivals_ = 0;
+  }
+  void Open() {
+    absl::MutexLock lock(&mu_);
+    open_ = true;
+  }
+  // On the step loop: waits while closed.
+  void Pass() {
+    absl::MutexLock lock(&mu_);
+    ++arrivals_;
+    mu_.Await(absl::Condition(&open_));
+  }
+  // Waits until the loop has reached the gate since it was closed.
+  void AwaitArrival() {
+    absl::MutexLock lock(&mu_);
+    auto arrived = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return arrivals_ > 0; };
+    mu_.Await(absl::Condition(&arrived));
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool open_ ABSL_GUARDED_BY(mu_) = true;
+  int arrivals_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+struct EngineSetup {
+  StepGate* gate = nullptr;
+  int64_t max_batch_tokens = 64;
+  int32_t kv_blocks = 64;
+  int32_t block_size = 4;
+  int64_t max_sessions = 16;
+  absl::Duration ttl = absl::Minutes(5);
+  int threads = 2;
+};
+
+std::unique_ptr<Engine> MakeEngine(const EngineSetup& setup = {}) {
+  model::ModelOptions mo;
+  mo.max_step_tokens = setup.max_batch_tokens;
+  mo.max_logit_rows = setup.max_batch_tokens;
+  mo.kv_blocks = setup.kv_blocks;
+  mo.kv_block_size = setup.block_size;
+  auto m = LoadRandomModel(Spec(), mo, setup.threads);
+  EXPECT_TRUE(m.ok()) << m.status();
+  EngineOptions eo;
+  eo.max_batch_tokens = setup.max_batch_tokens;
+  eo.max_sessions = setup.max_sessions;
+  eo.session_ttl = setup.ttl;
+  if (setup.gate != nullptr) eo.before_step = [gate = setup.gate] { gate->Pass(); };
+  auto e = Engine::Create(*std::move(m), eo);
+  EXPECT_TRUE(e.ok()) << e.status();
+  return *std::move(e);
+}
+
+std::vector<int32_t> Tokens(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (int32_t& id : t) id = static_cast<int32_t>(rng() % 300);
+  return t;
+}
+
+AppendRequest Request(const std::string& session, std::vector<int32_t> tokens,
+                      bool all_logits = false) {
+  AppendRequest r;
+  r.session_id = session;
+  r.tokens = std::move(tokens);
+  r.all_logits = all_logits;
+  return r;
+}
+
+void ExpectClose(const Logits& a, const Logits& b) {
+  ASSERT_EQ(a.values.size(), b.values.size());
+  float max_abs = 0, max_diff = 0;
+  for (size_t i = 0; i < a.values.size(); ++i) {
+    max_abs = std::max(max_abs, std::abs(b.values[i]));
+    max_diff = std::max(max_diff, std::abs(a.values[i] - b.values[i]));
+  }
+  EXPECT_LE(max_diff, 1e-5f * std::max(max_abs, 1.0f));
+  auto argmax = [](const Logits& l) {
+    return std::max_element(l.values.begin(), l.values.end()) - l.values.begin();
+  };
+  EXPECT_EQ(argmax(a), argmax(b));
+}
+
+TEST(EngineTest, PrefillThenDecodesEqualsOnePrefill) {
+  auto engine = MakeEngine();
+  const std::vector<int32_t> tokens = Tokens(23, 1);
+  auto whole = engine->Append(Request("", tokens, /*all_logits=*/true));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->num_tokens, 23);
+  ASSERT_EQ(whole->logits.size(), 23u);
+  for (int k : {1, 5, 16}) {
+    auto r = engine->Append(Request("", {tokens.begin(), tokens.begin() + k}));
+    ASSERT_TRUE(r.ok()) << r.status();
+    ExpectClose(r->logits.back(), whole->logits[k - 1]);
+    for (int i = k; i < 23; ++i) {
+      AppendRequest d = Request(r->session_id, {tokens[i]});
+      d.decode = true;
+      auto step = engine->Append(std::move(d));
+      ASSERT_TRUE(step.ok()) << step.status();
+      EXPECT_EQ(step->num_tokens, i + 1);
+      ExpectClose(step->logits.back(), whole->logits[i]);
+    }
+  }
+}
+
+TEST(EngineTest, ChunkedPrefillEqualsOneStep) {
+  auto big = MakeEngine();
+  EngineSetup small_setup;
+  small_setup.max_batch_tokens = 5;
+  auto small = MakeEngine(small_setup);
+  const std::vector<int32_t> tokens = Tokens(37, 2);
+  auto a = big->Append(Request("", tokens, true));
+  auto b = small->Append(Request("", tokens, true));
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(b->logits.size(), 37u);
+  for (int i = 0; i < 37; ++i) ExpectClose(b->logits[i], a->logits[i]);
+  EXPECT_GE(small->Stats().steps, 8);
+}
+
+TEST(EngineTest, ConcurrentSessionsMatchEachAlone) {
+  auto engine = MakeEngine();
+  constexpr int kSessions = 8, kSteps = 12;
+  std::vector<std::vector<int32_t>> prompts, continuations;
+  for (int s = 0; s < kSessions; ++s) {
+    prompts.push_back(Tokens(3 + 4 * s, 10 + s));
+    continuations.push_back(Tokens(kSteps, 100 + s));
+  }
+  // Each alone.
+  std::vector<std::vector<Logits>> alone(kSessions);
+  for (int s = 0; s < kSessions; ++s) {
+    auto r = engine->Append(Request("", prompts[s]));
+    ASSERT_TRUE(r.ok());
+    for (int i = 0; i < kSteps; ++i) {
+      auto d = engine->Append(Request(r->session_id, {continuations[s][i]}));
+      ASSERT_TRUE(d.ok());
+      alone[s].push_back(d->logits.back());
+    }
+  }
+  // All at once, from eight threads.
+  const int64_t steps_before = engine->Stats().steps;
+  std::vector<std::vector<Logits>> together(kSessions);
+  std::vector<std::thread> threads;
+  for (int s = 0; s < kSessions; ++s) {
+    threads.emplace_back([&, s] {
+      auto r = engine->Append(Request("", prompts[s]));
+      ASSERT_TRUE(r.ok());
+      for (int i = 0; i < kSteps; ++i) {
+        auto d = engine->Append(Request(r->session_id, {continuations[s][i]}));
+        ASSERT_TRUE(d.ok());
+        together[s].push_back(d->logits.back());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int s = 0; s < kSessions; ++s) {
+    ASSERT_EQ(together[s].size(), static_cast<size_t>(kSteps));
+    for (int i = 0; i < kSteps; ++i) ExpectClose(together[s][i], alone[s][i]);
+  }
+  // Batching happened: fewer steps than requests.
+  EXPECT_LT(engine->Stats().steps - steps_before, kSessions * (kSteps + 1));
+}
+
+TEST(EngineTest, ForkIsCopyOnWrite) {
+  auto engine = MakeEngine();
+  const std::vector<int32_t> prefix = Tokens(10, 3);  // ends inside a block of 4
+  auto parent = engine->Append(Request("", prefix));
+  ASSERT_TRUE(parent.ok());
+  auto child = engine->Fork(parent->session_id);
+  ASSERT_TRUE(child.ok()) << child.status();
+  auto a = engine->Append(Request(parent->session_id, {5, 6}));
+  auto b = engine->Append(Request(*child, {7, 8}));
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<int32_t> pa = prefix, pb = prefix;
+  pa.insert(pa.end(), {5, 6});
+  pb.insert(pb.end(), {7, 8});
+  auto fa = engine->Append(Request("", pa));
+  auto fb = engine->Append(Request("", pb));
+  ExpectClose(a->logits.back(), fa->logits.back());
+  ExpectClose(b->logits.back(), fb->logits.back());
+}
+
+TEST(EngineTest, TruncateRollsBack) {
+  auto engine = MakeEngine();
+  const std::vector<int32_t> tokens = Tokens(20, 4);
+  auto whole = engine->Append(Request("", tokens, true));
+  ASSERT_TRUE(whole.ok());
+  auto s = engine->Append(Request("", tokens));
+  ASSERT_TRUE(engine->Truncate(s->session_id, 9).ok());
+  auto again = engine->Append(Request(s->session_id, {tokens[9], tokens[10]}));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->num_tokens, 11);
+  ExpectClose(again->logits.back(), whole->logits[10]);
+  EXPECT_EQ(engine->Truncate(s->session_id, 12).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(EngineTest, ErrorTable) {
+  EngineSetup setup;
+  setup.max_sessions = 2;
+  auto engine = MakeEngine(setup);
+  auto code = [&](AppendRequest r) { return engine->Append(std::move(r)).status().code(); };
+  EXPECT_EQ(code(Request("nope", {1})), absl::StatusCode::kNotFound);
+  EXPECT_EQ(code(Request("", {})), absl::StatusCode::kInvalidArgument);
+  auto bad = engine->Append(Request("", {1, 300}));
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("token id 300 at index 1"));
+  AppendRequest top = Request("", {1});
+  top.logits = {model::LogitsEncoding::kTopN, 0};
+  EXPECT_EQ(code(std::move(top)), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(Request("", Tokens(257, 5))), absl::StatusCode::kOutOfRange);
+  auto a = engine->Append(Request("", {1, 2}));
+  auto b = engine->Append(Request("", {1, 2}));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(code(Request("", {1})), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(engine->Fork(a->session_id).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(code(Request(a->session_id, Tokens(255, 6))), absl::StatusCode::kOutOfRange);
+  // Nothing was lost: both sessions still hold their tokens.
+  auto list = engine->ListSessions();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].num_tokens, 2);
+  EXPECT_EQ(engine->Release("nope").code(), absl::StatusCode::kNotFound);
+}
+
+TEST(EngineTest, BusySessionIsAborted) {
+  StepGate gate;
+  EngineSetup setup;
+  setup.gate = &gate;
+  auto engine = MakeEngine(setup);
+  auto s = engine->Append(Request("", {1}));
+  ASSERT_TRUE(s.ok());
+  gate.Close();
+  absl::Notification done;
+  absl::StatusOr<AppendResult> first;
+  engine->Submit(Request(s->session_id, Tokens(20, 7)), [&](absl::StatusOr<AppendResult> r) {
+    first = std::move(r);
+    done.Notify();
+  });
+  auto second = engine->Append(Request(s->session_id, {2}));
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr("busy"));
+  EXPECT_EQ(engine->Truncate(s->session_id, 0).code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(engine->Fork(s->session_id).status().code(), absl::StatusCode::kAborted);
+  gate.Open();
+  done.WaitForNotification();
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->num_tokens, 21);
+}
+
+TEST(EngineTest, CancelledRequestKeepsComputedTokens) {
+  StepGate gate;
+  EngineSetup setup;
+  setup.gate = &gate;
+  setup.max_batch_tokens = 2;
+  auto engine = MakeEngine(setup);
+  auto s = engine->Append(Request("", {1, 2, 3}));
+  ASSERT_TRUE(s.ok());
+  gate.Close();
+  AppendRequest r = Request(s->session_id, Tokens(20, 8));
+  r.cancel = std::make_shared<std::atomic<bool>>(false);
+  CancelFlag cancel = r.cancel;
+  absl::Notification done;
+  absl::Status status;
+  engine->Submit(std::move(r), [&](absl::StatusOr<AppendResult> res) {
+    status = res.status();
+    done.Notify();
+  });
+  gate.AwaitArrival();  // the first chunk of 2 is scheduled
+  cancel->store(true);
+  gate.Open();
+  done.WaitForNotification();
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
+  auto list = engine->ListSessions();
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].num_tokens, 5);  // the chunk computed before the cancel
+  EXPECT_FALSE(list[0].busy);
+  auto more = engine->Append(Request(s->session_id, {4}));
+  ASSERT_TRUE(more.ok()) << more.status();
+  EXPECT_EQ(more->num_tokens, 6);
+  // A new session whose first request is cancelled disappears.
+  AppendRequest fresh = Request("", {1, 2});
+  fresh.cancel = std::make_shared<std::atomic<bool>>(true);
+  EXPECT_EQ(engine->Append(std::move(fresh)).status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(engine->ListSessions().size(), 1u);
+}
+
+TEST(EngineTest, ReleaseWhileBusyStopsTheRequestAndFreesTheSession) {
+  StepGate gate;
+  EngineSetup setup;
+  setup.gate = &gate;
+  setup.max_batch_tokens = 2;
+  auto engine = MakeEngine(setup);
+  auto s = engine->Append(Request("", {1, 2, 3}));
+  ASSERT_TRUE(s.ok());
+  gate.Close();
+  absl::Notification done;
+  absl::Status status;
+  engine->Submit(Request(s->session_id, Tokens(20, 13)), [&](absl::StatusOr<AppendResult> r) {
+    status = r.status();
+    done.Notify();
+  });
+  gate.AwaitArrival();
+  EXPECT_TRUE(engine->Release(s->session_id).ok());
+  EXPECT_EQ(engine->Append(Request(s->session_id, {1})).status().code(),
+            absl::StatusCode::kNotFound);
+  gate.Open();
+  done.WaitForNotification();
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(engine->Stats().sessions, 0);
+  EXPECT_EQ(engine->Stats().kv_blocks_free, engine->Stats().kv_blocks_total);
+}
+
+TEST(EngineTest, LeastRecentlyUsedSessionIsEvictedWhenThePoolIsFull) {
+  EngineSetup setup;
+  setup.kv_blocks = 10;  // 40 positions
+  auto engine = MakeEngine(setup);
+  auto a = engine->Append(Request("", Tokens(16, 9)));
+  auto b = engine->Append(Request("", Tokens(16, 10)));
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(engine->Append(Request(a->session_id, {1})).ok());  // b is now the LRU
+  auto c = engine->Append(Request("", Tokens(16, 11)));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(engine->Append(Request(b->session_id, {1})).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_TRUE(engine->Append(Request(a->session_id, {1})).ok());
+  EXPECT_EQ(engine->Stats().evicted_sessions, 1);
+  // More than the whole pool can never fit.
+  EXPECT_EQ(engine->Append(Request("", Tokens(41, 12))).status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST(EngineTest, ReleaseFreesEveryBlock) {
+  auto engine = MakeEngine();
+  const int32_t total = engine->Stats().kv_blocks_total;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) {
+    auto r = engine->Append(Request("", Tokens(9 + i, 20 + i)));
+    ASSERT_TRUE(r.ok());
+    ids.push_back(r->session_id);
+    auto f = engine->Fork(r->session_id);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE(engine->Append(Request(*f, {1, 2, 3})).ok());
+    ids.push_back(*f);
+  }
+  EXPECT_LT(engine->Stats().kv_blocks_free, total);
+  for (const std::string& id : ids) EXPECT_TRUE(engine->Release(id).ok());
+  EXPECT_EQ(engine->Stats().kv_blocks_free, total);
+  EXPECT_EQ(engine->Stats().sessions, 0);
+}
+
+TEST(EngineTest, IdleSessionsExpire) {
+  EngineSetup setup;
+  setup.ttl = absl::Milliseconds(50);
+  auto engine = MakeEngine(setup);
+  auto r = engine->Append(Request("", {1, 2}));
+  ASSERT_TRUE(r.ok());
+  // The sweep runs about once a second.
+  for (int i = 0; i < 50 && engine->Stats().sessions > 0; ++i) absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(engine->Stats().sessions, 0);
+  EXPECT_EQ(engine->Stats().expired_sessions, 1);
+  EXPECT_EQ(engine->Stats().kv_blocks_free, engine->Stats().kv_blocks_total);
+}
+
+TEST(EngineTest, ListSessionsCountsPrefillAndDecode) {
+  auto engine = MakeEngine();
+  auto r = engine->Append(Request("", {1, 2, 3, 4, 5}));
+  ASSERT_TRUE(r.ok());
+  AppendRequest d = Request(r->session_id, {6});
+  d.decode = true;
+  ASSERT_TRUE(engine->Append(std::move(d)).ok());
+  ASSERT_TRUE(engine->Append(Request(r->session_id, {7, 8})).ok());
+  auto list = engine->ListSessions();
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].num_tokens, 8);
+  EXPECT_EQ(list[0].prefilled_tokens, 7);
+  EXPECT_EQ(list[0].decoded_tokens, 1);
+  EXPECT_EQ(list[0].kv_blocks, 2);
+}
+
+TEST(EngineTest, StopAdmissionRejectsNewWork) {
+  auto engine = MakeEngine();
+  engine->StopAdmission();
+  EXPECT_EQ(engine->Append(Request("", {1})).status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace llm::engine

@@ -1,0 +1,71 @@
+// KV cache bookkeeping: which pool blocks hold which sequence's positions.
+//
+// Integers only; no tensors. The pool has `num_blocks` blocks of
+// `block_size` positions. A block may be shared by several sequences after a
+// fork (reference counted); the first write into a shared block copies it
+// (copy-on-write), which the caller performs on the backend.
+//
+// Threads: not thread-safe; the engine guards it with its mutex.
+#ifndef LLM_MODEL_SVC_KV_BLOCK_MANAGER_H_
+#define LLM_MODEL_SVC_KV_BLOCK_MANAGER_H_
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace llm::kv {
+
+// The blocks of one sequence: position p is in blocks[p / block_size].
+struct BlockTable {
+  std::vector<int32_t> blocks;
+  int64_t num_tokens = 0;
+};
+
+// A block copy the backend must perform before the step writes into `dst`.
+struct BlockCopy {
+  int32_t src;
+  int32_t dst;
+};
+
+class BlockManager {
+ public:
+  BlockManager(int32_t num_blocks, int32_t block_size);
+
+  int32_t num_blocks() const { return static_cast<int32_t>(ref_counts_.size()); }
+  int32_t block_size() const { return block_size_; }
+  int32_t num_free() const { return static_cast<int32_t>(free_.size()); }
+  int32_t ref_count(int32_t block) const { return ref_counts_[block]; }
+
+  // Blocks that Reserve(table, new_tokens) would take from the free list.
+  int32_t BlocksNeeded(const BlockTable& table, int64_t new_tokens) const;
+
+  // Makes room for positions [num_tokens, num_tokens + new_tokens): adds
+  // blocks, and replaces a shared block that those positions fall into by a
+  // private copy (appending the copy to `copies`). Does not change
+  // num_tokens. All or nothing: RESOURCE_EXHAUSTED leaves everything as it was.
+  absl::Status Reserve(BlockTable& table, int64_t new_tokens, std::vector<BlockCopy>* copies);
+
+  // Gives `child` the same blocks as `parent`, shared.
+  void Fork(const BlockTable& parent, BlockTable& child);
+
+  // Keeps the first n positions (n <= num_tokens) and releases the blocks
+  // past them.
+  void Truncate(BlockTable& table, int64_t n);
+
+  // Releases every block of the table and empties it.
+  void Release(BlockTable& table);
+
+ private:
+  int32_t Take();
+  void Unref(int32_t block);
+
+  int32_t block_size_;
+  std::vector<int32_t> ref_counts_;
+  std::vector<int32_t> free_;  // a stack: recently freed blocks are reused first
+};
+
+}  // namespace llm::kv
+
+#endif  // LLM_MODEL_SVC_KV_BLOCK_MANAGER_H_

@@ -1,0 +1,115 @@
+#include "model_svc/model/config.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "common/status_macros.h"
+#include "common/strings.h"
+
+namespace llm::model {
+namespace {
+
+absl::Status Invalid(const gguf::File& file, std::string_view what) {
+  return absl::InvalidArgumentError(StrCat(file.name(), ": ", what));
+}
+
+// Reads an optional positive integer key; `fallback` when absent.
+absl::StatusOr<int64_t> OptionalCount(const gguf::File& file, const std::string& key,
+                                      int64_t fallback) {
+  if (file.Find(key) == nullptr) return fallback;
+  LLM_ASSIGN_OR_RETURN(uint64_t v, file.GetUint(key));
+  if (v == 0 || v > (uint64_t{1} << 31)) {
+    return Invalid(file, StrCat(key, " = ", v, " is out of range"));
+  }
+  return static_cast<int64_t>(v);
+}
+
+absl::StatusOr<int64_t> RequiredCount(const gguf::File& file, const std::string& key) {
+  if (file.Find(key) == nullptr) return Invalid(file, StrCat("missing metadata key ", key));
+  return OptionalCount(file, key, 0);
+}
+
+absl::StatusOr<float> OptionalFloat(const gguf::File& file, const std::string& key,
+                                    float fallback) {
+  if (file.Find(key) == nullptr) return fallback;
+  LLM_ASSIGN_OR_RETURN(double v, file.GetFloat(key));
+  if (!(v > 0) || v > 1e12) return Invalid(file, StrCat(key, " = ", v, " is out of range"));
+  return static_cast<float>(v);
+}
+
+}  // namespace
+
+absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const gguf::File& file) {
+  ModelConfig c;
+  LLM_ASSIGN_OR_RETURN(std::string_view arch, file.GetString("general.architecture"));
+  c.architecture = std::string(arch);
+  if (c.architecture != "llama") {
+    return absl::UnimplementedError(StrCat(file.name(), ": architecture \"", arch,
+                                           "\" is not supported (supported: llama)"));
+  }
+  if (const gguf::Value* v = file.Find("general.name"); v != nullptr) {
+    if (auto s = v->AsString(); s.ok()) c.name = std::string(*s);
+  }
+  const std::string p = c.architecture + ".";
+  LLM_ASSIGN_OR_RETURN(c.context_length, RequiredCount(file, p + "context_length"));
+  LLM_ASSIGN_OR_RETURN(c.embedding_length, RequiredCount(file, p + "embedding_length"));
+  LLM_ASSIGN_OR_RETURN(c.block_count, RequiredCount(file, p + "block_count"));
+  LLM_ASSIGN_OR_RETURN(c.feed_forward_length, RequiredCount(file, p + "feed_forward_length"));
+  LLM_ASSIGN_OR_RETURN(c.head_count, RequiredCount(file, p + "attention.head_count"));
+  LLM_ASSIGN_OR_RETURN(c.head_count_kv,
+                       OptionalCount(file, p + "attention.head_count_kv", c.head_count));
+  if (c.embedding_length % c.head_count != 0) {
+    return Invalid(file, StrCat("embedding_length ", c.embedding_length,
+                                " is not a multiple of head_count ", c.head_count));
+  }
+  LLM_ASSIGN_OR_RETURN(c.head_dim, OptionalCount(file, p + "attention.key_length",
+                                                 c.embedding_length / c.head_count));
+  LLM_ASSIGN_OR_RETURN(int64_t value_length,
+                       OptionalCount(file, p + "attention.value_length", c.head_dim));
+  if (value_length != c.head_dim) {
+    return Invalid(file, "attention.key_length and value_length differ");
+  }
+  if (c.head_count % c.head_count_kv != 0) {
+    return Invalid(file, StrCat("head_count ", c.head_count,
+                                " is not a multiple of head_count_kv ", c.head_count_kv));
+  }
+  if (c.head_dim % 2 != 0 || c.head_dim > 1024) {
+    return Invalid(file, StrCat("head dimension ", c.head_dim, " is not supported"));
+  }
+  LLM_ASSIGN_OR_RETURN(c.rope_dim, OptionalCount(file, p + "rope.dimension_count", c.head_dim));
+  if (c.rope_dim > c.head_dim || c.rope_dim % 2 != 0) {
+    return Invalid(file, StrCat("rope.dimension_count ", c.rope_dim, " does not fit head dimension ",
+                                c.head_dim));
+  }
+  LLM_ASSIGN_OR_RETURN(c.rope_freq_base, OptionalFloat(file, p + "rope.freq_base", 10000.0f));
+  LLM_ASSIGN_OR_RETURN(c.rms_eps,
+                       OptionalFloat(file, p + "attention.layer_norm_rms_epsilon", 1e-5f));
+  if (const gguf::Value* v = file.Find(p + "rope.scaling.type"); v != nullptr) {
+    LLM_ASSIGN_OR_RETURN(std::string_view type, v->AsString());
+    if (type == "linear") {
+      LLM_ASSIGN_OR_RETURN(float factor, OptionalFloat(file, p + "rope.scaling.factor", 1.0f));
+      c.rope_freq_scale = 1.0f / factor;
+    } else if (type != "none") {
+      return absl::UnimplementedError(
+          StrCat(file.name(), ": rope scaling \"", type, "\" is not supported (linear, none)"));
+    }
+  }
+  if (file.FindTensor("rope_freqs.weight") != nullptr) {
+    return absl::UnimplementedError(
+        StrCat(file.name(), ": per-frequency RoPE factors (rope_freqs.weight) are not supported"));
+  }
+
+  const gguf::TensorInfo* embd = file.FindTensor("token_embd.weight");
+  if (embd == nullptr) return Invalid(file, "missing tensor token_embd.weight");
+  if (embd->n_dims != 2 || embd->ne[0] != c.embedding_length) {
+    return Invalid(file, "token_embd.weight does not have shape [embedding_length, vocab]");
+  }
+  c.vocab_size = embd->ne[1];
+  if (c.vocab_size < 1 || c.vocab_size > (int64_t{1} << 24)) {
+    return Invalid(file, StrCat("vocabulary size ", c.vocab_size, " is out of range"));
+  }
+  c.tied_embeddings = file.FindTensor("output.weight") == nullptr;
+  return c;
+}
+
+}  // namespace llm::model

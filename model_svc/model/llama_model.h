@@ -1,0 +1,74 @@
+// A Llama-family model on a backend: the forward pass, written once.
+//
+// One forward serves prefill, decode, chunked prefill and mixed batches: a
+// step is several sequences' new tokens flattened into one activation matrix
+// (see StepBatch); attention runs per sequence over its own KV blocks.
+//
+// Threads: not thread-safe; the engine's step loop is its only caller.
+// Memory: scratch tensors for `max_step_tokens` rows and the KV pool are
+// allocated once in Load; a step allocates nothing on the backend.
+#ifndef LLM_MODEL_SVC_MODEL_LLAMA_MODEL_H_
+#define LLM_MODEL_SVC_MODEL_LLAMA_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/gguf/gguf.h"
+#include "model_svc/backend/backend.h"
+#include "model_svc/model/config.h"
+#include "model_svc/model/logits.h"
+#include "model_svc/model/weights.h"
+
+namespace llm::model {
+
+struct ModelOptions {
+  int64_t max_step_tokens = 512;  // rows of one step (the scheduler's token budget)
+  int64_t max_logit_rows = 512;   // rows whose logits one step may return
+  int32_t kv_blocks = 0;          // KV pool size in blocks (> 0)
+  int32_t kv_block_size = 16;
+  // F32 here (exact, what the unit tests compare with their reference);
+  // the server and tools default to F16 (engine::LoadOptions).
+  KvType kv_type = KvType::kF32;
+};
+
+class LlamaModel {
+ public:
+  // Reads the configuration, locates and uploads the weights, allocates
+  // scratch and the KV pool. `file` must stay alive (CPU weights point into it).
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> Load(std::shared_ptr<const gguf::File> file,
+                                                          std::unique_ptr<Backend> backend,
+                                                          const ModelOptions& options);
+
+  const ModelConfig& config() const { return config_; }
+  const ModelOptions& options() const { return options_; }
+  Backend& backend() { return *backend_; }
+  const gguf::File& file() const { return *file_; }
+
+  // Runs one step: writes the KV of every new token and returns the logits
+  // of batch.logit_rows, encoded as specs[i] (specs.size() == logit_rows.size()).
+  // The caller validates token ids, positions and block tables.
+  absl::Status Forward(const StepBatch& batch, std::span<const LogitsSpec> specs,
+                       std::vector<Logits>* out);
+
+ private:
+  struct Layer {
+    std::unique_ptr<Weight> attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down;
+  };
+  LlamaModel() = default;
+
+  std::shared_ptr<const gguf::File> file_;
+  std::unique_ptr<Backend> backend_;
+  ModelConfig config_;
+  ModelOptions options_;
+  std::unique_ptr<Weight> token_embd_, output_norm_, output_;
+  std::vector<Layer> layers_;
+  // Scratch, max_step_tokens rows each.
+  Tensor x_, xn_, q_, k_, v_, attn_, gate_, up_, act_, last_, logits_;
+};
+
+}  // namespace llm::model
+
+#endif  // LLM_MODEL_SVC_MODEL_LLAMA_MODEL_H_

@@ -1,0 +1,60 @@
+#include "model_svc/model/logits.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model_svc/backend/cpu/quant.h"
+#include "model_svc/backend/cpu/vec.h"
+
+namespace llm::model {
+
+float LogSumExp(std::span<const float> row) {
+  const float max = cpu::MaxF32(row.data(), static_cast<int64_t>(row.size()));
+  if (!std::isfinite(max)) return max;
+  const double sum = cpu::SumExpF32(row.data(), static_cast<int64_t>(row.size()), max);
+  return static_cast<float>(max + std::log(sum));
+}
+
+void EncodeLogits(std::span<const float> row, const LogitsSpec& spec, Logits* out) {
+  out->encoding = spec.encoding;
+  out->values.clear();
+  out->halves.clear();
+  out->top_ids.clear();
+  out->top_logits.clear();
+  out->log_sum_exp = LogSumExp(row);
+  switch (spec.encoding) {
+    case LogitsEncoding::kFloat32:
+      out->values.assign(row.begin(), row.end());
+      break;
+    case LogitsEncoding::kFloat16:
+      out->halves.resize(row.size());
+      for (size_t i = 0; i < row.size(); ++i) out->halves[i] = cpu::FloatToHalf(row[i]);
+      break;
+    case LogitsEncoding::kTopN: {
+      const size_t n = std::clamp<size_t>(spec.top_n, 1, row.size());
+      auto greater = [&](int32_t a, int32_t b) {
+        return row[a] > row[b] || (row[a] == row[b] && a < b);
+      };
+      // A min-heap of the best n so far (its front is the worst of them):
+      // one comparison per element once it is full.
+      std::vector<int32_t>& heap = out->top_ids;
+      heap.reserve(n);
+      for (int32_t id = 0; id < static_cast<int32_t>(row.size()); ++id) {
+        if (heap.size() < n) {
+          heap.push_back(id);
+          std::push_heap(heap.begin(), heap.end(), greater);
+        } else if (greater(id, heap.front())) {
+          std::pop_heap(heap.begin(), heap.end(), greater);
+          heap.back() = id;
+          std::push_heap(heap.begin(), heap.end(), greater);
+        }
+      }
+      std::sort_heap(heap.begin(), heap.end(), greater);
+      out->top_logits.reserve(n);
+      for (int32_t id : out->top_ids) out->top_logits.push_back(row[id]);
+      break;
+    }
+  }
+}
+
+}  // namespace llm::model

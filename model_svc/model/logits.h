@@ -1,0 +1,40 @@
+// Logits of one position, in the encoding a request asked for.
+//
+// Full float32 is exact and large (4 bytes x vocabulary); float16 halves it;
+// top-N sends only the N largest logits plus the log-sum-exp over the whole
+// vocabulary, so that p(id) = exp(logit - log_sum_exp) stays exact for them.
+#ifndef LLM_MODEL_SVC_MODEL_LOGITS_H_
+#define LLM_MODEL_SVC_MODEL_LOGITS_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace llm::model {
+
+enum class LogitsEncoding { kFloat32, kFloat16, kTopN };
+
+struct LogitsSpec {
+  LogitsEncoding encoding = LogitsEncoding::kFloat32;
+  int32_t top_n = 0;  // kTopN only: 1..vocab
+};
+
+struct Logits {
+  LogitsEncoding encoding = LogitsEncoding::kFloat32;
+  std::vector<float> values;      // kFloat32: one per vocabulary id
+  std::vector<uint16_t> halves;   // kFloat16: IEEE half bits, one per id
+  std::vector<int32_t> top_ids;   // kTopN: ids by descending logit (ties: lower id first)
+  std::vector<float> top_logits;  // kTopN: their logits
+  float log_sum_exp = 0.0f;       // log(sum(exp(logit))) over the whole vocabulary; always set
+};
+
+// Encodes one row of float logits on the host. Cost: O(vocab) (top-N uses a
+// partial selection, O(vocab + N log N)).
+void EncodeLogits(std::span<const float> row, const LogitsSpec& spec, Logits* out);
+
+// log(sum(exp(x))), computed stably in double.
+float LogSumExp(std::span<const float> row);
+
+}  // namespace llm::model
+
+#endif  // LLM_MODEL_SVC_MODEL_LOGITS_H_

@@ -1,0 +1,228 @@
+// model_server: serves llm.v1.Model for one GGUF model file.
+//
+// Start-up: the file's header and configuration are read first (a bad path or
+// file fails at once, exit status 1); then the server starts, NOT_SERVING,
+// and prints its port; then the weights load and the server turns SERVING.
+// Calls made while loading get UNAVAILABLE. SIGTERM or SIGINT at any time:
+// stop admitting requests, let in-flight calls finish for --drain_seconds,
+// exit 0.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/flags.h"
+#include "common/gguf/gguf.h"
+#include "common/grpc/server_runner.h"
+#include "model_svc/backend/backend.h"
+#include "model_svc/engine/engine.h"
+#include "model_svc/engine/loader.h"
+#include "model_svc/model/config.h"
+#include "model_svc/server/model_service.h"
+
+ABSL_FLAG(std::string, model, "", "Model file (GGUF, Llama family). Required.");
+ABSL_FLAG(std::string, listen, "127.0.0.1:50052",
+          "Address to listen on; port 0 picks a free port (printed on startup).");
+ABSL_FLAG(int, threads, 0, "CPU threads for the forward pass; 0: one per available core.");
+ABSL_FLAG(std::string, kv_cache_type, "f16",
+          "KV cache element type: f16 (half the memory; llama.cpp's default) or f32.");
+ABSL_FLAG(int64_t, kv_cache_mb, 512,
+          "KV cache size in MiB: the pool holds kv_cache_mb MiB / block bytes blocks of 16 "
+          "positions, a block holding the keys and values of every layer (--kv_cache_type). A request "
+          "that needs more than the whole pool gets RESOURCE_EXHAUSTED; idle sessions are "
+          "evicted, least recently used first, when it is full.");
+ABSL_FLAG(int64_t, max_batch_tokens, 512,
+          "Tokens computed per forward step, all sessions together (decodes plus prefill "
+          "chunks); a longer prompt is prefilled over several steps.");
+ABSL_FLAG(int64_t, max_sessions, 256,
+          "Most sessions held at once; a new one beyond it gets RESOURCE_EXHAUSTED.");
+ABSL_FLAG(absl::Duration, session_ttl, absl::Minutes(10),
+          "Idle time after which a session expires (e.g. 90s, 10m, 1h).");
+ABSL_FLAG(int64_t, max_context, 0,
+          "Most tokens per session; 0: the model's context length (a larger value is capped "
+          "to it). Growing past it is OUT_OF_RANGE.");
+ABSL_FLAG(std::string, session_prefix, "",
+          "Prepended to every session id (e.g. the pod name, so that a router can send a "
+          "session's calls to the replica that holds it).");
+ABSL_FLAG(double, drain_seconds, 5,
+          "On SIGTERM/SIGINT, time given to in-flight calls before they are cancelled.");
+ABSL_FLAG(int, max_message_bytes, 16 << 20,
+          "Largest request or response message; a larger request gets RESOURCE_EXHAUSTED.");
+
+namespace llm {
+namespace {
+
+constexpr int32_t kKvBlockSize = 16;
+
+void PrintError(const absl::Status& status) {
+  std::fprintf(stderr, "model_server: %s\n", std::string(status.message()).c_str());
+}
+
+// "135.0M params", for the loaded line.
+std::string DescribeParams(const gguf::File& file) {
+  double n = 0;
+  for (const gguf::TensorInfo& t : file.tensors()) n += static_cast<double>(t.elements());
+  char buf[64];
+  if (n >= 1e9) {
+    std::snprintf(buf, sizeof(buf), "%.2fB params", n / 1e9);
+  } else if (n >= 1e6) {
+    std::snprintf(buf, sizeof(buf), "%.1fM params", n / 1e6);
+  } else if (n >= 1e3) {
+    std::snprintf(buf, sizeof(buf), "%.1fK params", n / 1e3);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.0f params", n);
+  }
+  return buf;
+}
+
+int Main() {
+  const std::string path = absl::GetFlag(FLAGS_model);
+  if (path.empty()) {
+    std::fprintf(stderr, "model_server: --model is required (see --help)\n");
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_threads) < 0 || absl::GetFlag(FLAGS_max_batch_tokens) < 1 ||
+      absl::GetFlag(FLAGS_max_sessions) < 1 || absl::GetFlag(FLAGS_max_context) < 0 ||
+      absl::GetFlag(FLAGS_session_ttl) <= absl::ZeroDuration() ||
+      absl::GetFlag(FLAGS_max_message_bytes) < 1 || absl::GetFlag(FLAGS_kv_cache_mb) < 1 ||
+      absl::GetFlag(FLAGS_drain_seconds) < 0) {
+    std::fprintf(stderr,
+                 "model_server: --threads and --max_context must be >= 0; --max_batch_tokens, "
+                 "--max_sessions, --session_ttl, --kv_cache_mb and --max_message_bytes > 0; "
+                 "--drain_seconds >= 0\n");
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_kv_cache_type) != "f16" && absl::GetFlag(FLAGS_kv_cache_type) != "f32") {
+    std::fprintf(stderr, "model_server: --kv_cache_type must be f16 or f32\n");
+    return 2;
+  }
+
+  // The header and configuration: fast, and a bad file fails before the port line.
+  std::fprintf(stderr, "model_server: loading %s\n", path.c_str());
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<gguf::File>> opened = gguf::File::Open(path);
+  if (!opened.ok()) {
+    PrintError(opened.status());
+    return 1;
+  }
+  std::shared_ptr<const gguf::File> file = std::move(*opened);
+  absl::StatusOr<model::ModelConfig> config = model::ModelConfig::FromGguf(*file);
+  if (!config.ok()) {
+    PrintError(config.status());
+    return 1;
+  }
+  model::KvCacheShape shape;
+  shape.block_size = kKvBlockSize;
+  shape.layers = config->block_count;
+  shape.kv_dim = config->kv_dim();
+  shape.type = absl::GetFlag(FLAGS_kv_cache_type) == "f32" ? model::KvType::kF32 : model::KvType::kF16;
+  const int64_t kv_blocks = absl::GetFlag(FLAGS_kv_cache_mb) * (int64_t{1} << 20) /
+                            shape.block_bytes();
+  if (kv_blocks < 1) {
+    std::fprintf(stderr, "model_server: --kv_cache_mb %lld holds no KV block of %lld bytes\n",
+                 static_cast<long long>(absl::GetFlag(FLAGS_kv_cache_mb)),
+                 static_cast<long long>(shape.block_bytes()));
+    return 2;
+  }
+
+  // The server first, so that health checks answer (NOT_SERVING) while loading.
+  ModelServiceImpl service;
+  ServerOptions server_options;
+  server_options.listen = absl::GetFlag(FLAGS_listen);
+  server_options.max_receive_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  server_options.max_send_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  absl::StatusOr<std::unique_ptr<ServerRunner>> started =
+      ServerRunner::Start(server_options, {&service});
+  if (!started.ok()) {
+    PrintError(started.status());
+    return 1;
+  }
+  std::unique_ptr<ServerRunner> runner = std::move(*started);
+  // Tests and scripts read this line to learn the port.
+  std::printf("model_server: listening on port %d\n", runner->port());
+  std::fflush(stdout);
+
+  // Signals are taken by their own thread while this one loads the weights;
+  // one that comes during the load takes effect when the load returns.
+  std::atomic<bool> stop{false};
+  int signal_number = 0;
+  std::thread signals([&] {
+    signal_number = runner->WaitForTerminationSignal();
+    stop.store(true);
+  });
+
+  engine::LoadOptions load;
+  load.model_path = path;
+  load.threads = absl::GetFlag(FLAGS_threads);
+  load.kv_cache_mb = absl::GetFlag(FLAGS_kv_cache_mb);
+  load.kv_cache_type = absl::GetFlag(FLAGS_kv_cache_type);
+  load.kv_block_size = kKvBlockSize;
+  load.engine.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
+  load.engine.max_sessions = absl::GetFlag(FLAGS_max_sessions);
+  load.engine.session_ttl = absl::GetFlag(FLAGS_session_ttl);
+  load.engine.max_context = absl::GetFlag(FLAGS_max_context);
+  load.engine.session_prefix = absl::GetFlag(FLAGS_session_prefix);
+  absl::StatusOr<std::unique_ptr<engine::Engine>> loaded = engine::LoadEngine(load);
+  std::unique_ptr<engine::Engine> engine;
+  int exit_code = 0;
+  if (loaded.ok()) {
+    engine = std::move(*loaded);
+    const model::ModelConfig& c = engine->config();
+    const std::string name = c.name.empty() ? path.substr(path.rfind('/') + 1) : c.name;
+    std::fprintf(stderr, "model_server: loaded %s (%lld layers, %s) on %s in %.1f s\n",
+                 name.c_str(), static_cast<long long>(c.block_count),
+                 DescribeParams(*file).c_str(), engine->backend_description().c_str(),
+                 absl::ToDoubleSeconds(absl::Now() - start));
+    std::fprintf(stderr,
+                 "model_server: context %lld tokens, KV cache %d blocks of %d (%.1f MiB), "
+                 "%lld tokens per step, %lld sessions\n",
+                 static_cast<long long>(engine->max_context()),
+                 static_cast<int>(engine->Stats().kv_blocks_total), kKvBlockSize,
+                 engine->Stats().kv_blocks_total * static_cast<double>(shape.block_bytes()) /
+                     (1024.0 * 1024.0),
+                 static_cast<long long>(absl::GetFlag(FLAGS_max_batch_tokens)),
+                 static_cast<long long>(absl::GetFlag(FLAGS_max_sessions)));
+    ModelServiceOptions service_options;
+    service_options.kv_block_size = kKvBlockSize;
+    service.SetEngine(engine.get(), service_options);
+    if (!stop.load()) runner->SetServing(true);
+  } else if (!stop.load()) {
+    PrintError(loaded.status());
+    exit_code = 1;
+    kill(getpid(), SIGTERM);  // ends the signal thread (SIGTERM is blocked everywhere else)
+  }
+  signals.join();
+  if (exit_code == 0) {
+    std::fprintf(stderr, "model_server: signal %d, shutting down\n", signal_number);
+  }
+  if (engine != nullptr) engine->StopAdmission();
+  runner->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)));
+  runner.reset();
+  engine.reset();  // every call has ended: no engine callback is pending
+  return exit_code;
+}
+
+}  // namespace
+}  // namespace llm
+
+int main(int argc, char** argv) {
+  llm::BlockTerminationSignals();
+  llm::ParseFlags(
+      argc, argv,
+      "Serves the llm.v1.Model gRPC service (sessions with persistent KV caches, Prefill, "
+      "Decode, DecodeStream) for one GGUF model on the CPU.\n"
+      "Usage: model_server --model PATH.gguf [--listen 127.0.0.1:50052] [--kv_cache_mb 512]\n"
+      "Health (grpc.health.v1) is NOT_SERVING until the weights are loaded; the port line is "
+      "printed on stdout as soon as the server listens.");
+  return llm::Main();
+}

@@ -1,0 +1,357 @@
+#include "model_svc/server/model_service.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/grpc/grpc_status.h"
+#include "common/strings.h"
+
+namespace llm {
+namespace {
+
+absl::Status Loading() {
+  return absl::UnavailableError("the model is still loading; retry when the server is SERVING");
+}
+
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context,
+                                    const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+absl::Status RequireSessionId(const std::string& id) {
+  if (id.empty()) return absl::InvalidArgumentError("session_id is required");
+  return absl::OkStatus();
+}
+
+// The values as packed little-endian bytes.
+template <typename T>
+void SetLittleEndian(const std::vector<T>& values, std::string* out) {
+  out->resize(values.size() * sizeof(T));
+  if (values.empty()) return;
+  std::memcpy(out->data(), values.data(), out->size());
+  if constexpr (std::endian::native == std::endian::big) {
+    for (size_t i = 0; i < out->size(); i += sizeof(T)) {
+      std::reverse(out->begin() + static_cast<ptrdiff_t>(i),
+                   out->begin() + static_cast<ptrdiff_t>(i + sizeof(T)));
+    }
+  }
+}
+
+// The engine request of a Decode / DecodeStream message.
+absl::StatusOr<engine::AppendRequest> DecodeRequestOf(const v1::DecodeTokenRequest& request,
+                                                      int64_t vocab_size,
+                                                      const engine::CancelFlag& cancel) {
+  if (absl::Status s = RequireSessionId(request.session_id()); !s.ok()) return s;
+  absl::StatusOr<model::LogitsSpec> spec = FromProto(request.logits(), vocab_size);
+  if (!spec.ok()) return spec.status();
+  engine::AppendRequest out;
+  out.session_id = request.session_id();
+  out.tokens.push_back(request.token());
+  out.logits = *spec;
+  out.decode = true;
+  out.cancel = cancel;
+  return out;
+}
+
+// A unary call answered by the engine's completion callback. The callback
+// calls Finish as its last action; OnDone (which deletes the reactor) comes
+// only after Finish, so the reactor outlives the callback.
+class AppendReactor final : public grpc::ServerUnaryReactor {
+ public:
+  AppendReactor() : cancel_(std::make_shared<std::atomic<bool>>(false)) {}
+
+  const engine::CancelFlag& cancel() const { return cancel_; }
+
+  void OnCancel() override { cancel_->store(true); }
+  void OnDone() override { delete this; }
+
+ private:
+  engine::CancelFlag cancel_;
+};
+
+// One DecodeStream call: read a request, submit it, write its response when
+// the engine completes it, read the next. Errors end the call with their
+// status; the client's half-close ends it with OK (no request is in flight
+// then: the next read starts only after the previous write).
+//
+// Lifetime: two references, one released by OnDone and one held by each
+// engine request in flight, so that the reactor survives until both gRPC and
+// the engine are done with it, whatever the order.
+//
+// Cancellation: each request gets a flag of its own (the engine also sets a
+// request's flag, when its session is released mid-request, and that must
+// not cancel the stream's later requests); OnCancel sets the current one.
+class DecodeStreamReactor final
+    : public grpc::ServerBidiReactor<v1::DecodeTokenRequest, v1::DecodeTokenResponse> {
+ public:
+  explicit DecodeStreamReactor(engine::Engine* engine) : engine_(engine) {
+    if (engine_ == nullptr) {
+      Finish(ToGrpcStatus(Loading()));
+      return;
+    }
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client closed its side (or the call broke)
+      Finish(grpc::Status::OK);
+      return;
+    }
+    absl::StatusOr<engine::AppendRequest> request =
+        DecodeRequestOf(request_, engine_->config().vocab_size, NewCancelFlag());
+    if (!request.ok()) {
+      Finish(ToGrpcStatus(request.status()));
+      return;
+    }
+    refs_.fetch_add(1, std::memory_order_relaxed);
+    engine_->Submit(std::move(*request), [this](absl::StatusOr<engine::AppendResult> result) {
+      OnAppended(std::move(result));
+    });
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "stream closed by the client"));
+      return;
+    }
+    StartRead(&request_);
+  }
+
+  void OnCancel() override {
+    std::lock_guard<std::mutex> lock(cancel_mu_);
+    cancelled_ = true;
+    if (cancel_ != nullptr) cancel_->store(true);
+  }
+
+  void OnDone() override { Unref(); }
+
+ private:
+  // The flag of the next request; already set if the call is cancelled.
+  engine::CancelFlag NewCancelFlag() {
+    std::lock_guard<std::mutex> lock(cancel_mu_);
+    cancel_ = std::make_shared<std::atomic<bool>>(cancelled_);
+    return cancel_;
+  }
+
+  // The engine's completion (on its step-loop thread, or inline in Submit).
+  void OnAppended(absl::StatusOr<engine::AppendResult> result) {
+    if (!result.ok()) {
+      Finish(ToGrpcStatus(result.status()));
+    } else {
+      response_.Clear();
+      response_.set_num_tokens(result->num_tokens);
+      if (!result->logits.empty()) ToProto(result->logits.back(), response_.mutable_logits());
+      StartWrite(&response_);
+    }
+    Unref();
+  }
+
+  void Unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+  engine::Engine* const engine_;
+  std::atomic<int> refs_{1};  // OnDone's, plus one per engine request in flight
+  std::mutex cancel_mu_;
+  bool cancelled_ = false;      // guarded by cancel_mu_
+  engine::CancelFlag cancel_;   // the current request's; guarded by cancel_mu_
+  v1::DecodeTokenRequest request_;
+  v1::DecodeTokenResponse response_;
+};
+
+}  // namespace
+
+absl::StatusOr<model::LogitsSpec> FromProto(const v1::LogitsOptions& options,
+                                            int64_t vocab_size) {
+  model::LogitsSpec spec;
+  switch (options.encoding()) {
+    case v1::LogitsOptions::LOGITS_FLOAT32:
+      spec.encoding = model::LogitsEncoding::kFloat32;
+      return spec;
+    case v1::LogitsOptions::LOGITS_FLOAT16:
+      spec.encoding = model::LogitsEncoding::kFloat16;
+      return spec;
+    case v1::LogitsOptions::LOGITS_TOP_N:
+      if (options.top_n() < 1 || options.top_n() > static_cast<uint64_t>(vocab_size)) {
+        return absl::InvalidArgumentError(StrCat("top_n ", options.top_n(),
+                                                 " is out of range [1, ", vocab_size, "]"));
+      }
+      spec.encoding = model::LogitsEncoding::kTopN;
+      spec.top_n = static_cast<int32_t>(options.top_n());
+      return spec;
+    default:
+      return absl::InvalidArgumentError(
+          StrCat("unknown logits encoding ", static_cast<int>(options.encoding())));
+  }
+}
+
+void ToProto(const model::Logits& logits, v1::Logits* out) {
+  switch (logits.encoding) {
+    case model::LogitsEncoding::kFloat32:
+      out->set_encoding(v1::LogitsOptions::LOGITS_FLOAT32);
+      SetLittleEndian(logits.values, out->mutable_float32());
+      break;
+    case model::LogitsEncoding::kFloat16:
+      out->set_encoding(v1::LogitsOptions::LOGITS_FLOAT16);
+      SetLittleEndian(logits.halves, out->mutable_float16());
+      break;
+    case model::LogitsEncoding::kTopN:
+      out->set_encoding(v1::LogitsOptions::LOGITS_TOP_N);
+      out->mutable_top_ids()->Assign(logits.top_ids.begin(), logits.top_ids.end());
+      out->mutable_top_logits()->Assign(logits.top_logits.begin(), logits.top_logits.end());
+      break;
+  }
+  out->set_log_sum_exp(logits.log_sum_exp);
+}
+
+void ModelServiceImpl::SetEngine(engine::Engine* engine, const ModelServiceOptions& options) {
+  options_ = options;
+  engine_.store(engine, std::memory_order_release);
+}
+
+grpc::ServerUnaryReactor* ModelServiceImpl::Prefill(grpc::CallbackServerContext* context,
+                                                    const v1::PrefillRequest* request,
+                                                    v1::PrefillResponse* response) {
+  engine::Engine* e = engine();
+  if (e == nullptr) return FinishNow(context, Loading());
+  absl::StatusOr<model::LogitsSpec> spec = FromProto(request->logits(), e->config().vocab_size);
+  if (!spec.ok()) return FinishNow(context, spec.status());
+  auto* reactor = new AppendReactor();
+  engine::AppendRequest append;
+  append.session_id = request->session_id();
+  append.tokens.assign(request->tokens().begin(), request->tokens().end());
+  append.logits = *spec;
+  append.cancel = reactor->cancel();
+  e->Submit(std::move(append),
+            [reactor, response](absl::StatusOr<engine::AppendResult> result) {
+              if (result.ok()) {
+                response->set_session_id(std::move(result->session_id));
+                response->set_num_tokens(result->num_tokens);
+                if (!result->logits.empty()) {
+                  ToProto(result->logits.back(), response->mutable_logits());
+                }
+              }
+              reactor->Finish(ToGrpcStatus(result.status()));
+            });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ModelServiceImpl::Decode(grpc::CallbackServerContext* context,
+                                                   const v1::DecodeTokenRequest* request,
+                                                   v1::DecodeTokenResponse* response) {
+  engine::Engine* e = engine();
+  if (e == nullptr) return FinishNow(context, Loading());
+  auto* reactor = new AppendReactor();
+  absl::StatusOr<engine::AppendRequest> append =
+      DecodeRequestOf(*request, e->config().vocab_size, reactor->cancel());
+  if (!append.ok()) {
+    reactor->Finish(ToGrpcStatus(append.status()));
+    return reactor;
+  }
+  e->Submit(std::move(*append),
+            [reactor, response](absl::StatusOr<engine::AppendResult> result) {
+              if (result.ok()) {
+                response->set_num_tokens(result->num_tokens);
+                if (!result->logits.empty()) {
+                  ToProto(result->logits.back(), response->mutable_logits());
+                }
+              }
+              reactor->Finish(ToGrpcStatus(result.status()));
+            });
+  return reactor;
+}
+
+grpc::ServerBidiReactor<v1::DecodeTokenRequest, v1::DecodeTokenResponse>*
+ModelServiceImpl::DecodeStream(grpc::CallbackServerContext* context) {
+  return new DecodeStreamReactor(engine());
+}
+
+grpc::ServerUnaryReactor* ModelServiceImpl::Truncate(grpc::CallbackServerContext* context,
+                                                     const v1::TruncateRequest* request,
+                                                     v1::TruncateResponse* response) {
+  engine::Engine* e = engine();
+  if (e == nullptr) return FinishNow(context, Loading());
+  if (absl::Status s = RequireSessionId(request->session_id()); !s.ok()) {
+    return FinishNow(context, s);
+  }
+  return FinishNow(context, e->Truncate(request->session_id(), request->num_tokens()));
+}
+
+grpc::ServerUnaryReactor* ModelServiceImpl::Fork(grpc::CallbackServerContext* context,
+                                                 const v1::ForkRequest* request,
+                                                 v1::ForkResponse* response) {
+  engine::Engine* e = engine();
+  if (e == nullptr) return FinishNow(context, Loading());
+  if (absl::Status s = RequireSessionId(request->session_id()); !s.ok()) {
+    return FinishNow(context, s);
+  }
+  absl::StatusOr<std::string> id = e->Fork(request->session_id());
+  if (id.ok()) response->set_session_id(std::move(*id));
+  return FinishNow(context, id.status());
+}
+
+grpc::ServerUnaryReactor* ModelServiceImpl::Release(grpc::CallbackServerContext* context,
+                                                    const v1::ReleaseRequest* request,
+                                                    v1::ReleaseResponse* response) {
+  engine::Engine* e = engine();
+  if (e == nullptr) return FinishNow(context, Loading());
+  if (absl::Status s = RequireSessionId(request->session_id()); !s.ok()) {
+    return FinishNow(context, s);
+  }
+  return FinishNow(context, e->Release(request->session_id()));
+}
+
+grpc::ServerUnaryReactor* ModelServiceImpl::Info(grpc::CallbackServerContext* context,
+                                                 const v1::ModelInfoRequest* request,
+                                                 v1::ModelInfo* response) {
+  engine::Engine* e = engine();
+  if (e == nullptr) return FinishNow(context, Loading());
+  const model::ModelConfig& c = e->config();
+  const engine::EngineOptions& o = e->options();
+  response->set_architecture(c.architecture);
+  response->set_name(c.name);
+  response->set_vocab_size(c.vocab_size);
+  response->set_context_length(e->max_context());
+  response->set_embedding_length(c.embedding_length);
+  response->set_block_count(c.block_count);
+  response->set_head_count(c.head_count);
+  response->set_head_count_kv(c.head_count_kv);
+  response->set_feed_forward_length(c.feed_forward_length);
+  response->set_backend(e->backend_description());
+  response->set_max_batch_tokens(o.max_batch_tokens);
+  response->set_max_sessions(o.max_sessions);
+  response->set_kv_cache_blocks(e->Stats().kv_blocks_total);
+  response->set_kv_block_size(options_.kv_block_size);
+  response->set_session_ttl_seconds(absl::ToDoubleSeconds(o.session_ttl));
+  return FinishNow(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* ModelServiceImpl::ListSessions(grpc::CallbackServerContext* context,
+                                                         const v1::ListSessionsRequest* request,
+                                                         v1::ListSessionsResponse* response) {
+  engine::Engine* e = engine();
+  if (e == nullptr) return FinishNow(context, Loading());
+  for (const engine::SessionInfo& s : e->ListSessions()) {
+    v1::SessionInfo* out = response->add_sessions();
+    out->set_session_id(s.id);
+    out->set_num_tokens(s.num_tokens);
+    out->set_prefilled_tokens(s.prefilled_tokens);
+    out->set_decoded_tokens(s.decoded_tokens);
+    out->set_kv_blocks(s.kv_blocks);
+    out->set_idle_seconds(absl::ToDoubleSeconds(s.idle));
+    out->set_busy(s.busy);
+  }
+  return FinishNow(context, absl::OkStatus());
+}
+
+}  // namespace llm

@@ -1,0 +1,89 @@
+// gRPC front of the engine: llm.v1.Model on the callback API.
+//
+// Prefill and Decode submit to the engine and return at once; the engine's
+// completion callback (on its step-loop thread) fills the response and
+// finishes the call, so no gRPC thread ever waits for a forward step.
+// DecodeStream is one reactor per stream that alternates read, submit, write.
+// A client's cancellation sets the request's CancelFlag, which the engine
+// checks every step. absl::Status from the engine is turned into grpc::Status
+// here and nowhere else.
+//
+// Loading: the service can be registered before the model is loaded (so that
+// the server answers health checks meanwhile); until SetEngine() every call
+// fails with UNAVAILABLE.
+//
+// Ownership: borrows the Engine, which must outlive every call (shut the
+// server down before destroying the engine).
+// Threads: all methods may run concurrently; SetEngine() once, from any thread.
+#ifndef LLM_MODEL_SVC_SERVER_MODEL_SERVICE_H_
+#define LLM_MODEL_SVC_SERVER_MODEL_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "llm/v1/model.grpc.pb.h"
+#include "model_svc/engine/engine.h"
+#include "model_svc/model/logits.h"
+
+namespace llm {
+
+// What Info reports that the engine does not know.
+struct ModelServiceOptions {
+  int32_t kv_block_size = 16;  // positions per KV block
+};
+
+class ModelServiceImpl final : public v1::Model::CallbackService {
+ public:
+  // Loading: every call is UNAVAILABLE until SetEngine().
+  ModelServiceImpl() = default;
+  // Serving `engine` at once.
+  ModelServiceImpl(engine::Engine& engine, const ModelServiceOptions& options) {
+    SetEngine(&engine, options);
+  }
+
+  // Starts serving `engine` (non-null).
+  void SetEngine(engine::Engine* engine, const ModelServiceOptions& options);
+
+  grpc::ServerUnaryReactor* Prefill(grpc::CallbackServerContext* context,
+                                    const v1::PrefillRequest* request,
+                                    v1::PrefillResponse* response) override;
+  grpc::ServerUnaryReactor* Decode(grpc::CallbackServerContext* context,
+                                   const v1::DecodeTokenRequest* request,
+                                   v1::DecodeTokenResponse* response) override;
+  grpc::ServerBidiReactor<v1::DecodeTokenRequest, v1::DecodeTokenResponse>* DecodeStream(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* Truncate(grpc::CallbackServerContext* context,
+                                     const v1::TruncateRequest* request,
+                                     v1::TruncateResponse* response) override;
+  grpc::ServerUnaryReactor* Fork(grpc::CallbackServerContext* context,
+                                 const v1::ForkRequest* request,
+                                 v1::ForkResponse* response) override;
+  grpc::ServerUnaryReactor* Release(grpc::CallbackServerContext* context,
+                                    const v1::ReleaseRequest* request,
+                                    v1::ReleaseResponse* response) override;
+  grpc::ServerUnaryReactor* Info(grpc::CallbackServerContext* context,
+                                 const v1::ModelInfoRequest* request,
+                                 v1::ModelInfo* response) override;
+  grpc::ServerUnaryReactor* ListSessions(grpc::CallbackServerContext* context,
+                                         const v1::ListSessionsRequest* request,
+                                         v1::ListSessionsResponse* response) override;
+
+ private:
+  // The engine, or null while loading (UNAVAILABLE).
+  engine::Engine* engine() const { return engine_.load(std::memory_order_acquire); }
+
+  ModelServiceOptions options_;  // written before engine_ is published
+  std::atomic<engine::Engine*> engine_{nullptr};
+};
+
+// Wire logits options to the engine's; INVALID_ARGUMENT for an unknown
+// encoding or, with LOGITS_TOP_N, top_n outside 1..vocab_size.
+absl::StatusOr<model::LogitsSpec> FromProto(const v1::LogitsOptions& options, int64_t vocab_size);
+
+// Engine logits to the wire form (float32 and float16 as little-endian bytes).
+void ToProto(const model::Logits& logits, v1::Logits* out);
+
+}  // namespace llm
+
+#endif  // LLM_MODEL_SVC_SERVER_MODEL_SERVICE_H_

@@ -1,0 +1,203 @@
+#include "model_svc/testing/random_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <random>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "common/gguf/gguf_writer.h"
+#include "common/status_macros.h"
+#include "common/strings.h"
+#include "model_svc/backend/cpu/cpu_backend.h"
+#include "model_svc/testing/reference_quant.h"
+
+namespace llm::model::testing {
+namespace {
+
+using gguf::TensorType;
+using gguf::testing::GgufBuilder;
+
+// llama.cpp's general.file_type (enum llama_ftype) for a file whose matrices
+// are mostly `type`.
+uint32_t FileType(TensorType type) {
+  switch (type) {
+    case TensorType::kF32:
+      return 0;
+    case TensorType::kF16:
+      return 1;
+    case TensorType::kQ4_0:
+      return 2;
+    case TensorType::kQ4_1:
+      return 3;
+    case TensorType::kQ8_0:
+      return 7;
+    case TensorType::kQ5_0:
+      return 8;
+    case TensorType::kQ5_1:
+      return 9;
+    case TensorType::kQ4_K:
+      return 15;  // Q4_K_M
+    case TensorType::kQ6_K:
+      return 18;
+    case TensorType::kBF16:
+      return 32;
+    default:
+      return 0;
+  }
+}
+
+// Normal deviates from a generator whose sequence the standard fixes
+// (mt19937_64) and Box-Muller, so a spec gives the same bytes everywhere.
+class Normal {
+ public:
+  explicit Normal(uint64_t seed) : gen_(seed) {}
+  float operator()() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
+    // Uniforms in (0, 1].
+    const double u1 = (static_cast<double>(gen_() >> 11) + 1.0) * 0x1.0p-53;
+    const double u2 = static_cast<double>(gen_() >> 11) * 0x1.0p-53;
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    spare_ = static_cast<float>(r * std::sin(2 * std::numbers::pi * u2));
+    has_spare_ = true;
+    return static_cast<float>(r * std::cos(2 * std::numbers::pi * u2));
+  }
+
+ private:
+  std::mt19937_64 gen_;
+  bool has_spare_ = false;
+  float spare_ = 0;
+};
+
+class Writer {
+ public:
+  Writer(const RandomModelSpec& spec, GgufBuilder* b) : spec_(spec), b_(b), normal_(spec.seed) {}
+
+  bool Omitted(const std::string& name) const {
+    return std::find(spec_.omit.begin(), spec_.omit.end(), name) != spec_.omit.end();
+  }
+
+  void Uint32(const std::string& key, int64_t v) {
+    if (!Omitted(key)) b_->AddUint32(key, static_cast<uint32_t>(v));
+  }
+  void Float32(const std::string& key, float v) {
+    if (!Omitted(key)) b_->AddFloat32(key, v);
+  }
+  void String(const std::string& key, std::string_view v) {
+    if (!Omitted(key)) b_->AddString(key, v);
+  }
+
+  // A [rows x cols] matrix (rows == 0: a [cols] vector) of random values.
+  absl::Status Tensor(const std::string& name, TensorType type, int64_t rows, int64_t cols,
+                      bool is_norm) {
+    // Draw the values even when the tensor is replaced or left out, so the
+    // other tensors keep their values.
+    std::vector<float> values(std::max<int64_t>(rows, 1) * cols);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(cols));
+    for (float& v : values) v = is_norm ? 1.0f + 0.1f * normal_() : scale * normal_();
+    if (Omitted(name)) return absl::OkStatus();
+    for (const TensorOverride& o : spec_.overrides) {
+      if (o.name == name) return absl::OkStatus();  // written by WriteOverrides
+    }
+    std::vector<int64_t> ne =
+        rows == 0 ? std::vector<int64_t>{cols} : std::vector<int64_t>{cols, rows};
+    LLM_ASSIGN_OR_RETURN(std::string bytes, QuantizeMatrix(type, values, cols));
+    b_->AddTensor(name, type, std::move(ne), bytes);
+    return absl::OkStatus();
+  }
+
+  void WriteOverrides() {
+    for (const TensorOverride& o : spec_.overrides) b_->AddTensor(o.name, o.type, o.ne);
+  }
+
+ private:
+  const RandomModelSpec& spec_;
+  GgufBuilder* b_;
+  Normal normal_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::string> RandomModelGguf(const RandomModelSpec& spec) {
+  if (spec.vocab < 1 || spec.d_model < 1 || spec.layers < 0 || spec.heads < 1 ||
+      spec.kv_heads < 1 || spec.ff < 1) {
+    return absl::InvalidArgumentError("random model: sizes must be positive");
+  }
+  GgufBuilder b;
+  Writer w(spec, &b);
+  const std::string p = spec.architecture + ".";
+  const int64_t head_dim = spec.head_dim_or_default();
+  w.String("general.architecture", spec.architecture);
+  w.String("general.name", spec.name);
+  w.Uint32(p + "vocab_size", spec.vocab);
+  w.Uint32(p + "context_length", spec.context);
+  w.Uint32(p + "embedding_length", spec.d_model);
+  w.Uint32(p + "block_count", spec.layers);
+  w.Uint32(p + "feed_forward_length", spec.ff);
+  w.Uint32(p + "rope.dimension_count", spec.rope_dim > 0 ? spec.rope_dim : head_dim);
+  w.Uint32(p + "attention.head_count", spec.heads);
+  w.Uint32(p + "attention.head_count_kv", spec.kv_heads);
+  if (spec.head_dim > 0) {
+    w.Uint32(p + "attention.key_length", spec.head_dim);
+    w.Uint32(p + "attention.value_length", spec.head_dim);
+  }
+  w.Float32(p + "rope.freq_base", spec.rope_base);
+  w.Float32(p + "attention.layer_norm_rms_epsilon", spec.rms_eps);
+  if (!spec.rope_scaling_type.empty()) {
+    w.String(p + "rope.scaling.type", spec.rope_scaling_type);
+    w.Float32(p + "rope.scaling.factor", spec.rope_scaling_factor);
+  }
+  w.Uint32("general.file_type", FileType(spec.matrix_type));
+  w.Uint32("general.quantization_version", 2);
+
+  if (spec.config_only) {
+    if (!w.Omitted("token_embd.weight")) {
+      b.AddTensor("token_embd.weight", spec.embd_type, {spec.d_model, spec.vocab});
+    }
+    w.WriteOverrides();
+    return b.Serialize();
+  }
+
+  const int64_t d = spec.d_model, q_dim = spec.heads * head_dim, kv_dim = spec.kv_heads * head_dim;
+  const TensorType m = spec.matrix_type;
+  LLM_RETURN_IF_ERROR(w.Tensor("token_embd.weight", spec.embd_type, spec.vocab, d, false));
+  for (int64_t i = 0; i < spec.layers; ++i) {
+    const std::string blk = StrCat("blk.", i, ".");
+    LLM_RETURN_IF_ERROR(w.Tensor(blk + "attn_norm.weight", TensorType::kF32, 0, d, true));
+    LLM_RETURN_IF_ERROR(w.Tensor(blk + "attn_q.weight", m, q_dim, d, false));
+    LLM_RETURN_IF_ERROR(w.Tensor(blk + "attn_k.weight", m, kv_dim, d, false));
+    LLM_RETURN_IF_ERROR(w.Tensor(blk + "attn_v.weight", m, kv_dim, d, false));
+    LLM_RETURN_IF_ERROR(w.Tensor(blk + "attn_output.weight", m, d, q_dim, false));
+    LLM_RETURN_IF_ERROR(w.Tensor(blk + "ffn_norm.weight", TensorType::kF32, 0, d, true));
+    LLM_RETURN_IF_ERROR(w.Tensor(blk + "ffn_gate.weight", m, spec.ff, d, false));
+    LLM_RETURN_IF_ERROR(w.Tensor(blk + "ffn_up.weight", m, spec.ff, d, false));
+    LLM_RETURN_IF_ERROR(w.Tensor(blk + "ffn_down.weight", m, d, spec.ff, false));
+  }
+  LLM_RETURN_IF_ERROR(w.Tensor("output_norm.weight", TensorType::kF32, 0, d, true));
+  if (!spec.tied) {
+    LLM_RETURN_IF_ERROR(
+        w.Tensor("output.weight", spec.output_type.value_or(m), spec.vocab, d, false));
+  }
+  w.WriteOverrides();
+  return b.Serialize();
+}
+
+absl::StatusOr<std::shared_ptr<const gguf::File>> RandomModelFile(const RandomModelSpec& spec) {
+  LLM_ASSIGN_OR_RETURN(std::string bytes, RandomModelGguf(spec));
+  LLM_ASSIGN_OR_RETURN(std::unique_ptr<gguf::File> file,
+                       gguf::File::FromBytes(std::move(bytes), "random.gguf"));
+  return std::shared_ptr<const gguf::File>(std::move(file));
+}
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> LoadRandomModel(const RandomModelSpec& spec,
+                                                            const ModelOptions& options,
+                                                            int threads) {
+  LLM_ASSIGN_OR_RETURN(std::shared_ptr<const gguf::File> file, RandomModelFile(spec));
+  return LlamaModel::Load(std::move(file), cpu::CreateCpuBackend({.threads = threads}), options);
+}
+
+}  // namespace llm::model::testing

@@ -1,0 +1,89 @@
+// Test support: small Llama-family GGUF models with random weights.
+//
+//   RandomModelSpec spec;
+//   spec.matrix_type = gguf::TensorType::kQ4_K;
+//   spec.d_model = 256;
+//   LLM_ASSIGN_OR_RETURN(std::string bytes, RandomModelGguf(spec));
+//   auto model = LoadRandomModel(spec, ModelOptions{.kv_blocks = 16}, /*threads=*/2);
+//
+// The file is what llama.cpp's converter writes for a llama model:
+// general.architecture, llama.* hyperparameters (UINT32 counts, FLOAT32
+// base and epsilon), tensors token_embd.weight, output_norm.weight, optional
+// output.weight and blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output,
+// ffn_norm, ffn_gate, ffn_up, ffn_down}.weight, each with ggml's ne order
+// [cols, rows]. No tokenizer metadata.
+//
+// Weights are N(0, 1/cols) (so each matrix roughly preserves the scale of
+// its input) quantized to the requested type with the reference quantizer;
+// norm weights are 1 + N(0, 0.1^2). Same spec, same bytes.
+#ifndef LLM_MODEL_SVC_TESTING_RANDOM_MODEL_H_
+#define LLM_MODEL_SVC_TESTING_RANDOM_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/gguf/gguf.h"
+#include "model_svc/model/llama_model.h"
+
+namespace llm::model::testing {
+
+// A tensor written zero-filled with this type and shape instead of the
+// random one of the same name (or in addition, for a new name).
+struct TensorOverride {
+  std::string name;
+  gguf::TensorType type = gguf::TensorType::kF32;
+  std::vector<int64_t> ne;
+};
+
+struct RandomModelSpec {
+  std::string architecture = "llama";  // the metadata prefix too ("<arch>.block_count")
+  std::string name = "random-llama";   // general.name
+  int64_t vocab = 512;
+  int64_t d_model = 128;
+  int64_t layers = 2;
+  int64_t heads = 4;
+  int64_t kv_heads = 2;
+  int64_t ff = 256;
+  int64_t head_dim = 0;  // > 0: writes attention.key_length/value_length; 0: d_model / heads
+  int64_t rope_dim = 0;  // rope.dimension_count; 0: the head dimension
+  int64_t context = 2048;
+  float rope_base = 10000.0f;
+  std::string rope_scaling_type;     // non-empty: rope.scaling.type ("linear", "yarn", ...)
+  float rope_scaling_factor = 1.0f;  // rope.scaling.factor, written with the type
+  float rms_eps = 1e-5f;
+  gguf::TensorType matrix_type = gguf::TensorType::kF32;  // every blk.N matrix
+  gguf::TensorType embd_type = gguf::TensorType::kF32;    // token_embd.weight
+  std::optional<gguf::TensorType> output_type;  // output.weight (untied); default matrix_type
+  bool tied = false;                            // no output.weight
+  uint64_t seed = 1;
+
+  // For malformed-file tests.
+  std::vector<std::string> omit;          // metadata keys and tensor names left out
+  std::vector<TensorOverride> overrides;  // zero-filled replacements
+  // Writes the metadata and a zero-filled token_embd.weight only (ModelConfig
+  // tests of full-size configurations without building their weights).
+  bool config_only = false;
+
+  // The head dimension the file describes.
+  int64_t head_dim_or_default() const { return head_dim > 0 ? head_dim : d_model / heads; }
+};
+
+// The bytes of the GGUF file. Errors: the quantizer cannot write a type or
+// shape (e.g. a K-quant with cols not a multiple of 256).
+absl::StatusOr<std::string> RandomModelGguf(const RandomModelSpec& spec);
+
+// RandomModelGguf parsed as a gguf::File named "random.gguf".
+absl::StatusOr<std::shared_ptr<const gguf::File>> RandomModelFile(const RandomModelSpec& spec);
+
+// Builds, parses and loads the model on a CPU backend with `threads` threads.
+absl::StatusOr<std::unique_ptr<LlamaModel>> LoadRandomModel(const RandomModelSpec& spec,
+                                                            const ModelOptions& options,
+                                                            int threads);
+
+}  // namespace llm::model::testing
+
+#endif  // LLM_MODEL_SVC_TESTING_RANDOM_MODEL_H_

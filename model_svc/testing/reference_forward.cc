@@ -1,0 +1,222 @@
+#include "model_svc/testing/reference_forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "common/strings.h"
+#include "model_svc/backend/cpu/quant.h"
+
+namespace llm::model::testing {
+namespace {
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "ReferenceLogits: %s\n", what.c_str());
+  std::abort();
+}
+
+struct Matrix {
+  gguf::TensorType type = gguf::TensorType::kF32;
+  int64_t rows = 0, cols = 0;
+  std::vector<float> w;  // row-major
+  const float* row(int64_t r) const { return w.data() + r * cols; }
+};
+
+Matrix Load(const gguf::File& file, const std::string& name) {
+  const gguf::TensorInfo* t = file.FindTensor(name);
+  if (t == nullptr) Die(StrCat("missing tensor ", name));
+  Matrix m;
+  m.type = static_cast<gguf::TensorType>(t->ggml_type);
+  m.cols = t->ne[0];
+  m.rows = t->rows();
+  m.w.resize(m.rows * m.cols);
+  const size_t row_bytes = t->size_bytes / m.rows;
+  for (int64_t r = 0; r < m.rows; ++r) {
+    cpu::DequantizeRow(static_cast<gguf::TensorType>(t->ggml_type), t->data + r * row_bytes,
+                       m.w.data() + r * m.cols, m.cols);
+  }
+  return m;
+}
+
+int64_t Count(const gguf::File& file, const std::string& key, int64_t fallback) {
+  if (file.Find(key) == nullptr) {
+    if (fallback < 0) Die(StrCat("missing ", key));
+    return fallback;
+  }
+  auto v = file.GetUint(key);
+  if (!v.ok()) Die(std::string(v.status().message()));
+  return static_cast<int64_t>(*v);
+}
+
+double Real(const gguf::File& file, const std::string& key, double fallback) {
+  if (file.Find(key) == nullptr) return fallback;
+  auto v = file.GetFloat(key);
+  if (!v.ok()) Die(std::string(v.status().message()));
+  return *v;
+}
+
+using Vec = std::vector<double>;
+
+bool IsFloatType(gguf::TensorType t) {
+  return t == gguf::TensorType::kF32 || t == gguf::TensorType::kF16 || t == gguf::TensorType::kBF16;
+}
+
+// x rounded to blocks of 32 int8 values, as fp32 activations would be.
+Vec RoundToQ8(const Vec& x) {
+  Vec out(x.size());
+  for (size_t b = 0; b + 32 <= x.size(); b += 32) {
+    float amax = 0;
+    for (size_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(static_cast<float>(x[i])));
+    const float d = amax / 127.0f;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    for (size_t i = b; i < b + 32; ++i) {
+      const float q = std::nearbyint(std::clamp(static_cast<float>(x[i]) * id, -127.0f, 127.0f));
+      out[i] = static_cast<double>(d) * q;
+    }
+  }
+  return out;
+}
+
+// W x, W being [rows x cols].
+Vec MatVec(const Matrix& w, const Vec& x_in, const ReferenceOptions& options) {
+  if (static_cast<int64_t>(x_in.size()) != w.cols) Die("matrix shape mismatch");
+  const Vec x = options.q8_activations && !IsFloatType(w.type) ? RoundToQ8(x_in) : x_in;
+  Vec out(w.rows);
+  for (int64_t r = 0; r < w.rows; ++r) {
+    const float* row = w.row(r);
+    double sum = 0;
+    for (int64_t c = 0; c < w.cols; ++c) sum += static_cast<double>(row[c]) * x[c];
+    out[r] = sum;
+  }
+  return out;
+}
+
+Vec RmsNorm(const Vec& x, const Matrix& w, double eps) {
+  double ss = 0;
+  for (double v : x) ss += v * v;
+  const double scale = 1.0 / std::sqrt(ss / static_cast<double>(x.size()) + eps);
+  Vec out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out[i] = x[i] * scale * w.w[i];
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<float>> ReferenceLogits(const gguf::File& file,
+                                                std::span<const int32_t> tokens,
+                                                const ReferenceOptions& options) {
+  auto arch = file.GetString("general.architecture");
+  if (!arch.ok()) Die(std::string(arch.status().message()));
+  const std::string p = StrCat(*arch, ".");
+  const int64_t d = Count(file, p + "embedding_length", -1);
+  const int64_t layers = Count(file, p + "block_count", -1);
+  const int64_t heads = Count(file, p + "attention.head_count", -1);
+  const int64_t kv_heads = Count(file, p + "attention.head_count_kv", heads);
+  const int64_t head_dim = Count(file, p + "attention.key_length", d / heads);
+  const int64_t rope_dim = Count(file, p + "rope.dimension_count", head_dim);
+  const double base = Real(file, p + "rope.freq_base", 10000.0);
+  const double eps = Real(file, p + "attention.layer_norm_rms_epsilon", 1e-5);
+  double freq_scale = 1.0;
+  if (file.Find(p + "rope.scaling.type") != nullptr) {
+    auto type = file.GetString(p + "rope.scaling.type");
+    if (!type.ok()) Die(std::string(type.status().message()));
+    if (*type == "linear") freq_scale = 1.0 / Real(file, p + "rope.scaling.factor", 1.0);
+  }
+  const int64_t group = heads / kv_heads;
+
+  const Matrix embd = Load(file, "token_embd.weight");
+  const Matrix out_norm = Load(file, "output_norm.weight");
+  const Matrix head =
+      file.FindTensor("output.weight") != nullptr ? Load(file, "output.weight") : embd;
+  struct Layer {
+    Matrix attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
+  };
+  std::vector<Layer> layer(layers);
+  for (int64_t i = 0; i < layers; ++i) {
+    const std::string b = StrCat("blk.", i, ".");
+    layer[i] = Layer{Load(file, b + "attn_norm.weight"),   Load(file, b + "attn_q.weight"),
+                     Load(file, b + "attn_k.weight"),      Load(file, b + "attn_v.weight"),
+                     Load(file, b + "attn_output.weight"), Load(file, b + "ffn_norm.weight"),
+                     Load(file, b + "ffn_gate.weight"),    Load(file, b + "ffn_up.weight"),
+                     Load(file, b + "ffn_down.weight")};
+  }
+
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  // Residual stream of every position.
+  std::vector<Vec> x(n, Vec(d));
+  for (int64_t t = 0; t < n; ++t) {
+    if (tokens[t] < 0 || tokens[t] >= embd.rows) Die(StrCat("token ", tokens[t], " out of range"));
+    const float* row = embd.row(tokens[t]);
+    for (int64_t i = 0; i < d; ++i) x[t][i] = row[i];
+  }
+  auto rope = [&](Vec& v, int64_t num_heads, int64_t pos) {
+    for (int64_t h = 0; h < num_heads; ++h) {
+      for (int64_t i = 0; i < rope_dim / 2; ++i) {
+        const double theta = static_cast<double>(pos) * freq_scale *
+                             std::pow(base, -2.0 * static_cast<double>(i) / rope_dim);
+        double& a = v[h * head_dim + 2 * i];
+        double& b = v[h * head_dim + 2 * i + 1];
+        const double a0 = a, b0 = b;
+        a = a0 * std::cos(theta) - b0 * std::sin(theta);
+        b = a0 * std::sin(theta) + b0 * std::cos(theta);
+      }
+    }
+  };
+
+  for (const Layer& l : layer) {
+    // Keys and values of every position, then causal attention.
+    std::vector<Vec> q(n), k(n), v(n);
+    for (int64_t t = 0; t < n; ++t) {
+      const Vec xn = RmsNorm(x[t], l.attn_norm, eps);
+      q[t] = MatVec(l.wq, xn, options);
+      k[t] = MatVec(l.wk, xn, options);
+      v[t] = MatVec(l.wv, xn, options);
+      rope(q[t], heads, t);
+      rope(k[t], kv_heads, t);
+    }
+    for (int64_t t = 0; t < n; ++t) {
+      Vec attn(heads * head_dim, 0.0);
+      for (int64_t h = 0; h < heads; ++h) {
+        const int64_t kvh = h / group;
+        std::vector<double> score(t + 1);
+        double max = -INFINITY;
+        for (int64_t j = 0; j <= t; ++j) {
+          double s = 0;
+          for (int64_t e = 0; e < head_dim; ++e) {
+            s += q[t][h * head_dim + e] * k[j][kvh * head_dim + e];
+          }
+          score[j] = s / std::sqrt(static_cast<double>(head_dim));
+          max = std::max(max, score[j]);
+        }
+        double sum = 0;
+        for (double& s : score) sum += (s = std::exp(s - max));
+        for (int64_t j = 0; j <= t; ++j) {
+          for (int64_t e = 0; e < head_dim; ++e) {
+            attn[h * head_dim + e] += score[j] / sum * v[j][kvh * head_dim + e];
+          }
+        }
+      }
+      const Vec o = MatVec(l.wo, attn, options);
+      for (int64_t i = 0; i < d; ++i) x[t][i] += o[i];
+    }
+    for (int64_t t = 0; t < n; ++t) {
+      const Vec xn = RmsNorm(x[t], l.ffn_norm, eps);
+      const Vec g = MatVec(l.gate, xn, options), u = MatVec(l.up, xn, options);
+      Vec act(g.size());
+      for (size_t i = 0; i < g.size(); ++i) act[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+      const Vec down = MatVec(l.down, act, options);
+      for (int64_t i = 0; i < d; ++i) x[t][i] += down[i];
+    }
+  }
+
+  std::vector<std::vector<float>> logits(n);
+  for (int64_t t = 0; t < n; ++t) {
+    const Vec row = MatVec(head, RmsNorm(x[t], out_norm, eps), options);
+    logits[t].assign(row.begin(), row.end());
+  }
+  return logits;
+}
+
+}  // namespace llm::model::testing

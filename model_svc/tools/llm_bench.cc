@@ -1,0 +1,169 @@
+// llm-bench: prompt-processing and generation throughput of the engine,
+// measured the way llama.cpp's llama-bench measures pp512 and tg128.
+//
+//   pp: one request of N random tokens on a fresh session (a batched prefill,
+//       chunked by --max_batch_tokens), tokens / second.
+//   tg: M single-token decode steps on a fresh session, tokens / second.
+// Each test runs once as a warm-up, then --repetitions times; the figure is
+// the mean of the repetitions' rates (llama-bench's avg_ts), with the
+// standard deviation beside it.
+#include <cmath>
+#include <cstdlib>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/marshalling.h"
+#include "absl/time/clock.h"
+#include "common/flags.h"
+#include "model_svc/backend/cpu/cpu_backend.h"
+#include "model_svc/engine/loader.h"
+#include "nlohmann/json.hpp"
+
+ABSL_FLAG(std::string, model, "", "Path to a GGUF model (required).");
+ABSL_FLAG(int, threads, 0, "CPU threads; 0: every core the process may use.");
+ABSL_FLAG(int, p, 512, "Prompt tokens for the prefill test (0 skips it).");
+ABSL_FLAG(int, n, 128, "Generated tokens for the decode test (0 skips it).");
+ABSL_FLAG(int, repetitions, 5, "Timed repetitions of each test (after one warm-up).");
+ABSL_FLAG(std::vector<std::string>, sessions, {},
+          "Also measure aggregate decode throughput with these numbers of concurrent "
+          "sessions (comma-separated, e.g. 1,4,16): each session decodes -n tokens "
+          "from its own thread, all at once, through the step loop.");
+ABSL_FLAG(int, max_batch_tokens, 512, "Tokens per engine step.");
+ABSL_FLAG(int64_t, kv_cache_mb, 256, "KV cache size in MiB.");
+ABSL_FLAG(std::string, kv_cache_type, "f16", "KV cache element type: f16 or f32.");
+
+namespace {
+
+constexpr char kUsage[] =
+    "llm-bench --model PATH [--threads N] [-p 512] [-n 128] [--repetitions 5]\n"
+    "          [--sessions 1,4,16]\n"
+    "Prints one JSON line: prefill_tok_s (pp), decode_tok_s (tg), their standard\n"
+    "deviations, the model and the threads. Method: llama-bench's pp and tg tests.";
+
+struct Rate {
+  double mean = 0, stddev = 0;
+};
+
+Rate Summarize(const std::vector<double>& rates) {
+  Rate r;
+  for (double x : rates) r.mean += x;
+  r.mean /= rates.size();
+  for (double x : rates) r.stddev += (x - r.mean) * (x - r.mean);
+  r.stddev = rates.size() > 1 ? std::sqrt(r.stddev / (rates.size() - 1)) : 0;
+  return r;
+}
+
+void Check(const absl::Status& s) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "llm-bench: %s\n", std::string(s.message()).c_str());
+    std::exit(1);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  llm::ParseFlags(argc, argv, kUsage);
+  llm::engine::LoadOptions options;
+  options.model_path = absl::GetFlag(FLAGS_model);
+  if (options.model_path.empty()) {
+    std::fprintf(stderr, "llm-bench: --model is required\n%s\n", kUsage);
+    return 2;
+  }
+  options.threads = absl::GetFlag(FLAGS_threads);
+  options.kv_cache_mb = absl::GetFlag(FLAGS_kv_cache_mb);
+  options.kv_cache_type = absl::GetFlag(FLAGS_kv_cache_type);
+  options.engine.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
+  auto engine = llm::engine::LoadEngine(options);
+  Check(engine.status());
+  const int64_t vocab = (*engine)->config().vocab_size;
+  std::mt19937 rng(42);
+  auto random_tokens = [&](int n) {
+    std::vector<int32_t> t(n);
+    for (int32_t& id : t) id = static_cast<int32_t>(rng() % vocab);
+    return t;
+  };
+  auto run_pp = [&](int n) -> double {
+    llm::engine::AppendRequest r;
+    r.tokens = random_tokens(n);
+    const absl::Time start = absl::Now();
+    auto result = (*engine)->Append(std::move(r));
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    Check(result.status());
+    Check((*engine)->Release(result->session_id));
+    return n / seconds;
+  };
+  auto run_tg = [&](int n) -> double {
+    std::vector<int32_t> tokens = random_tokens(n);
+    std::string session;
+    const absl::Time start = absl::Now();
+    for (int i = 0; i < n; ++i) {
+      llm::engine::AppendRequest r;
+      r.session_id = session;
+      r.tokens = {tokens[i]};
+      r.decode = true;
+      auto result = (*engine)->Append(std::move(r));
+      Check(result.status());
+      session = result->session_id;
+    }
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    Check((*engine)->Release(session));
+    return n / seconds;
+  };
+  const int reps = std::max(1, absl::GetFlag(FLAGS_repetitions));
+  nlohmann::json out;
+  const int p = absl::GetFlag(FLAGS_p), n = absl::GetFlag(FLAGS_n);
+  if (p > 0) {
+    run_pp(p);
+    std::vector<double> rates;
+    for (int i = 0; i < reps; ++i) rates.push_back(run_pp(p));
+    const Rate r = Summarize(rates);
+    out["prefill_tok_s"] = std::round(r.mean * 100) / 100;
+    out["prefill_tok_s_stddev"] = std::round(r.stddev * 100) / 100;
+    out["p"] = p;
+  }
+  if (n > 0) {
+    run_tg(n);
+    std::vector<double> rates;
+    for (int i = 0; i < reps; ++i) rates.push_back(run_tg(n));
+    const Rate r = Summarize(rates);
+    out["decode_tok_s"] = std::round(r.mean * 100) / 100;
+    out["decode_tok_s_stddev"] = std::round(r.stddev * 100) / 100;
+    out["n"] = n;
+  }
+  for (const std::string& value : absl::GetFlag(FLAGS_sessions)) {
+    const int count = std::atoi(value.c_str());
+    if (count < 1 || n < 1) continue;
+    std::vector<std::vector<int32_t>> tokens(count);
+    for (auto& t : tokens) t = random_tokens(n);
+    std::vector<std::thread> threads;
+    const absl::Time start = absl::Now();
+    for (int s = 0; s < count; ++s) {
+      threads.emplace_back([&, s] {
+        std::string session;
+        for (int i = 0; i < n; ++i) {
+          llm::engine::AppendRequest r;
+          r.session_id = session;
+          r.tokens = {tokens[s][i]};
+          r.decode = true;
+          auto result = (*engine)->Append(std::move(r));
+          Check(result.status());
+          session = result->session_id;
+        }
+        Check((*engine)->Release(session));
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    out["aggregate_decode_tok_s"][value] = std::round(count * n / seconds * 100) / 100;
+  }
+  out["model"] = options.model_path;
+  out["threads"] = options.threads > 0 ? options.threads : llm::cpu::AvailableCores();
+  out["backend"] = (*engine)->backend_description();
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}

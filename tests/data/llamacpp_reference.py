@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Records llama.cpp's outputs on the default model, for model_svc's tests.
+
+Run once, by hand, when the model or the text changes:
+
+  build/bench-venv/bin/pip install llama-cpp-python==0.3.16   # builds llama.cpp
+  build/bench-venv/bin/python tests/data/llamacpp_reference.py \
+      models/SmolLM2-135M-Instruct.Q4_1.gguf tests/data/lighthouses.txt \
+      > tests/data/llamacpp_reference.json
+
+It writes, for the first 256 tokens of the text (tokenized by llama.cpp,
+with BOS when the model asks for it), the top-1 token llama.cpp predicts
+after every position with the gap between its top two logits, and the
+greedy continuation of a fixed prompt.
+"""
+import hashlib
+import json
+import sys
+
+import numpy as np
+from llama_cpp import Llama
+
+N_TOKENS = 256
+PROMPT = "The capital of France is"
+CONTINUATION = 32
+
+
+def main():
+    model_path, text_path = sys.argv[1], sys.argv[2]
+    with open(model_path, "rb") as f:
+        sha = hashlib.sha256(f.read()).hexdigest()
+    text = open(text_path, encoding="utf-8").read()
+    llm = Llama(model_path=model_path, n_ctx=512, n_batch=512, n_threads=2,
+                logits_all=True, verbose=False, seed=0)
+    tokens = llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)[:N_TOKENS]
+    llm.reset()
+    llm.eval(tokens)
+    logits = np.array(llm.scores[:len(tokens)], dtype=np.float32)
+    top1 = logits.argmax(axis=1)
+    ordered = np.sort(logits, axis=1)
+    margin = ordered[:, -1] - ordered[:, -2]
+
+    llm.reset()
+    prompt_tokens = llm.tokenize(PROMPT.encode("utf-8"), add_bos=False, special=False)
+    greedy = []
+    for tok in llm.generate(prompt_tokens, temp=0.0, top_k=1, top_p=1.0, repeat_penalty=1.0):
+        greedy.append(int(tok))
+        if len(greedy) == CONTINUATION:
+            break
+
+    json.dump({
+        "producer": "llama-cpp-python 0.3.16 (llama.cpp), n_threads=2, logits_all",
+        "command": "build/bench-venv/bin/python tests/data/llamacpp_reference.py "
+                   "models/SmolLM2-135M-Instruct.Q4_1.gguf tests/data/lighthouses.txt",
+        "model_sha256": sha,
+        "text": text_path.split("/")[-1],
+        "tokens": [int(t) for t in tokens],
+        "top1": [int(t) for t in top1],
+        "top1_margin": [round(float(m), 4) for m in margin],
+        "prompt": PROMPT,
+        "prompt_tokens": [int(t) for t in prompt_tokens],
+        "greedy_continuation": greedy,
+        "greedy_text": llm.detokenize(greedy).decode("utf-8", errors="replace"),
+    }, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()

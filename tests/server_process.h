@@ -1,0 +1,370 @@
+// Test support for integration tests of the servers: start a real server
+// binary as a child process on a free loopback port, wait until its health
+// service says SERVING, stop it with SIGTERM and collect its exit status.
+// The health and reflection services are called through generic stubs and a
+// few lines of protobuf wire format, because Debian ships no generated code
+// for them.
+//
+// Taken from tokenizer_service_test.cc (which keeps its own copy), with the
+// binary name as a parameter.
+#ifndef LLM_TESTS_SERVER_PROCESS_H_
+#define LLM_TESTS_SERVER_PROCESS_H_
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <google/protobuf/unknown_field_set.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include "common/strings.h"
+#include "common/test_paths.h"
+
+namespace llm::testing {
+
+using Clock = std::chrono::steady_clock;
+
+inline std::string BinPath(const std::string& name) { return BinaryDir() + "/bin/" + name; }
+
+// Forks and execs argv[0] with the given stdout (-1: inherit). The child gets
+// SIGTERM if this thread dies, so a crashed test leaves no server behind.
+// Returns the pid, or -1 with *error set.
+inline pid_t Spawn(const std::vector<std::string>& argv, int stdout_fd, std::string* error) {
+  std::vector<std::string> args = argv;
+  std::vector<char*> ptrs;
+  for (std::string& a : args) ptrs.push_back(a.data());
+  ptrs.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    *error = StrCat("fork: ", std::strerror(errno));
+    return -1;
+  }
+  if (pid == 0) {
+    // Child: async-signal-safe calls only.
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(126);
+    if (stdout_fd >= 0 && dup2(stdout_fd, STDOUT_FILENO) < 0) _exit(126);
+    execv(ptrs[0], ptrs.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits for `pid` until `timeout`; then SIGKILLs it. Returns the wait status,
+// or nullopt if it had to be killed.
+inline std::optional<int> WaitForExit(pid_t pid, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (true) {
+    int status = 0;
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return status;
+    if (r < 0 && errno != EINTR) return std::nullopt;
+    if (Clock::now() >= deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return std::nullopt;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+inline std::string DescribeWaitStatus(int status) {
+  if (WIFEXITED(status)) return StrCat("exit status ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return StrCat("killed by signal ", WTERMSIG(status));
+  return StrCat("wait status ", status);
+}
+
+inline bool ExitedZero(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+
+// A server child process (build/bin/<binary>) that prints
+// "<binary>: listening on port N" on stdout once it listens.
+class ServerProcess {
+ public:
+  // Starts the server with `flags` on 127.0.0.1:0 and waits for its port
+  // line. Returns null with *error set on failure.
+  static std::unique_ptr<ServerProcess> Start(const std::string& binary,
+                                              const std::vector<std::string>& flags,
+                                              std::string* error) {
+    std::vector<std::string> argv = {BinPath(binary), "--listen", "127.0.0.1:0"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    if (access(argv[0].c_str(), X_OK) != 0) {
+      *error = StrCat(argv[0], " is not built");
+      return nullptr;
+    }
+    int out_pipe[2];
+    if (pipe2(out_pipe, O_CLOEXEC) != 0) {
+      *error = StrCat("pipe2: ", std::strerror(errno));
+      return nullptr;
+    }
+    const pid_t pid = Spawn(argv, out_pipe[1], error);
+    close(out_pipe[1]);
+    if (pid < 0) {
+      close(out_pipe[0]);
+      return nullptr;
+    }
+    std::unique_ptr<ServerProcess> server(new ServerProcess(pid, out_pipe[0]));
+    const std::string line = server->ReadStdoutLine(std::chrono::seconds(60));
+    const std::string prefix = binary + ": listening on port ";
+    if (line.rfind(prefix, 0) != 0) {
+      const std::optional<int> status = server->Terminate(std::chrono::seconds(5));
+      *error = StrCat("no port line from ", binary, " (got '", line, "'; ",
+                      status ? DescribeWaitStatus(*status) : std::string("had to be killed"),
+                      ")");
+      return nullptr;
+    }
+    server->port_ = std::atoi(line.c_str() + prefix.size());
+    if (server->port_ <= 0 || server->port_ > 65535) {
+      *error = StrCat("bad port line '", line, "'");
+      return nullptr;
+    }
+    return server;
+  }
+
+  ~ServerProcess() {
+    if (pid_ > 0) Terminate(std::chrono::seconds(10));
+    if (stdout_fd_ >= 0) close(stdout_fd_);
+  }
+
+  int port() const { return port_; }
+  std::string address() const { return StrCat("127.0.0.1:", port_); }
+
+  // Sends `sig` and waits for the exit; SIGKILL after `timeout`. Returns
+  // the wait status, or nullopt if the server had to be killed.
+  std::optional<int> Terminate(std::chrono::milliseconds timeout, int sig = SIGTERM) {
+    if (pid_ <= 0) return std::nullopt;
+    kill(pid_, sig);
+    const std::optional<int> status = WaitForExit(pid_, timeout);
+    pid_ = -1;
+    return status;
+  }
+
+ private:
+  ServerProcess(pid_t pid, int stdout_fd) : pid_(pid), stdout_fd_(stdout_fd) {}
+
+  // One line of the child's stdout, without the newline; "" on EOF/timeout.
+  std::string ReadStdoutLine(std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    std::string line;
+    while (true) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) return "";
+      pollfd p{stdout_fd_, POLLIN, 0};
+      const int r = poll(&p, 1, static_cast<int>(left.count()));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return "";
+      char c;
+      const ssize_t n = read(stdout_fd_, &c, 1);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return line;
+      if (c == '\n') return line;
+      line.push_back(c);
+    }
+  }
+
+  pid_t pid_;
+  int stdout_fd_;
+  int port_ = 0;
+};
+
+// ---------------------------------------------------------------------------
+// Minimal protobuf wire format, for the services without generated stubs.
+
+inline void AppendVarint(std::string* out, uint64_t v) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>((v & 0x7F) | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+inline void AppendStringField(std::string* out, uint32_t field, std::string_view value) {
+  AppendVarint(out, (field << 3) | 2);
+  AppendVarint(out, value.size());
+  out->append(value.data(), value.size());
+}
+
+inline grpc::ByteBuffer ToByteBuffer(const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+inline std::string FromByteBuffer(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  std::string out;
+  if (!buffer.Dump(&slices).ok()) return out;
+  for (const grpc::Slice& s : slices) {
+    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return out;
+}
+
+// Waits for the one pending operation on `cq`; true if it was `tag` and ok.
+inline bool Await(grpc::CompletionQueue& cq, void* tag) {
+  void* got = nullptr;
+  bool ok = false;
+  if (!cq.Next(&got, &ok)) return false;
+  return ok && got == tag;
+}
+
+inline void Drain(grpc::CompletionQueue& cq) {
+  cq.Shutdown();
+  void* tag;
+  bool ok;
+  while (cq.Next(&tag, &ok)) {
+  }
+}
+
+// grpc.health.v1.Health/Check. The response's field 1 is the ServingStatus
+// enum: 0 UNKNOWN, 1 SERVING, 2 NOT_SERVING, 3 SERVICE_UNKNOWN.
+struct HealthResult {
+  grpc::Status status;
+  int serving_status = -1;
+};
+
+constexpr int kServing = 1;
+constexpr int kNotServing = 2;
+
+inline HealthResult CheckHealth(const std::shared_ptr<grpc::Channel>& channel,
+                                const std::string& service, std::chrono::milliseconds timeout) {
+  HealthResult result;
+  grpc::GenericStub stub(channel);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + timeout);
+  std::string request;
+  if (!service.empty()) AppendStringField(&request, 1, service);  // HealthCheckRequest.service
+  grpc::ByteBuffer response;
+  {
+    auto call = stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check",
+                                      ToByteBuffer(request), &cq);
+    call->StartCall();
+    int tag = 0;
+    call->Finish(&response, &result.status, &tag);
+    if (!Await(cq, &tag) && result.status.ok()) {
+      result.status = grpc::Status(grpc::StatusCode::UNKNOWN, "completion queue failed");
+    }
+  }
+  Drain(cq);
+  if (!result.status.ok()) return result;
+  google::protobuf::UnknownFieldSet fields;
+  if (!fields.ParseFromString(FromByteBuffer(response))) {
+    result.status = grpc::Status(grpc::StatusCode::INTERNAL, "unparsable HealthCheckResponse");
+    return result;
+  }
+  result.serving_status = 0;  // proto3 default when the field is absent
+  for (int i = 0; i < fields.field_count(); ++i) {
+    const auto& f = fields.field(i);
+    if (f.number() == 1 && f.type() == google::protobuf::UnknownField::TYPE_VARINT) {
+      result.serving_status = static_cast<int>(f.varint());
+    }
+  }
+  return result;
+}
+
+// Lists services through grpc.reflection.v1alpha.ServerReflection (the version
+// gRPC 1.51 serves).
+inline grpc::Status ListServicesByReflection(const std::shared_ptr<grpc::Channel>& channel,
+                                             std::vector<std::string>* services) {
+  grpc::GenericStub stub(channel);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::Status status;
+  grpc::ByteBuffer response;
+  bool got_response = false;
+  {
+    auto call = stub.PrepareCall(
+        &context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+    int start = 0, write = 0, writes_done = 0, read = 0, finish = 0;
+    call->StartCall(&start);
+    bool ok = Await(cq, &start);
+    if (ok) {
+      std::string request;
+      AppendStringField(&request, 7, "");  // list_services (oneof: present even if empty)
+      call->Write(ToByteBuffer(request), &write);
+      ok = Await(cq, &write);
+    }
+    if (ok) {
+      call->WritesDone(&writes_done);
+      ok = Await(cq, &writes_done);
+    }
+    if (ok) {
+      call->Read(&response, &read);
+      got_response = Await(cq, &read);
+    }
+    call->Finish(&status, &finish);
+    Await(cq, &finish);
+  }
+  Drain(cq);
+  if (!status.ok()) return status;
+  if (!got_response) return grpc::Status(grpc::StatusCode::INTERNAL, "no reflection response");
+  google::protobuf::UnknownFieldSet top;
+  if (!top.ParseFromString(FromByteBuffer(response))) {
+    return grpc::Status(grpc::StatusCode::INTERNAL, "unparsable ServerReflectionResponse");
+  }
+  bool listed = false;
+  for (int i = 0; i < top.field_count(); ++i) {
+    const auto& f = top.field(i);
+    if (f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) continue;
+    if (f.number() == 7) {  // error_response
+      return grpc::Status(grpc::StatusCode::INTERNAL, "reflection error_response");
+    }
+    if (f.number() != 6) continue;  // list_services_response
+    listed = true;
+    google::protobuf::UnknownFieldSet list;
+    if (!list.ParseFromString(f.length_delimited())) {
+      return grpc::Status(grpc::StatusCode::INTERNAL, "unparsable ListServiceResponse");
+    }
+    for (int j = 0; j < list.field_count(); ++j) {
+      const auto& s = list.field(j);
+      if (s.number() != 1 || s.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) {
+        continue;
+      }
+      google::protobuf::UnknownFieldSet service;  // ServiceResponse{name = 1}
+      if (!service.ParseFromString(s.length_delimited())) continue;
+      for (int k = 0; k < service.field_count(); ++k) {
+        if (service.field(k).number() == 1 &&
+            service.field(k).type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) {
+          services->push_back(service.field(k).length_delimited());
+        }
+      }
+    }
+  }
+  if (!listed) return grpc::Status(grpc::StatusCode::INTERNAL, "no list_services_response");
+  return grpc::Status::OK;
+}
+
+// Waits until the health service says SERVING.
+inline bool WaitUntilServing(const std::shared_ptr<grpc::Channel>& channel,
+                             std::chrono::milliseconds timeout, std::string* last_error) {
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    const HealthResult h = CheckHealth(channel, "", std::chrono::seconds(2));
+    if (h.status.ok() && h.serving_status == kServing) return true;
+    *last_error = h.status.ok() ? StrCat("serving status ", h.serving_status)
+                                : StrCat("health check: ", h.status.error_message());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+}  // namespace llm::testing
+
+#endif  // LLM_TESTS_SERVER_PROCESS_H_
