@@ -1,46 +1,74 @@
 #!/usr/bin/env bash
-# The main job, on a fresh Debian 12 machine: installs what is missing, builds,
-# fetches the default model (SmolLM2-135M-Instruct), starts the tokenizer
-# service on loopback with the model's vocabulary, waits until it is healthy,
-# and round-trips the prompt through it (text -> ids -> text). Stops the
-# server on exit.
+# The main job, on a fresh Debian 12 machine: installs what is missing, builds
+# the servers and the client, fetches the default model (SmolLM2-135M-Instruct),
+# starts the tokenizer service (vocabulary from the model's GGUF) and the model
+# service on loopback ports picked by the OS, waits until both are healthy, and
+# streams the model's answer to the prompt. Stops both servers on exit.
 #
-# Usage: scripts/run.sh [PROMPT]
+# Usage: scripts/run.sh [PROMPT] [-- LLM_GENERATE_FLAGS...]
+#   scripts/run.sh
+#   scripts/run.sh "Write a haiku about the sea." -- --temperature 0.8 --seed 3
 #
-# The model service (issue 3) and streamed generation (issue 4) will join this
-# script; until then it demonstrates the tokenizer service.
+# The answer is greedy (--temperature 0) unless flags say otherwise, so the
+# default question gets the same, checkable answer every time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PROMPT=${1:-"What is the capital of France? Answer in one word."}
+PROMPT="What is the capital of France? Answer in one word."
+if [[ $# -gt 0 && $1 != "--" ]]; then PROMPT=$1; shift; fi
+[[ ${1:-} == "--" ]] && shift
 MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
 step() { printf '== %s\n' "$*" >&2; }
 
-step "1/4 installing missing Debian packages (first run only)"
+step "1/5 installing missing Debian packages (first run only)"
 bash scripts/setup.sh >&2
-step "2/4 building (first run: a few minutes on 2 cores)"
+step "2/5 building tokenizer_server, model_server and llm (first run: a few minutes on 2 cores)"
 cmake --preset default >/dev/null
-cmake --build --preset default -j"$(nproc)" --target tokenizer_server llm >&2
-step "3/4 fetching the default model"
+cmake --build --preset default -j"$(nproc)" --target tokenizer_server model_server llm >&2
+step "3/5 fetching the default model"
 bash scripts/fetch-model.sh >&2
 
-step "4/4 starting tokenizer_server on loopback"
-log=$(mktemp)
-build/bin/tokenizer_server --vocab "$MODEL" --listen 127.0.0.1:0 >"$log" 2>&1 &
-server=$!
-trap 'kill -TERM $server 2>/dev/null; wait $server 2>/dev/null; rm -f "$log"' EXIT
-port=""
-for _ in $(seq 1 100); do
-  port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$log")
-  [[ -n $port ]] && break
-  kill -0 $server 2>/dev/null || { cat "$log" >&2; exit 1; }
-  sleep 0.1
-done
-[[ -n $port ]] || { echo "tokenizer_server did not start" >&2; cat "$log" >&2; exit 1; }
-echo "tokenizer_server: serving $MODEL on 127.0.0.1:$port" >&2
+step "4/5 starting the tokenizer and model services on loopback"
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
-json=$(python3 -c 'import json,sys; print(json.dumps({"text": sys.argv[1]}))' "$PROMPT")
-ids=$(echo "$json" | build/bin/llm tokenize --server "127.0.0.1:$port")
-echo "prompt: $PROMPT"
-echo "tokens: $ids"
-echo "decoded: $(echo "$ids" | build/bin/llm detokenize --server "127.0.0.1:$port")"
+# Starts a server on 127.0.0.1:0 in the background and sets $port from its
+# "listening on port N" line on stdout. Its stderr goes to $tmp/NAME.log. (Not
+# run in a $(...) subshell, so that the trap knows its pid.)
+start() {
+  local name=$1; shift
+  build/bin/"$name" --listen 127.0.0.1:0 "$@" >"$tmp/$name.out" 2>"$tmp/$name.log" &
+  local pid=$!
+  pids+=("$pid")
+  port=""
+  for _ in $(seq 1 300); do
+    port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/$name.out")
+    [[ -n $port ]] && return 0
+    kill -0 "$pid" 2>/dev/null || { cat "$tmp/$name.log" >&2; echo "$name exited" >&2; exit 1; }
+    sleep 0.1
+  done
+  cat "$tmp/$name.log" >&2
+  echo "$name did not start" >&2
+  exit 1
+}
+start tokenizer_server --vocab "$MODEL"
+tok=127.0.0.1:$port
+start model_server --model "$MODEL"
+model=127.0.0.1:$port
+if ! build/bin/llm health --tokenizer "$tok" --model "$model" --wait 120 >"$tmp/health" 2>&1; then
+  cat "$tmp/health" "$tmp"/*.log >&2
+  exit 1
+fi
+echo "tokenizer_server on $tok, model_server on $model: both SERVING" >&2
+
+step "5/5 generating"
+echo "> $PROMPT" >&2
+build/bin/llm generate --tokenizer "$tok" --model "$model" --prompt "$PROMPT" \
+  --temperature 0 --max-tokens 128 "$@"

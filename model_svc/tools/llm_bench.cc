@@ -141,6 +141,7 @@ int main(int argc, char** argv) {
     std::vector<std::vector<int32_t>> tokens(count);
     for (auto& t : tokens) t = random_tokens(n);
     std::vector<std::thread> threads;
+    const int64_t steps_before = (*engine)->Stats().steps;
     const absl::Time start = absl::Now();
     for (int s = 0; s < count; ++s) {
       threads.emplace_back([&, s] {
@@ -160,6 +161,9 @@ int main(int argc, char** argv) {
     for (std::thread& t : threads) t.join();
     const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
     out["aggregate_decode_tok_s"][value] = std::round(count * n / seconds * 100) / 100;
+    // Mean tokens per forward step: how well the step loop batched them.
+    out["aggregate_tokens_per_step"][value] =
+        std::round(10.0 * count * n / ((*engine)->Stats().steps - steps_before)) / 10;
   }
   out["model"] = options.model_path;
   out["threads"] = options.threads > 0 ? options.threads : llm::cpu::AvailableCores();

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""End-to-end benchmark: generation through both gRPC services (tokenizer_server,
+model_server, `llm generate`) against the in-process engine (build/bin/llm-bench)
+with the same number of threads.
+
+    python3 bench/e2e_bench.py [--threads 2] [--repetitions 5] [-n 128] [-p 512]
+
+Decode: `llm generate --raw --ignore-eos --temperature 0 --max-tokens n+1`
+reports tokens/s over the n decode steps after the first token (prompt
+prefilled, each step = DecodeStream request -> logits -> client sampler ->
+detokenize); llm-bench's tg test runs n decode steps in process. The ratio
+(e2e / in-process, medians) is the cost of the services; the target is >= 0.95.
+Also measured: greedy with full float32 and float16 logits instead of the
+default top-1, and the tokenizer DecodeStream detokenizer instead of the
+cached one.
+
+TTFT: a prompt of p tokens (from tests/data/lighthouses.txt, different in each
+repetition so that no prefix cache helps), `llm generate --max-tokens 1`:
+the time from the command's start of work (before Encode) to the first token,
+beside the in-process prefill time of p tokens (p / llm-bench's pp rate).
+
+Runs alternate (in-process, e2e, in-process, ...) so that other load on the
+machine hits both sides alike. Prints a table and writes build/bench/e2e.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = ROOT / "build" / "bin"
+OUT = ROOT / "build" / "bench"
+MODEL = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def log(msg: str) -> None:
+    print(f"e2e_bench: {msg}", file=sys.stderr, flush=True)
+
+
+def start(name: str, flags: list[str]) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([str(BIN / name), "--listen", "127.0.0.1:0", *flags],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    m = re.search(r"listening on port (\d+)", proc.stdout.readline())
+    if not m:
+        proc.kill()
+        sys.exit(f"e2e_bench: {name} did not start")
+    return proc, f"127.0.0.1:{m.group(1)}"
+
+
+def llm_generate(addrs: tuple[str, str], prompt: str, flags: list[str]) -> dict:
+    r = subprocess.run([str(BIN / "llm"), "generate", "--tokenizer", addrs[0], "--model", addrs[1],
+                        "--raw", "--json", "--prompt", prompt, *flags],
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        sys.exit(f"e2e_bench: llm generate failed: {r.stderr}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def llm_bench(threads: int, p: int, n: int, reps: int) -> dict:
+    r = subprocess.run([str(BIN / "llm-bench"), "--model", str(MODEL), "--threads", str(threads),
+                        "-p", str(p), "-n", str(n), "--repetitions", str(reps)],
+                       capture_output=True, text=True, timeout=900)
+    if r.returncode != 0:
+        sys.exit(f"e2e_bench: llm-bench failed: {r.stderr}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def prompt_of_tokens(addrs: tuple[str, str], p: int, prefix: str) -> str:
+    """`prefix` and the start of lighthouses.txt, cut to p token ids."""
+    text = (ROOT / "tests" / "data" / "lighthouses.txt").read_text()
+    while len(text) < 8 * p:
+        text += "\n" + text
+    tok = subprocess.run([str(BIN / "llm"), "tokenize", "--server", addrs[0]],
+                         input=json.dumps({"text": prefix + text}) + "\n", capture_output=True,
+                         text=True, check=True)
+    ids = json.loads(tok.stdout)["ids"][:p]
+    detok = subprocess.run([str(BIN / "llm"), "detokenize", "--server", addrs[0]],
+                           input=json.dumps({"ids": ids}) + "\n", capture_output=True, text=True,
+                           check=True)
+    return json.loads(detok.stdout)["text"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--repetitions", type=int, default=5)
+    ap.add_argument("-n", type=int, default=128, help="decode steps")
+    ap.add_argument("-p", type=int, default=512, help="prompt tokens for TTFT")
+    args = ap.parse_args()
+    for b in ("tokenizer_server", "model_server", "llm", "llm-bench"):
+        if not (BIN / b).exists():
+            sys.exit(f"e2e_bench: build/bin/{b} missing: cmake --build --preset default")
+    if not MODEL.exists():
+        sys.exit("e2e_bench: model missing: scripts/fetch-model.sh")
+    log(f"load average before: {os.getloadavg()[0]:.2f}")
+
+    tok_proc, tok_addr = start("tokenizer_server", ["--vocab", str(MODEL)])
+    model_proc, model_addr = start("model_server", ["--model", str(MODEL), "--threads",
+                                                    str(args.threads)])
+    addrs = (tok_addr, model_addr)
+    try:
+        subprocess.run([str(BIN / "llm"), "health", "--tokenizer", tok_addr, "--model", model_addr,
+                        "--wait", "120"], check=True, capture_output=True)
+        short = "Once upon a time, in a small village by the sea,"
+        decode_flags = ["--ignore-eos", "--temperature", "0", "--max-tokens", str(args.n + 1)]
+        variants = {
+            "e2e greedy (top-1 logits)": [],
+            "e2e greedy, full fp32 logits": ["--logits", "full"],
+            "e2e greedy, fp16 logits": ["--logits", "fp16"],
+            "e2e greedy, DecodeStream detokenizer": ["--detokenize", "stream"],
+            "e2e sampled (T 0.8, top-k 40: top-40 logits)": ["--temperature", "0.8", "--seed", "1"],
+        }
+        log("warm-up")
+        llm_generate(addrs, short, decode_flags)
+        engine_rates: list[float] = []
+        rates: dict[str, list[float]] = {k: [] for k in variants}
+        for rep in range(args.repetitions):
+            log(f"decode repetition {rep + 1}/{args.repetitions}")
+            engine_rates.append(llm_bench(args.threads, 0, args.n, 1)["decode_tok_s"])
+            for name, extra in variants.items():
+                rates[name].append(llm_generate(addrs, short, decode_flags + extra)
+                                   ["tokens_per_second"])
+        log(f"TTFT with a {args.p}-token prompt")
+        ttft, prompt_tokens = [], 0
+        for rep in range(args.repetitions):
+            long_prompt = prompt_of_tokens(addrs, args.p, f"Run {rep}. ")
+            s = llm_generate(addrs, long_prompt, ["--temperature", "0", "--max-tokens", "1"])
+            ttft.append(s["time_to_first_token_ms"])
+            prompt_tokens = s["prompt_tokens"]
+        pp = llm_bench(args.threads, args.p, 0, args.repetitions)["prefill_tok_s"]
+    finally:
+        for proc in (tok_proc, model_proc):
+            proc.terminate()
+            proc.wait(timeout=30)
+
+    engine = statistics.median(engine_rates)
+    rows = []
+    print(f"\nEnd-to-end decode, SmolLM2-135M Q4_1, {args.threads} threads, {args.n} tokens "
+          f"(medians of {args.repetitions})\n")
+    print(f"| {'path':<46} | {'tok/s':>7} | {'vs in-process':>13} |")
+    print(f"|{'-' * 48}|{'-' * 9}|{'-' * 15}|")
+    print(f"| {'in-process engine (llm-bench tg)':<46} | {engine:7.1f} | {1.0:13.3f} |")
+    for name, values in rates.items():
+        m = statistics.median(values)
+        rows.append({"path": name, "tok_s": m, "ratio": m / engine, "runs": values})
+        print(f"| {name:<46} | {m:7.1f} | {m / engine:13.3f} |")
+    ttft_ms = statistics.median(ttft)
+    in_process_ms = 1000.0 * args.p / pp
+    print(f"\nTime to first token, {prompt_tokens}-token prompt: {ttft_ms:.1f} ms end to end "
+          f"(in-process prefill of {args.p} tokens: {in_process_ms:.1f} ms at {pp:.0f} tok/s)")
+    ratio = rows[0]["ratio"]
+    print(f"\nratio e2e / in-process (default greedy path): {ratio:.3f} "
+          f"({'meets' if ratio >= 0.95 else 'below'} the 0.95 target)")
+    OUT.mkdir(parents=True, exist_ok=True)
+    result = {
+        "model": str(MODEL.relative_to(ROOT)), "threads": args.threads, "n": args.n,
+        "repetitions": args.repetitions, "in_process_decode_tok_s": engine,
+        "in_process_runs": engine_rates, "e2e": rows, "ratio": ratio,
+        "ttft_prompt_tokens": prompt_tokens, "ttft_ms": ttft_ms, "ttft_runs": ttft,
+        "in_process_prefill_tok_s": pp, "in_process_prefill_ms": in_process_ms,
+        "load_average_after": os.getloadavg()[0], "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    (OUT / "e2e.json").write_text(json.dumps(result, indent=2) + "\n")
+    log(f"wrote {OUT / 'e2e.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,388 @@
+#include "client/generate_cmd.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/flags/flag.h"
+#include "absl/time/clock.h"
+#include "client/chat_session.h"
+#include "client/chat_template.h"
+#include "client/generator.h"
+#include "client/health.h"
+#include "common/strings.h"
+
+ABSL_FLAG(std::string, tokenizer, "127.0.0.1:50051", "generate/chat/health: tokenizer service address.");
+ABSL_FLAG(std::string, model, "127.0.0.1:50052", "generate/chat/health: model service address.");
+ABSL_FLAG(std::string, prompt, "",
+          "generate: the prompt (the user message in chat mode). Empty: read stdin.");
+ABSL_FLAG(std::string, system, "",
+          "generate/chat: system message (default: the template's own, if it has one).");
+ABSL_FLAG(int, max_tokens, 256, "generate/chat: most tokens to generate per answer (>= 1).");
+ABSL_FLAG(double, temperature, 0.8, "generate/chat: sampling temperature; 0 = greedy.");
+ABSL_FLAG(int, top_k, 40, "generate/chat: keep the k most probable tokens; 0 = off.");
+ABSL_FLAG(double, top_p, 0.95, "generate/chat: nucleus sampling, in (0, 1]; 1 = off.");
+ABSL_FLAG(double, min_p, 0.05, "generate/chat: keep tokens with p >= min_p * p_max; 0 = off.");
+ABSL_FLAG(double, repeat_penalty, 1.0,
+          "generate/chat: repetition penalty over the last 64 tokens (> 0; 1 = off).");
+ABSL_FLAG(int64_t, seed, -1,
+          "generate/chat: random seed (>= 0 makes a run reproducible; -1: a random one). Chat "
+          "turn i uses seed + i.");
+ABSL_FLAG(std::vector<std::string>, stop, {},
+          "generate/chat: stop string (repeat the flag for several); never printed.");
+ABSL_FLAG(bool, chat, false,
+          "generate: format the prompt with the model's chat template (the default when the "
+          "model has a ChatML or Llama-3 template).");
+ABSL_FLAG(bool, raw, false, "generate/chat: no chat template: the prompt is the model's input.");
+ABSL_FLAG(bool, json, false,
+          "generate/chat: one JSON object per token {\"text\",\"token\",\"logprob\"} and a "
+          "summary {\"tokens\",\"prompt_tokens\",\"time_to_first_token_ms\","
+          "\"tokens_per_second\",\"stop_reason\"} per answer.");
+ABSL_FLAG(std::string, logits, "auto",
+          "generate/chat: logits encoding: auto (the cheapest exact one), full, fp16 or "
+          "top-n:N.");
+ABSL_FLAG(double, timeout, 60, "generate/chat/health: deadline of each call, in seconds.");
+ABSL_FLAG(std::string, detokenize, "cached",
+          "generate/chat: 'cached' (each token's bytes fetched once with the tokenizer's "
+          "Decode, then decoded here) or 'stream' (the tokenizer's DecodeStream, one request "
+          "per token).");
+ABSL_FLAG(bool, ignore_eos, false, "generate/chat: do not stop at EOS / EOT (benchmarks).");
+ABSL_FLAG(double, wait, 0,
+          "health: wait up to this many seconds for both services to be SERVING.");
+
+namespace llm::cli {
+namespace {
+
+using client::ChatSession;
+using client::ChatTemplate;
+using client::GenerateParams;
+using client::GenerateResult;
+using client::Generator;
+using client::TokenEvent;
+
+// The generator whose generation Ctrl-C cancels (null when none runs).
+std::atomic<Generator*> active_generator{nullptr};
+
+void OnInterrupt(int) {
+  Generator* g = active_generator.load();
+  if (g != nullptr && !g->cancel_requested()) {
+    g->Cancel();  // first Ctrl-C: end the answer
+    return;
+  }
+  static const char kNewline[] = "\n";
+  (void)!write(STDERR_FILENO, kNewline, 1);
+  _exit(130);  // second Ctrl-C, or none running
+}
+
+void InstallInterruptHandler() {
+  struct sigaction sa = {};
+  sa.sa_handler = OnInterrupt;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+void Fail(const absl::Status& status) {
+  std::fprintf(stderr, "llm: %s\n", std::string(status.message()).c_str());
+}
+
+// Sampling and stopping from the flags; InvalidArgument for bad values.
+absl::StatusOr<GenerateParams> ParamsFromFlags(const std::vector<std::string>& stop) {
+  GenerateParams p;
+  p.sampling.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
+  p.sampling.top_k = absl::GetFlag(FLAGS_top_k);
+  p.sampling.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
+  p.sampling.min_p = static_cast<float>(absl::GetFlag(FLAGS_min_p));
+  p.sampling.repetition_penalty = static_cast<float>(absl::GetFlag(FLAGS_repeat_penalty));
+  const int64_t seed = absl::GetFlag(FLAGS_seed);
+  if (seed < -1) return absl::InvalidArgumentError(StrCat("--seed must be >= -1, got ", seed));
+  p.sampling.seed = seed >= 0 ? static_cast<uint64_t>(seed)
+                              : (static_cast<uint64_t>(std::random_device()()) << 32) |
+                                    std::random_device()();
+  p.max_tokens = absl::GetFlag(FLAGS_max_tokens);
+  p.stop = stop;
+  p.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
+  if (absl::Status s = client::ValidateParams(p); !s.ok()) {
+    return absl::InvalidArgumentError(
+        StrCat(s.message(), " (--temperature >= 0, --top-k >= 0, --top-p in (0, 1], "
+                            "--min-p in [0, 1], --max-tokens >= 1, --stop non-empty)"));
+  }
+  return p;
+}
+
+absl::StatusOr<client::ClientOptions> OptionsFromFlags() {
+  client::ClientOptions o;
+  o.tokenizer_address = absl::GetFlag(FLAGS_tokenizer);
+  o.model_address = absl::GetFlag(FLAGS_model);
+  const double timeout = absl::GetFlag(FLAGS_timeout);
+  if (!(timeout > 0)) {
+    return absl::InvalidArgumentError(StrCat("--timeout must be > 0 seconds, got ", timeout));
+  }
+  o.rpc_timeout = absl::Seconds(timeout);
+  auto mode = client::ParseLogitsMode(absl::GetFlag(FLAGS_logits));
+  if (!mode.ok()) return absl::InvalidArgumentError(StrCat("--logits: ", mode.status().message()));
+  o.logits = *mode;
+  const std::string detokenize = absl::GetFlag(FLAGS_detokenize);
+  if (detokenize == "stream") {
+    o.detokenize = client::ClientOptions::Detokenize::kDecodeStream;
+  } else if (detokenize != "cached") {
+    return absl::InvalidArgumentError(
+        StrCat("--detokenize must be 'cached' or 'stream', got '", detokenize, "'"));
+  }
+  return o;
+}
+
+// Prints one generation's events (plain text or JSON lines) and its summary.
+class Printer {
+ public:
+  explicit Printer(bool json) : json_(json) {}
+
+  void Begin() {
+    start_ = absl::Now();
+    first_.reset();
+    ends_with_newline_ = true;
+    printed_ = false;
+  }
+
+  void OnToken(const TokenEvent& e) {
+    if (e.token >= 0 && !first_) first_ = absl::Now();
+    if (json_) {
+      nlohmann::json j;
+      j["text"] = std::string(e.text);
+      if (e.token >= 0) {
+        j["token"] = e.token;
+        j["logprob"] = e.logprob;
+      } else {
+        j["token"] = nullptr;
+        j["logprob"] = nullptr;
+      }
+      WriteLine(j);
+      return;
+    }
+    if (e.text.empty()) return;
+    std::fwrite(e.text.data(), 1, e.text.size(), stdout);
+    std::fflush(stdout);
+    ends_with_newline_ = e.text.back() == '\n';
+    printed_ = true;
+  }
+
+  void End(const GenerateResult& r) {
+    const double ttft_ms =
+        absl::ToDoubleMilliseconds((first_ ? *first_ : absl::Now()) - start_);
+    if (json_) {
+      nlohmann::json j;
+      j["tokens"] = r.tokens.size();
+      j["prompt_tokens"] = r.prompt_tokens;
+      j["time_to_first_token_ms"] = ttft_ms;
+      j["tokens_per_second"] = r.tokens_per_second();
+      j["stop_reason"] = std::string(client::StopReasonName(r.stop_reason));
+      j["session_rebuilds"] = r.session_rebuilds;
+      WriteLine(j);
+      return;
+    }
+    if (!ends_with_newline_ || !printed_) std::fputc('\n', stdout);
+    std::fflush(stdout);
+    if (isatty(STDERR_FILENO)) {
+      std::fprintf(stderr, "[%zu tokens, %.1f tok/s, first token %.0f ms, stop: %s]\n",
+                   r.tokens.size(), r.tokens_per_second(), ttft_ms,
+                   std::string(client::StopReasonName(r.stop_reason)).c_str());
+    }
+  }
+
+ private:
+  static void WriteLine(const nlohmann::json& j) {
+    const std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    std::fwrite(s.data(), 1, s.size(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  }
+
+  const bool json_;
+  absl::Time start_;
+  std::optional<absl::Time> first_;
+  bool ends_with_newline_ = true;
+  bool printed_ = false;
+};
+
+// The template to use: raw with --raw; otherwise the model's (chat mode is
+// the default when it has a known one). --chat with no known template is an
+// error (exit 2).
+absl::StatusOr<ChatTemplate> ChooseTemplate(const Generator& g) {
+  if (absl::GetFlag(FLAGS_raw)) return ChatTemplate::Raw();
+  const std::string& text = g.tokenizer_info().chat_template();
+  ChatTemplate t = ChatTemplate::Detect(text);
+  if (t.kind() == ChatTemplate::Kind::kRaw) {
+    if (absl::GetFlag(FLAGS_chat)) {
+      return absl::InvalidArgumentError(
+          text.empty() ? "--chat: the model has no chat template"
+                       : "--chat: the model's chat template is neither ChatML nor Llama-3");
+    }
+    if (!text.empty()) {
+      std::fprintf(stderr, "llm: unknown chat template format; using raw mode\n");
+    }
+  }
+  return t;
+}
+
+// Connects, or prints why not. Exit status in *exit_code on failure.
+std::unique_ptr<Generator> ConnectOrFail(int* exit_code) {
+  absl::StatusOr<client::ClientOptions> options = OptionsFromFlags();
+  if (!options.ok()) {
+    Fail(options.status());
+    *exit_code = 2;
+    return nullptr;
+  }
+  absl::StatusOr<std::unique_ptr<Generator>> g = Generator::Connect(*options);
+  if (!g.ok()) {
+    Fail(g.status());
+    *exit_code = 1;
+    return nullptr;
+  }
+  return std::move(*g);
+}
+
+bool ReadAll(std::FILE* in, std::string* out) {
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), in)) > 0) out->append(buf, n);
+  return !std::ferror(in);
+}
+
+}  // namespace
+
+int RunGenerate(const std::vector<std::string>& stop) {
+  if (absl::GetFlag(FLAGS_chat) && absl::GetFlag(FLAGS_raw)) {
+    std::fprintf(stderr, "llm generate: give --chat or --raw, not both\n");
+    return 2;
+  }
+  absl::StatusOr<GenerateParams> params = ParamsFromFlags(stop);
+  if (!params.ok()) {
+    Fail(params.status());
+    return 2;
+  }
+  std::string prompt = absl::GetFlag(FLAGS_prompt);
+  if (prompt.empty()) {
+    if (isatty(STDIN_FILENO) || !ReadAll(stdin, &prompt) || prompt.empty()) {
+      std::fprintf(stderr, "llm generate: --prompt TEXT is required (or a prompt on stdin)\n");
+      return 2;
+    }
+  }
+  int exit_code = 0;
+  std::unique_ptr<Generator> g = ConnectOrFail(&exit_code);
+  if (g == nullptr) return exit_code;
+  absl::StatusOr<ChatTemplate> tmpl = ChooseTemplate(*g);
+  if (!tmpl.ok()) {
+    Fail(tmpl.status());
+    return 2;
+  }
+  Printer printer(absl::GetFlag(FLAGS_json));
+  const auto on_token = [&](const TokenEvent& e) { printer.OnToken(e); };
+  InstallInterruptHandler();
+  active_generator.store(g.get());
+  printer.Begin();
+  absl::StatusOr<GenerateResult> result;
+  if (tmpl->kind() == ChatTemplate::Kind::kRaw) {
+    client::Session session;
+    client::EncodeOptions encode;
+    encode.add_bos = g->tokenizer_info().add_bos();
+    absl::StatusOr<std::vector<int32_t>> ids = g->Encode(prompt, encode);
+    result = ids.ok() ? g->Generate(session, *ids, *params, on_token)
+                      : absl::StatusOr<GenerateResult>(ids.status());
+    g->Release(session).IgnoreError();
+  } else {
+    ChatSession chat(*g, *tmpl, absl::GetFlag(FLAGS_system));
+    result = chat.Send(prompt, *params, on_token);
+    chat.ReleaseSession().IgnoreError();
+  }
+  active_generator.store(nullptr);
+  if (!result.ok()) {
+    Fail(result.status());
+    return absl::IsInvalidArgument(result.status()) ? 2 : 1;
+  }
+  printer.End(*result);
+  return 0;
+}
+
+int RunChat(const std::vector<std::string>& stop) {
+  absl::StatusOr<GenerateParams> params = ParamsFromFlags(stop);
+  if (!params.ok()) {
+    Fail(params.status());
+    return 2;
+  }
+  int exit_code = 0;
+  std::unique_ptr<Generator> g = ConnectOrFail(&exit_code);
+  if (g == nullptr) return exit_code;
+  absl::StatusOr<ChatTemplate> tmpl = ChooseTemplate(*g);
+  if (!tmpl.ok()) {
+    Fail(tmpl.status());
+    return 2;
+  }
+  const bool interactive = isatty(STDIN_FILENO);
+  if (interactive) {
+    std::fprintf(stderr,
+                 "llm chat: %s (%s template). One message per line; Ctrl-C stops an answer, "
+                 "Ctrl-C again or Ctrl-D quits.\n",
+                 g->model_info().name().c_str(), std::string(tmpl->name()).c_str());
+  }
+  Printer printer(absl::GetFlag(FLAGS_json));
+  const auto on_token = [&](const TokenEvent& e) { printer.OnToken(e); };
+  InstallInterruptHandler();
+  ChatSession chat(*g, *tmpl, absl::GetFlag(FLAGS_system));
+  const uint64_t seed = params->sampling.seed;
+  std::string line;
+  int turn = 0;
+  while (true) {
+    if (interactive) {
+      std::fputs("> ", stdout);
+      std::fflush(stdout);
+    }
+    if (!std::getline(std::cin, line)) break;
+    if (line.empty()) continue;
+    params->sampling.seed = seed + static_cast<uint64_t>(turn++);
+    g->ClearCancel();
+    active_generator.store(g.get());
+    printer.Begin();
+    absl::StatusOr<GenerateResult> result = chat.Send(line, *params, on_token);
+    active_generator.store(nullptr);
+    if (!result.ok()) {
+      Fail(result.status());
+      exit_code = 1;
+      continue;
+    }
+    printer.End(*result);
+  }
+  if (interactive) std::fputc('\n', stdout);
+  chat.ReleaseSession().IgnoreError();
+  return exit_code;
+}
+
+int RunHealth() {
+  const absl::Duration wait = absl::Seconds(std::max(0.0, absl::GetFlag(FLAGS_wait)));
+  int exit_code = 0;
+  for (const auto& [name, address] :
+       {std::pair<std::string, std::string>{"tokenizer", absl::GetFlag(FLAGS_tokenizer)},
+        std::pair<std::string, std::string>{"model", absl::GetFlag(FLAGS_model)}}) {
+    absl::Status s = client::WaitUntilServing(address, wait);
+    if (s.ok()) {
+      std::printf("%s %s: SERVING\n", name.c_str(), address.c_str());
+    } else {
+      std::printf("%s %s: NOT SERVING (%s)\n", name.c_str(), address.c_str(),
+                  std::string(s.message()).c_str());
+      exit_code = 1;
+    }
+  }
+  return exit_code;
+}
+
+}  // namespace llm::cli

@@ -1,0 +1,522 @@
+#include "client/generator.h"
+
+#include <algorithm>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "client/async_call.h"
+#include "client/stop_strings.h"
+#include "client/utf8_text.h"
+#include "common/grpc/grpc_status.h"
+#include "common/status_macros.h"
+#include "common/strings.h"
+#include "sampler/rng.h"
+
+namespace llm::client {
+namespace {
+
+using ModelStream = internal::BidiStream<v1::DecodeTokenRequest, v1::DecodeTokenResponse>;
+using TokenizerStream = internal::BidiStream<v1::DecodeStreamRequest, v1::DecodeStreamResponse>;
+
+// Lost sessions rebuilt within one generation before giving up (a server that
+// keeps losing the session has another problem).
+constexpr int kMaxRebuildsPerCall = 4;
+constexpr absl::Duration kCancelPoll = absl::Milliseconds(20);
+constexpr absl::Duration kFirstBackoff = absl::Milliseconds(100);
+constexpr absl::Duration kMaxBackoff = absl::Seconds(1);
+
+std::shared_ptr<grpc::Channel> NewChannel(const std::string& address) {
+  grpc::ChannelArguments args;
+  // Loopback and cluster peers come back fast: retry connecting often.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetMaxReceiveMessageSize(64 << 20);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+// A session-losing failure: the session is gone (NOT_FOUND) or the server
+// went away or is restarting (UNAVAILABLE; a server shutting down cancels
+// its streams, CANCELLED, which this client never causes on its own).
+bool IsRecoverable(const absl::Status& s) {
+  return absl::IsNotFound(s) || absl::IsUnavailable(s) || absl::IsCancelled(s);
+}
+
+absl::Status WithContext(const absl::Status& s, std::string_view what) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), StrCat(what, ": ", s.message()));
+}
+
+}  // namespace
+
+absl::Status ValidateParams(const GenerateParams& params) {
+  LLM_RETURN_IF_ERROR(sampler::Validate(params.sampling));
+  if (params.max_tokens < 1) {
+    return absl::InvalidArgumentError(
+        StrCat("max_tokens must be >= 1, got ", params.max_tokens));
+  }
+  return ValidateStopStrings(params.stop);
+}
+
+std::string_view StopReasonName(StopReason reason) {
+  switch (reason) {
+    case StopReason::kEos:
+      return "eos";
+    case StopReason::kStopString:
+      return "stop";
+    case StopReason::kMaxTokens:
+      return "length";
+    case StopReason::kCancelled:
+      return "cancelled";
+  }
+  return "unknown";
+}
+
+double GenerateResult::tokens_per_second() const {
+  const double seconds = absl::ToDoubleSeconds(decode_time);
+  if (tokens.size() < 2 || seconds <= 0) return 0.0;
+  return static_cast<double>(tokens.size() - 1) / seconds;
+}
+
+Generator::Generator(const ClientOptions& options) : options_(options) {}
+Generator::~Generator() = default;
+
+absl::StatusOr<std::unique_ptr<Generator>> Generator::Connect(const ClientOptions& options) {
+  std::unique_ptr<Generator> g(new Generator(options));
+  LLM_RETURN_IF_ERROR(g->Init());
+  return g;
+}
+
+std::unique_ptr<grpc::ClientContext> Generator::NewContext() const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+  return context;
+}
+
+absl::Status Generator::Init() {
+  tokenizer_channel_ = NewChannel(options_.tokenizer_address);
+  model_channel_ = NewChannel(options_.model_address);
+  tokenizer_ = v1::Tokenizer::NewStub(tokenizer_channel_);
+  model_ = v1::Model::NewStub(model_channel_);
+
+  // Info from one service; a server that answers UNAVAILABLE over a live
+  // connection is loading, and is waited for.
+  const auto info = [&](const std::shared_ptr<grpc::Channel>& channel, std::string_view name,
+                        const std::string& address,
+                        const std::function<grpc::Status(grpc::ClientContext*)>& call) {
+    const absl::Time give_up = absl::Now() + options_.reconnect_timeout;
+    while (true) {
+      auto context = NewContext();
+      const grpc::Status s = call(context.get());
+      if (s.ok()) return absl::OkStatus();
+      if (s.error_code() == grpc::StatusCode::UNAVAILABLE &&
+          channel->GetState(false) == GRPC_CHANNEL_READY && absl::Now() < give_up) {
+        absl::SleepFor(absl::Milliseconds(200));
+        continue;
+      }
+      if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+          s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+        return absl::UnavailableError(
+            StrCat("cannot reach the ", name, " service at ", address, ": ", s.error_message()));
+      }
+      return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                          StrCat(name, " service at ", address, ": ", s.error_message()));
+    }
+  };
+  LLM_RETURN_IF_ERROR(info(tokenizer_channel_, "tokenizer", options_.tokenizer_address,
+                           [&](grpc::ClientContext* c) {
+                             return tokenizer_->Info(c, v1::InfoRequest(), &tokenizer_info_);
+                           }));
+  LLM_RETURN_IF_ERROR(info(model_channel_, "model", options_.model_address,
+                           [&](grpc::ClientContext* c) {
+                             return model_->Info(c, v1::ModelInfoRequest(), &model_info_);
+                           }));
+  if (tokenizer_info_.vocab_size() > model_info_.vocab_size()) {
+    return absl::FailedPreconditionError(
+        StrCat("the tokenizer at ", options_.tokenizer_address, " has ",
+               tokenizer_info_.vocab_size(), " tokens but the model at ", options_.model_address,
+               " only ", model_info_.vocab_size(), ": not the same vocabulary"));
+  }
+  if (tokenizer_info_.has_eos_id()) end_ids_.push_back(static_cast<int32_t>(tokenizer_info_.eos_id()));
+  if (tokenizer_info_.has_eot_id() &&
+      std::find(end_ids_.begin(), end_ids_.end(), tokenizer_info_.eot_id()) == end_ids_.end()) {
+    end_ids_.push_back(static_cast<int32_t>(tokenizer_info_.eot_id()));
+  }
+  token_bytes_ = std::make_unique<TokenBytesCache>([this](int32_t id) {
+    const int32_t ids[] = {id};
+    return Decode(ids);
+  });
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int32_t>> Generator::Encode(std::string_view text,
+                                                       const EncodeOptions& options) {
+  v1::EncodeRequest request;
+  request.set_text(std::string(text));
+  request.mutable_options()->set_allow_all_special(options.allow_special);
+  request.mutable_options()->set_add_bos(options.add_bos && tokenizer_info_.has_bos_id());
+  v1::EncodeResponse response;
+  auto context = NewContext();
+  const grpc::Status s = tokenizer_->Encode(context.get(), request, &response);
+  if (!s.ok()) {
+    return WithContext(FromGrpcStatus(s),
+                       StrCat("tokenizer service at ", options_.tokenizer_address));
+  }
+  return std::vector<int32_t>(response.ids().begin(), response.ids().end());
+}
+
+absl::StatusOr<std::string> Generator::Decode(std::span<const int32_t> ids) {
+  v1::DecodeRequest request;
+  for (int32_t id : ids) request.add_ids(static_cast<uint32_t>(id));
+  v1::DecodeResponse response;
+  auto context = NewContext();
+  const grpc::Status s = tokenizer_->Decode(context.get(), request, &response);
+  if (!s.ok()) {
+    return WithContext(FromGrpcStatus(s),
+                       StrCat("tokenizer service at ", options_.tokenizer_address));
+  }
+  return response.text();
+}
+
+absl::Status Generator::Release(Session& session) {
+  absl::Status result;
+  if (!session.id.empty()) {
+    v1::ReleaseRequest request;
+    request.set_session_id(session.id);
+    v1::ReleaseResponse response;
+    auto context = NewContext();
+    const grpc::Status s = model_->Release(context.get(), request, &response);
+    if (!s.ok() && s.error_code() != grpc::StatusCode::NOT_FOUND) {
+      result = WithContext(FromGrpcStatus(s), StrCat("model service at ", options_.model_address));
+    }
+  }
+  session = Session();
+  return result;
+}
+
+absl::StatusOr<v1::ListSessionsResponse> Generator::ListSessions() {
+  v1::ListSessionsResponse response;
+  auto context = NewContext();
+  const grpc::Status s = model_->ListSessions(context.get(), v1::ListSessionsRequest(), &response);
+  if (!s.ok()) {
+    return WithContext(FromGrpcStatus(s), StrCat("model service at ", options_.model_address));
+  }
+  return response;
+}
+
+grpc::Status Generator::PrefillOnce(const v1::PrefillRequest& request,
+                                    v1::PrefillResponse* response) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+  grpc::CompletionQueue queue;
+  grpc::Status status;
+  {
+    auto call = model_->PrepareAsyncPrefill(&context, request, &queue);
+    call->StartCall();
+    int tag = 0;
+    call->Finish(response, &status, &tag);
+    bool cancelled = false;
+    while (true) {
+      void* got = nullptr;
+      bool ok = false;
+      const auto r = queue.AsyncNext(&got, &ok, absl::ToChronoTime(absl::Now() + kCancelPoll));
+      if (r == grpc::CompletionQueue::GOT_EVENT && got == &tag) break;
+      if (r == grpc::CompletionQueue::SHUTDOWN) break;
+      if (!cancelled && cancel_requested()) {
+        context.TryCancel();
+        cancelled = true;
+      }
+    }
+  }
+  queue.Shutdown();
+  void* tag;
+  bool ok;
+  while (queue.Next(&tag, &ok)) {
+  }
+  return status;
+}
+
+absl::StatusOr<v1::PrefillResponse> Generator::PrefillWithRecovery(
+    Session& session, std::span<const int32_t> tokens, const v1::LogitsOptions& logits,
+    int32_t* rebuilds) {
+  const absl::Time give_up = absl::Now() + options_.reconnect_timeout;
+  absl::Duration backoff = kFirstBackoff;
+  int lost = 0;
+  while (true) {
+    v1::PrefillRequest request;
+    request.set_session_id(session.id);
+    if (session.id.empty()) {  // a new session: the whole history
+      request.mutable_tokens()->Add(session.tokens.begin(), session.tokens.end());
+    }
+    request.mutable_tokens()->Add(tokens.begin(), tokens.end());
+    *request.mutable_logits() = logits;
+    v1::PrefillResponse response;
+    const grpc::Status s = PrefillOnce(request, &response);
+    if (s.ok()) {
+      session.id = response.session_id();
+      session.tokens.insert(session.tokens.end(), tokens.begin(), tokens.end());
+      return response;
+    }
+    if (cancel_requested() && s.error_code() == grpc::StatusCode::CANCELLED) {
+      // The server may have appended some chunks: the length is unknown.
+      session.unsynced = !session.id.empty();
+      return absl::CancelledError("cancelled during the prefill");
+    }
+    if (s.error_code() == grpc::StatusCode::NOT_FOUND && !session.id.empty() &&
+        lost < kMaxRebuildsPerCall) {
+      session.id.clear();  // lost: rebuild from the history
+      ++lost;
+      ++*rebuilds;
+      continue;
+    }
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE && absl::Now() + backoff < give_up &&
+        !cancel_requested()) {
+      absl::SleepFor(backoff);
+      backoff = std::min(backoff * 2, kMaxBackoff);
+      continue;
+    }
+    return WithContext(FromGrpcStatus(s), StrCat("model service at ", options_.model_address));
+  }
+}
+
+// One generation: the state shared by its steps.
+class Generator::Run {
+ public:
+  Run(Generator& g, Session& session, const GenerateParams& params, const TokenCallback& on_token)
+      : g_(g), session_(session), params_(params), on_token_(on_token), matcher_(params.stop) {}
+
+  absl::StatusOr<GenerateResult> Go(std::span<const int32_t> new_tokens);
+
+ private:
+  std::string ModelWhat() const { return StrCat("model service at ", g_.options_.model_address); }
+  std::string TokenizerWhat() const {
+    return StrCat("tokenizer service at ", g_.options_.tokenizer_address);
+  }
+  absl::Time StreamDeadline() const {
+    return absl::Now() + g_.options_.rpc_timeout * (static_cast<int64_t>(params_.max_tokens) + 2);
+  }
+  bool IsEnd(int32_t id) const {
+    return std::find(g_.end_ids_.begin(), g_.end_ids_.end(), id) != g_.end_ids_.end();
+  }
+
+  // Sends `token` on the model stream (opening it if needed) and starts
+  // reading its logits. A failure is left for AwaitStep to handle.
+  void SendStep(int32_t token);
+  // Completes the step of `token`: on success the token joins the session
+  // and, when need_logits, its logits are decoded. A lost session is rebuilt
+  // (when need_logits) or left for the next call to rebuild.
+  absl::Status AwaitStep(int32_t token, bool need_logits);
+  // Detokenizes one token: the complete UTF-8 text it adds.
+  absl::StatusOr<std::string> Detokenize(int32_t token);
+  // Ends both streams; returns the tokenizer's held bytes, sanitized.
+  absl::StatusOr<std::string> CloseStreams();
+  void Emit(std::string_view text, int32_t token, float logprob);
+
+  Generator& g_;
+  Session& session_;
+  const GenerateParams& params_;
+  const TokenCallback& on_token_;
+  StopStringMatcher matcher_;
+  GenerateResult result_;
+  DecodedLogits logits_;
+  std::unique_ptr<ModelStream> model_stream_;
+  absl::Status send_error_;  // a failed SendStep, reported by AwaitStep
+  std::unique_ptr<TokenizerStream> tokenizer_stream_;  // kDecodeStream
+  std::optional<Detokenizer> detokenizer_;             // kCachedDecode
+};
+
+void Generator::Run::Emit(std::string_view text, int32_t token, float logprob) {
+  result_.text.append(text);
+  if (on_token_) on_token_(TokenEvent{text, token, logprob});
+}
+
+void Generator::Run::SendStep(int32_t token) {
+  send_error_ = absl::OkStatus();
+  if (model_stream_ == nullptr) {
+    model_stream_ =
+        std::make_unique<ModelStream>(ModelWhat(), g_.options_.rpc_timeout, StreamDeadline());
+    send_error_ = model_stream_->Start([&](grpc::ClientContext* c, grpc::CompletionQueue* q) {
+      return g_.model_->PrepareAsyncDecodeStream(c, q);
+    });
+    if (!send_error_.ok()) return;
+  }
+  v1::DecodeTokenRequest request;
+  request.set_session_id(session_.id);
+  request.set_token(token);
+  *request.mutable_logits() = result_.logits;
+  send_error_ = model_stream_->Write(request);
+  if (send_error_.ok()) model_stream_->StartRead();
+}
+
+absl::Status Generator::Run::AwaitStep(int32_t token, bool need_logits) {
+  absl::Status s = send_error_;
+  if (s.ok()) s = model_stream_->AwaitRead();
+  if (s.ok()) {
+    session_.tokens.push_back(token);
+    if (!need_logits) return absl::OkStatus();
+    return logits_.Decode(model_stream_->response().logits(), g_.model_info_.vocab_size());
+  }
+  model_stream_.reset();  // finished (or aborted by the destructor)
+  if (!IsRecoverable(s) || result_.session_rebuilds >= kMaxRebuildsPerCall) {
+    session_.pending.push_back(token);
+    session_.unsynced = !session_.id.empty();
+    return s;
+  }
+  // The session is lost, or may be half-updated on a server that came back:
+  // drop it (best effort) and rebuild from the history.
+  if (!absl::IsNotFound(s)) {
+    Session old;
+    old.id = session_.id;
+    g_.Release(old).IgnoreError();
+  }
+  session_.id.clear();
+  if (!need_logits) {
+    session_.pending.push_back(token);  // the next call rebuilds
+    return absl::OkStatus();
+  }
+  ++result_.session_rebuilds;
+  const int32_t one[] = {token};
+  LLM_ASSIGN_OR_RETURN(v1::PrefillResponse response,
+                       g_.PrefillWithRecovery(session_, one, result_.logits,
+                                              &result_.session_rebuilds));
+  return logits_.Decode(response.logits(), g_.model_info_.vocab_size());
+}
+
+absl::StatusOr<std::string> Generator::Run::Detokenize(int32_t token) {
+  if (g_.options_.detokenize == ClientOptions::Detokenize::kCachedDecode) {
+    if (!detokenizer_) detokenizer_.emplace(*g_.token_bytes_);
+    return detokenizer_->Add(token);
+  }
+  if (tokenizer_stream_ == nullptr) {
+    tokenizer_stream_ = std::make_unique<TokenizerStream>(TokenizerWhat(), g_.options_.rpc_timeout,
+                                                          StreamDeadline());
+    LLM_RETURN_IF_ERROR(
+        tokenizer_stream_->Start([&](grpc::ClientContext* c, grpc::CompletionQueue* q) {
+          return g_.tokenizer_->PrepareAsyncDecodeStream(c, q);
+        }));
+  }
+  v1::DecodeStreamRequest request;
+  request.add_ids(static_cast<uint32_t>(token));
+  LLM_RETURN_IF_ERROR(tokenizer_stream_->Write(request));
+  tokenizer_stream_->StartRead();
+  LLM_RETURN_IF_ERROR(tokenizer_stream_->AwaitRead());
+  return SanitizeUtf8(tokenizer_stream_->response().text());
+}
+
+absl::StatusOr<std::string> Generator::Run::CloseStreams() {
+  std::string held;
+  absl::Status model_status;
+  if (model_stream_ != nullptr) model_status = model_stream_->Close();
+  model_stream_.reset();
+  if (tokenizer_stream_ != nullptr) {
+    LLM_RETURN_IF_ERROR(tokenizer_stream_->Close(
+        [&](const v1::DecodeStreamResponse& r) { held += r.text(); }));
+    tokenizer_stream_.reset();
+  }
+  if (detokenizer_) held += detokenizer_->Flush();
+  // The model stream had no step in flight: its close status is informative only.
+  (void)model_status;
+  return SanitizeUtf8(held);
+}
+
+absl::StatusOr<GenerateResult> Generator::Run::Go(std::span<const int32_t> new_tokens) {
+  const absl::Time start = absl::Now();
+  result_.logits =
+      ChooseLogitsOptions(g_.options_.logits, params_.sampling, g_.model_info_.vocab_size());
+  if (session_.unsynced) {  // a cancelled call left the model's length unknown
+    Session old;
+    old.id = session_.id;
+    g_.Release(old).IgnoreError();
+    session_.id.clear();
+    session_.unsynced = false;
+  }
+  std::vector<int32_t> append = session_.pending;
+  append.insert(append.end(), new_tokens.begin(), new_tokens.end());
+  if (append.empty()) return absl::InvalidArgumentError("nothing to prefill: no new tokens");
+  LLM_ASSIGN_OR_RETURN(v1::PrefillResponse prefill,
+                       g_.PrefillWithRecovery(session_, append, result_.logits,
+                                              &result_.session_rebuilds));
+  session_.pending.clear();
+  result_.prompt_tokens = static_cast<int64_t>(append.size());
+  LLM_RETURN_IF_ERROR(logits_.Decode(prefill.logits(), g_.model_info_.vocab_size()));
+
+  std::vector<int32_t> history = session_.tokens;  // for the penalties
+  sampler::Rng rng(params_.sampling.seed);
+  absl::Time first_token, last_token;
+  std::optional<StopReason> stop;
+  while (!stop) {
+    absl::StatusOr<sampler::Sample> sample =
+        g_.sampler_.SampleToken(logits_.input(), params_.sampling, history, rng);
+    if (!sample.ok()) {
+      CloseStreams().IgnoreError();
+      return sample.status();
+    }
+    if (!sample->exact) ++result_.inexact_samples;
+    const int32_t token = sample->id;
+    if (!params_.ignore_eos && IsEnd(token)) {
+      stop = StopReason::kEos;
+      break;
+    }
+    last_token = absl::Now();
+    if (result_.tokens.empty()) {
+      first_token = last_token;
+      result_.time_to_first_token = first_token - start;
+    }
+    result_.tokens.push_back(token);
+    history.push_back(token);
+    const bool last = static_cast<int32_t>(result_.tokens.size()) >= params_.max_tokens;
+    // The model computes the next logits while the token is detokenized.
+    if (!last) SendStep(token);
+    absl::StatusOr<std::string> text = Detokenize(token);
+    if (!text.ok()) {
+      if (!last) AwaitStep(token, /*need_logits=*/false).IgnoreError();
+      CloseStreams().IgnoreError();
+      return text.status();
+    }
+    const StopStringMatcher::Step step = matcher_.Feed(*text);
+    Emit(step.released, token, sample->logprob);
+    if (step.stopped) {
+      stop = StopReason::kStopString;
+    } else if (last) {
+      stop = StopReason::kMaxTokens;
+    } else if (g_.cancel_requested()) {
+      stop = StopReason::kCancelled;
+    }
+    if (last) {
+      session_.pending.push_back(token);  // sampled, never fed
+    } else {
+      absl::Status s = AwaitStep(token, /*need_logits=*/!stop.has_value());
+      if (!s.ok()) {
+        CloseStreams().IgnoreError();
+        return s;
+      }
+    }
+  }
+  if (!result_.tokens.empty()) result_.decode_time = last_token - first_token;
+  result_.stop_reason = *stop;
+  absl::StatusOr<std::string> held = CloseStreams();
+  if (!held.ok()) return held.status();
+  if (*stop != StopReason::kStopString) {
+    std::string tail = matcher_.Feed(*held).released;
+    if (matcher_.stopped()) {
+      result_.stop_reason = StopReason::kStopString;
+    } else {
+      tail += matcher_.Finish();
+    }
+    if (!tail.empty()) Emit(tail, -1, 0.0f);
+  }
+  return std::move(result_);
+}
+
+absl::StatusOr<GenerateResult> Generator::Generate(Session& session,
+                                                   std::span<const int32_t> new_tokens,
+                                                   const GenerateParams& params,
+                                                   const TokenCallback& on_token) {
+  LLM_RETURN_IF_ERROR(ValidateParams(params));
+  Run run(*this, session, params, on_token);
+  return run.Go(new_tokens);
+}
+
+}  // namespace llm::client

@@ -1,0 +1,220 @@
+// The generation loop of the client, over the tokenizer and model services:
+//
+//   Encode (tokenizer) -> Prefill (model: a new session, or append to one)
+//   -> sample (sampler, here) -> DecodeStream (model: one bidi stream per
+//   generation, one request per token) -> incremental detokenize (complete
+//   UTF-8 only; by default over a cache of token bytes that the tokenizer
+//   service's Decode fills, detokenizer.h, or through its DecodeStream) ->
+//   stop strings (held back across tokens) -> the caller's callback, one
+//   call per token.
+//
+//   auto gen = Generator::Connect(options);            // both services' Info
+//   Session session;                                    // a new model session
+//   auto ids = (*gen)->Encode(prompt, {.allow_special = true});
+//   auto result = (*gen)->Generate(session, *ids, params, on_token);
+//   (*gen)->Release(session);
+//
+// Stops on the vocabulary's EOS / EOT ids (tokenizer Info), on a stop string
+// (which never reaches the output), at max_tokens, or on Cancel().
+//
+// Sessions: the client keeps its own copy of each session's tokens
+// (Session::tokens). When the model service answers NOT_FOUND (the session
+// expired, was evicted, or the server restarted), the whole history is
+// prefilled into a new session and generation goes on where it was: the
+// caller sees no error and no repeated text. UNAVAILABLE (the server is
+// restarting, loading, or unreachable for a moment) is retried with backoff
+// for ClientOptions::reconnect_timeout, then rebuilt the same way.
+//
+// Pipelining: a sampled token is sent to the model first and detokenized
+// while the model computes the next logits. So at a stop string the token
+// that completed it is already in the session (its response is awaited and
+// kept); the session then holds exactly the tokens fed, as Session::tokens
+// says.
+//
+// Deadlines: every unary call gets ClientOptions::rpc_timeout, and so does
+// every step of the streams (a response that takes longer cancels the stream
+// with DEADLINE_EXCEEDED).
+//
+// Cancellation: Cancel() (async-signal-safe: it only sets a flag) stops the
+// generation at the next token. The streams are closed cleanly (WritesDone,
+// the in-flight response is read, Finish), so the session stays consistent.
+// A Prefill in progress is cancelled at once (TryCancel); the session is then
+// marked unsynced and rebuilt by the next call.
+//
+// Threads: a Generator runs one generation at a time (calls from several
+// threads must be serialized); Cancel() may be called from any thread or a
+// signal handler.
+#ifndef LLM_CLIENT_GENERATOR_H_
+#define LLM_CLIENT_GENERATOR_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/detokenizer.h"
+#include "client/logits.h"
+#include "llm/v1/model.grpc.pb.h"
+#include "llm/v1/tokenizer.grpc.pb.h"
+#include "sampler/sampler.h"
+
+namespace llm::client {
+
+struct ClientOptions {
+  std::string tokenizer_address = "127.0.0.1:50051";
+  std::string model_address = "127.0.0.1:50052";
+  // Deadline of each unary call, and of each step of a stream.
+  absl::Duration rpc_timeout = absl::Seconds(60);
+  // How long UNAVAILABLE answers are retried (server restarting or loading).
+  absl::Duration reconnect_timeout = absl::Seconds(30);
+  // Which logits encoding to ask for (logits.h; default: exact and cheapest).
+  LogitsMode logits;
+  // How text is made from ids. kCachedDecode: each distinct token's bytes
+  // are fetched once with Decode and cached, and the incremental UTF-8 work
+  // is done here (no RPC per token once the cache is warm). kDecodeStream:
+  // one tokenizer DecodeStream per generation, one request per token.
+  enum class Detokenize { kCachedDecode, kDecodeStream };
+  Detokenize detokenize = Detokenize::kCachedDecode;
+};
+
+struct GenerateParams {
+  sampler::SamplingParams sampling;
+  int32_t max_tokens = 256;        // >= 1
+  std::vector<std::string> stop;   // non-empty strings
+  bool ignore_eos = false;         // keep going past EOS / EOT (benchmarks)
+};
+
+// InvalidArgument naming the field: sampler::Validate, max_tokens < 1, an
+// empty stop string.
+absl::Status ValidateParams(const GenerateParams& params);
+
+enum class StopReason { kEos, kStopString, kMaxTokens, kCancelled };
+// "eos", "stop", "length", "cancelled".
+std::string_view StopReasonName(StopReason reason);
+
+// One callback per generated token, in order, plus at most one at the end of
+// the stream (token -1) when held-back text is released then.
+struct TokenEvent {
+  std::string_view text;  // text released now: valid UTF-8, possibly empty
+  int32_t token = -1;     // the token; -1: end of stream
+  float logprob = 0.0f;   // log p(token) under the model (sampler::Sample)
+};
+using TokenCallback = std::function<void(const TokenEvent&)>;
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;  // generated, without the EOS / EOT that ended it
+  std::string text;             // all released text (what the callback got)
+  StopReason stop_reason = StopReason::kMaxTokens;
+  int64_t prompt_tokens = 0;    // new tokens prefilled by this call
+  absl::Duration time_to_first_token;  // Generate's start to the first sampled token
+  absl::Duration decode_time;          // first sampled token to the last
+  int32_t session_rebuilds = 0;        // lost sessions re-prefilled
+  int32_t inexact_samples = 0;         // samples with !Sample::exact (forced top-N)
+  v1::LogitsOptions logits;            // the encoding used
+
+  // Decode rate: tokens after the first per second of decode_time (0 if < 2).
+  double tokens_per_second() const;
+};
+
+// The client's copy of one model session. A default-constructed Session has
+// no model session yet: the next Generate creates one.
+struct Session {
+  std::string id;                // the model session; empty: none (yet)
+  std::vector<int32_t> tokens;   // every token the model session holds, in order
+  std::vector<int32_t> pending;  // sampled but not fed yet (prefilled by the next call)
+  bool unsynced = false;         // a cancelled Prefill left the model's length unknown
+};
+
+struct EncodeOptions {
+  bool allow_special = false;  // recognize special-token text (chat templates)
+  bool add_bos = false;        // prepend the vocabulary's BOS
+};
+
+class Generator {
+ public:
+  // Opens channels to both services and reads their Info. Fails with
+  // UNAVAILABLE naming the address of a service that cannot be reached; a
+  // server that answers UNAVAILABLE (still loading) is retried for
+  // reconnect_timeout. FailedPrecondition when the vocabularies disagree
+  // (tokenizer vocab_size > model vocab_size).
+  static absl::StatusOr<std::unique_ptr<Generator>> Connect(const ClientOptions& options);
+
+  Generator(const Generator&) = delete;
+  Generator& operator=(const Generator&) = delete;
+  ~Generator();
+
+  const ClientOptions& options() const { return options_; }
+  const v1::InfoResponse& tokenizer_info() const { return tokenizer_info_; }
+  const v1::ModelInfo& model_info() const { return model_info_; }
+  // The ids that end a generation (EOS and EOT of the vocabulary).
+  const std::vector<int32_t>& end_ids() const { return end_ids_; }
+
+  absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
+                                              const EncodeOptions& options = {});
+  absl::StatusOr<std::string> Decode(std::span<const int32_t> ids);
+
+  // Appends session.pending and `new_tokens` to the session (Prefill: the
+  // whole history into a new session when session.id is empty) and generates.
+  // `on_token` may be null. Errors: InvalidArgument for bad params or nothing
+  // to prefill; the services' errors other than the lost sessions and
+  // retried outages described above; CANCELLED only when Cancel() came
+  // during the Prefill (a cancel during decoding ends with kCancelled).
+  absl::StatusOr<GenerateResult> Generate(Session& session, std::span<const int32_t> new_tokens,
+                                          const GenerateParams& params,
+                                          const TokenCallback& on_token);
+
+  // Ends the model session (best effort: a session that is gone is fine) and
+  // clears `session`.
+  absl::Status Release(Session& session);
+
+  // The model service's sessions (for tests and tools).
+  absl::StatusOr<v1::ListSessionsResponse> ListSessions();
+
+  // Stops the current or next generation (see above). Async-signal-safe.
+  void Cancel() { cancel_.store(true, std::memory_order_relaxed); }
+  // Re-arms after a Cancel(); Generate does not clear the flag itself.
+  void ClearCancel() { cancel_.store(false, std::memory_order_relaxed); }
+  bool cancel_requested() const { return cancel_.load(std::memory_order_relaxed); }
+
+ private:
+  class Run;
+  explicit Generator(const ClientOptions& options);
+  absl::Status Init();
+
+  // Prefill with the retries above: appends `tokens` to session (all of
+  // session.tokens + tokens into a new session when session.id is empty or
+  // lost). On success session.tokens has `tokens` appended.
+  absl::StatusOr<v1::PrefillResponse> PrefillWithRecovery(Session& session,
+                                                          std::span<const int32_t> tokens,
+                                                          const v1::LogitsOptions& logits,
+                                                          int32_t* rebuilds);
+  // One Prefill call, cancellable.
+  grpc::Status PrefillOnce(const v1::PrefillRequest& request, v1::PrefillResponse* response);
+
+  std::unique_ptr<grpc::ClientContext> NewContext() const;
+
+  ClientOptions options_;
+  std::shared_ptr<grpc::Channel> tokenizer_channel_;
+  std::shared_ptr<grpc::Channel> model_channel_;
+  std::unique_ptr<v1::Tokenizer::Stub> tokenizer_;
+  std::unique_ptr<v1::Model::Stub> model_;
+  v1::InfoResponse tokenizer_info_;
+  v1::ModelInfo model_info_;
+  std::vector<int32_t> end_ids_;
+  std::unique_ptr<TokenBytesCache> token_bytes_;  // kCachedDecode
+  std::atomic<bool> cancel_{false};
+  sampler::Sampler sampler_;
+};
+
+}  // namespace llm::client
+
+#endif  // LLM_CLIENT_GENERATOR_H_

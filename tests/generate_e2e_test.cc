@@ -1,0 +1,421 @@
+// End-to-end generation with the REAL default model (SmolLM2-135M-Instruct,
+// Q4_1): the real tokenizer_server and model_server on free loopback ports
+// (started once per suite) and the real `llm` binary, checked against the
+// in-process engine and against themselves.
+//
+//   - greedy `llm generate` gives the tokens of a greedy loop over
+//     engine::LoadEngine in this process (same prompt text, same tokenizer);
+//   - a seeded sampled run repeats exactly, and the default top-N logits give
+//     the same tokens as full logits;
+//   - a stop string ends the output without leaking;
+//   - a three-turn `llm chat` stays on one model session whose prefilled
+//     tokens grow by each turn's new tokens only;
+//   - the model server is SIGKILLed and restarted on the same port between
+//     two chat turns: the chat goes on (the session is rebuilt from the
+//     client's history) and the answer is the one it gives without the
+//     restart.
+//
+// Needs models/SmolLM2-135M-Instruct.Q4_1.gguf (scripts/fetch-model.sh).
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "common/strings.h"
+#include "common/test_paths.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "llm/v1/model.grpc.pb.h"
+#include "model_svc/engine/loader.h"
+#include "nlohmann/json.hpp"
+#include "tests/server_process.h"
+#include "tokenizer_svc/gguf_vocab_loader.h"
+#include "tokenizer_svc/tokenizer.h"
+
+namespace llm {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ServerProcess;
+
+constexpr int kMaxTokens = 24;
+constexpr char kPrompt[] = "Which planet is known as the Red Planet?";
+// SmolLM2's chat template for kPrompt: its default system message, the user
+// turn, the assistant's header (see client/chat_template.h).
+constexpr char kFormattedPrompt[] =
+    "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+    "Face<|im_end|>\n<|im_start|>user\nWhich planet is known as the Red "
+    "Planet?<|im_end|>\n<|im_start|>assistant\n";
+constexpr int32_t kImEnd = 2;  // SmolLM2's EOS
+
+std::string ModelPath() {
+  return llm::testing::SourceDir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+std::vector<std::string> TokenizerFlags() { return {"--vocab", ModelPath()}; }
+std::vector<std::string> ModelFlags() { return {"--model", ModelPath(), "--kv_cache_mb", "64"}; }
+
+// A child process with pipes on stdin and stdout (stderr is inherited).
+class Child {
+ public:
+  static std::unique_ptr<Child> Start(const std::vector<std::string>& argv) {
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) return nullptr;
+    std::vector<std::string> args = argv;
+    std::vector<char*> ptrs;
+    for (std::string& a : args) ptrs.push_back(a.data());
+    ptrs.push_back(nullptr);
+    const pid_t pid = fork();
+    if (pid < 0) return nullptr;
+    if (pid == 0) {
+      if (dup2(in[0], STDIN_FILENO) < 0 || dup2(out[1], STDOUT_FILENO) < 0) _exit(126);
+      execv(ptrs[0], ptrs.data());
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    auto c = std::unique_ptr<Child>(new Child());
+    c->pid_ = pid;
+    c->stdin_ = in[1];
+    c->stdout_ = out[0];
+    return c;
+  }
+
+  ~Child() {
+    CloseStdin();
+    if (pid_ > 0) testing::WaitForExit(pid_, std::chrono::seconds(10));
+    if (stdout_ >= 0) close(stdout_);
+  }
+
+  bool WriteLine(const std::string& line) {
+    const std::string s = line + "\n";
+    return write(stdin_, s.data(), s.size()) == static_cast<ssize_t>(s.size());
+  }
+
+  void CloseStdin() {
+    if (stdin_ >= 0) close(stdin_);
+    stdin_ = -1;
+  }
+
+  // One line of stdout without the newline; nullopt on EOF or timeout.
+  std::optional<std::string> ReadLine(std::chrono::milliseconds timeout) {
+    const auto deadline = testing::Clock::now() + timeout;
+    while (true) {
+      const size_t nl = buffer_.find('\n');
+      if (nl != std::string::npos) {
+        std::string line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        return line;
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - testing::Clock::now());
+      if (left.count() <= 0) return std::nullopt;
+      pollfd p{stdout_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = read(stdout_, buf, sizeof(buf));
+      if (n <= 0) return std::nullopt;
+      buffer_.append(buf, static_cast<size_t>(n));
+    }
+  }
+
+  // Closes stdin, reads the rest of stdout, and returns the exit status.
+  int Finish(std::string* rest = nullptr) {
+    CloseStdin();
+    while (auto line = ReadLine(std::chrono::seconds(60))) {
+      if (rest != nullptr) *rest += *line + "\n";
+    }
+    const std::optional<int> status = testing::WaitForExit(pid_, std::chrono::seconds(30));
+    pid_ = -1;
+    if (!status || !WIFEXITED(*status)) return -1;
+    return WEXITSTATUS(*status);
+  }
+
+ private:
+  Child() = default;
+  pid_t pid_ = -1;
+  int stdin_ = -1;
+  int stdout_ = -1;
+  std::string buffer_;
+};
+
+// One answer of `llm ... --json`: its token events and the summary.
+struct Answer {
+  std::vector<int32_t> tokens;
+  std::string text;
+  nlohmann::json summary;
+};
+
+// Reads JSON lines up to and including a summary (a line with "stop_reason").
+std::optional<Answer> ReadAnswer(Child& child) {
+  Answer a;
+  while (auto line = child.ReadLine(std::chrono::seconds(120))) {
+    nlohmann::json j = nlohmann::json::parse(*line, nullptr, false);
+    if (j.is_discarded()) {
+      ADD_FAILURE() << "not JSON: " << *line;
+      return std::nullopt;
+    }
+    if (j.contains("stop_reason")) {
+      a.summary = j;
+      return a;
+    }
+    a.text += j["text"].get<std::string>();
+    if (!j["token"].is_null()) a.tokens.push_back(j["token"].get<int32_t>());
+  }
+  ADD_FAILURE() << "no summary line";
+  return std::nullopt;
+}
+
+class GenerateE2ETest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string error;
+    tokenizer_server_ = ServerProcess::Start("tokenizer_server", TokenizerFlags(), &error).release();
+    ASSERT_NE(tokenizer_server_, nullptr) << error << " (run scripts/fetch-model.sh)";
+    model_server_ = ServerProcess::Start("model_server", ModelFlags(), &error).release();
+    ASSERT_NE(model_server_, nullptr) << error;
+    for (ServerProcess* s : {tokenizer_server_, model_server_}) {
+      auto channel = grpc::CreateChannel(s->address(), grpc::InsecureChannelCredentials());
+      ASSERT_TRUE(testing::WaitUntilServing(channel, std::chrono::seconds(60), &error)) << error;
+    }
+  }
+  static void TearDownTestSuite() {
+    delete tokenizer_server_;
+    delete model_server_;
+    tokenizer_server_ = model_server_ = nullptr;
+  }
+
+  static std::vector<std::string> LlmArgs(const std::string& command,
+                                          const std::string& model_address,
+                                          std::vector<std::string> flags) {
+    std::vector<std::string> argv = {testing::BinPath("llm"), command, "--tokenizer",
+                                     tokenizer_server_->address(), "--model", model_address,
+                                     "--json", "--max-tokens", std::to_string(kMaxTokens)};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    return argv;
+  }
+
+  // `llm generate --json` on the suite's servers.
+  static std::optional<Answer> Generate(std::vector<std::string> flags, int* exit_code) {
+    flags.insert(flags.begin(), {"--prompt", kPrompt});
+    auto child = Child::Start(LlmArgs("generate", model_server_->address(), flags));
+    if (child == nullptr) return std::nullopt;
+    child->CloseStdin();
+    std::optional<Answer> a = ReadAnswer(*child);
+    *exit_code = child->Finish();
+    return a;
+  }
+
+  static std::vector<v1::SessionInfo> Sessions(const std::string& address) {
+    auto stub = v1::Model::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::ListSessionsResponse response;
+    const grpc::Status s = stub->ListSessions(&context, v1::ListSessionsRequest(), &response);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return {response.sessions().begin(), response.sessions().end()};
+  }
+
+  static ServerProcess* tokenizer_server_;
+  static ServerProcess* model_server_;
+};
+
+ServerProcess* GenerateE2ETest::tokenizer_server_ = nullptr;
+ServerProcess* GenerateE2ETest::model_server_ = nullptr;
+
+// Greedy decoding in this process: the engine and tokenizer libraries
+// directly, no gRPC, no client library.
+std::vector<int32_t> InProcessGreedy(const std::string& text, int max_tokens) {
+  engine::LoadOptions options;
+  options.model_path = ModelPath();
+  options.kv_cache_mb = 64;
+  auto engine = engine::LoadEngine(options);
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  if (!engine.ok()) return {};
+  auto vocab = tok::LoadGgufVocab(ModelPath(), std::nullopt);
+  EXPECT_TRUE(vocab.ok()) << vocab.status();
+  auto tokenizer = tok::Tokenizer::Create(*std::move(vocab));
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+  tok::EncodeOptions encode;
+  encode.allow_all_special = true;
+  auto ids = (*tokenizer)->Encode(text, encode);
+  EXPECT_TRUE(ids.ok()) << ids.status();
+  engine::AppendRequest request;
+  request.tokens.assign(ids->begin(), ids->end());
+  auto step = (*engine)->Append(request);
+  std::vector<int32_t> out;
+  while (step.ok() && static_cast<int>(out.size()) < max_tokens) {
+    const std::vector<float>& l = step->logits.back().values;
+    const int32_t next = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+    if (next == kImEnd) break;
+    out.push_back(next);
+    if (static_cast<int>(out.size()) == max_tokens) break;
+    engine::AppendRequest d;
+    d.session_id = step->session_id;
+    d.tokens = {next};
+    d.decode = true;
+    step = (*engine)->Append(d);
+  }
+  EXPECT_TRUE(step.ok()) << step.status();
+  return out;
+}
+
+TEST_F(GenerateE2ETest, GreedyMatchesTheInProcessEngine) {
+  int exit_code = -1;
+  std::optional<Answer> a = Generate({"--temperature", "0"}, &exit_code);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(exit_code, 0);
+  EXPECT_FALSE(a->tokens.empty());
+  EXPECT_EQ(a->tokens, InProcessGreedy(kFormattedPrompt, kMaxTokens)) << a->text;
+  EXPECT_THAT(a->text, HasSubstr("Mars"));
+  EXPECT_EQ(a->summary["tokens"].get<size_t>(), a->tokens.size());
+  EXPECT_GT(a->summary["prompt_tokens"].get<int>(), 30);
+  EXPECT_GT(a->summary["time_to_first_token_ms"].get<double>(), 0.0);
+  EXPECT_EQ(a->summary["session_rebuilds"].get<int>(), 0);
+  EXPECT_TRUE(Sessions(model_server_->address()).empty()) << "the session was not released";
+}
+
+TEST_F(GenerateE2ETest, SeededSamplingRepeatsExactly) {
+  const std::vector<std::string> flags = {"--temperature", "0.8", "--top-p", "0.9", "--seed", "7"};
+  int code1 = -1, code2 = -1, code3 = -1;
+  std::optional<Answer> a = Generate(flags, &code1);
+  std::optional<Answer> b = Generate(flags, &code2);
+  // The default encoding here is top-N (top-k 40): exact, so full logits
+  // draw the same tokens.
+  std::vector<std::string> full = flags;
+  full.insert(full.end(), {"--logits", "full"});
+  std::optional<Answer> c = Generate(full, &code3);
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(code1 + code2 + code3, 0);
+  EXPECT_FALSE(a->tokens.empty());
+  EXPECT_EQ(a->tokens, b->tokens);
+  EXPECT_EQ(a->text, b->text);
+  EXPECT_EQ(a->tokens, c->tokens);
+}
+
+TEST_F(GenerateE2ETest, StopStringEndsTheOutputWithoutLeaking) {
+  int exit_code = -1;
+  std::optional<Answer> greedy = Generate({"--temperature", "0"}, &exit_code);
+  ASSERT_TRUE(greedy.has_value());
+  // A stop string from the middle of the greedy answer, across a token
+  // boundary when possible.
+  const std::string& text = greedy->text;
+  ASSERT_GT(text.size(), 20u) << text;
+  const std::string stop = text.substr(text.size() / 2, 5);
+  const size_t first = text.find(stop);
+  std::optional<Answer> cut = Generate({"--temperature", "0", "--stop", stop}, &exit_code);
+  ASSERT_TRUE(cut.has_value());
+  EXPECT_EQ(exit_code, 0);
+  EXPECT_EQ(cut->summary["stop_reason"], "stop");
+  EXPECT_EQ(cut->text, text.substr(0, first)) << "stop string '" << stop << "'";
+  EXPECT_EQ(cut->text.find(stop), std::string::npos);
+}
+
+TEST_F(GenerateE2ETest, ThreeTurnChatReusesOneSession) {
+  auto child = Child::Start(LlmArgs("chat", model_server_->address(), {"--temperature", "0"}));
+  ASSERT_NE(child, nullptr);
+  int64_t prefilled = 0;
+  int64_t generated = 0;
+  std::string id;
+  for (const char* message : {"What is the capital of France?", "And of Italy?", "Thanks!"}) {
+    ASSERT_TRUE(child->WriteLine(message));
+    std::optional<Answer> a = ReadAnswer(*child);
+    ASSERT_TRUE(a.has_value());
+    prefilled += a->summary["prompt_tokens"].get<int64_t>();
+    const std::vector<v1::SessionInfo> sessions = Sessions(model_server_->address());
+    ASSERT_EQ(sessions.size(), 1u);
+    if (id.empty()) id = sessions[0].session_id();
+    EXPECT_EQ(sessions[0].session_id(), id);
+    // Only each turn's new tokens were prefilled (plus, after a turn that
+    // hit max-tokens, its last sampled token, counted in prompt_tokens).
+    EXPECT_EQ(sessions[0].prefilled_tokens(), prefilled) << message;
+    generated += static_cast<int64_t>(a->tokens.size());
+    EXPECT_EQ(sessions[0].num_tokens(),
+              sessions[0].prefilled_tokens() + sessions[0].decoded_tokens());
+    EXPECT_GT(a->summary["tokens"].get<int>(), 0);
+  }
+  EXPECT_EQ(child->Finish(), 0);
+  EXPECT_TRUE(Sessions(model_server_->address()).empty());
+}
+
+TEST_F(GenerateE2ETest, ChatSurvivesAModelServerRestart) {
+  const std::vector<std::string> turns = {"What is the capital of France?", "And of Italy?"};
+  // Without a restart, on the suite's server.
+  std::vector<Answer> expected;
+  {
+    auto child = Child::Start(LlmArgs("chat", model_server_->address(), {"--temperature", "0"}));
+    ASSERT_NE(child, nullptr);
+    for (const std::string& t : turns) {
+      ASSERT_TRUE(child->WriteLine(t));
+      std::optional<Answer> a = ReadAnswer(*child);
+      ASSERT_TRUE(a.has_value());
+      expected.push_back(*a);
+    }
+    EXPECT_EQ(child->Finish(), 0);
+  }
+  // With a server of its own, killed and restarted on the same port between
+  // the turns.
+  std::string error;
+  std::unique_ptr<ServerProcess> server = ServerProcess::Start("model_server", ModelFlags(), &error);
+  ASSERT_NE(server, nullptr) << error;
+  const std::string address = server->address();
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(testing::WaitUntilServing(channel, std::chrono::seconds(60), &error)) << error;
+  auto child = Child::Start(LlmArgs("chat", address, {"--temperature", "0"}));
+  ASSERT_NE(child, nullptr);
+  ASSERT_TRUE(child->WriteLine(turns[0]));
+  std::optional<Answer> first = ReadAnswer(*child);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->tokens, expected[0].tokens);
+
+  server->Terminate(std::chrono::seconds(10), SIGKILL);
+  server = ServerProcess::Start("model_server",
+                                {"--model", ModelPath(), "--kv_cache_mb", "64", "--listen", address},
+                                &error);
+  ASSERT_NE(server, nullptr) << error;
+  ASSERT_EQ(server->address(), address);
+
+  ASSERT_TRUE(child->WriteLine(turns[1]));
+  std::optional<Answer> second = ReadAnswer(*child);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_GE(second->summary["session_rebuilds"].get<int>(), 1);
+  EXPECT_EQ(second->tokens, expected[1].tokens);
+  EXPECT_EQ(second->text, expected[1].text);
+  EXPECT_EQ(child->Finish(), 0);
+}
+
+TEST_F(GenerateE2ETest, BadValuesAndUnreachableServers) {
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--temperature", "-1"}, {"--top-p", "1.5"}, {"--min-p", "2"},
+        {"--top-k", "-3"}, {"--max-tokens", "0"}, {"--logits", "top-n:0"}, {"--stop", ""}}) {
+    std::vector<std::string> flags = {"--prompt", "x"};
+    flags.insert(flags.end(), bad.begin(), bad.end());
+    auto child = Child::Start(LlmArgs("generate", model_server_->address(), flags));
+    ASSERT_NE(child, nullptr);
+    EXPECT_EQ(child->Finish(), 2) << bad[0];
+  }
+  auto child = Child::Start({testing::BinPath("llm"), "generate", "--prompt", "x", "--tokenizer",
+                             tokenizer_server_->address(), "--model", "127.0.0.1:1"});
+  ASSERT_NE(child, nullptr);
+  EXPECT_EQ(child->Finish(), 1);
+  auto health = Child::Start({testing::BinPath("llm"), "health", "--tokenizer",
+                              tokenizer_server_->address(), "--model", model_server_->address()});
+  ASSERT_NE(health, nullptr);
+  std::string out;
+  EXPECT_EQ(health->Finish(&out), 0);
+  EXPECT_THAT(out, HasSubstr("SERVING"));
+}
+
+}  // namespace
+}  // namespace llm
