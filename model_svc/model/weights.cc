@@ -1,5 +1,6 @@
 #include "model_svc/model/weights.h"
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -33,6 +34,10 @@ absl::StatusOr<WeightView> Locate(const gguf::File& file, const std::string& nam
     return absl::InvalidArgumentError(StrCat(file.name(), ": tensor ", name, " has shape ", actual,
                                              ", expected ", expected));
   }
+  if (reinterpret_cast<uintptr_t>(t->data) % 4 != 0) {
+    return absl::InvalidArgumentError(StrCat(file.name(), ": tensor ", name,
+                                             " is not 4-byte aligned in the file"));
+  }
   const auto type = static_cast<gguf::TensorType>(t->ggml_type);
   if (is_vector) {
     if (type != gguf::TensorType::kF32) {
@@ -60,6 +65,13 @@ absl::StatusOr<WeightView> Locate(const gguf::File& file, const std::string& nam
 }  // namespace
 
 absl::StatusOr<ModelWeightViews> LocateWeights(const gguf::File& file, const ModelConfig& c) {
+  // Nine tensors per layer: a block count the tensors cannot back is an error
+  // before anything is sized by it.
+  if (c.block_count > static_cast<int64_t>(file.tensors().size()) / 9) {
+    return absl::InvalidArgumentError(
+        StrCat(file.name(), ": block_count ", c.block_count, " needs ", c.block_count * 9,
+               " layer tensors; the file has ", file.tensors().size(), " tensors"));
+  }
   ModelWeightViews w;
   const int64_t d = c.embedding_length;
   LLM_ASSIGN_OR_RETURN(w.token_embd, Locate(file, "token_embd.weight", c.vocab_size, d, false));

@@ -4,13 +4,13 @@
 #include <cmath>
 
 #include "model_svc/backend/cpu/quant.h"
+#include "model_svc/backend/cpu/quant_internal.h"
 
 namespace llm::cpu {
 namespace {
 
 bool HasAvx2() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c");
+  static const bool has = internal::CpuHasAvx2Fma();  // AVX2, FMA and F16C
   return has;
 }
 
