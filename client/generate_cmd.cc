@@ -235,21 +235,35 @@ absl::StatusOr<ChatTemplate> ChooseTemplate(const Generator& g) {
   return t;
 }
 
-// Connects, or prints why not. Exit status in *exit_code on failure.
-std::unique_ptr<Generator> ConnectOrFail(int* exit_code) {
+// A connected generator and the chat template to use with it.
+struct Connection {
+  std::unique_ptr<Generator> generator;
+  ChatTemplate chat_template;
+};
+
+// Connects and chooses the template, or prints why not. Exit status in
+// *exit_code on failure: 2 for bad flags or an unusable --chat, 1 when the
+// services cannot be reached.
+std::optional<Connection> ConnectOrFail(int* exit_code) {
   absl::StatusOr<client::ClientOptions> options = OptionsFromFlags();
   if (!options.ok()) {
     Fail(options.status());
     *exit_code = 2;
-    return nullptr;
+    return std::nullopt;
   }
   absl::StatusOr<std::unique_ptr<Generator>> g = Generator::Connect(*options);
   if (!g.ok()) {
     Fail(g.status());
     *exit_code = 1;
-    return nullptr;
+    return std::nullopt;
   }
-  return std::move(*g);
+  absl::StatusOr<ChatTemplate> tmpl = ChooseTemplate(**g);
+  if (!tmpl.ok()) {
+    Fail(tmpl.status());
+    *exit_code = 2;
+    return std::nullopt;
+  }
+  return Connection{std::move(*g), *std::move(tmpl)};
 }
 
 bool ReadAll(std::FILE* in, std::string* out) {
@@ -279,20 +293,16 @@ int RunGenerate(const std::vector<std::string>& stop) {
     }
   }
   int exit_code = 0;
-  std::unique_ptr<Generator> g = ConnectOrFail(&exit_code);
-  if (g == nullptr) return exit_code;
-  absl::StatusOr<ChatTemplate> tmpl = ChooseTemplate(*g);
-  if (!tmpl.ok()) {
-    Fail(tmpl.status());
-    return 2;
-  }
+  std::optional<Connection> connection = ConnectOrFail(&exit_code);
+  if (!connection) return exit_code;
+  auto& [g, tmpl] = *connection;
   Printer printer(absl::GetFlag(FLAGS_json));
   const auto on_token = [&](const TokenEvent& e) { printer.OnToken(e); };
   InstallInterruptHandler();
   active_generator.store(g.get());
   printer.Begin();
   absl::StatusOr<GenerateResult> result;
-  if (tmpl->kind() == ChatTemplate::Kind::kRaw) {
+  if (tmpl.kind() == ChatTemplate::Kind::kRaw) {
     client::Session session;
     client::EncodeOptions encode;
     encode.add_bos = g->tokenizer_info().add_bos();
@@ -301,7 +311,7 @@ int RunGenerate(const std::vector<std::string>& stop) {
                       : absl::StatusOr<GenerateResult>(ids.status());
     g->Release(session).IgnoreError();
   } else {
-    ChatSession chat(*g, *tmpl, absl::GetFlag(FLAGS_system));
+    ChatSession chat(*g, tmpl, absl::GetFlag(FLAGS_system));
     result = chat.Send(prompt, *params, on_token);
     chat.ReleaseSession().IgnoreError();
   }
@@ -321,24 +331,20 @@ int RunChat(const std::vector<std::string>& stop) {
     return 2;
   }
   int exit_code = 0;
-  std::unique_ptr<Generator> g = ConnectOrFail(&exit_code);
-  if (g == nullptr) return exit_code;
-  absl::StatusOr<ChatTemplate> tmpl = ChooseTemplate(*g);
-  if (!tmpl.ok()) {
-    Fail(tmpl.status());
-    return 2;
-  }
+  std::optional<Connection> connection = ConnectOrFail(&exit_code);
+  if (!connection) return exit_code;
+  auto& [g, tmpl] = *connection;
   const bool interactive = isatty(STDIN_FILENO);
   if (interactive) {
     std::fprintf(stderr,
                  "llm chat: %s (%s template). One message per line; Ctrl-C stops an answer, "
                  "Ctrl-C again or Ctrl-D quits.\n",
-                 g->model_info().name().c_str(), std::string(tmpl->name()).c_str());
+                 g->model_info().name().c_str(), std::string(tmpl.name()).c_str());
   }
   Printer printer(absl::GetFlag(FLAGS_json));
   const auto on_token = [&](const TokenEvent& e) { printer.OnToken(e); };
   InstallInterruptHandler();
-  ChatSession chat(*g, *tmpl, absl::GetFlag(FLAGS_system));
+  ChatSession chat(*g, tmpl, absl::GetFlag(FLAGS_system));
   const uint64_t seed = params->sampling.seed;
   std::string line;
   int turn = 0;

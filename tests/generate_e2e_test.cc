@@ -71,20 +71,22 @@ class Child {
  public:
   static std::unique_ptr<Child> Start(const std::vector<std::string>& argv) {
     int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) return nullptr;
-    std::vector<std::string> args = argv;
-    std::vector<char*> ptrs;
-    for (std::string& a : args) ptrs.push_back(a.data());
-    ptrs.push_back(nullptr);
-    const pid_t pid = fork();
-    if (pid < 0) return nullptr;
-    if (pid == 0) {
-      if (dup2(in[0], STDIN_FILENO) < 0 || dup2(out[1], STDOUT_FILENO) < 0) _exit(126);
-      execv(ptrs[0], ptrs.data());
-      _exit(127);
+    if (pipe2(in, O_CLOEXEC) != 0) return nullptr;
+    if (pipe2(out, O_CLOEXEC) != 0) {
+      close(in[0]);
+      close(in[1]);
+      return nullptr;
     }
+    std::string error;
+    const pid_t pid = testing::Spawn(argv, in[0], out[1], &error);
     close(in[0]);
     close(out[1]);
+    if (pid < 0) {
+      ADD_FAILURE() << error;
+      close(in[1]);
+      close(out[0]);
+      return nullptr;
+    }
     auto c = std::unique_ptr<Child>(new Child());
     c->pid_ = pid;
     c->stdin_ = in[1];

@@ -50,6 +50,7 @@ using ::testing::StartsWith;
 using testing::CheckHealth;
 using testing::HealthResult;
 using testing::ServerProcess;
+using ServerState = testing::ServerState<v1::Model>;
 
 // ---------------------------------------------------------------------------
 // The model file.
@@ -289,58 +290,19 @@ std::vector<float> MustDecode(v1::Model::Stub& stub, const std::string& session,
 // ---------------------------------------------------------------------------
 // Fixture: one server per suite.
 
-struct ServerState {
-  std::unique_ptr<ServerProcess> process;
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<v1::Model::Stub> stub;
-  std::string error;  // why the server is not there
-};
-
-void StartServer(ServerState* state, const std::vector<std::string>& extra_flags) {
+// Starts model_server on the test model with `extra_flags`.
+void StartModelServer(ServerState* state, const std::vector<std::string>& extra_flags) {
   if (!model_error->empty()) {
     state->error = *model_error;
     return;
   }
   std::vector<std::string> flags = {"--model", *model_path, "--threads", "2"};
   flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
-  state->process = ServerProcess::Start("model_server", flags, &state->error);
-  if (state->process == nullptr) return;
-  state->channel =
-      grpc::CreateChannel(state->process->address(), grpc::InsecureChannelCredentials());
-  std::string why;
-  if (!testing::WaitUntilServing(state->channel, std::chrono::seconds(60), &why)) {
-    state->error = StrCat("server on ", state->process->address(), " never SERVING: ", why);
-    state->process->Terminate(std::chrono::seconds(5));
-    state->process.reset();
-    state->channel.reset();
-    return;
-  }
-  state->stub = v1::Model::NewStub(state->channel);
+  testing::StartServer(state, "model_server", flags, std::chrono::seconds(60));
 }
 
-// Stops the server with SIGTERM and checks that it exits with status 0.
-void StopServerAndExpectCleanExit(ServerState* state) {
-  state->stub.reset();
-  state->channel.reset();
-  if (state->process == nullptr) return;
-  const std::optional<int> status = state->process->Terminate(std::chrono::seconds(15));
-  state->process.reset();
-  ASSERT_TRUE(status.has_value()) << "model_server did not exit within 15 s of SIGTERM";
-  EXPECT_TRUE(testing::ExitedZero(*status))
-      << "model_server after SIGTERM: " << testing::DescribeWaitStatus(*status);
-}
-
-class ModelServerTestBase : public ::testing::Test {
+class ModelServerTestBase : public testing::ServerTestBase<v1::Model> {
  protected:
-  virtual ServerState& state() const = 0;
-
-  void SetUp() override {
-    ASSERT_NE(state().stub, nullptr) << "model_server not running: " << state().error;
-  }
-
-  v1::Model::Stub& stub() const { return *state().stub; }
-  const std::shared_ptr<grpc::Channel>& channel() const { return state().channel; }
-
   // Float32 logits of `tokens` computed in a new session of their own, which
   // is released afterwards.
   std::vector<float> ReferenceLogits(const std::vector<int32_t>& tokens) const {
@@ -353,26 +315,14 @@ class ModelServerTestBase : public ::testing::Test {
 // ---------------------------------------------------------------------------
 // The main server: --max_context 64.
 
-class ModelServerTest : public ModelServerTestBase {
+class ModelServerTest : public testing::SuiteServerTest<ModelServerTest, ModelServerTestBase> {
  public:
-  static void SetUpTestSuite() {
-    state_ = new ServerState();
-    StartServer(state_, {"--max-context", std::to_string(kMaxContext), "--kv_cache_mb",
-                         std::to_string(kMainKvCacheMb), "--session_prefix", kSessionPrefix,
-                         "--session_ttl", "1h"});
+  static void StartSuiteServer(ServerState* state) {
+    StartModelServer(state, {"--max-context", std::to_string(kMaxContext), "--kv_cache_mb",
+                             std::to_string(kMainKvCacheMb), "--session_prefix", kSessionPrefix,
+                             "--session_ttl", "1h"});
   }
-  static void TearDownTestSuite() {
-    StopServerAndExpectCleanExit(state_);
-    delete state_;
-    state_ = nullptr;
-  }
-
- protected:
-  ServerState& state() const override { return *state_; }
-  static ServerState* state_;
 };
-
-ServerState* ModelServerTest::state_ = nullptr;
 
 TEST_F(ModelServerTest, HealthAndReflection) {
   const HealthResult overall = CheckHealth(channel(), "", std::chrono::seconds(5));
@@ -870,22 +820,15 @@ TEST_F(ModelServerTest, CancelledDecodeStreamLeavesTheSessionUsable) {
 
 constexpr int64_t kLimitsKvCacheMb = 1;
 
-class ModelServerLimitsTest : public ModelServerTestBase {
+class ModelServerLimitsTest
+    : public testing::SuiteServerTest<ModelServerLimitsTest, ModelServerTestBase> {
  public:
-  static void SetUpTestSuite() {
-    state_ = new ServerState();
-    StartServer(state_, {"--max_sessions", "2", "--kv_cache_mb", std::to_string(kLimitsKvCacheMb),
-                         "--max_batch_tokens", "8"});
-  }
-  static void TearDownTestSuite() {
-    StopServerAndExpectCleanExit(state_);
-    delete state_;
-    state_ = nullptr;
+  static void StartSuiteServer(ServerState* state) {
+    StartModelServer(state, {"--max_sessions", "2", "--kv_cache_mb",
+                             std::to_string(kLimitsKvCacheMb), "--max_batch_tokens", "8"});
   }
 
  protected:
-  ServerState& state() const override { return *state_; }
-
   void SetUp() override {
     ModelServerTestBase::SetUp();
     if (HasFatalFailure()) return;
@@ -894,11 +837,7 @@ class ModelServerLimitsTest : public ModelServerTestBase {
 
   // Tokens the KV pool holds.
   static int64_t PoolTokens() { return kLimitsKvCacheMb * (1 << 20) / BlockBytes() * 16; }
-
-  static ServerState* state_;
 };
-
-ServerState* ModelServerLimitsTest::state_ = nullptr;
 
 TEST_F(ModelServerLimitsTest, SessionLimitIsResourceExhausted) {
   const v1::PrefillResponse a = MustPrefill(stub(), "", {1});
@@ -1063,7 +1002,7 @@ TEST(ModelServiceLoadingTest, EveryCallIsUnavailableUntilTheEngineIsSet) {
 TEST(ModelServerProcessTest, SigtermWithAnOpenStreamExitsZero) {
   ASSERT_EQ(*model_error, "");
   ServerState state;
-  StartServer(&state, {"--drain-seconds", "1"});
+  StartModelServer(&state, {"--drain-seconds", "1"});
   ASSERT_NE(state.stub, nullptr) << state.error;
   const v1::PrefillResponse p = MustPrefill(*state.stub, "", Tokens(40, 4));
   grpc::ClientContext context;
@@ -1089,7 +1028,7 @@ TEST(ModelServerProcessTest, SigtermWithAnOpenStreamExitsZero) {
 TEST(ModelServerProcessTest, SigintExitsZero) {
   ASSERT_EQ(*model_error, "");
   ServerState state;
-  StartServer(&state, {});
+  StartModelServer(&state, {});
   ASSERT_NE(state.stub, nullptr) << state.error;
   MustPrefill(*state.stub, "", {1, 2, 3});
   // An idle open connection holds the shutdown for --drain_seconds (gRPC

@@ -5,8 +5,7 @@
 // few lines of protobuf wire format, because Debian ships no generated code
 // for them.
 //
-// Taken from tokenizer_service_test.cc (which keeps its own copy), with the
-// binary name as a parameter.
+// Shared by the integration tests in this folder.
 #ifndef LLM_TESTS_SERVER_PROCESS_H_
 #define LLM_TESTS_SERVER_PROCESS_H_
 
@@ -27,11 +26,13 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <google/protobuf/unknown_field_set.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 
 #include "common/strings.h"
 #include "common/test_paths.h"
@@ -42,10 +43,11 @@ using Clock = std::chrono::steady_clock;
 
 inline std::string BinPath(const std::string& name) { return BinaryDir() + "/bin/" + name; }
 
-// Forks and execs argv[0] with the given stdout (-1: inherit). The child gets
-// SIGTERM if this thread dies, so a crashed test leaves no server behind.
-// Returns the pid, or -1 with *error set.
-inline pid_t Spawn(const std::vector<std::string>& argv, int stdout_fd, std::string* error) {
+// Forks and execs argv[0] with the given stdin and stdout (-1: inherit). The
+// child gets SIGTERM if this thread dies, so a crashed test leaves no server
+// behind. Returns the pid, or -1 with *error set.
+inline pid_t Spawn(const std::vector<std::string>& argv, int stdin_fd, int stdout_fd,
+                   std::string* error) {
   std::vector<std::string> args = argv;
   std::vector<char*> ptrs;
   for (std::string& a : args) ptrs.push_back(a.data());
@@ -59,6 +61,7 @@ inline pid_t Spawn(const std::vector<std::string>& argv, int stdout_fd, std::str
   if (pid == 0) {
     // Child: async-signal-safe calls only.
     if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(126);
+    if (stdin_fd >= 0 && dup2(stdin_fd, STDIN_FILENO) < 0) _exit(126);
     if (stdout_fd >= 0 && dup2(stdout_fd, STDOUT_FILENO) < 0) _exit(126);
     execv(ptrs[0], ptrs.data());
     _exit(127);
@@ -112,13 +115,13 @@ class ServerProcess {
       *error = StrCat("pipe2: ", std::strerror(errno));
       return nullptr;
     }
-    const pid_t pid = Spawn(argv, out_pipe[1], error);
+    const pid_t pid = Spawn(argv, -1, out_pipe[1], error);
     close(out_pipe[1]);
     if (pid < 0) {
       close(out_pipe[0]);
       return nullptr;
     }
-    std::unique_ptr<ServerProcess> server(new ServerProcess(pid, out_pipe[0]));
+    std::unique_ptr<ServerProcess> server(new ServerProcess(binary, pid, out_pipe[0]));
     const std::string line = server->ReadStdoutLine(std::chrono::seconds(60));
     const std::string prefix = binary + ": listening on port ";
     if (line.rfind(prefix, 0) != 0) {
@@ -141,6 +144,7 @@ class ServerProcess {
     if (stdout_fd_ >= 0) close(stdout_fd_);
   }
 
+  const std::string& binary() const { return binary_; }
   int port() const { return port_; }
   std::string address() const { return StrCat("127.0.0.1:", port_); }
 
@@ -155,7 +159,8 @@ class ServerProcess {
   }
 
  private:
-  ServerProcess(pid_t pid, int stdout_fd) : pid_(pid), stdout_fd_(stdout_fd) {}
+  ServerProcess(std::string binary, pid_t pid, int stdout_fd)
+      : binary_(std::move(binary)), pid_(pid), stdout_fd_(stdout_fd) {}
 
   // One line of the child's stdout, without the newline; "" on EOF/timeout.
   std::string ReadStdoutLine(std::chrono::milliseconds timeout) {
@@ -178,6 +183,7 @@ class ServerProcess {
     }
   }
 
+  std::string binary_;
   pid_t pid_;
   int stdout_fd_;
   int port_ = 0;
@@ -279,7 +285,8 @@ inline HealthResult CheckHealth(const std::shared_ptr<grpc::Channel>& channel,
 }
 
 // Lists services through grpc.reflection.v1alpha.ServerReflection (the version
-// gRPC 1.51 serves).
+// gRPC 1.51 serves): one ServerReflectionRequest{list_services: ""} on the
+// bidi stream, one ServerReflectionResponse{list_services_response} back.
 inline grpc::Status ListServicesByReflection(const std::shared_ptr<grpc::Channel>& channel,
                                              std::vector<std::string>* services) {
   grpc::GenericStub stub(channel);
@@ -364,6 +371,97 @@ inline bool WaitUntilServing(const std::shared_ptr<grpc::Channel>& channel,
   }
   return false;
 }
+
+// ---------------------------------------------------------------------------
+// Servers in test fixtures.
+
+// A started server: the process, a channel to it and a stub of `Service` (a
+// generated gRPC service class, e.g. v1::Model).
+template <typename Service>
+struct ServerState {
+  std::unique_ptr<ServerProcess> process;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<typename Service::Stub> stub;
+  std::string error;  // why the server is not there
+};
+
+// Starts build/bin/<binary> with `flags` and waits up to `serving_timeout`
+// for its health service to say SERVING. On failure state->stub stays null
+// and state->error says why.
+template <typename Service>
+void StartServer(ServerState<Service>* state, const std::string& binary,
+                 const std::vector<std::string>& flags, std::chrono::milliseconds serving_timeout) {
+  state->process = ServerProcess::Start(binary, flags, &state->error);
+  if (state->process == nullptr) return;
+  state->channel =
+      grpc::CreateChannel(state->process->address(), grpc::InsecureChannelCredentials());
+  std::string why;
+  if (!WaitUntilServing(state->channel, serving_timeout, &why)) {
+    state->error = StrCat(binary, " on ", state->process->address(), " never SERVING: ", why);
+    state->process->Terminate(std::chrono::seconds(5));
+    state->process.reset();
+    state->channel.reset();
+    return;
+  }
+  state->stub = Service::NewStub(state->channel);
+}
+
+// Stops the server with SIGTERM and checks that it exits with status 0.
+template <typename Service>
+void StopServerAndExpectCleanExit(ServerState<Service>* state) {
+  state->stub.reset();
+  state->channel.reset();
+  if (state->process == nullptr) return;
+  const std::string binary = state->process->binary();
+  const std::optional<int> status = state->process->Terminate(std::chrono::seconds(15));
+  state->process.reset();
+  ASSERT_TRUE(status.has_value()) << binary << " did not exit within 15 s of SIGTERM";
+  EXPECT_TRUE(ExitedZero(*status)) << binary << " after SIGTERM: " << DescribeWaitStatus(*status);
+}
+
+// Base of the fixtures that talk to the server in state(). SetUp fails the
+// test while that server is not running.
+template <typename Service>
+class ServerTestBase : public ::testing::Test {
+ public:
+  using State = ServerState<Service>;
+
+ protected:
+  virtual State& state() const = 0;
+
+  void SetUp() override { ASSERT_NE(state().stub, nullptr) << state().error; }
+
+  typename Service::Stub& stub() const { return *state().stub; }
+  const std::shared_ptr<grpc::Channel>& channel() const { return state().channel; }
+  std::string address() const { return state().process->address(); }
+};
+
+// A fixture whose suite shares one server. `Base` is a ServerTestBase or
+// derives from one; `Suite`, the fixture itself, has a public
+// `static void StartSuiteServer(State*)`, which SetUpTestSuite calls.
+// TearDownTestSuite stops the server and checks that it exits with status 0.
+template <typename Suite, typename Base>
+class SuiteServerTest : public Base {
+ public:
+  using State = typename Base::State;
+
+  static void SetUpTestSuite() {
+    state_ = new State();
+    Suite::StartSuiteServer(state_);
+  }
+
+  static void TearDownTestSuite() {
+    StopServerAndExpectCleanExit(state_);
+    delete state_;
+    state_ = nullptr;
+  }
+
+ protected:
+  State& state() const override { return *state_; }
+
+ private:
+  static inline State* state_ = nullptr;
+};
 
 }  // namespace llm::testing
 

@@ -9,9 +9,6 @@
 // Each suite starts its server once (SetUpTestSuite) and stops it in
 // TearDownTestSuite, where the clean exit is checked.
 #include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,9 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include <google/protobuf/unknown_field_set.h>
 #include <gmock/gmock.h>
-#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -40,6 +35,7 @@
 #include "absl/strings/str_split.h"
 #include "common/strings.h"
 #include "common/test_paths.h"
+#include "tests/server_process.h"
 #include "tokenizer_svc/testing/vectors.h"
 #include "llm/v1/tokenizer.grpc.pb.h"
 
@@ -53,12 +49,20 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::SizeIs;
 
-using Clock = std::chrono::steady_clock;
+using testing::BinPath;
+using testing::CheckHealth;
+using testing::Clock;
+using testing::DescribeWaitStatus;
+using testing::ExitedZero;
+using testing::HealthResult;
+using testing::kServing;
+using testing::ListServicesByReflection;
+using testing::ServerProcess;
+using ServerState = testing::ServerState<v1::Tokenizer>;
 
 // ---------------------------------------------------------------------------
 // Paths and reference data.
 
-std::string BinPath(const std::string& name) { return testing::BinaryDir() + "/bin/" + name; }
 std::string Cl100kPath() { return testing::SharedDir() + "/tokenizer/cl100k_base.tiktoken"; }
 std::string Cl100kVectorsPath() {
   return testing::SharedDir() + "/tokenizer/vectors/cl100k_base.jsonl";
@@ -127,56 +131,6 @@ TEST(Utf8HelperTest, AcceptsAndRejects) {
 // ---------------------------------------------------------------------------
 // Child processes.
 
-// Forks and execs argv[0] with the given stdin and stdout (-1: inherit). The
-// child gets SIGTERM if this thread dies, so a crashed test leaves no server
-// behind. Returns the pid, or -1 with *error set.
-pid_t Spawn(const std::vector<std::string>& argv, int stdin_fd, int stdout_fd,
-            std::string* error) {
-  std::vector<std::string> args = argv;
-  std::vector<char*> ptrs;
-  for (std::string& a : args) ptrs.push_back(a.data());
-  ptrs.push_back(nullptr);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) {
-    *error = StrCat("fork: ", std::strerror(errno));
-    return -1;
-  }
-  if (pid == 0) {
-    // Child: async-signal-safe calls only.
-    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(126);
-    if (stdin_fd >= 0 && dup2(stdin_fd, STDIN_FILENO) < 0) _exit(126);
-    if (stdout_fd >= 0 && dup2(stdout_fd, STDOUT_FILENO) < 0) _exit(126);
-    execv(ptrs[0], ptrs.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-// Waits for `pid` until `timeout`; then SIGKILLs it. Returns the wait status,
-// or nullopt if it had to be killed.
-std::optional<int> WaitForExit(pid_t pid, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (true) {
-    int status = 0;
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return status;
-    if (r < 0 && errno != EINTR) return std::nullopt;
-    if (Clock::now() >= deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return std::nullopt;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-}
-
-std::string DescribeWaitStatus(int status) {
-  if (WIFEXITED(status)) return StrCat("exit status ", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return StrCat("killed by signal ", WTERMSIG(status));
-  return StrCat("wait status ", status);
-}
-
 struct ProcessResult {
   int wait_status = -1;
   std::string out;
@@ -206,7 +160,7 @@ ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string
     return result;
   }
   std::string error;
-  const pid_t pid = Spawn(argv, in_fd, out_pipe[1], &error);
+  const pid_t pid = testing::Spawn(argv, in_fd, out_pipe[1], &error);
   close(in_fd);
   close(out_pipe[1]);
   if (pid < 0) {
@@ -224,7 +178,7 @@ ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string
     result.out.append(buf, static_cast<size_t>(n));
   }
   close(out_pipe[0]);
-  const std::optional<int> status = WaitForExit(pid, std::chrono::seconds(30));
+  const std::optional<int> status = testing::WaitForExit(pid, std::chrono::seconds(30));
   if (!status) {
     ADD_FAILURE() << argv[0] << " did not exit within 30 s";
   } else {
@@ -233,337 +187,31 @@ ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string
   return result;
 }
 
-// A tokenizer_server child process.
-class ServerProcess {
- public:
-  // Starts the server with `flags` on 127.0.0.1:0 and waits for its
-  // "listening on port N" line. Returns null with *error set on failure.
-  static std::unique_ptr<ServerProcess> Start(const std::vector<std::string>& flags,
-                                              std::string* error) {
-    std::vector<std::string> argv = {BinPath("tokenizer_server"), "--listen", "127.0.0.1:0"};
-    argv.insert(argv.end(), flags.begin(), flags.end());
-    if (access(argv[0].c_str(), X_OK) != 0) {
-      *error = StrCat(argv[0], " is not built");
-      return nullptr;
-    }
-    int out_pipe[2];
-    if (pipe2(out_pipe, O_CLOEXEC) != 0) {
-      *error = StrCat("pipe2: ", std::strerror(errno));
-      return nullptr;
-    }
-    const pid_t pid = Spawn(argv, -1, out_pipe[1], error);
-    close(out_pipe[1]);
-    if (pid < 0) {
-      close(out_pipe[0]);
-      return nullptr;
-    }
-    std::unique_ptr<ServerProcess> server(new ServerProcess(pid, out_pipe[0]));
-    const std::string line = server->ReadStdoutLine(std::chrono::seconds(60));
-    constexpr std::string_view kPrefix = "tokenizer_server: listening on port ";
-    if (line.rfind(kPrefix, 0) != 0) {
-      const std::optional<int> status = server->Terminate(std::chrono::seconds(5));
-      *error = StrCat("no port line from tokenizer_server (got '", line, "'; ",
-                      status ? DescribeWaitStatus(*status) : std::string("had to be killed"),
-                      ")");
-      return nullptr;
-    }
-    server->port_ = std::atoi(line.c_str() + kPrefix.size());
-    if (server->port_ <= 0 || server->port_ > 65535) {
-      *error = StrCat("bad port line '", line, "'");
-      return nullptr;
-    }
-    return server;
-  }
-
-  ~ServerProcess() {
-    if (pid_ > 0) Terminate(std::chrono::seconds(10));
-    if (stdout_fd_ >= 0) close(stdout_fd_);
-  }
-
-  int port() const { return port_; }
-  std::string address() const { return StrCat("127.0.0.1:", port_); }
-
-  // Sends SIGTERM and waits for the exit; SIGKILL after `timeout`. Returns
-  // the wait status, or nullopt if the server had to be killed.
-  std::optional<int> Terminate(std::chrono::milliseconds timeout) {
-    if (pid_ <= 0) return std::nullopt;
-    kill(pid_, SIGTERM);
-    const std::optional<int> status = WaitForExit(pid_, timeout);
-    pid_ = -1;
-    return status;
-  }
-
- private:
-  ServerProcess(pid_t pid, int stdout_fd) : pid_(pid), stdout_fd_(stdout_fd) {}
-
-  // One line of the child's stdout, without the newline; "" on EOF/timeout.
-  std::string ReadStdoutLine(std::chrono::milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    std::string line;
-    while (true) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - Clock::now());
-      if (left.count() <= 0) return "";
-      pollfd p{stdout_fd_, POLLIN, 0};
-      const int r = poll(&p, 1, static_cast<int>(left.count()));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) return "";
-      char c;
-      const ssize_t n = read(stdout_fd_, &c, 1);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return line;
-      if (c == '\n') return line;
-      line.push_back(c);
-    }
-  }
-
-  pid_t pid_;
-  int stdout_fd_;
-  int port_ = 0;
-};
-
-// ---------------------------------------------------------------------------
-// Minimal protobuf wire format, for the services without generated stubs.
-
-void AppendVarint(std::string* out, uint64_t v) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>((v & 0x7F) | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
-}
-
-void AppendStringField(std::string* out, uint32_t field, std::string_view value) {
-  AppendVarint(out, (field << 3) | 2);
-  AppendVarint(out, value.size());
-  out->append(value.data(), value.size());
-}
-
-grpc::ByteBuffer ToByteBuffer(const std::string& bytes) {
-  grpc::Slice slice(bytes);
-  return grpc::ByteBuffer(&slice, 1);
-}
-
-std::string FromByteBuffer(const grpc::ByteBuffer& buffer) {
-  std::vector<grpc::Slice> slices;
-  std::string out;
-  if (!buffer.Dump(&slices).ok()) return out;
-  for (const grpc::Slice& s : slices) {
-    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  return out;
-}
-
-// Waits for the one pending operation on `cq`; true if it was `tag` and ok.
-bool Await(grpc::CompletionQueue& cq, void* tag) {
-  void* got = nullptr;
-  bool ok = false;
-  if (!cq.Next(&got, &ok)) return false;
-  return ok && got == tag;
-}
-
-void Drain(grpc::CompletionQueue& cq) {
-  cq.Shutdown();
-  void* tag;
-  bool ok;
-  while (cq.Next(&tag, &ok)) {
-  }
-}
-
-// grpc.health.v1.Health/Check. The response's field 1 is the ServingStatus
-// enum: 0 UNKNOWN, 1 SERVING, 2 NOT_SERVING, 3 SERVICE_UNKNOWN.
-struct HealthResult {
-  grpc::Status status;
-  int serving_status = -1;
-};
-
-constexpr int kServing = 1;
-
-HealthResult CheckHealth(const std::shared_ptr<grpc::Channel>& channel, const std::string& service,
-                         std::chrono::milliseconds timeout) {
-  HealthResult result;
-  grpc::GenericStub stub(channel);
-  grpc::CompletionQueue cq;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + timeout);
-  std::string request;
-  if (!service.empty()) AppendStringField(&request, 1, service);  // HealthCheckRequest.service
-  grpc::ByteBuffer response;
-  {
-    auto call = stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check",
-                                      ToByteBuffer(request), &cq);
-    call->StartCall();
-    int tag = 0;
-    call->Finish(&response, &result.status, &tag);
-    if (!Await(cq, &tag) && result.status.ok()) {
-      result.status = grpc::Status(grpc::StatusCode::UNKNOWN, "completion queue failed");
-    }
-  }
-  Drain(cq);
-  if (!result.status.ok()) return result;
-  google::protobuf::UnknownFieldSet fields;
-  if (!fields.ParseFromString(FromByteBuffer(response))) {
-    result.status = grpc::Status(grpc::StatusCode::INTERNAL, "unparsable HealthCheckResponse");
-    return result;
-  }
-  result.serving_status = 0;  // proto3 default when the field is absent
-  for (int i = 0; i < fields.field_count(); ++i) {
-    const auto& f = fields.field(i);
-    if (f.number() == 1 && f.type() == google::protobuf::UnknownField::TYPE_VARINT) {
-      result.serving_status = static_cast<int>(f.varint());
-    }
-  }
-  return result;
-}
-
-// Lists services through grpc.reflection.v1alpha.ServerReflection (the version
-// gRPC 1.51 serves): one ServerReflectionRequest{list_services: ""} on the
-// bidi stream, one ServerReflectionResponse{list_services_response} back.
-grpc::Status ListServicesByReflection(const std::shared_ptr<grpc::Channel>& channel,
-                                      std::vector<std::string>* services) {
-  grpc::GenericStub stub(channel);
-  grpc::CompletionQueue cq;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  grpc::Status status;
-  grpc::ByteBuffer response;
-  bool got_response = false;
-  {
-    auto call = stub.PrepareCall(
-        &context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
-    int start = 0, write = 0, writes_done = 0, read = 0, finish = 0;
-    call->StartCall(&start);
-    bool ok = Await(cq, &start);
-    if (ok) {
-      std::string request;
-      AppendStringField(&request, 7, "");  // list_services (oneof: present even if empty)
-      call->Write(ToByteBuffer(request), &write);
-      ok = Await(cq, &write);
-    }
-    if (ok) {
-      call->WritesDone(&writes_done);
-      ok = Await(cq, &writes_done);
-    }
-    if (ok) {
-      call->Read(&response, &read);
-      got_response = Await(cq, &read);
-    }
-    call->Finish(&status, &finish);
-    Await(cq, &finish);
-  }
-  Drain(cq);
-  if (!status.ok()) return status;
-  if (!got_response) return grpc::Status(grpc::StatusCode::INTERNAL, "no reflection response");
-  google::protobuf::UnknownFieldSet top;
-  if (!top.ParseFromString(FromByteBuffer(response))) {
-    return grpc::Status(grpc::StatusCode::INTERNAL, "unparsable ServerReflectionResponse");
-  }
-  bool listed = false;
-  for (int i = 0; i < top.field_count(); ++i) {
-    const auto& f = top.field(i);
-    if (f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) continue;
-    if (f.number() == 7) {  // error_response
-      return grpc::Status(grpc::StatusCode::INTERNAL, "reflection error_response");
-    }
-    if (f.number() != 6) continue;  // list_services_response
-    listed = true;
-    google::protobuf::UnknownFieldSet list;
-    if (!list.ParseFromString(f.length_delimited())) {
-      return grpc::Status(grpc::StatusCode::INTERNAL, "unparsable ListServiceResponse");
-    }
-    for (int j = 0; j < list.field_count(); ++j) {
-      const auto& s = list.field(j);
-      if (s.number() != 1 || s.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) {
-        continue;
-      }
-      google::protobuf::UnknownFieldSet service;  // ServiceResponse{name = 1}
-      if (!service.ParseFromString(s.length_delimited())) continue;
-      for (int k = 0; k < service.field_count(); ++k) {
-        if (service.field(k).number() == 1 &&
-            service.field(k).type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) {
-          services->push_back(service.field(k).length_delimited());
-        }
-      }
-    }
-  }
-  if (!listed) return grpc::Status(grpc::StatusCode::INTERNAL, "no list_services_response");
-  return grpc::Status::OK;
-}
-
-// Waits until the health service says SERVING.
-bool WaitUntilServing(const std::shared_ptr<grpc::Channel>& channel, std::string* last_error) {
-  const auto deadline = Clock::now() + std::chrono::seconds(30);
-  while (Clock::now() < deadline) {
-    const HealthResult h = CheckHealth(channel, "", std::chrono::seconds(2));
-    if (h.status.ok() && h.serving_status == kServing) return true;
-    *last_error = h.status.ok() ? StrCat("serving status ", h.serving_status)
-                                : StrCat("health check: ", h.status.error_message());
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-
 // ---------------------------------------------------------------------------
 // Fixture: one server per suite.
 
-struct ServerState {
-  std::unique_ptr<ServerProcess> process;
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<v1::Tokenizer::Stub> stub;
-  std::string error;  // why the server is not there
-};
-
-void StartServer(ServerState* state, const std::string& vocab,
-                 const std::vector<std::string>& extra_flags) {
+// Starts tokenizer_server on `vocab` with `extra_flags`.
+void StartTokenizerServer(ServerState* state, const std::string& vocab,
+                          const std::vector<std::string>& extra_flags) {
   if (!std::filesystem::exists(vocab)) {
     state->error = StrCat("missing vocabulary ", vocab);
     return;
   }
   std::vector<std::string> flags = {"--vocab", vocab};
   flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
-  state->process = ServerProcess::Start(flags, &state->error);
-  if (state->process == nullptr) return;
-  state->channel =
-      grpc::CreateChannel(state->process->address(), grpc::InsecureChannelCredentials());
-  std::string why;
-  if (!WaitUntilServing(state->channel, &why)) {
-    state->error = StrCat("server on ", state->process->address(), " never SERVING: ", why);
-    state->process->Terminate(std::chrono::seconds(5));
-    state->process.reset();
-    state->channel.reset();
-    return;
-  }
-  state->stub = v1::Tokenizer::NewStub(state->channel);
-}
-
-// Stops the server with SIGTERM and checks that it exits with status 0.
-void StopServerAndExpectCleanExit(ServerState* state) {
-  state->stub.reset();
-  state->channel.reset();
-  if (state->process == nullptr) return;
-  const std::optional<int> status = state->process->Terminate(std::chrono::seconds(15));
-  state->process.reset();
-  ASSERT_TRUE(status.has_value()) << "tokenizer_server did not exit within 15 s of SIGTERM";
-  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
-      << "tokenizer_server after SIGTERM: " << DescribeWaitStatus(*status);
+  testing::StartServer(state, "tokenizer_server", flags, std::chrono::seconds(30));
 }
 
 std::chrono::system_clock::time_point Deadline() {
   return std::chrono::system_clock::now() + std::chrono::seconds(30);
 }
 
-class TokenizerServiceTestBase : public ::testing::Test {
+class TokenizerServiceTestBase : public testing::ServerTestBase<v1::Tokenizer> {
  protected:
-  virtual ServerState& state() const = 0;
-
   void SetUp() override {
     if (state().error.rfind("missing vocabulary", 0) == 0) GTEST_SKIP() << state().error;
-    ASSERT_NE(state().stub, nullptr) << "tokenizer_server not running: " << state().error;
+    ServerTestBase::SetUp();
   }
-
-  v1::Tokenizer::Stub& stub() const { return *state().stub; }
-  const std::shared_ptr<grpc::Channel>& channel() const { return state().channel; }
-  std::string address() const { return state().process->address(); }
 
   grpc::Status Encode(const std::string& text, const v1::EncodeOptions& options,
                       std::vector<uint32_t>* ids) const {
@@ -623,13 +271,17 @@ constexpr uint32_t kEndOfText = 100257;
 constexpr int kMaxRequestBytes = 65536;
 constexpr int kMaxBatchTexts = 8;
 
-class Cl100kServerTest : public TokenizerServiceTestBase {
+class Cl100kServerTest
+    : public testing::SuiteServerTest<Cl100kServerTest, TokenizerServiceTestBase> {
  public:
+  static void StartSuiteServer(ServerState* state) {
+    StartTokenizerServer(state, Cl100kPath(),
+                         {"--max-batch-texts", std::to_string(kMaxBatchTexts),
+                          "--max-request-bytes", std::to_string(kMaxRequestBytes)});
+  }
+
   static void SetUpTestSuite() {
-    state_ = new ServerState();
-    StartServer(state_, Cl100kPath(),
-                {"--max-batch-texts", std::to_string(kMaxBatchTexts), "--max-request-bytes",
-                 std::to_string(kMaxRequestBytes)});
+    SuiteServerTest::SetUpTestSuite();
     if (std::filesystem::exists(Cl100kVectorsPath())) {
       vectors_ = new std::vector<Vector>(ReadVectors(Cl100kVectorsPath()));
     } else {
@@ -638,16 +290,12 @@ class Cl100kServerTest : public TokenizerServiceTestBase {
   }
 
   static void TearDownTestSuite() {
-    StopServerAndExpectCleanExit(state_);
-    delete state_;
-    state_ = nullptr;
+    SuiteServerTest::TearDownTestSuite();
     delete vectors_;
     vectors_ = nullptr;
   }
 
  protected:
-  ServerState& state() const override { return *state_; }
-
   void SetUp() override {
     TokenizerServiceTestBase::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
@@ -668,11 +316,9 @@ class Cl100kServerTest : public TokenizerServiceTestBase {
     return {};
   }
 
-  static ServerState* state_;
   static std::vector<Vector>* vectors_;
 };
 
-ServerState* Cl100kServerTest::state_ = nullptr;
 std::vector<Vector>* Cl100kServerTest::vectors_ = nullptr;
 
 TEST_F(Cl100kServerTest, HealthReportsServing) {
@@ -1134,7 +780,7 @@ TEST_F(Cl100kServerTest, LlmCliTokenizeThroughServer) {
   input += nlohmann::json{{"text", "<|endoftext|>"}}.dump() + "\n";
   const ProcessResult r = RunProcess(
       {BinPath("llm"), "tokenize", "--server", address(), "--jsonl"}, input);
-  ASSERT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 0)
+  ASSERT_TRUE(ExitedZero(r.wait_status))
       << DescribeWaitStatus(r.wait_status) << "\n" << r.out;
   const std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), used.size() + 1) << r.out;
@@ -1149,7 +795,7 @@ TEST_F(Cl100kServerTest, LlmCliTokenizeThroughServer) {
   const ProcessResult special = RunProcess(
       {BinPath("llm"), "tokenize", "--server", address(), "--allowed-special", "<|endoftext|>"},
       "{\"text\": \"<|endoftext|>\"}\n");
-  ASSERT_TRUE(WIFEXITED(special.wait_status) && WEXITSTATUS(special.wait_status) == 0)
+  ASSERT_TRUE(ExitedZero(special.wait_status))
       << DescribeWaitStatus(special.wait_status);
   EXPECT_EQ(nlohmann::json::parse(special.out).at("ids").get<std::vector<uint32_t>>(),
             std::vector<uint32_t>{kEndOfText});
@@ -1189,24 +835,10 @@ TEST_F(Cl100kServerTest, LlmCliDetokenizeThroughServer) {
 constexpr uint32_t kMptVocabSize = 50432;
 constexpr size_t kMptUserDefined = 178;
 
-class GgufServerTest : public TokenizerServiceTestBase {
+class GgufServerTest : public testing::SuiteServerTest<GgufServerTest, TokenizerServiceTestBase> {
  public:
-  static void SetUpTestSuite() {
-    state_ = new ServerState();
-    StartServer(state_, MptPath(), {});
-  }
-  static void TearDownTestSuite() {
-    StopServerAndExpectCleanExit(state_);
-    delete state_;
-    state_ = nullptr;
-  }
-
- protected:
-  ServerState& state() const override { return *state_; }
-  static ServerState* state_;
+  static void StartSuiteServer(ServerState* state) { StartTokenizerServer(state, MptPath(), {}); }
 };
-
-ServerState* GgufServerTest::state_ = nullptr;
 
 TEST_F(GgufServerTest, InfoDescribesTheGgufVocabulary) {
   const v1::InfoResponse info = MustInfo();
@@ -1306,7 +938,7 @@ TEST_F(GgufServerTest, ReflectionAndHealth) {
 TEST(TokenizerServerProcessTest, SigtermWithAnOpenStreamExitsZero) {
   if (!std::filesystem::exists(MptPath())) GTEST_SKIP() << "missing " << MptPath();
   ServerState state;
-  StartServer(&state, MptPath(), {"--drain-seconds", "1"});
+  StartTokenizerServer(&state, MptPath(), {"--drain-seconds", "1"});
   ASSERT_NE(state.stub, nullptr) << state.error;
   // A stream that is still open when SIGTERM comes is cancelled after the
   // drain time; the server still exits 0.
@@ -1322,7 +954,7 @@ TEST(TokenizerServerProcessTest, SigtermWithAnOpenStreamExitsZero) {
   const auto start = Clock::now();
   const std::optional<int> exit_status = state.process->Terminate(std::chrono::seconds(15));
   ASSERT_TRUE(exit_status.has_value()) << "did not exit within 15 s of SIGTERM";
-  EXPECT_TRUE(WIFEXITED(*exit_status) && WEXITSTATUS(*exit_status) == 0)
+  EXPECT_TRUE(ExitedZero(*exit_status))
       << DescribeWaitStatus(*exit_status);
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
   // The stream ended with the server (cancelled or unavailable, not hanging).
@@ -1334,7 +966,8 @@ TEST(TokenizerServerProcessTest, SigtermWithAnOpenStreamExitsZero) {
 
 TEST(TokenizerServerProcessTest, MissingVocabularyExitsNonZeroWithoutPortLine) {
   std::string error;
-  auto server = ServerProcess::Start({"--vocab", "/nonexistent/vocab.tiktoken"}, &error);
+  auto server =
+      ServerProcess::Start("tokenizer_server", {"--vocab", "/nonexistent/vocab.tiktoken"}, &error);
   EXPECT_EQ(server, nullptr);
   EXPECT_THAT(error, AllOf(HasSubstr("no port line"), HasSubstr("exit status 1")));
 }
