@@ -8,7 +8,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libpcre2-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3-grpcio python3-grpc-tools
+  python3-grpcio python3-grpc-tools python3-yaml
   clang-14 libclang-rt-14-dev
   python3 python3-venv python3-pip ca-certificates
 )
