@@ -12,11 +12,11 @@
 #ifndef LLM_CLIENT_ASYNC_CALL_H_
 #define LLM_CLIENT_ASYNC_CALL_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <functional>
 #include <memory>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
@@ -32,8 +32,8 @@ class BidiStream {
   using ReaderWriter = grpc::ClientAsyncReaderWriter<Request, Response>;
   // Creates the call on (context, queue); e.g. a lambda calling the stub's
   // PrepareAsyncDecodeStream.
-  using Prepare = std::function<std::unique_ptr<ReaderWriter>(grpc::ClientContext*,
-                                                              grpc::CompletionQueue*)>;
+  using Prepare =
+      std::function<std::unique_ptr<ReaderWriter>(grpc::ClientContext*, grpc::CompletionQueue*)>;
 
   // `what` names the peer in errors ("model service at 127.0.0.1:50052").
   // Each operation must complete within step_timeout; the whole call within
@@ -158,8 +158,8 @@ class BidiStream {
       context_.TryCancel();
       Wait(op, absl::InfiniteFuture());
       FinishCall();
-      final_ = absl::DeadlineExceededError(StrCat(what_, ": no ", what, " within ",
-                                                  absl::FormatDuration(step_timeout_)));
+      final_ = absl::DeadlineExceededError(
+          StrCat(what_, ": no ", what, " within ", absl::FormatDuration(step_timeout_)));
       return final_;
     }
     if (ok) return absl::OkStatus();

@@ -44,8 +44,7 @@ class ChatSession {
   // it. On an error the conversation is unchanged (the model session is
   // released; the next Send rebuilds it from the history). A cancelled answer (StopReason::
   // kCancelled) stays in the conversation, as far as it went.
-  absl::StatusOr<GenerateResult> Send(std::string_view user_message,
-                                      const GenerateParams& params,
+  absl::StatusOr<GenerateResult> Send(std::string_view user_message, const GenerateParams& params,
                                       const TokenCallback& on_token);
 
   // The text the next Send would prefill for `user_message` (tests, tools).

@@ -39,8 +39,7 @@ TEST(ChatTemplateTest, DetectsSmolLm2AsChatMlWithItsDefaultSystem) {
 TEST(ChatTemplateTest, DetectsLlama3AndRaw) {
   EXPECT_EQ(ChatTemplate::Detect(kLlama3Template).kind(), ChatTemplate::Kind::kLlama3);
   EXPECT_EQ(ChatTemplate::Detect("").kind(), ChatTemplate::Kind::kRaw);
-  EXPECT_EQ(ChatTemplate::Detect("{{ bos_token }}{{ message }}").kind(),
-            ChatTemplate::Kind::kRaw);
+  EXPECT_EQ(ChatTemplate::Detect("{{ bos_token }}{{ message }}").kind(), ChatTemplate::Kind::kRaw);
 }
 
 TEST(ChatTemplateTest, NoDefaultSystemWhenTheTemplateHasNoLiteralOne) {
@@ -50,8 +49,9 @@ TEST(ChatTemplateTest, NoDefaultSystemWhenTheTemplateHasNoLiteralOne) {
 }
 
 TEST(ChatTemplateTest, EscapedNewlineInTheLiteralIsUnescaped) {
-  EXPECT_EQ(ExtractChatMlDefaultSystem("{{ '<|im_start|>system\\nBe brief.\\nReally.<|im_end|>\\n' }}"),
-            "Be brief.\nReally.");
+  EXPECT_EQ(
+      ExtractChatMlDefaultSystem("{{ '<|im_start|>system\\nBe brief.\\nReally.<|im_end|>\\n' }}"),
+      "Be brief.\nReally.");
 }
 
 // What SmolLM2's template renders for the same conversation (checked

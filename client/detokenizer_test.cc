@@ -11,8 +11,8 @@ namespace {
 // A vocabulary where "é" (C3 A9) and "😀" (F0 9F 98 80) are split over tokens.
 const std::map<int32_t, std::string>& Vocab() {
   static const auto* v = new std::map<int32_t, std::string>{
-      {0, "caf"}, {1, "\xC3"}, {2, "\xA9"}, {3, " "}, {4, "\xF0\x9F"}, {5, "\x98"},
-      {6, "\x80"}, {7, "\xFF"}, {8, "ok"}};
+      {0, "caf"},  {1, "\xC3"}, {2, "\xA9"}, {3, " "}, {4, "\xF0\x9F"},
+      {5, "\x98"}, {6, "\x80"}, {7, "\xFF"}, {8, "ok"}};
   return *v;
 }
 

@@ -8,13 +8,12 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/flags/flag.h"
 #include "absl/time/clock.h"
@@ -24,7 +23,8 @@
 #include "client/health.h"
 #include "common/strings.h"
 
-ABSL_FLAG(std::string, tokenizer, "127.0.0.1:50051", "generate/chat/health: tokenizer service address.");
+ABSL_FLAG(std::string, tokenizer, "127.0.0.1:50051",
+          "generate/chat/health: tokenizer service address.");
 ABSL_FLAG(std::string, model, "127.0.0.1:50052", "generate/chat/health: model service address.");
 ABSL_FLAG(std::string, prompt, "",
           "generate: the prompt (the user message in chat mode). Empty: read stdin.");
@@ -59,8 +59,7 @@ ABSL_FLAG(std::string, detokenize, "cached",
           "Decode, then decoded here) or 'stream' (the tokenizer's DecodeStream, one request "
           "per token).");
 ABSL_FLAG(bool, ignore_eos, false, "generate/chat: do not stop at EOS / EOT (benchmarks).");
-ABSL_FLAG(double, wait, 0,
-          "health: wait up to this many seconds for both services to be SERVING.");
+ABSL_FLAG(double, wait, 0, "health: wait up to this many seconds for both services to be SERVING.");
 
 namespace llm::cli {
 namespace {
@@ -107,16 +106,17 @@ absl::StatusOr<GenerateParams> ParamsFromFlags(const std::vector<std::string>& s
   p.sampling.repetition_penalty = static_cast<float>(absl::GetFlag(FLAGS_repeat_penalty));
   const int64_t seed = absl::GetFlag(FLAGS_seed);
   if (seed < -1) return absl::InvalidArgumentError(StrCat("--seed must be >= -1, got ", seed));
-  p.sampling.seed = seed >= 0 ? static_cast<uint64_t>(seed)
-                              : (static_cast<uint64_t>(std::random_device()()) << 32) |
-                                    std::random_device()();
+  p.sampling.seed =
+      seed >= 0 ? static_cast<uint64_t>(seed)
+                : (static_cast<uint64_t>(std::random_device()()) << 32) | std::random_device()();
   p.max_tokens = absl::GetFlag(FLAGS_max_tokens);
   p.stop = stop;
   p.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
   if (absl::Status s = client::ValidateParams(p); !s.ok()) {
     return absl::InvalidArgumentError(
-        StrCat(s.message(), " (--temperature >= 0, --top-k >= 0, --top-p in (0, 1], "
-                            "--min-p in [0, 1], --max-tokens >= 1, --stop non-empty)"));
+        StrCat(s.message(),
+               " (--temperature >= 0, --top-k >= 0, --top-p in (0, 1], "
+               "--min-p in [0, 1], --max-tokens >= 1, --stop non-empty)"));
   }
   return p;
 }
@@ -178,8 +178,7 @@ class Printer {
   }
 
   void End(const GenerateResult& r) {
-    const double ttft_ms =
-        absl::ToDoubleMilliseconds((first_ ? *first_ : absl::Now()) - start_);
+    const double ttft_ms = absl::ToDoubleMilliseconds((first_ ? *first_ : absl::Now()) - start_);
     if (json_) {
       nlohmann::json j;
       j["tokens"] = r.tokens.size();

@@ -27,14 +27,17 @@ constexpr absl::Duration kCancelPoll = absl::Milliseconds(20);
 constexpr absl::Duration kFirstBackoff = absl::Milliseconds(100);
 constexpr absl::Duration kMaxBackoff = absl::Seconds(1);
 
-std::shared_ptr<grpc::Channel> NewChannel(const std::string& address) {
+std::shared_ptr<grpc::Channel> NewChannel(const std::string& address,
+                                         const std::shared_ptr<grpc::ChannelCredentials>& creds,
+                                         const ClientOptions& options) {
   grpc::ChannelArguments args;
+  if (!options.tls_server_name.empty()) args.SetSslTargetNameOverride(options.tls_server_name);
   // Loopback and cluster peers come back fast: retry connecting often.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetMaxReceiveMessageSize(64 << 20);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return CreateAuthChannel(address, creds, args, options.auth_token);
 }
 
 // A session-losing failure: the session is gone (NOT_FOUND) or the server
@@ -54,8 +57,7 @@ absl::Status WithContext(const absl::Status& s, std::string_view what) {
 absl::Status ValidateParams(const GenerateParams& params) {
   LLM_RETURN_IF_ERROR(sampler::Validate(params.sampling));
   if (params.max_tokens < 1) {
-    return absl::InvalidArgumentError(
-        StrCat("max_tokens must be >= 1, got ", params.max_tokens));
+    return absl::InvalidArgumentError(StrCat("max_tokens must be >= 1, got ", params.max_tokens));
   }
   return ValidateStopStrings(params.stop);
 }
@@ -96,8 +98,11 @@ std::unique_ptr<grpc::ClientContext> Generator::NewContext() const {
 }
 
 absl::Status Generator::Init() {
-  tokenizer_channel_ = NewChannel(options_.tokenizer_address);
-  model_channel_ = NewChannel(options_.model_address);
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds =
+      MakeChannelCredentials(options_.tls);
+  if (!creds.ok()) return creds.status();
+  tokenizer_channel_ = NewChannel(options_.tokenizer_address, *creds, options_);
+  model_channel_ = NewChannel(options_.model_address, *creds, options_);
   tokenizer_ = v1::Tokenizer::NewStub(tokenizer_channel_);
   model_ = v1::Model::NewStub(model_channel_);
 
@@ -129,17 +134,18 @@ absl::Status Generator::Init() {
                            [&](grpc::ClientContext* c) {
                              return tokenizer_->Info(c, v1::InfoRequest(), &tokenizer_info_);
                            }));
-  LLM_RETURN_IF_ERROR(info(model_channel_, "model", options_.model_address,
-                           [&](grpc::ClientContext* c) {
-                             return model_->Info(c, v1::ModelInfoRequest(), &model_info_);
-                           }));
+  LLM_RETURN_IF_ERROR(
+      info(model_channel_, "model", options_.model_address, [&](grpc::ClientContext* c) {
+        return model_->Info(c, v1::ModelInfoRequest(), &model_info_);
+      }));
   if (tokenizer_info_.vocab_size() > model_info_.vocab_size()) {
     return absl::FailedPreconditionError(
         StrCat("the tokenizer at ", options_.tokenizer_address, " has ",
                tokenizer_info_.vocab_size(), " tokens but the model at ", options_.model_address,
                " only ", model_info_.vocab_size(), ": not the same vocabulary"));
   }
-  if (tokenizer_info_.has_eos_id()) end_ids_.push_back(static_cast<int32_t>(tokenizer_info_.eos_id()));
+  if (tokenizer_info_.has_eos_id())
+    end_ids_.push_back(static_cast<int32_t>(tokenizer_info_.eos_id()));
   if (tokenizer_info_.has_eot_id() &&
       std::find(end_ids_.begin(), end_ids_.end(), tokenizer_info_.eot_id()) == end_ids_.end()) {
     end_ids_.push_back(static_cast<int32_t>(tokenizer_info_.eot_id()));
@@ -238,9 +244,10 @@ grpc::Status Generator::PrefillOnce(const v1::PrefillRequest& request,
   return status;
 }
 
-absl::StatusOr<v1::PrefillResponse> Generator::PrefillWithRecovery(
-    Session& session, std::span<const int32_t> tokens, const v1::LogitsOptions& logits,
-    int32_t* rebuilds) {
+absl::StatusOr<v1::PrefillResponse> Generator::PrefillWithRecovery(Session& session,
+                                                                   std::span<const int32_t> tokens,
+                                                                   const v1::LogitsOptions& logits,
+                                                                   int32_t* rebuilds) {
   const absl::Time give_up = absl::Now() + options_.reconnect_timeout;
   absl::Duration backoff = kFirstBackoff;
   int lost = 0;
@@ -322,7 +329,7 @@ class Generator::Run {
   GenerateResult result_;
   DecodedLogits logits_;
   std::unique_ptr<ModelStream> model_stream_;
-  absl::Status send_error_;  // a failed SendStep, reported by AwaitStep
+  absl::Status send_error_;                            // a failed SendStep, reported by AwaitStep
   std::unique_ptr<TokenizerStream> tokenizer_stream_;  // kDecodeStream
   std::optional<Detokenizer> detokenizer_;             // kCachedDecode
 };
@@ -378,9 +385,9 @@ absl::Status Generator::Run::AwaitStep(int32_t token, bool need_logits) {
   }
   ++result_.session_rebuilds;
   const int32_t one[] = {token};
-  LLM_ASSIGN_OR_RETURN(v1::PrefillResponse response,
-                       g_.PrefillWithRecovery(session_, one, result_.logits,
-                                              &result_.session_rebuilds));
+  LLM_ASSIGN_OR_RETURN(
+      v1::PrefillResponse response,
+      g_.PrefillWithRecovery(session_, one, result_.logits, &result_.session_rebuilds));
   return logits_.Decode(response.logits(), g_.model_info_.vocab_size());
 }
 
@@ -411,8 +418,8 @@ absl::StatusOr<std::string> Generator::Run::CloseStreams() {
   if (model_stream_ != nullptr) model_status = model_stream_->Close();
   model_stream_.reset();
   if (tokenizer_stream_ != nullptr) {
-    LLM_RETURN_IF_ERROR(tokenizer_stream_->Close(
-        [&](const v1::DecodeStreamResponse& r) { held += r.text(); }));
+    LLM_RETURN_IF_ERROR(
+        tokenizer_stream_->Close([&](const v1::DecodeStreamResponse& r) { held += r.text(); }));
     tokenizer_stream_.reset();
   }
   if (detokenizer_) held += detokenizer_->Flush();
@@ -435,9 +442,9 @@ absl::StatusOr<GenerateResult> Generator::Run::Go(std::span<const int32_t> new_t
   std::vector<int32_t> append = session_.pending;
   append.insert(append.end(), new_tokens.begin(), new_tokens.end());
   if (append.empty()) return absl::InvalidArgumentError("nothing to prefill: no new tokens");
-  LLM_ASSIGN_OR_RETURN(v1::PrefillResponse prefill,
-                       g_.PrefillWithRecovery(session_, append, result_.logits,
-                                              &result_.session_rebuilds));
+  LLM_ASSIGN_OR_RETURN(
+      v1::PrefillResponse prefill,
+      g_.PrefillWithRecovery(session_, append, result_.logits, &result_.session_rebuilds));
   session_.pending.clear();
   result_.prompt_tokens = static_cast<int64_t>(append.size());
   LLM_RETURN_IF_ERROR(logits_.Decode(prefill.logits(), g_.model_info_.vocab_size()));

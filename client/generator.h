@@ -47,6 +47,8 @@
 #ifndef LLM_CLIENT_GENERATOR_H_
 #define LLM_CLIENT_GENERATOR_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -56,13 +58,12 @@
 #include <string_view>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
-
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/detokenizer.h"
 #include "client/logits.h"
+#include "common/grpc/security.h"
 #include "llm/v1/model.grpc.pb.h"
 #include "llm/v1/tokenizer.grpc.pb.h"
 #include "sampler/sampler.h"
@@ -84,13 +85,21 @@ struct ClientOptions {
   // one tokenizer DecodeStream per generation, one request per token.
   enum class Detokenize { kCachedDecode, kDecodeStream };
   Detokenize detokenize = Detokenize::kCachedDecode;
+  // TLS to both services (common/grpc/security.h): with tls.ca (or a client
+  // certificate) the channels use TLS, verifying the servers with tls.ca;
+  // tls.cert and tls.key present a client certificate (mutual TLS).
+  TlsFiles tls;
+  // The name checked against the servers' certificates; "": the address's host.
+  std::string tls_server_name;
+  // Sent as `authorization: Bearer <token>` on every call; "": none.
+  std::string auth_token;
 };
 
 struct GenerateParams {
   sampler::SamplingParams sampling;
-  int32_t max_tokens = 256;        // >= 1
-  std::vector<std::string> stop;   // non-empty strings
-  bool ignore_eos = false;         // keep going past EOS / EOT (benchmarks)
+  int32_t max_tokens = 256;       // >= 1
+  std::vector<std::string> stop;  // non-empty strings
+  bool ignore_eos = false;        // keep going past EOS / EOT (benchmarks)
 };
 
 // InvalidArgument naming the field: sampler::Validate, max_tokens < 1, an
@@ -114,7 +123,7 @@ struct GenerateResult {
   std::vector<int32_t> tokens;  // generated, without the EOS / EOT that ended it
   std::string text;             // all released text (what the callback got)
   StopReason stop_reason = StopReason::kMaxTokens;
-  int64_t prompt_tokens = 0;    // new tokens prefilled by this call
+  int64_t prompt_tokens = 0;           // new tokens prefilled by this call
   absl::Duration time_to_first_token;  // Generate's start to the first sampled token
   absl::Duration decode_time;          // first sampled token to the last
   int32_t session_rebuilds = 0;        // lost sessions re-prefilled

@@ -1,8 +1,8 @@
 #include "client/health.h"
 
-#include <vector>
-
 #include <grpcpp/generic/generic_stub.h>
+
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "common/grpc/grpc_status.h"
@@ -79,8 +79,10 @@ absl::StatusOr<ServingStatus> CheckHealth(const std::shared_ptr<grpc::Channel>& 
   return result;
 }
 
-absl::Status WaitUntilServing(const std::string& address, absl::Duration timeout) {
-  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+absl::Status WaitUntilServing(const std::string& address, absl::Duration timeout,
+                              std::shared_ptr<grpc::ChannelCredentials> credentials) {
+  if (credentials == nullptr) credentials = grpc::InsecureChannelCredentials();
+  auto channel = grpc::CreateChannel(address, credentials);
   const absl::Time give_up = absl::Now() + timeout;
   std::string last;
   while (true) {

@@ -4,10 +4,10 @@
 #ifndef LLM_CLIENT_HEALTH_H_
 #define LLM_CLIENT_HEALTH_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <memory>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -23,7 +23,10 @@ absl::StatusOr<ServingStatus> CheckHealth(const std::shared_ptr<grpc::Channel>& 
 
 // Polls CheckHealth every 100 ms until SERVING or `timeout`; the error says
 // what the last check saw.
-absl::Status WaitUntilServing(const std::string& address, absl::Duration timeout);
+// `credentials`: TLS (MakeChannelCredentials); null: plaintext. Health
+// needs no bearer token.
+absl::Status WaitUntilServing(const std::string& address, absl::Duration timeout,
+                              std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
 
 }  // namespace llm::client
 

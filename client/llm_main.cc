@@ -87,8 +87,7 @@ int main(int argc, char** argv) {
   std::vector<char*> ptrs;
   for (std::string& a : args) ptrs.push_back(a.data());
   ptrs.push_back(nullptr);
-  const auto positional =
-      llm::ParseFlags(static_cast<int>(args.size()), ptrs.data(), kUsage);
+  const auto positional = llm::ParseFlags(static_cast<int>(args.size()), ptrs.data(), kUsage);
   if (positional.size() > 1) {
     std::fprintf(stderr, "llm %s: unexpected argument '%s'\n", command.c_str(),
                  positional[1].c_str());

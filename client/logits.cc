@@ -49,8 +49,7 @@ std::string LogitsModeName(const LogitsMode& mode) {
   return "auto";
 }
 
-v1::LogitsOptions ChooseLogitsOptions(const LogitsMode& mode,
-                                      const sampler::SamplingParams& params,
+v1::LogitsOptions ChooseLogitsOptions(const LogitsMode& mode, const sampler::SamplingParams& params,
                                       int64_t vocab_size) {
   v1::LogitsOptions options;
   switch (mode.kind) {
@@ -100,8 +99,8 @@ absl::Status DecodedLogits::Decode(const v1::Logits& logits, int64_t vocab_size)
   switch (logits.encoding()) {
     case v1::LogitsOptions::LOGITS_FLOAT32: {
       if (logits.float32().size() != 4 * n) {
-        return absl::InvalidArgumentError(StrCat("float32 logits hold ", logits.float32().size(),
-                                                 " bytes, expected ", 4 * n));
+        return absl::InvalidArgumentError(
+            StrCat("float32 logits hold ", logits.float32().size(), " bytes, expected ", 4 * n));
       }
       values_.resize(n);
       std::memcpy(values_.data(), logits.float32().data(), 4 * n);  // little-endian host
@@ -110,8 +109,8 @@ absl::Status DecodedLogits::Decode(const v1::Logits& logits, int64_t vocab_size)
     }
     case v1::LogitsOptions::LOGITS_FLOAT16: {
       if (logits.float16().size() != 2 * n) {
-        return absl::InvalidArgumentError(StrCat("float16 logits hold ", logits.float16().size(),
-                                                 " bytes, expected ", 2 * n));
+        return absl::InvalidArgumentError(
+            StrCat("float16 logits hold ", logits.float16().size(), " bytes, expected ", 2 * n));
       }
       values_.resize(n);
       const char* p = logits.float16().data();
@@ -126,8 +125,7 @@ absl::Status DecodedLogits::Decode(const v1::Logits& logits, int64_t vocab_size)
     case v1::LogitsOptions::LOGITS_TOP_N: {
       if (logits.top_ids_size() != logits.top_logits_size() || logits.top_ids_size() == 0) {
         return absl::InvalidArgumentError(StrCat("top-N logits with ", logits.top_ids_size(),
-                                                 " ids and ", logits.top_logits_size(),
-                                                 " logits"));
+                                                 " ids and ", logits.top_logits_size(), " logits"));
       }
       ids_.assign(logits.top_ids().begin(), logits.top_ids().end());
       values_.assign(logits.top_logits().begin(), logits.top_logits().end());

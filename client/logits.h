@@ -43,8 +43,7 @@ std::string LogitsModeName(const LogitsMode& mode);
 
 // The encoding to request (see the top of this file). top_n is capped to the
 // vocabulary size.
-v1::LogitsOptions ChooseLogitsOptions(const LogitsMode& mode,
-                                      const sampler::SamplingParams& params,
+v1::LogitsOptions ChooseLogitsOptions(const LogitsMode& mode, const sampler::SamplingParams& params,
                                       int64_t vocab_size);
 
 // IEEE 754 binary16 to float (exact).

@@ -72,9 +72,9 @@ TEST(LogitsTest, HalfToFloat) {
     const int e = (h >> 10) & 0x1F;
     const int m = h & 0x3FF;
     if (e == 31) continue;
-    const float want = (h & 0x8000 ? -1.0f : 1.0f) *
-                       (e == 0 ? std::ldexp(static_cast<float>(m), -24)
-                               : std::ldexp(static_cast<float>(m | 0x400), e - 25));
+    const float want =
+        (h & 0x8000 ? -1.0f : 1.0f) * (e == 0 ? std::ldexp(static_cast<float>(m), -24)
+                                              : std::ldexp(static_cast<float>(m | 0x400), e - 25));
     ASSERT_EQ(HalfToFloat(static_cast<uint16_t>(h)), want) << h;
   }
 }

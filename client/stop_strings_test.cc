@@ -11,7 +11,7 @@ namespace {
 // Feeds `deltas` and returns everything released (Finish included unless a
 // stop string was found), and whether it stopped.
 std::pair<std::string, bool> FeedAll(const std::vector<std::string>& stop,
-                                 const std::vector<std::string>& deltas) {
+                                     const std::vector<std::string>& deltas) {
   StopStringMatcher m(stop);
   std::string out;
   for (const std::string& d : deltas) {

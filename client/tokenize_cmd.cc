@@ -1,14 +1,13 @@
 #include "client/tokenize_cmd.h"
 
+#include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
-#include <nlohmann/json.hpp>
 
 #include "absl/flags/flag.h"
 #include "absl/status/statusor.h"
@@ -19,9 +18,12 @@
 #include "tokenizer_svc/service/tokenizer_service.h"
 #include "tokenizer_svc/tokenizer.h"
 
-ABSL_FLAG(std::string, vocab, "", "tokenize/detokenize in process: vocabulary file (.tiktoken or .gguf).");
-ABSL_FLAG(std::string, server, "", "tokenize/detokenize through the tokenizer service at this address.");
-ABSL_FLAG(bool, jsonl, true, "tokenize/detokenize: JSON lines on stdin and stdout (the only format).");
+ABSL_FLAG(std::string, vocab, "",
+          "tokenize/detokenize in process: vocabulary file (.tiktoken or .gguf).");
+ABSL_FLAG(std::string, server, "",
+          "tokenize/detokenize through the tokenizer service at this address.");
+ABSL_FLAG(bool, jsonl, true,
+          "tokenize/detokenize: JSON lines on stdin and stdout (the only format).");
 ABSL_FLAG(bool, add_bos, false, "tokenize: prepend the vocabulary's BOS token.");
 ABSL_FLAG(std::string, allowed_special, "",
           "tokenize: comma-separated special tokens to recognize, or 'all'. Default: none "
@@ -49,8 +51,8 @@ class Backend {
       if (!tok.ok()) return tok.status();
       b->tokenizer_ = std::move(*tok);
     } else {
-      b->stub_ = v1::Tokenizer::NewStub(
-          grpc::CreateChannel(server, grpc::InsecureChannelCredentials()));
+      b->stub_ =
+          v1::Tokenizer::NewStub(grpc::CreateChannel(server, grpc::InsecureChannelCredentials()));
     }
     return b;
   }
@@ -128,8 +130,9 @@ int ForEachLine(std::FILE* in, std::FILE* out, Handle&& handle) {
     if (line.empty()) continue;
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     absl::StatusOr<nlohmann::json> result =
-        j.is_object() ? handle(**backend, j)
-                      : absl::StatusOr<nlohmann::json>(absl::InvalidArgumentError("not a JSON object"));
+        j.is_object()
+            ? handle(**backend, j)
+            : absl::StatusOr<nlohmann::json>(absl::InvalidArgumentError("not a JSON object"));
     if (!result.ok()) {
       ++failures;
       const std::string msg = StrCat("line ", line_no, ": ", result.status().message());
@@ -164,36 +167,36 @@ int RunTokenize(std::FILE* in, std::FILE* out) {
     std::fprintf(stderr, "llm: --algorithm must be 'bpe' or 'longest-match'\n");
     return 2;
   }
-  return ForEachLine(in, out, [&](Backend& b, const nlohmann::json& j)
-                                  -> absl::StatusOr<nlohmann::json> {
-    auto it = j.find("text");
-    if (it == j.end() || !it->is_string()) {
-      return absl::InvalidArgumentError("expected {\"text\": \"...\"}");
-    }
-    auto ids = b.Encode(it->get<std::string>(), options);
-    if (!ids.ok()) return ids.status();
-    return nlohmann::json{{"ids", *ids}};
-  });
+  return ForEachLine(in, out,
+                     [&](Backend& b, const nlohmann::json& j) -> absl::StatusOr<nlohmann::json> {
+                       auto it = j.find("text");
+                       if (it == j.end() || !it->is_string()) {
+                         return absl::InvalidArgumentError("expected {\"text\": \"...\"}");
+                       }
+                       auto ids = b.Encode(it->get<std::string>(), options);
+                       if (!ids.ok()) return ids.status();
+                       return nlohmann::json{{"ids", *ids}};
+                     });
 }
 
 int RunDetokenize(std::FILE* in, std::FILE* out) {
-  return ForEachLine(in, out, [&](Backend& b, const nlohmann::json& j)
-                                  -> absl::StatusOr<nlohmann::json> {
-    auto it = j.find("ids");
-    if (it == j.end() || !it->is_array()) {
-      return absl::InvalidArgumentError("expected {\"ids\": [...]}");
-    }
-    std::vector<uint32_t> ids;
-    for (const auto& v : *it) {
-      if (!v.is_number_unsigned() || v.get<uint64_t>() > UINT32_MAX) {
-        return absl::InvalidArgumentError("ids must be non-negative integers");
-      }
-      ids.push_back(v.get<uint32_t>());
-    }
-    auto text = b.Decode(ids);
-    if (!text.ok()) return text.status();
-    return nlohmann::json{{"text", *text}};
-  });
+  return ForEachLine(in, out,
+                     [&](Backend& b, const nlohmann::json& j) -> absl::StatusOr<nlohmann::json> {
+                       auto it = j.find("ids");
+                       if (it == j.end() || !it->is_array()) {
+                         return absl::InvalidArgumentError("expected {\"ids\": [...]}");
+                       }
+                       std::vector<uint32_t> ids;
+                       for (const auto& v : *it) {
+                         if (!v.is_number_unsigned() || v.get<uint64_t>() > UINT32_MAX) {
+                           return absl::InvalidArgumentError("ids must be non-negative integers");
+                         }
+                         ids.push_back(v.get<uint32_t>());
+                       }
+                       auto text = b.Decode(ids);
+                       if (!text.ok()) return text.status();
+                       return nlohmann::json{{"text", *text}};
+                     });
 }
 
 }  // namespace llm::cli

@@ -122,8 +122,8 @@ TEST_F(DefaultModelTest, TopOneAgreesWithLlamaCpp) {
       ++agree;
       continue;
     }
-    disagreements += " " + std::to_string(i) + " (llama.cpp margin " +
-                     std::to_string(margin[i]) + ")";
+    disagreements +=
+        " " + std::to_string(i) + " (llama.cpp margin " + std::to_string(margin[i]) + ")";
     EXPECT_LT(margin[i], kNearTie) << "position " << i << " is not a near-tie";
   }
   const double rate = static_cast<double>(agree) / top1.size();

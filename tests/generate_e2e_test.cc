@@ -17,6 +17,7 @@
 //
 // Needs models/SmolLM2-135M-Instruct.Q4_1.gguf (scripts/fetch-model.sh).
 #include <fcntl.h>
+#include <grpcpp/grpcpp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -29,8 +30,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "common/strings.h"
 #include "common/test_paths.h"
@@ -120,8 +119,8 @@ class Child {
         buffer_.erase(0, nl + 1);
         return line;
       }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - testing::Clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - testing::Clock::now());
       if (left.count() <= 0) return std::nullopt;
       pollfd p{stdout_, POLLIN, 0};
       if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
@@ -183,7 +182,8 @@ class GenerateE2ETest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     std::string error;
-    tokenizer_server_ = ServerProcess::Start("tokenizer_server", TokenizerFlags(), &error).release();
+    tokenizer_server_ =
+        ServerProcess::Start("tokenizer_server", TokenizerFlags(), &error).release();
     ASSERT_NE(tokenizer_server_, nullptr) << error << " (run scripts/fetch-model.sh)";
     model_server_ = ServerProcess::Start("model_server", ModelFlags(), &error).release();
     ASSERT_NE(model_server_, nullptr) << error;
@@ -201,9 +201,9 @@ class GenerateE2ETest : public ::testing::Test {
   static std::vector<std::string> LlmArgs(const std::string& command,
                                           const std::string& model_address,
                                           std::vector<std::string> flags) {
-    std::vector<std::string> argv = {testing::BinPath("llm"), command, "--tokenizer",
-                                     tokenizer_server_->address(), "--model", model_address,
-                                     "--json", "--max-tokens", std::to_string(kMaxTokens)};
+    std::vector<std::string> argv = {
+        testing::BinPath("llm"), command,  "--tokenizer",  tokenizer_server_->address(), "--model",
+        model_address,           "--json", "--max-tokens", std::to_string(kMaxTokens)};
     argv.insert(argv.end(), flags.begin(), flags.end());
     return argv;
   }
@@ -220,7 +220,8 @@ class GenerateE2ETest : public ::testing::Test {
   }
 
   static std::vector<v1::SessionInfo> Sessions(const std::string& address) {
-    auto stub = v1::Model::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    auto stub =
+        v1::Model::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     v1::ListSessionsResponse response;
@@ -369,7 +370,8 @@ TEST_F(GenerateE2ETest, ChatSurvivesAModelServerRestart) {
   // With a server of its own, killed and restarted on the same port between
   // the turns.
   std::string error;
-  std::unique_ptr<ServerProcess> server = ServerProcess::Start("model_server", ModelFlags(), &error);
+  std::unique_ptr<ServerProcess> server =
+      ServerProcess::Start("model_server", ModelFlags(), &error);
   ASSERT_NE(server, nullptr) << error;
   const std::string address = server->address();
   auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
@@ -382,9 +384,8 @@ TEST_F(GenerateE2ETest, ChatSurvivesAModelServerRestart) {
   EXPECT_EQ(first->tokens, expected[0].tokens);
 
   server->Terminate(std::chrono::seconds(10), SIGKILL);
-  server = ServerProcess::Start("model_server",
-                                {"--model", ModelPath(), "--kv_cache_mb", "64", "--listen", address},
-                                &error);
+  server = ServerProcess::Start(
+      "model_server", {"--model", ModelPath(), "--kv_cache_mb", "64", "--listen", address}, &error);
   ASSERT_NE(server, nullptr) << error;
   ASSERT_EQ(server->address(), address);
 
@@ -398,9 +399,13 @@ TEST_F(GenerateE2ETest, ChatSurvivesAModelServerRestart) {
 }
 
 TEST_F(GenerateE2ETest, BadValuesAndUnreachableServers) {
-  for (const std::vector<std::string>& bad :
-       {std::vector<std::string>{"--temperature", "-1"}, {"--top-p", "1.5"}, {"--min-p", "2"},
-        {"--top-k", "-3"}, {"--max-tokens", "0"}, {"--logits", "top-n:0"}, {"--stop", ""}}) {
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"--temperature", "-1"},
+                                              {"--top-p", "1.5"},
+                                              {"--min-p", "2"},
+                                              {"--top-k", "-3"},
+                                              {"--max-tokens", "0"},
+                                              {"--logits", "top-n:0"},
+                                              {"--stop", ""}}) {
     std::vector<std::string> flags = {"--prompt", "x"};
     flags.insert(flags.end(), bad.begin(), bad.end());
     auto child = Child::Start(LlmArgs("generate", model_server_->address(), flags));

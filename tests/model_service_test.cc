@@ -13,6 +13,12 @@
 // session forked from another, a stream against unary calls, a batch against
 // a session alone. Different batch shapes may round differently, so those
 // comparisons allow 1e-4 and require the same argmax.
+#include "model_svc/server/model_service.h"
+
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <atomic>
 #include <barrier>
@@ -29,27 +35,22 @@
 #include <thread>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
-
 #include "common/grpc/server_runner.h"
 #include "common/strings.h"
 #include "llm/v1/model.grpc.pb.h"
 #include "model_svc/engine/engine.h"
-#include "model_svc/server/model_service.h"
 #include "model_svc/testing/random_model.h"
 #include "tests/server_process.h"
 
 namespace llm {
 namespace {
 
+using testing::CheckHealth;
 using ::testing::Contains;
 using ::testing::HasSubstr;
-using ::testing::StartsWith;
-using testing::CheckHealth;
 using testing::HealthResult;
 using testing::ServerProcess;
+using ::testing::StartsWith;
 using ServerState = testing::ServerState<v1::Model>;
 
 // ---------------------------------------------------------------------------
@@ -64,8 +65,8 @@ model::testing::RandomModelSpec Spec() {
 }
 
 constexpr int64_t kVocab = 512;
-constexpr int64_t kMaxContext = 64;       // the main server's --max_context
-constexpr int64_t kMainKvCacheMb = 16;    // the main server's --kv_cache_mb
+constexpr int64_t kMaxContext = 64;     // the main server's --max_context
+constexpr int64_t kMainKvCacheMb = 16;  // the main server's --kv_cache_mb
 constexpr char kSessionPrefix[] = "replica-0.";
 
 // KV block bytes of Spec(): keys and values, every layer, 16 positions.
@@ -81,8 +82,8 @@ std::string* model_error = nullptr;
 class ModelFileEnvironment : public ::testing::Environment {
  public:
   void SetUp() override {
-    model_path = new std::string(
-        StrCat(::testing::TempDir(), "model_service_test_", getpid(), ".gguf"));
+    model_path =
+        new std::string(StrCat(::testing::TempDir(), "model_service_test_", getpid(), ".gguf"));
     model_error = new std::string();
     absl::StatusOr<std::string> bytes = model::testing::RandomModelGguf(Spec());
     if (!bytes.ok()) {
@@ -172,7 +173,8 @@ v1::LogitsOptions Encoding(v1::LogitsOptions::Encoding encoding, uint32_t top_n 
 // n token ids, different for each seed.
 std::vector<int32_t> Tokens(int seed, int n) {
   std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) out.push_back(static_cast<int32_t>((seed * 131 + i * 37 + 7) % kVocab));
+  for (int i = 0; i < n; ++i)
+    out.push_back(static_cast<int32_t>((seed * 131 + i * 37 + 7) % kVocab));
   return out;
 }
 
@@ -591,8 +593,7 @@ TEST_F(ModelServerTest, TruncateThenRedecodeGivesTheSameLogits) {
                    "after truncating to 3");
   // Longer than the session, or negative.
   EXPECT_EQ(Truncate(stub(), p.session_id(), 5).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(Truncate(stub(), p.session_id(), -1).error_code(),
-            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Truncate(stub(), p.session_id(), -1).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   ASSERT_TRUE(Truncate(stub(), p.session_id(), 0).ok());
   EXPECT_EQ(FindSession(stub(), p.session_id())->num_tokens(), 0);
   EXPECT_TRUE(Release(stub(), p.session_id()).ok());
@@ -663,8 +664,7 @@ TEST_F(ModelServerTest, ErrorCodes) {
   std::string child;
 
   // Unknown session.
-  EXPECT_EQ(Prefill(stub(), "no-such-session", {1}, &pr).error_code(),
-            grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Prefill(stub(), "no-such-session", {1}, &pr).error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(Decode(stub(), "no-such-session", 1, &dr).error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(Truncate(stub(), "no-such-session", 0).error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(Fork(stub(), "no-such-session", &child).error_code(), grpc::StatusCode::NOT_FOUND);
@@ -860,7 +860,8 @@ TEST_F(ModelServerLimitsTest, SessionLimitIsResourceExhausted) {
 TEST_F(ModelServerLimitsTest, MoreThanTheKvPoolIsResourceExhausted) {
   ASSERT_LT(PoolTokens(), Spec().context);  // so that the pool, not the context, is the limit
   v1::PrefillResponse r;
-  const grpc::Status status = Prefill(stub(), "", Tokens(30, static_cast<int>(PoolTokens()) + 1), &r);
+  const grpc::Status status =
+      Prefill(stub(), "", Tokens(30, static_cast<int>(PoolTokens()) + 1), &r);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << Describe(status);
   EXPECT_TRUE(ListSessions(stub()).empty());
   // Exactly the pool fits.
@@ -946,8 +947,7 @@ TEST(ModelServiceLoadingTest, EveryCallIsUnavailableUntilTheEngineIsSet) {
   ASSERT_TRUE(runner.ok()) << runner.status().message();
   auto channel = grpc::CreateChannel(StrCat("127.0.0.1:", (*runner)->port()),
                                      grpc::InsecureChannelCredentials());
-  EXPECT_EQ(CheckHealth(channel, "", std::chrono::seconds(5)).serving_status,
-            testing::kNotServing);
+  EXPECT_EQ(CheckHealth(channel, "", std::chrono::seconds(5)).serving_status, testing::kNotServing);
   auto stub = v1::Model::NewStub(channel);
   constexpr auto kUnavailable = grpc::StatusCode::UNAVAILABLE;
   v1::PrefillResponse pr;
@@ -1042,8 +1042,8 @@ TEST(ModelServerProcessTest, SigintExitsZero) {
 
 TEST(ModelServerProcessTest, BadModelExitsNonZeroWithoutPortLine) {
   std::string error;
-  auto server = ServerProcess::Start("model_server", {"--model", "/nonexistent/model.gguf"},
-                                     &error);
+  auto server =
+      ServerProcess::Start("model_server", {"--model", "/nonexistent/model.gguf"}, &error);
   EXPECT_EQ(server, nullptr);
   EXPECT_THAT(error, HasSubstr("no port line"));
   EXPECT_THAT(error, HasSubstr("exit status 1"));

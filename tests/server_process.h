@@ -10,6 +10,10 @@
 #define LLM_TESTS_SERVER_PROCESS_H_
 
 #include <fcntl.h>
+#include <google/protobuf/unknown_field_set.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -28,11 +32,6 @@
 #include <thread>
 #include <utility>
 #include <vector>
-
-#include <google/protobuf/unknown_field_set.h>
-#include <grpcpp/generic/generic_stub.h>
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
 
 #include "common/strings.h"
 #include "common/test_paths.h"
@@ -127,8 +126,7 @@ class ServerProcess {
     if (line.rfind(prefix, 0) != 0) {
       const std::optional<int> status = server->Terminate(std::chrono::seconds(5));
       *error = StrCat("no port line from ", binary, " (got '", line, "'; ",
-                      status ? DescribeWaitStatus(*status) : std::string("had to be killed"),
-                      ")");
+                      status ? DescribeWaitStatus(*status) : std::string("had to be killed"), ")");
       return nullptr;
     }
     server->port_ = std::atoi(line.c_str() + prefix.size());
@@ -258,8 +256,8 @@ inline HealthResult CheckHealth(const std::shared_ptr<grpc::Channel>& channel,
   if (!service.empty()) AppendStringField(&request, 1, service);  // HealthCheckRequest.service
   grpc::ByteBuffer response;
   {
-    auto call = stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check",
-                                      ToByteBuffer(request), &cq);
+    auto call =
+        stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check", ToByteBuffer(request), &cq);
     call->StartCall();
     int tag = 0;
     call->Finish(&response, &result.status, &tag);

@@ -9,6 +9,9 @@
 // Each suite starts its server once (SetUpTestSuite) and stops it in
 // TearDownTestSuite, where the clean exit is checked.
 #include <fcntl.h>
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,23 +24,19 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/str_split.h"
 #include "common/strings.h"
 #include "common/test_paths.h"
+#include "llm/v1/tokenizer.grpc.pb.h"
 #include "tests/server_process.h"
 #include "tokenizer_svc/testing/vectors.h"
-#include "llm/v1/tokenizer.grpc.pb.h"
 
 namespace llm {
 namespace {
@@ -325,7 +324,8 @@ TEST_F(Cl100kServerTest, HealthReportsServing) {
   const HealthResult overall = CheckHealth(channel(), "", std::chrono::seconds(5));
   ASSERT_TRUE(overall.status.ok()) << overall.status.error_message();
   EXPECT_EQ(overall.serving_status, kServing);
-  const HealthResult tokenizer = CheckHealth(channel(), "llm.v1.Tokenizer", std::chrono::seconds(5));
+  const HealthResult tokenizer =
+      CheckHealth(channel(), "llm.v1.Tokenizer", std::chrono::seconds(5));
   ASSERT_TRUE(tokenizer.status.ok()) << tokenizer.status.error_message();
   EXPECT_EQ(tokenizer.serving_status, kServing);
   const HealthResult unknown = CheckHealth(channel(), "no.such.Service", std::chrono::seconds(5));
@@ -510,7 +510,8 @@ class LockstepStream {
 
 TEST_F(Cl100kServerTest, DecodeStreamOneIdPerRequestNeverSplitsACharacter) {
   const std::string text =
-      "你好，世界！🌍🚀 Grüße aus Köln — naïve café. 日本語のテキスト🤖👍🏽 ∑∫≈ 한국어 "
+      "你好，世界！🌍🚀 Grüße aus Köln — naïve café. 日本語のテキスト🤖👍🏽 ∑∫≈ "
+      "한국어 "
       "emoji-run:😀😃😄😁🫠🦀🧬";
   ASSERT_TRUE(IsValidUtf8(text));
   const std::vector<uint32_t> ids = MustEncode(text);
@@ -528,8 +529,8 @@ TEST_F(Cl100kServerTest, DecodeStreamOneIdPerRequestNeverSplitsACharacter) {
     ASSERT_TRUE(stream.Send({ids[i]}, false, &piece)) << "stream ended at id " << i;
     ++responses;
     empty_responses += piece.empty() ? 1 : 0;
-    EXPECT_TRUE(IsValidUtf8(piece)) << "response " << i << " ends inside a character: "
-                                    << ::testing::PrintToString(piece);
+    EXPECT_TRUE(IsValidUtf8(piece))
+        << "response " << i << " ends inside a character: " << ::testing::PrintToString(piece);
     joined += piece;
   }
   std::vector<std::string> trailing;
@@ -778,10 +779,9 @@ TEST_F(Cl100kServerTest, LlmCliTokenizeThroughServer) {
     input += nlohmann::json{{"text", (*vectors_)[i].text}}.dump() + "\n";
   }
   input += nlohmann::json{{"text", "<|endoftext|>"}}.dump() + "\n";
-  const ProcessResult r = RunProcess(
-      {BinPath("llm"), "tokenize", "--server", address(), "--jsonl"}, input);
-  ASSERT_TRUE(ExitedZero(r.wait_status))
-      << DescribeWaitStatus(r.wait_status) << "\n" << r.out;
+  const ProcessResult r =
+      RunProcess({BinPath("llm"), "tokenize", "--server", address(), "--jsonl"}, input);
+  ASSERT_TRUE(ExitedZero(r.wait_status)) << DescribeWaitStatus(r.wait_status) << "\n" << r.out;
   const std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), used.size() + 1) << r.out;
   for (size_t i = 0; i < used.size(); ++i) {
@@ -795,8 +795,7 @@ TEST_F(Cl100kServerTest, LlmCliTokenizeThroughServer) {
   const ProcessResult special = RunProcess(
       {BinPath("llm"), "tokenize", "--server", address(), "--allowed-special", "<|endoftext|>"},
       "{\"text\": \"<|endoftext|>\"}\n");
-  ASSERT_TRUE(ExitedZero(special.wait_status))
-      << DescribeWaitStatus(special.wait_status);
+  ASSERT_TRUE(ExitedZero(special.wait_status)) << DescribeWaitStatus(special.wait_status);
   EXPECT_EQ(nlohmann::json::parse(special.out).at("ids").get<std::vector<uint32_t>>(),
             std::vector<uint32_t>{kEndOfText});
 }
@@ -811,11 +810,12 @@ TEST_F(Cl100kServerTest, LlmCliDetokenizeThroughServer) {
   }
   input += StrCat("{\"ids\": [9906, ", kCl100kVocabSize, "]}\n");  // fails, in line
   input += "{\"ids\": [9906, 11, 1917, 0]}\n";
-  const ProcessResult r = RunProcess(
-      {BinPath("llm"), "detokenize", "--server", address(), "--jsonl"}, input);
+  const ProcessResult r =
+      RunProcess({BinPath("llm"), "detokenize", "--server", address(), "--jsonl"}, input);
   // One failing line: exit status 1, outputs still aligned with inputs.
   ASSERT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 1)
-      << DescribeWaitStatus(r.wait_status) << "\n" << r.out;
+      << DescribeWaitStatus(r.wait_status) << "\n"
+      << r.out;
   const std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), used.size() + 2) << r.out;
   for (size_t i = 0; i < used.size(); ++i) {
@@ -954,8 +954,7 @@ TEST(TokenizerServerProcessTest, SigtermWithAnOpenStreamExitsZero) {
   const auto start = Clock::now();
   const std::optional<int> exit_status = state.process->Terminate(std::chrono::seconds(15));
   ASSERT_TRUE(exit_status.has_value()) << "did not exit within 15 s of SIGTERM";
-  EXPECT_TRUE(ExitedZero(*exit_status))
-      << DescribeWaitStatus(*exit_status);
+  EXPECT_TRUE(ExitedZero(*exit_status)) << DescribeWaitStatus(*exit_status);
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
   // The stream ended with the server (cancelled or unavailable, not hanging).
   while (stream->Read(&response)) {

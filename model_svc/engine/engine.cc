@@ -55,8 +55,7 @@ struct Completion {
 
 class Engine::Impl {
  public:
-  Impl(std::unique_ptr<model::LlamaModel> model, const EngineOptions& options,
-       int64_t max_context)
+  Impl(std::unique_ptr<model::LlamaModel> model, const EngineOptions& options, int64_t max_context)
       : model_(std::move(model)),
         options_(options),
         max_context_(max_context),
@@ -207,8 +206,8 @@ class Engine::Impl {
     for (size_t i = 0; i < request.tokens.size(); ++i) {
       const int32_t t = request.tokens[i];
       if (t < 0 || t >= c.vocab_size) {
-        return absl::InvalidArgumentError(StrCat("token id ", t, " at index ", i,
-                                                 " is out of range [0, ", c.vocab_size, ")"));
+        return absl::InvalidArgumentError(
+            StrCat("token id ", t, " at index ", i, " is out of range [0, ", c.vocab_size, ")"));
       }
     }
     if (request.logits.encoding == model::LogitsEncoding::kTopN &&
@@ -255,7 +254,8 @@ class Engine::Impl {
     while (blocks_.num_free() < needed) {
       Session* lru = nullptr;
       for (const auto& [id, s] : sessions_) {
-        if (!s->busy && !s->kv.blocks.empty() && (lru == nullptr || s->last_used < lru->last_used)) {
+        if (!s->busy && !s->kv.blocks.empty() &&
+            (lru == nullptr || s->last_used < lru->last_used)) {
           lru = s.get();
         }
       }
@@ -521,8 +521,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Ll
   std::unique_ptr<Engine> e(new Engine);
   e->options_ = options;
   const int64_t model_context = model->config().context_length;
-  e->max_context_ = options.max_context > 0 ? std::min(options.max_context, model_context)
-                                            : model_context;
+  e->max_context_ =
+      options.max_context > 0 ? std::min(options.max_context, model_context) : model_context;
   e->impl_ = std::make_unique<Impl>(std::move(model), options, e->max_context_);
   return e;
 }
@@ -531,9 +531,7 @@ Engine::~Engine() = default;
 
 const model::ModelConfig& Engine::config() const { return impl_->model().config(); }
 
-std::string Engine::backend_description() const {
-  return impl_->model().backend().description();
-}
+std::string Engine::backend_description() const { return impl_->model().backend().description(); }
 
 void Engine::Submit(AppendRequest request, AppendCallback done) {
   impl_->Submit(std::move(request), std::move(done));

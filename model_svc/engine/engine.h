@@ -38,7 +38,7 @@ struct EngineOptions {
   int64_t max_batch_tokens = 512;  // tokens per step (decodes + prefill chunks)
   int64_t max_sessions = 256;
   absl::Duration session_ttl = absl::Minutes(10);  // idle time before expiry
-  int64_t max_context = 0;  // tokens per session; 0: the model's context length
+  int64_t max_context = 0;     // tokens per session; 0: the model's context length
   std::string session_prefix;  // prepended to session ids (pod identity)
   // Tests only: called on the step-loop thread before each forward step
   // (with no lock held), e.g. to hold the loop while a test races a call.

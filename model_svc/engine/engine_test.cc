@@ -21,10 +21,10 @@
 namespace llm::engine {
 namespace {
 
-using ::testing::HasSubstr;
 using model::Logits;
 using model::testing::LoadRandomModel;
 using model::testing::RandomModelSpec;
+using ::testing::HasSubstr;
 
 RandomModelSpec Spec() {
   RandomModelSpec s;
@@ -403,7 +403,8 @@ TEST(EngineTest, IdleSessionsExpire) {
   auto r = engine->Append(Request("", {1, 2}));
   ASSERT_TRUE(r.ok());
   // The sweep runs about once a second.
-  for (int i = 0; i < 50 && engine->Stats().sessions > 0; ++i) absl::SleepFor(absl::Milliseconds(100));
+  for (int i = 0; i < 50 && engine->Stats().sessions > 0; ++i)
+    absl::SleepFor(absl::Milliseconds(100));
   EXPECT_EQ(engine->Stats().sessions, 0);
   EXPECT_EQ(engine->Stats().expired_sessions, 1);
   EXPECT_EQ(engine->Stats().kv_blocks_free, engine->Stats().kv_blocks_total);

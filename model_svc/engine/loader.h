@@ -14,12 +14,12 @@ namespace llm::engine {
 
 struct LoadOptions {
   std::string model_path;
-  std::string backend = "cpu";  // "cpu" (CUDA joins with its backend)
-  int threads = 0;              // CPU threads; 0: every core the process may use
-  int64_t kv_cache_mb = 512;    // KV pool size; blocks = MiB / block bytes
-  int32_t kv_block_size = 16;   // positions per KV block
+  std::string backend = "cpu";        // "cpu" (CUDA joins with its backend)
+  int threads = 0;                    // CPU threads; 0: every core the process may use
+  int64_t kv_cache_mb = 512;          // KV pool size; blocks = MiB / block bytes
+  int32_t kv_block_size = 16;         // positions per KV block
   std::string kv_cache_type = "f16";  // "f16" or "f32"
-  EngineOptions engine;         // engine.max_batch_tokens also sizes the step scratch
+  EngineOptions engine;               // engine.max_batch_tokens also sizes the step scratch
 };
 
 // Maps the file, loads the weights on the backend, allocates the KV pool and

@@ -31,8 +31,8 @@ absl::Status BlockManager::Reserve(BlockTable& table, int64_t new_tokens,
                                    std::vector<BlockCopy>* copies) {
   const int32_t needed = BlocksNeeded(table, new_tokens);
   if (needed > num_free()) {
-    return absl::ResourceExhaustedError(StrCat("KV cache full: ", needed, " blocks needed, ",
-                                               num_free(), " free"));
+    return absl::ResourceExhaustedError(
+        StrCat("KV cache full: ", needed, " blocks needed, ", num_free(), " free"));
   }
   if (new_tokens <= 0) return absl::OkStatus();
   const int64_t end = table.num_tokens + new_tokens;
@@ -56,7 +56,8 @@ void BlockManager::Fork(const BlockTable& parent, BlockTable& child) {
   Release(child);
   // Only the blocks holding positions: blocks reserved past them stay private.
   const size_t used = static_cast<size_t>((parent.num_tokens + block_size_ - 1) / block_size_);
-  child.blocks.assign(parent.blocks.begin(), parent.blocks.begin() + std::min(used, parent.blocks.size()));
+  child.blocks.assign(parent.blocks.begin(),
+                      parent.blocks.begin() + std::min(used, parent.blocks.size()));
   child.num_tokens = parent.num_tokens;
   for (int32_t b : child.blocks) ++ref_counts_[b];
 }

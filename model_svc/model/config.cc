@@ -44,8 +44,8 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const gguf::File& file) {
   LLM_ASSIGN_OR_RETURN(std::string_view arch, file.GetString("general.architecture"));
   c.architecture = std::string(arch);
   if (c.architecture != "llama") {
-    return absl::UnimplementedError(StrCat(file.name(), ": architecture \"", arch,
-                                           "\" is not supported (supported: llama)"));
+    return absl::UnimplementedError(
+        StrCat(file.name(), ": architecture \"", arch, "\" is not supported (supported: llama)"));
   }
   if (const gguf::Value* v = file.Find("general.name"); v != nullptr) {
     if (auto s = v->AsString(); s.ok()) c.name = std::string(*s);
@@ -70,16 +70,16 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const gguf::File& file) {
     return Invalid(file, "attention.key_length and value_length differ");
   }
   if (c.head_count % c.head_count_kv != 0) {
-    return Invalid(file, StrCat("head_count ", c.head_count,
-                                " is not a multiple of head_count_kv ", c.head_count_kv));
+    return Invalid(file, StrCat("head_count ", c.head_count, " is not a multiple of head_count_kv ",
+                                c.head_count_kv));
   }
   if (c.head_dim % 2 != 0 || c.head_dim > 1024) {
     return Invalid(file, StrCat("head dimension ", c.head_dim, " is not supported"));
   }
   LLM_ASSIGN_OR_RETURN(c.rope_dim, OptionalCount(file, p + "rope.dimension_count", c.head_dim));
   if (c.rope_dim > c.head_dim || c.rope_dim % 2 != 0) {
-    return Invalid(file, StrCat("rope.dimension_count ", c.rope_dim, " does not fit head dimension ",
-                                c.head_dim));
+    return Invalid(file, StrCat("rope.dimension_count ", c.rope_dim,
+                                " does not fit head dimension ", c.head_dim));
   }
   LLM_ASSIGN_OR_RETURN(c.rope_freq_base, OptionalFloat(file, p + "rope.freq_base", 10000.0f));
   LLM_ASSIGN_OR_RETURN(c.rms_eps,

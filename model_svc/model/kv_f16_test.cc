@@ -37,8 +37,7 @@ std::vector<int32_t> Tokens(int n) {
 
 // Logits of rows [0, n) of one sequence appended from position `start`.
 std::vector<std::vector<float>> RunSteps(LlamaModel& m, std::span<const int32_t> tokens,
-                                         int64_t start,
-                                    const std::vector<int32_t>& blocks) {
+                                         int64_t start, const std::vector<int32_t>& blocks) {
   StepBatch b;
   b.tokens.assign(tokens.begin(), tokens.end());
   for (size_t i = 0; i < tokens.size(); ++i) {

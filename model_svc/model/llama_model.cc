@@ -9,13 +9,14 @@
 
 namespace llm::model {
 
-absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(
-    std::shared_ptr<const gguf::File> file, std::unique_ptr<Backend> backend,
-    const ModelOptions& options) {
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(std::shared_ptr<const gguf::File> file,
+                                                             std::unique_ptr<Backend> backend,
+                                                             const ModelOptions& options) {
   if (options.max_step_tokens < 1 || options.max_logit_rows < 1 || options.kv_blocks < 1 ||
       options.kv_block_size < 1) {
-    return absl::InvalidArgumentError("model options: step tokens, logit rows, KV blocks and "
-                                      "block size must be positive");
+    return absl::InvalidArgumentError(
+        "model options: step tokens, logit rows, KV blocks and "
+        "block size must be positive");
   }
   std::unique_ptr<LlamaModel> m(new LlamaModel);
   m->file_ = std::move(file);

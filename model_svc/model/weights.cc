@@ -31,12 +31,12 @@ absl::StatusOr<WeightView> Locate(const gguf::File& file, const std::string& nam
     std::string actual = StrCat("[", t->ne[0]);
     for (uint32_t d = 1; d < t->n_dims; ++d) StrAppend(&actual, ", ", t->ne[d]);
     actual += "]";
-    return absl::InvalidArgumentError(StrCat(file.name(), ": tensor ", name, " has shape ", actual,
-                                             ", expected ", expected));
+    return absl::InvalidArgumentError(
+        StrCat(file.name(), ": tensor ", name, " has shape ", actual, ", expected ", expected));
   }
   if (reinterpret_cast<uintptr_t>(t->data) % 4 != 0) {
-    return absl::InvalidArgumentError(StrCat(file.name(), ": tensor ", name,
-                                             " is not 4-byte aligned in the file"));
+    return absl::InvalidArgumentError(
+        StrCat(file.name(), ": tensor ", name, " is not 4-byte aligned in the file"));
   }
   const auto type = static_cast<gguf::TensorType>(t->ggml_type);
   if (is_vector) {

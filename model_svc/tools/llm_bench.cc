@@ -8,8 +8,8 @@
 // the mean of the repetitions' rates (llama-bench's avg_ts), with the
 // standard deviation beside it.
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <thread>

@@ -53,7 +53,8 @@ int main(int argc, char** argv) {
   const std::string model_path = absl::GetFlag(FLAGS_model);
   const std::string text_path = absl::GetFlag(FLAGS_file);
   const int ctx = absl::GetFlag(FLAGS_ctx);
-  if (model_path.empty() || text_path.empty()) Fail(std::string("--model and --file are required\n") + kUsage);
+  if (model_path.empty() || text_path.empty())
+    Fail(std::string("--model and --file are required\n") + kUsage);
   if (ctx < 4) Fail("--ctx must be at least 4");
 
   auto text = llm::ReadFileToString(text_path);
@@ -82,7 +83,8 @@ int main(int argc, char** argv) {
   if (ctx > (*engine)->max_context()) Fail("--ctx is longer than the model's context");
 
   int64_t windows = static_cast<int64_t>(ids->size()) / ctx;
-  if (absl::GetFlag(FLAGS_max_windows) > 0) windows = std::min<int64_t>(windows, absl::GetFlag(FLAGS_max_windows));
+  if (absl::GetFlag(FLAGS_max_windows) > 0)
+    windows = std::min<int64_t>(windows, absl::GetFlag(FLAGS_max_windows));
   if (windows == 0) Fail("the text has fewer tokens than one window of --ctx");
   double nll = 0;
   int64_t scored = 0;

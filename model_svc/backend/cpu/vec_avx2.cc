@@ -58,7 +58,8 @@ void AxpyF32Avx2(float w, const float* b, float* out, int64_t n) {
   const __m256 vw = _mm256_set1_ps(w);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(out + i, _mm256_fmadd_ps(vw, _mm256_loadu_ps(b + i), _mm256_loadu_ps(out + i)));
+    _mm256_storeu_ps(out + i,
+                     _mm256_fmadd_ps(vw, _mm256_loadu_ps(b + i), _mm256_loadu_ps(out + i)));
   }
   for (; i < n; ++i) out[i] += w * b[i];
 }
@@ -119,8 +120,8 @@ inline __m256 Exp(__m256 x) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
   p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i e = _mm256_slli_epi32(
-      _mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+  const __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
