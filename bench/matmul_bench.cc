@@ -1,7 +1,9 @@
 // matmul_bench: single-threaded MatMulTile throughput for the shapes of the
 // default model (SmolLM2-135M): a 1536x576 Q4_1 FFN matrix and the 49152x576
 // Q8_0 tied LM head, with 1 token (decode, memory-bound) and 64 tokens
-// (prefill, compute-bound).
+// (prefill, compute-bound). The *_Isa benchmarks run each SIMD kernel set
+// (avx2, avx512vnni; skipped when the CPU lacks it) at 1, 2, 8, 16 and 64
+// tokens: a step that batches the decode of several sessions.
 //
 // Counters: GFLOP/s counts 2 * rows * cols * tokens per call; weight_GB/s is
 // the weight bytes read per call (the decode roofline is memory bandwidth).
@@ -154,6 +156,23 @@ void BM_Q4_1_1536x576_Scalar(benchmark::State& state) {
             {.tile = internal::MatMulTileScalar, .isa = "scalar"});
 }
 
+// The SIMD kernel sets side by side: state.range(1) = 0 for AVX2, 1 for
+// AVX-512 VNNI.
+void RunIsa(benchmark::State& state, TensorType type, int64_t rows, int64_t cols) {
+  if (state.range(1) == 0) {
+    if (!internal::CpuHasAvx2Fma()) return state.SkipWithError("no AVX2+FMA on this CPU");
+    RunMatMul(state, type, rows, cols, {.tile = internal::MatMulTileAvx2, .isa = "avx2"});
+  } else {
+    if (!internal::CpuHasAvx512Vnni()) return state.SkipWithError("no AVX-512 VNNI on this CPU");
+    RunMatMul(state, type, rows, cols,
+              {.tile = internal::MatMulTileAvx512Vnni, .isa = "avx512vnni"});
+  }
+}
+void BM_Q4_1_1536x576_Isa(benchmark::State& state) { RunIsa(state, TensorType::kQ4_1, 1536, 576); }
+void BM_Q8_0_49152x576_Isa(benchmark::State& state) {
+  RunIsa(state, TensorType::kQ8_0, 49152, 576);
+}
+
 // Every supported type on a 576x1536 matrix (rows of 1536: K-quants fit).
 void BM_AllTypes_576x1536(benchmark::State& state) {
   const auto type = static_cast<TensorType>(state.range(1));
@@ -164,9 +183,15 @@ void BM_AllTypes_576x1536(benchmark::State& state) {
 
 BENCHMARK(BM_Q4_1_1536x576)->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Q8_0_49152x576)->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_Q4_1_1536x576_Cold)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Q4_1_1536x576_Cold)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Q4_1_1536x576_Grain16)->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Q4_1_1536x576_Scalar)->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Q4_1_1536x576_Isa)
+    ->ArgsProduct({{1, 2, 8, 16, 64}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Q8_0_49152x576_Isa)
+    ->ArgsProduct({{1, 2, 8, 16, 64}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
 
 BENCHMARK(BM_AllTypes_576x1536)
     ->ArgsProduct({{1, 64},

@@ -1,5 +1,6 @@
 // Portable code of the CPU kernels: fp16/bf16 conversion, shape checks, the
-// scalar reference kernels and the run-time choice between them and AVX2.
+// scalar reference kernels and the run-time choice between them, AVX2 and
+// AVX-512 VNNI.
 #include "model_svc/backend/cpu/quant.h"
 
 #include <algorithm>
@@ -170,6 +171,18 @@ bool CpuHasAvx2Fma() {
   unsigned eax, ebx, ecx, edx;
   const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+#else
+  return false;
+#endif
+}
+
+bool CpuHasAvx512Vnni() {
+#if defined(__x86_64__) || defined(__i386__)
+  // __builtin_cpu_supports also checks that the OS saves the zmm and mask
+  // registers (XCR0), for every AVX-512 feature.
+  return CpuHasAvx2Fma() && __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512vnni");
 #else
   return false;
 #endif
@@ -468,6 +481,10 @@ struct KernelSet {
 
 const KernelSet& Active() {
   static const KernelSet kernels = [] {
+    if (CpuHasAvx512Vnni()) {
+      return KernelSet{"avx512vnni", DequantizeRowAvx2, QuantizeQ8Avx2, DotRowAvx512Vnni,
+                       MatMulTileAvx512Vnni};
+    }
     if (CpuHasAvx2Fma()) {
       return KernelSet{"avx2", DequantizeRowAvx2, QuantizeQ8Avx2, DotRowAvx2, MatMulTileAvx2};
     }

@@ -6,8 +6,9 @@
 // weight row is dotted with them using integer multiply-adds. F32, F16 and
 // BF16 weights are dotted with the fp32 activations directly.
 //
-// Kernels are chosen once at startup from the CPU's features: AVX2+FMA when
-// present, else a portable scalar path. Both give the same bits.
+// Kernels are chosen once at startup from the CPU's features: AVX-512 VNNI
+// (multi-token products of the common formats; AVX2 for the rest) when
+// present, else AVX2+FMA, else a portable scalar path. All give the same bits.
 //
 // Batch invariance. The result for one (weight row, token) does not depend on
 // anything else in the call: the other rows and tokens, the row range, the
@@ -108,7 +109,7 @@ void MatMulTile(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n,
                 int64_t r0, int64_t r1, const ActRow* x, int64_t num_tokens,
                 float* out, int64_t out_stride);
 
-// Which kernel set is active: "avx2" or "scalar".
+// Which kernel set is active: "avx512vnni", "avx2" or "scalar".
 std::string_view KernelIsa();
 
 // fp16 / bf16 conversion helpers (IEEE half, round-to-nearest-even).

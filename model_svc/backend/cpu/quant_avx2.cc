@@ -10,17 +10,17 @@
 // pair, and no float sum is ever split or reassociated across blocks. Integer
 // sums within a block are exact, so their order is free.
 //
-// Quantized weights. Every format has one small Unpack helper that turns a
-// 32-element block into 32 int8 lanes plus float scales (a WeightBlock). Two
-// generic tile loops use it:
+// Quantized weights. Every format has one small Unpack helper
+// (quant_x86_formats.h) that turns a 32-element block into 32 int8 lanes plus
+// float scales (a WeightBlock). Two generic tile loops use it:
 //
 //  * RowTokenTile (decode, and 1-2 leftover tokens): 8 rows x 1 token or
 //    4 rows x 2 tokens, one (row, token) pair per lane of one __m256 (and
 //    OneRowTile for the rows left over). Per block and pair, vpmaddubsw +
 //    vpmaddwd give 8 int32 partial sums; a tree of blends and shuffles over
 //    the 8 pairs reduces them to the exact block sums, one per lane, and the
-//    float step of the block runs once for all lanes. With one token it
-//    prefetches the weights as a single sequential stream.
+//    float step of the block runs once for all lanes. It prefetches the
+//    weights as a single sequential stream.
 //
 //  * Token8Tile (prefill, 3 or more tokens): R rows x 8 tokens. The
 //    activations of 8 tokens are first interleaved (XBlock8, once per call)
@@ -29,7 +29,8 @@
 //    sums belongs to token t. The int16 sums of vpmaddubsw are added over
 //    several groups before one vpmaddwd, and the float step of the block runs
 //    once per row for all 8 tokens: for 4-bit weights a (row, token, block)
-//    costs about 4 instructions.
+//    costs about 4 instructions. It prefetches the weights too (a large
+//    matrix such as the LM head streams from DRAM).
 //
 // Cost model for callers: each MatMulTile call with 3 or more tokens
 // interleaves its tokens' q8 activations (about 60 instructions per 8 tokens
@@ -51,24 +52,13 @@
 #include <vector>
 
 #include "model_svc/backend/cpu/quant_internal.h"
+#include "model_svc/backend/cpu/quant_x86_formats.h"
 
 namespace llm::cpu::internal {
 namespace {
 
 // ---------------------------------------------------------------------------
-// Small helpers.
-
-// [fp16 at p, 0, 0, 0] and [fp16 at p, fp16 at p + 2, 0, 0] as floats.
-inline __m128 LoadHalf1(const uint8_t* p) {
-  return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(LoadU16(p))));
-}
-inline __m128 LoadHalf2(const uint8_t* p) {
-  return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(LoadU32(p))));
-}
-
-inline __m256i LoadBytes32(const void* p) {
-  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
-}
+// Small helpers (the block formats are in quant_x86_formats.h).
 
 // Sum of the 8 lanes: ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)),
 // the fixed tree of the canonical order (quant.h).
@@ -78,213 +68,6 @@ inline float HorizontalSum(__m256 v) {
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
-
-// 16 bytes of packed nibbles -> 32 lanes: low nibbles of bytes 0..15 are lanes
-// 0..15, high nibbles lanes 16..31 (the Q4_0/Q4_1/Q5_x element order).
-inline __m256i SplitNibbles(const uint8_t* qs) {
-  // A broadcast load, one shift and a blend: one shuffle-port uop fewer than
-  // shifting 128 bits and inserting them.
-  const __m256i b =
-      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
-  const __m256i v = _mm256_blend_epi32(b, _mm256_srli_epi16(b, 4), 0xF0);
-  return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-}
-
-// Bit k of the little-endian u32 at `qh` -> 0x10 in lane k (the 5th bit of
-// Q5_0/Q5_1 element k), 0 otherwise.
-inline __m256i FifthBits(const uint8_t* qh) {
-  const __m256i bytes = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(LoadU32(qh))),
-      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
-  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
-  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
-  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
-}
-
-// ---------------------------------------------------------------------------
-// Formats.
-//
-// Each format provides:
-//   kSubBlocks, kBlockBytes: 32-element blocks per weight block, its bytes;
-//   kSigned: lanes are signed (Q8_0, Q6_K): vpmaddubsw gets |q| and the
-//     activations take the signs of q; otherwise lanes are unsigned;
-//   kOffset: unsigned lanes hold q + kOffset (Q4_0: 8, Q5_0: 16); the kernels
-//     subtract kOffset * sum(x.q), so the integer sum is exactly that of the
-//     signed codes, as in the scalar code;
-//   kMin: the block adds `m` to every weight (w = d * q + m), which adds the
-//     float term m * x.s per block;
-//   kHalfHeader: the block starts with d as fp16, then (kMin formats) m;
-//   kGroupsPerMadd: 4-element groups whose vpmaddubsw sums fit in int16;
-//   Header Prepare(const uint8_t* block): what the sub-blocks share;
-//   WeightBlock Unpack(const Header&, int j): sub-block j.
-
-struct WeightBlock {
-  __m256i q;  // 32 lanes, element order
-  __m128 dm;  // [scale d, additive min m (kMin formats), unused, unused]
-  // int16 integer sub-scales (Q6_K; 1 otherwise): that of elements 0..15 in
-  // lanes 0..7, that of elements 16..31 in lanes 8..15 (vpmaddwd multipliers
-  // for the vpmaddubsw pairs of a whole block).
-  __m256i sub_scales = _mm256_set1_epi16(1);
-};
-
-struct Q4_0 {
-  static constexpr int kSubBlocks = 1;
-  static constexpr size_t kBlockBytes = kQ4_0Bytes;
-  static constexpr bool kSigned = false;
-  static constexpr int kOffset = 8;
-  static constexpr bool kMin = false;
-  static constexpr bool kHalfHeader = true;
-  static constexpr int kGroupsPerMadd = 8;
-  using Header = const uint8_t*;
-  static Header Prepare(const uint8_t* p) { return p; }
-  static WeightBlock Unpack(Header p, int) { return {SplitNibbles(p + 2), LoadHalf1(p)}; }
-};
-
-struct Q4_1 {
-  static constexpr int kSubBlocks = 1;
-  static constexpr size_t kBlockBytes = kQ4_1Bytes;
-  static constexpr bool kSigned = false;
-  static constexpr int kOffset = 0;
-  static constexpr bool kMin = true;
-  static constexpr bool kHalfHeader = true;
-  static constexpr int kGroupsPerMadd = 8;
-  using Header = const uint8_t*;
-  static Header Prepare(const uint8_t* p) { return p; }
-  static WeightBlock Unpack(Header p, int) { return {SplitNibbles(p + 4), LoadHalf2(p)}; }
-};
-
-struct Q5_0 {
-  static constexpr int kSubBlocks = 1;
-  static constexpr size_t kBlockBytes = kQ5_0Bytes;
-  static constexpr bool kSigned = false;
-  static constexpr int kOffset = 16;
-  static constexpr bool kMin = false;
-  static constexpr bool kHalfHeader = true;
-  static constexpr int kGroupsPerMadd = 4;
-  using Header = const uint8_t*;
-  static Header Prepare(const uint8_t* p) { return p; }
-  static WeightBlock Unpack(Header p, int) {
-    return {_mm256_or_si256(SplitNibbles(p + 6), FifthBits(p + 2)), LoadHalf1(p)};
-  }
-};
-
-struct Q5_1 {
-  static constexpr int kSubBlocks = 1;
-  static constexpr size_t kBlockBytes = kQ5_1Bytes;
-  static constexpr bool kSigned = false;
-  static constexpr int kOffset = 0;
-  static constexpr bool kMin = true;
-  static constexpr bool kHalfHeader = true;
-  static constexpr int kGroupsPerMadd = 4;
-  using Header = const uint8_t*;
-  static Header Prepare(const uint8_t* p) { return p; }
-  static WeightBlock Unpack(Header p, int) {
-    return {_mm256_or_si256(SplitNibbles(p + 8), FifthBits(p + 4)), LoadHalf2(p)};
-  }
-};
-
-struct Q8_0 {
-  static constexpr int kSubBlocks = 1;
-  static constexpr size_t kBlockBytes = kQ8_0Bytes;
-  static constexpr bool kSigned = true;
-  static constexpr int kOffset = 0;
-  static constexpr bool kMin = false;
-  static constexpr bool kHalfHeader = true;
-  static constexpr int kGroupsPerMadd = 1;
-  using Header = const uint8_t*;
-  static Header Prepare(const uint8_t* p) { return p; }
-  static WeightBlock Unpack(Header p, int) { return {LoadBytes32(p + 2), LoadHalf1(p)}; }
-};
-
-struct Q4_K {
-  static constexpr int kSubBlocks = 8;
-  static constexpr size_t kBlockBytes = kQ4_KBytes;
-  static constexpr bool kSigned = false;
-  static constexpr int kOffset = 0;
-  static constexpr bool kMin = true;
-  static constexpr bool kHalfHeader = false;
-  static constexpr int kGroupsPerMadd = 8;
-  struct Header {
-    const uint8_t* qs;
-    float dm[8][2];  // sub-block j: d * sc[j], -dmin * mn[j]
-  };
-  static Header Prepare(const uint8_t* p) {
-    // The 12 scale bytes rearranged into sc[0..7] then mn[0..7] (Q4KScaleMin
-    // for all j at once, with 32-bit words).
-    uint32_t u[4];
-    std::memcpy(u, p + 4, 12);
-    u[3] = ((u[2] >> 4) & 0x0F0F0F0F) | (((u[1] >> 6) & 0x03030303) << 4);
-    const uint32_t mins_lo = u[1] & 0x3F3F3F3F;
-    u[1] = (u[2] & 0x0F0F0F0F) | (((u[0] >> 6) & 0x03030303) << 4);
-    u[2] = mins_lo;
-    u[0] &= 0x3F3F3F3F;
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(u));
-    const __m128 d = LoadHalf2(p);  // [d, dmin]
-    const __m256 sc =
-        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)), _mm256_broadcastss_ps(d));
-    const __m256 mn =
-        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(bytes, 8))),
-                      _mm256_broadcastss_ps(_mm_sub_ps(_mm_setzero_ps(), _mm_movehdup_ps(d))));
-    // Interleave to [d*sc[j], -dmin*mn[j]] pairs in j order.
-    const __m256 lo = _mm256_unpacklo_ps(sc, mn), hi = _mm256_unpackhi_ps(sc, mn);
-    Header h;
-    h.qs = p + 16;
-    _mm256_storeu_ps(h.dm[0], _mm256_permute2f128_ps(lo, hi, 0x20));
-    _mm256_storeu_ps(h.dm[4], _mm256_permute2f128_ps(lo, hi, 0x31));
-    return h;
-  }
-  // Sub-blocks 2c and 2c+1 are the low and high nibbles of qs[32c .. 32c+32).
-  static WeightBlock Unpack(const Header& h, int j) {
-    __m256i v = LoadBytes32(h.qs + 32 * (j >> 1));
-    if (j & 1) v = _mm256_srli_epi16(v, 4);
-    const __m128 dm = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(h.dm[j])));
-    return {_mm256_and_si256(v, _mm256_set1_epi8(0x0F)), dm};
-  }
-};
-
-struct Q6_K {
-  static constexpr int kSubBlocks = 8;
-  static constexpr size_t kBlockBytes = kQ6_KBytes;
-  static constexpr bool kSigned = true;
-  static constexpr int kOffset = 0;
-  static constexpr bool kMin = false;
-  static constexpr bool kHalfHeader = false;
-  static constexpr int kGroupsPerMadd = 4;
-  struct Header {
-    const uint8_t* p;
-    __m256i scales;  // the 16 int8 scales as int16: int32 lane j = scales 2j, 2j+1
-  };
-  static Header Prepare(const uint8_t* p) {
-    return {p, _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)))};
-  }
-  // Elements 32j..32j+31: half h = j/4 of 128 uses ql[64h..] and qh[32h..];
-  // quarter k = j%4 takes the low (k < 2) or high nibbles of ql[64h + 32(k%2)..]
-  // and bits 2k..2k+1 of qh as bits 4..5. Values are q - 32 in [-32, 31].
-  static WeightBlock Unpack(const Header& h, int j) {
-    const uint8_t* p = h.p;
-    const int half = j >> 2, k = j & 3;
-    __m256i low = LoadBytes32(p + 64 * half + 32 * (k & 1));
-    if (k >= 2) low = _mm256_srli_epi16(low, 4);
-    low = _mm256_and_si256(low, _mm256_set1_epi8(0x0F));
-    // Move qh bits 2k..2k+1 to bits 4..5; a 16-bit shift by less than 8 keeps
-    // them within their byte once masked.
-    __m256i high = LoadBytes32(p + 128 + 32 * half);
-    if (k < 2) {
-      high = _mm256_sll_epi16(high, _mm_cvtsi32_si128(4 - 2 * k));
-    } else if (k == 3) {
-      high = _mm256_srli_epi16(high, 2);
-    }
-    high = _mm256_and_si256(high, _mm256_set1_epi8(0x30));
-    const __m256i q = _mm256_sub_epi8(_mm256_or_si256(low, high), _mm256_set1_epi8(32));
-    // Broadcast the int16 pair (scales[2j], scales[2j+1]), then keep the first
-    // in the low 128 bits and the second in the high 128 bits.
-    const __m256i pair = _mm256_permutevar8x32_epi32(h.scales, _mm256_set1_epi32(j));
-    const __m256i sub_scales =
-        _mm256_shuffle_epi8(pair, _mm256_set_epi64x(0x0302030203020302, 0x0302030203020302,
-                                                    0x0100010001000100, 0x0100010001000100));
-    return {q, LoadHalf1(p + 208), sub_scales};
-  }
-};
 
 // ---------------------------------------------------------------------------
 // RowTokenTile: 8 (row, token) pairs in the lanes of one __m256, as 8 rows x
@@ -416,8 +199,9 @@ inline void PrefetchLeadIn(const uint8_t* w, size_t row_bytes, int64_t r_begin, 
   }
 }
 
-// With one token the weights are read once, as several short row streams, which
-// the hardware prefetchers follow badly: prefetch the rows kPrefetchRows
+// A row tile reads its rows as several short interleaved streams, which the
+// hardware prefetchers follow badly when the weights come from DRAM (decode,
+// or a large matrix such as the LM head): prefetch the rows kPrefetchRows
 // ahead (rows are contiguous) at the pace the tile reads its own, kStep
 // bytes per block, as one sequential stream. Prefetches never fault: running
 // past the matrix is harmless.
@@ -441,7 +225,7 @@ void RowTokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const 
   const BlockQ8* const x1 = xs[T - 1];  // the second token, or the first again
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
-    if constexpr (T == 1) PrefetchAhead<R * F::kBlockBytes>(w, row_bytes, b);
+    PrefetchAhead<R * F::kBlockBytes>(w, row_bytes, b);
     const uint8_t* block[R];
     typename F::Header header[R];
 #pragma GCC unroll 8
@@ -648,6 +432,8 @@ void Token8Tile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XB
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
+    // A large matrix (the LM head) streams from DRAM.
+    PrefetchAhead<R * F::kBlockBytes>(w, row_bytes, b);
     typename F::Header header[R];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
@@ -776,6 +562,7 @@ void RowTokenTiles(const uint8_t* w, size_t row_bytes, int64_t num_blocks, int64
     PrefetchLeadIn(w, row_bytes, r_begin, r_end, 8);
     ForRowTiles<8, 1>(r_begin, r_end, [&]<int R>(int64_t r) { run.template operator()<1, R>(r); });
   } else {
+    PrefetchLeadIn(w, row_bytes, r_begin, r_end, 4);
     ForRowTiles<4, 1>(r_begin, r_end, [&]<int R>(int64_t r) { run.template operator()<2, R>(r); });
   }
 }

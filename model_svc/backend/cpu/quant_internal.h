@@ -1,13 +1,14 @@
-// Internal interface of the CPU quantized-weight kernels: the two kernel sets
-// behind the dispatching functions of quant.h, exposed so that tests and
-// benchmarks can run both on the same data.
+// Internal interface of the CPU quantized-weight kernels: the kernel sets
+// behind the dispatching functions of quant.h (scalar, AVX2, AVX-512 VNNI),
+// exposed so that tests and benchmarks can run each on the same data.
 //
 // Contracts are those of the matching quant.h functions. The *Avx2 functions
 // may only be called when CpuHasAvx2Fma() is true (they are compiled with
-// -mavx2 -mfma -mf16c in quant_avx2.cc).
+// -mavx2 -mfma -mf16c in quant_avx2.cc), the *Avx512Vnni ones only when
+// CpuHasAvx512Vnni() is true (quant_avx512.cc).
 //
-// Both sets follow the canonical order of quant.h, so MatMulTile, DotRow and
-// QuantizeQ8 give the same bits in either; the scalar set is the readable
+// All sets follow the canonical order of quant.h, so MatMulTile, DotRow and
+// QuantizeQ8 give the same bits in each; the scalar set is the readable
 // reference.
 #ifndef LLM_MODEL_SVC_BACKEND_CPU_QUANT_INTERNAL_H_
 #define LLM_MODEL_SVC_BACKEND_CPU_QUANT_INTERNAL_H_
@@ -61,6 +62,10 @@ inline void Q4KScaleMin(const uint8_t* scales, int j, int* sc, int* mn) {
 // AVX2 CPU has; it is checked too).
 bool CpuHasAvx2Fma();
 
+// True when, besides CpuHasAvx2Fma(), the CPU (and the OS, for the zmm state)
+// supports AVX-512 F, BW, VL and VNNI.
+bool CpuHasAvx512Vnni();
+
 // Portable reference kernels.
 void DequantizeRowScalar(TensorType type, const void* row, float* out, int64_t n);
 void QuantizeQ8Scalar(const float* x, BlockQ8* out, int64_t n);
@@ -79,6 +84,15 @@ float DotRowAvx2(TensorType type, const void* w, const ActRow& x, int64_t n);
 void MatMulTileAvx2(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0,
                     int64_t r1, const ActRow* x, int64_t num_tokens, float* out,
                     int64_t out_stride);
+
+// AVX-512 VNNI kernels: MatMulTile with 3 or more tokens for Q4_0, Q4_1,
+// Q5_0, Q5_1, Q8_0 and Q4_K; every other case (1-2 tokens, Q6_K, the float
+// types) is passed to MatMulTileAvx2. DequantizeRow and QuantizeQ8 have no
+// AVX-512 variant (the set uses the AVX2 ones). Same per-thread scratch as AVX2.
+float DotRowAvx512Vnni(TensorType type, const void* w, const ActRow& x, int64_t n);
+void MatMulTileAvx512Vnni(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n,
+                          int64_t r0, int64_t r1, const ActRow* x, int64_t num_tokens, float* out,
+                          int64_t out_stride);
 
 // Aborts with `what` (a broken precondition, e.g. an unsupported type).
 [[noreturn]] void Fatal(const char* what);

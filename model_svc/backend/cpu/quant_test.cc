@@ -1,9 +1,10 @@
 // Tests of the CPU weight kernels. Hand-built blocks check every format's
 // layout against known values; random rows check DotRow and MatMulTile of
-// every kernel set (dispatched, scalar, AVX2 when the CPU has it) against a
-// double-precision dot over DequantizeRow and the dequantized q8 activations,
-// and check batch invariance: every tile shape gives the same bits per
-// (row, token), and the AVX2 kernels the scalar kernels' bits.
+// every kernel set (dispatched, scalar, AVX2 and AVX-512 VNNI when the CPU
+// has them) against a double-precision dot over DequantizeRow and the
+// dequantized q8 activations, and check batch invariance: every tile shape
+// gives the same bits per (row, token), and the SIMD kernels the scalar
+// kernels' bits.
 #include "model_svc/backend/cpu/quant.h"
 
 #include <algorithm>
@@ -490,11 +491,13 @@ Reference ReferenceDot(TensorType type, const uint8_t* row, const Token& x, int6
 
 constexpr double kRelTol = 1e-5;
 
+using TileFn = void (*)(TensorType, const uint8_t*, size_t, int64_t, int64_t, int64_t,
+                        const ActRow*, int64_t, float*, int64_t);
+
 struct KernelSet {
   const char* name;
   float (*dot)(TensorType, const void*, const ActRow&, int64_t);
-  void (*tile)(TensorType, const uint8_t*, size_t, int64_t, int64_t, int64_t, const ActRow*,
-               int64_t, float*, int64_t);
+  TileFn tile;
 };
 
 std::vector<KernelSet> KernelSets() {
@@ -502,6 +505,9 @@ std::vector<KernelSet> KernelSets() {
                                  {"scalar", internal::DotRowScalar, internal::MatMulTileScalar}};
   if (internal::CpuHasAvx2Fma()) {
     sets.push_back({"avx2", internal::DotRowAvx2, internal::MatMulTileAvx2});
+  }
+  if (internal::CpuHasAvx512Vnni()) {
+    sets.push_back({"avx512vnni", internal::DotRowAvx512Vnni, internal::MatMulTileAvx512Vnni});
   }
   return sets;
 }
@@ -582,14 +588,15 @@ std::vector<uint32_t> BitsOf(const std::vector<float>& v) {
   return bits;
 }
 
-// (g) Batch invariance: MatMulTile over 1..17 tokens and row ranges that are
-// not multiples of any tile, with varying other tokens in the call, gives for
+// (g) Batch invariance: MatMulTile over 1..24 tokens (AVX-512: groups of 16
+// and of 8, with or without a 1-2 token tail) and row ranges that are not
+// multiples of any tile, with varying other tokens in the call, gives for
 // every (row, token) the bits of a call with that one row and token alone;
-// DotRow gives them too, and the AVX2 kernels give the scalar kernels' bits.
+// DotRow gives them too, and the SIMD kernels give the scalar kernels' bits.
 TEST_P(KernelTest, TilesAreBatchInvariant) {
   const TensorType type = GetParam();
   std::mt19937 rng(31 + static_cast<int>(type));
-  constexpr int64_t kRows = 37, kTokens = 20, kMaxCall = 17;
+  constexpr int64_t kRows = 37, kTokens = 27, kMaxCall = 24;
   for (int64_t n : RowLengths(type)) {
     SCOPED_TRACE(::testing::Message() << "n=" << n);
     const std::vector<uint8_t> w = RandomRows(type, kRows, n, rng);
@@ -629,7 +636,7 @@ TEST_P(KernelTest, TilesAreBatchInvariant) {
       }
       alone_by_set.push_back(std::move(alone));
     }
-    // Every kernel set (scalar, AVX2, dispatch) gives the same bits.
+    // Every kernel set (scalar, AVX2, AVX-512 VNNI, dispatch) gives the same bits.
     for (size_t i = 1; i < alone_by_set.size(); ++i) {
       EXPECT_EQ(BitsOf(alone_by_set[i]), BitsOf(alone_by_set[0]))
           << KernelSets()[i].name << " vs " << KernelSets()[0].name;
@@ -637,32 +644,78 @@ TEST_P(KernelTest, TilesAreBatchInvariant) {
   }
 }
 
-// (c) The AVX2 kernels against the scalar reference, bit for bit, on a matrix
+// (c) The SIMD kernels against the scalar reference, bit for bit, on a matrix
 // large enough for several row chunks and more tokens than one pointer batch.
-TEST_P(KernelTest, Avx2MatchesScalarOnLargeTiles) {
-  if (!internal::CpuHasAvx2Fma()) GTEST_SKIP() << "no AVX2+FMA on this CPU";
-  const TensorType type = GetParam();
+void ExpectMatchesScalarOnLargeTiles(TensorType type, TileFn tile,
+                                     const std::vector<int64_t>& counts) {
   std::mt19937 rng(7 + static_cast<int>(type));
   const int64_t n = 512;
   const size_t row_bytes = RowBytes(type, n);
   // ~2.5 chunks of 128 KiB of weights.
   const int64_t rows = std::max<int64_t>(9, (320 * 1024) / static_cast<int64_t>(row_bytes));
   const std::vector<uint8_t> w = RandomRows(type, rows, n, rng);
-  for (int64_t nt : {6, 261}) {
+  for (int64_t nt : counts) {
     std::vector<Token> tokens;
     for (int64_t t = 0; t < nt; ++t) tokens.push_back(RandomToken(n, rng));
     std::vector<ActRow> acts;
     for (const Token& t : tokens) acts.push_back(t.act());
     const int64_t r_end = nt > 100 ? 9 : rows;  // keep the scalar run short
     std::vector<float> fast(nt * rows), slow(nt * rows);
-    internal::MatMulTileAvx2(type, w.data(), row_bytes, n, 0, r_end, acts.data(), nt, fast.data(),
-                             rows);
+    tile(type, w.data(), row_bytes, n, 0, r_end, acts.data(), nt, fast.data(), rows);
     internal::MatMulTileScalar(type, w.data(), row_bytes, n, 0, r_end, acts.data(), nt, slow.data(),
                                rows);
     for (int64_t t = 0; t < nt; ++t) {
       const std::vector<float> got(fast.begin() + t * rows, fast.begin() + t * rows + r_end);
       const std::vector<float> want(slow.begin() + t * rows, slow.begin() + t * rows + r_end);
       ASSERT_EQ(BitsOf(got), BitsOf(want)) << "tokens=" << nt << " t=" << t;
+    }
+  }
+}
+
+TEST_P(KernelTest, Avx2MatchesScalarOnLargeTiles) {
+  if (!internal::CpuHasAvx2Fma()) GTEST_SKIP() << "no AVX2+FMA on this CPU";
+  ExpectMatchesScalarOnLargeTiles(GetParam(), internal::MatMulTileAvx2, {6, 261});
+}
+
+TEST_P(KernelTest, Avx512VnniMatchesScalarOnLargeTiles) {
+  if (!internal::CpuHasAvx512Vnni()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  // 16 + 16 + 6 (groups of 16 and one of 8); 16 + 16 + 13 (a padded 16);
+  // 16 + 2 (a 2-token tail); 261 (more than one pointer batch).
+  ExpectMatchesScalarOnLargeTiles(GetParam(), internal::MatMulTileAvx512Vnni, {38, 45, 18, 261});
+}
+
+// (c) The AVX-512 VNNI kernels against the scalar ones, bit for bit, for
+// 1..17 tokens and more (every split into groups of 16, 8 and a 1-2 token
+// tail), row ranges that are not multiples of any tile, and an output stride
+// wider than the rows.
+TEST_P(KernelTest, Avx512VnniMatchesScalar) {
+  if (!internal::CpuHasAvx512Vnni()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  const TensorType type = GetParam();
+  std::mt19937 rng(17 + static_cast<int>(type));
+  constexpr int64_t kRows = 37, kStride = 41;
+  for (int64_t n : RowLengths(type)) {
+    SCOPED_TRACE(::testing::Message() << "n=" << n);
+    const std::vector<uint8_t> w = RandomRows(type, kRows, n, rng);
+    const size_t row_bytes = RowBytes(type, n);
+    std::vector<Token> tokens;
+    for (int t = 0; t < 35; ++t) tokens.push_back(RandomToken(n, rng));
+    std::vector<ActRow> acts;
+    for (const Token& t : tokens) acts.push_back(t.act());
+    const std::pair<int64_t, int64_t> ranges[] = {{0, kRows}, {3, 30}, {1, 12}, {5, 6}, {13, 37}};
+    std::vector<int64_t> counts;
+    for (int64_t nt = 1; nt <= 17; ++nt) counts.push_back(nt);
+    for (int64_t nt : {19, 24, 25, 32, 33, 35}) counts.push_back(nt);
+    for (int64_t nt : counts) {
+      for (const auto& [r0, r1] : ranges) {
+        constexpr float kSentinel = -12345.0f;
+        std::vector<float> fast(nt * kStride, kSentinel), slow(nt * kStride, kSentinel);
+        internal::MatMulTileAvx512Vnni(type, w.data(), row_bytes, n, r0, r1, acts.data(), nt,
+                                       fast.data(), kStride);
+        internal::MatMulTileScalar(type, w.data(), row_bytes, n, r0, r1, acts.data(), nt,
+                                   slow.data(), kStride);
+        ASSERT_EQ(BitsOf(fast), BitsOf(slow))
+            << "tokens=" << nt << " rows [" << r0 << ", " << r1 << ")";
+      }
     }
   }
 }
@@ -734,7 +787,7 @@ TEST_P(QuantKernelTest, ExtremeCodesDoNotOverflow) {
   }
   // Tokens: all +1, all -1, alternating (q = +-127).
   std::vector<Token> tokens;
-  for (int t = 0; t < 9; ++t) {
+  for (int t = 0; t < 20; ++t) {
     Token x;
     x.f32.resize(n);
     for (int64_t i = 0; i < n; ++i) {
@@ -750,7 +803,7 @@ TEST_P(QuantKernelTest, ExtremeCodesDoNotOverflow) {
   std::vector<ActRow> acts;
   for (const Token& t : tokens) acts.push_back(t.act());
   for (const KernelSet& k : KernelSets()) {
-    for (int nt : {1, 2, 9}) {  // every tile kernel
+    for (int nt : {1, 2, 5, 9, 20}) {  // every tile kernel (AVX-512: groups of 16 and 8)
       std::vector<float> out(nt * kRows);
       k.tile(type, w.data(), row_bytes, n, 0, kRows, acts.data(), nt, out.data(), kRows);
       for (int t = 0; t < nt; ++t) {
@@ -836,7 +889,9 @@ TEST(QuantizeQ8Test, Avx2MatchesScalarExactly) {
 }
 
 TEST(KernelIsaTest, MatchesCpu) {
-  EXPECT_EQ(KernelIsa(), internal::CpuHasAvx2Fma() ? "avx2" : "scalar");
+  EXPECT_EQ(KernelIsa(), internal::CpuHasAvx512Vnni() ? "avx512vnni"
+                         : internal::CpuHasAvx2Fma()  ? "avx2"
+                                                      : "scalar");
 }
 
 }  // namespace

@@ -1,0 +1,485 @@
+// AVX-512 VNNI kernels. This file is compiled with -mavx512f -mavx512bw
+// -mavx512vl -mavx512vnni -mavx2 -mfma -mf16c -ffp-contract=off; nothing in
+// it may run before quant.cc has checked CpuHasAvx512Vnni().
+//
+// What is here: the multi-token matrix kernel (3 or more tokens) for the
+// formats whose block sum is one plain integer dot product: Q4_0, Q4_1, Q5_0,
+// Q5_1, Q8_0 and Q4_K. Everything else (1-2 tokens, Q6_K, the float types,
+// dequantization, QuantizeQ8) is the AVX2 kernels', which this set calls.
+//
+// Batch invariance, as in quant_avx2.cc: a vector lane always holds one
+// (row, token) pair and performs exactly the fp32 operations of the
+// canonical order (quant.h) for it, per block
+//   acc = fma(dw * x.d, float(isum), acc)  [, acc = fma(m, x.s, acc)],
+// so the results are the AVX2 and scalar kernels' bits, whatever the tile.
+//
+// TokenTile<F, R, V>: R rows x V::kTokens (16 on zmm, 8 on ymm) tokens. As in
+// the AVX2 Token8Tile, the tokens' activations are first interleaved (once
+// per call) so that one vector load holds elements 4g..4g+3 of every token
+// (group g of a block), and each group of 4 weights is broadcast to all
+// lanes. vpdpbusd then adds the 4 products of a (row, token) pair straight
+// into the int32 lane: one instruction per group and row, with no int16
+// stage, against vpmaddubsw + vpaddw (+ vpmaddwd) in AVX2.
+//
+// vpdpbusd multiplies unsigned bytes (the broadcast weights) by signed bytes
+// (the activations, in [-127, 127]). Weights whose codes are signed or carry
+// an offset are fed as unsigned u = q + k: Q4_0 (k = 8) and Q5_0 (k = 16)
+// store them so already, Q8_0 takes q ^ 0x80 = q + 128. The chain of a block
+// then starts from -k * sum(x.q) (the token's code sum, kept with the
+// interleaved activations), so that it ends at exactly sum(q * x.q): all
+// integer, no overflow (|sum(u * x)| <= 32 * 255 * 127 < 2^21).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "model_svc/backend/cpu/quant_internal.h"
+#include "model_svc/backend/cpu/quant_x86_formats.h"
+
+#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || \
+    !defined(__AVX512VNNI__)
+#error "quant_avx512.cc must be compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni"
+#endif
+
+// GCC 12 warns that the _mm512_undefined_*() inside many unmasked AVX-512
+// intrinsics "may be used uninitialized" once they are inlined (GCC bug
+// 105593, fixed in GCC 13).
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace llm::cpu::internal {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Formats.
+
+// The formats this file handles, and how their codes become vpdpbusd's
+// unsigned operand: kVnniOffset is k above (the unsigned lanes are q + k).
+template <class F>
+constexpr bool kVnniFormat =
+    std::is_same_v<F, Q4_0> || std::is_same_v<F, Q4_1> || std::is_same_v<F, Q5_0> ||
+    std::is_same_v<F, Q5_1> || std::is_same_v<F, Q8_0> || std::is_same_v<F, Q4_K>;
+
+template <class F>
+constexpr int kVnniOffset = F::kSigned ? 128 : F::kOffset;
+
+// log2 of kVnniOffset (a power of two, or 0): the start of a block's chain is
+// -sum(x.q) << kOffsetShift.
+template <class F>
+constexpr int kOffsetShift = kVnniOffset<F> == 128  ? 7
+                             : kVnniOffset<F> == 16 ? 4
+                             : kVnniOffset<F> == 8  ? 3
+                                                    : 0;
+static_assert(kVnniOffset<Q4_0> == 8 && kOffsetShift<Q4_0> == 3);
+static_assert(kVnniOffset<Q5_0> == 16 && kOffsetShift<Q5_0> == 4);
+static_assert(kVnniOffset<Q8_0> == 128 && kOffsetShift<Q8_0> == 7);
+static_assert(kVnniOffset<Q4_1> == 0 && kVnniOffset<Q5_1> == 0 && kVnniOffset<Q4_K> == 0);
+
+// The unsigned lanes of an unpacked block.
+template <class F>
+inline __m256i UnsignedLanes(const WeightBlock& wb) {
+  if constexpr (F::kSigned) {
+    return _mm256_xor_si256(wb.q, _mm256_set1_epi8(static_cast<char>(0x80)));
+  } else {
+    return wb.q;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Vector widths: V16 (zmm, 16 tokens) and V8 (ymm, 8 tokens).
+
+struct V16 {
+  static constexpr int kTokens = 16;
+  using I = __m512i;
+  using F = __m512;
+  static I ZeroI() { return _mm512_setzero_si512(); }
+  static F ZeroF() { return _mm512_setzero_ps(); }
+  static I Load(const void* p) { return _mm512_load_si512(p); }
+  static F LoadF(const float* p) { return _mm512_load_ps(p); }
+  static I Broadcast32(const uint8_t* p) { return _mm512_set1_epi32(static_cast<int>(LoadU32(p))); }
+  static I Dot(I acc, I u, I s) { return _mm512_dpbusd_epi32(acc, u, s); }
+  template <int kShift>
+  static I ShiftLeft(I v) {
+    return _mm512_slli_epi32(v, kShift);
+  }
+  static F ToFloat(I v) { return _mm512_cvtepi32_ps(v); }
+  static F Set1(float v) { return _mm512_set1_ps(v); }
+  static F Mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F Fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static void Store(float* p, F v) { _mm512_store_ps(p, v); }
+};
+
+struct V8 {
+  static constexpr int kTokens = 8;
+  using I = __m256i;
+  using F = __m256;
+  static I ZeroI() { return _mm256_setzero_si256(); }
+  static F ZeroF() { return _mm256_setzero_ps(); }
+  static I Load(const void* p) { return _mm256_load_si256(static_cast<const __m256i*>(p)); }
+  static F LoadF(const float* p) { return _mm256_load_ps(p); }
+  static I Broadcast32(const uint8_t* p) { return _mm256_set1_epi32(static_cast<int>(LoadU32(p))); }
+  static I Dot(I acc, I u, I s) { return _mm256_dpbusd_epi32(acc, u, s); }
+  template <int kShift>
+  static I ShiftLeft(I v) {
+    return _mm256_slli_epi32(v, kShift);
+  }
+  static F ToFloat(I v) { return _mm256_cvtepi32_ps(v); }
+  static F Set1(float v) { return _mm256_set1_ps(v); }
+  static F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F Fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static void Store(float* p, F v) { _mm256_store_ps(p, v); }
+};
+
+// ---------------------------------------------------------------------------
+// Interleaved activations.
+
+// One 32-element block of T tokens (T = 8 or 16): q[g] holds elements
+// 4g..4g+3 of token 0, then of token 1, ... (4 bytes each); the tokens' d, s
+// and -sum(q). Missing tokens of a partial group are zero.
+template <int T>
+struct alignas(64) XBlock {
+  int8_t q[8][4 * T];
+  float d[T];
+  float s[T];
+  int32_t neg_sum[T];
+};
+static_assert(sizeof(XBlock<16>) == 704 && sizeof(XBlock<8>) == 384);
+
+// Interleaves block b of tokens xs[0..nt) (nt <= T) for every b < num_blocks.
+// Tokens go 8 at a time (the AVX2 8 x 8 dword transpose) into the two halves
+// of a group's 64 bytes when T = 16.
+template <int T>
+void InterleaveTokens(const BlockQ8* const* xs, int nt, int64_t num_blocks, XBlock<T>* out) {
+  static constexpr BlockQ8 kZero = {};
+  const BlockQ8* x[T];
+  int64_t step[T];
+  for (int t = 0; t < T; ++t) {
+    x[t] = t < nt ? xs[t] : &kZero;
+    step[t] = t < nt ? 1 : 0;
+  }
+  const __m256i ones = _mm256_set1_epi8(1);
+  for (int64_t b = 0; b < num_blocks; ++b, ++out) {
+#pragma GCC unroll 2
+    for (int h = 0; h < T / 8; ++h) {
+      const BlockQ8* const* y = x + 8 * h;
+      __m256 v[8];
+#pragma GCC unroll 8
+      for (int t = 0; t < 8; ++t) v[t] = _mm256_castsi256_ps(LoadBytes32(y[t]->q));
+      const __m256 a0 = _mm256_unpacklo_ps(v[0], v[1]), a1 = _mm256_unpackhi_ps(v[0], v[1]);
+      const __m256 a2 = _mm256_unpacklo_ps(v[2], v[3]), a3 = _mm256_unpackhi_ps(v[2], v[3]);
+      const __m256 a4 = _mm256_unpacklo_ps(v[4], v[5]), a5 = _mm256_unpackhi_ps(v[4], v[5]);
+      const __m256 a6 = _mm256_unpacklo_ps(v[6], v[7]), a7 = _mm256_unpackhi_ps(v[6], v[7]);
+      const __m256 b0 = _mm256_shuffle_ps(a0, a2, 0x44), b1 = _mm256_shuffle_ps(a0, a2, 0xEE);
+      const __m256 b2 = _mm256_shuffle_ps(a1, a3, 0x44), b3 = _mm256_shuffle_ps(a1, a3, 0xEE);
+      const __m256 b4 = _mm256_shuffle_ps(a4, a6, 0x44), b5 = _mm256_shuffle_ps(a4, a6, 0xEE);
+      const __m256 b6 = _mm256_shuffle_ps(a5, a7, 0x44), b7 = _mm256_shuffle_ps(a5, a7, 0xEE);
+      const __m256 g[8] = {
+          _mm256_permute2f128_ps(b0, b4, 0x20), _mm256_permute2f128_ps(b1, b5, 0x20),
+          _mm256_permute2f128_ps(b2, b6, 0x20), _mm256_permute2f128_ps(b3, b7, 0x20),
+          _mm256_permute2f128_ps(b0, b4, 0x31), _mm256_permute2f128_ps(b1, b5, 0x31),
+          _mm256_permute2f128_ps(b2, b6, 0x31), _mm256_permute2f128_ps(b3, b7, 0x31),
+      };
+      // Dword lane t of every group belongs to token 8h + t: the sum of its
+      // codes is the sum over the groups of vpdpbusd(1, group).
+      __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(out->q[i] + 32 * h),
+                           _mm256_castps_si256(g[i]));
+        sum = _mm256_dpbusd_epi32(sum, ones, _mm256_castps_si256(g[i]));
+      }
+      _mm256_store_si256(reinterpret_cast<__m256i*>(out->neg_sum + 8 * h),
+                         _mm256_sub_epi32(_mm256_setzero_si256(), sum));
+      // d and s: each token's [d, s] pair is 8 adjacent bytes.
+      __m128i ds[8];
+#pragma GCC unroll 8
+      for (int t = 0; t < 8; ++t) {
+        ds[t] = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(&y[t]->d));
+      }
+      const __m256 p = _mm256_castsi256_ps(  // d0 s0 d1 s1 | d4 s4 d5 s5
+          _mm256_set_m128i(_mm_unpacklo_epi64(ds[4], ds[5]), _mm_unpacklo_epi64(ds[0], ds[1])));
+      const __m256 q = _mm256_castsi256_ps(  // d2 s2 d3 s3 | d6 s6 d7 s7
+          _mm256_set_m128i(_mm_unpacklo_epi64(ds[6], ds[7]), _mm_unpacklo_epi64(ds[2], ds[3])));
+      _mm256_store_ps(out->d + 8 * h, _mm256_shuffle_ps(p, q, 0x88));
+      _mm256_store_ps(out->s + 8 * h, _mm256_shuffle_ps(p, q, 0xDD));
+    }
+    for (int t = 0; t < T; ++t) x[t] += step[t];
+  }
+}
+
+// ---------------------------------------------------------------------------
+// TokenTile.
+
+// Transposes 8 rows of 16 lanes: on return, for i < 4, v[i] holds lane i of
+// the 8 rows (in order) in its low 256 bits and lane 4 + i in its high 256
+// bits, v[4 + i] lanes 8 + i and 12 + i.
+[[gnu::always_inline]] inline void Transpose8x16(__m512* v) {
+  __m512 t[8], u[8];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    t[2 * k] = _mm512_unpacklo_ps(v[2 * k], v[2 * k + 1]);
+    t[2 * k + 1] = _mm512_unpackhi_ps(v[2 * k], v[2 * k + 1]);
+  }
+  // u[i] (i < 4): 128-bit lane k = lane 4k + i of rows 0..3; u[4 + i]: rows 4..7.
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    u[4 * h + 0] = _mm512_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
+    u[4 * h + 1] = _mm512_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE);
+    u[4 * h + 2] = _mm512_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
+    u[4 * h + 3] = _mm512_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    // [u[i].0, u[i].1, u[4+i].0, u[4+i].1] -> [u[i].0, u[4+i].0, u[i].1, u[4+i].1].
+    const __m512 lo = _mm512_shuffle_f32x4(u[i], u[4 + i], 0x44);
+    const __m512 hi = _mm512_shuffle_f32x4(u[i], u[4 + i], 0xEE);
+    v[i] = _mm512_shuffle_f32x4(lo, lo, 0xD8);
+    v[4 + i] = _mm512_shuffle_f32x4(hi, hi, 0xD8);
+  }
+}
+
+inline __m256 High256(__m512 v) {
+  return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+}
+
+// out[t * out_stride + r] = lane t of acc[r], for r < R and t < nt.
+template <int R, class V>
+[[gnu::always_inline]] inline void StoreTile(typename V::F* acc, int nt, float* out,
+                                             int64_t out_stride) {
+  if constexpr (R == 8 && V::kTokens == 16) {
+    // 8 consecutive outputs per token: one transpose and 16 stores.
+    Transpose8x16(acc);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      const int t[4] = {i, 4 + i, 8 + i, 12 + i};
+      const __m256 v[4] = {_mm512_castps512_ps256(acc[i]), High256(acc[i]),
+                           _mm512_castps512_ps256(acc[4 + i]), High256(acc[4 + i])};
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        if (t[k] < nt) _mm256_storeu_ps(out + t[k] * out_stride, v[k]);
+      }
+    }
+  } else {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      alignas(64) float lanes[V::kTokens];
+      V::Store(lanes, acc[r]);
+      for (int t = 0; t < nt; ++t) out[t * out_stride + r] = lanes[t];
+    }
+  }
+}
+
+// Prefetch distance of TokenTile, in rows.
+constexpr int64_t kPrefetchRows = 16;
+
+// out[t * out_stride + r] = dot(row r, token t) for r < R and t < nt
+// (<= V::kTokens). Lane t of acc[r] is the pair (row r, token t).
+template <class F, int R, class V>
+void TokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XBlock<V::kTokens>* x,
+               int nt, float* out, int64_t out_stride) {
+  static_assert(kVnniFormat<F>);
+  using I = typename V::I;
+  using Fv = typename V::F;
+  Fv acc[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) acc[r] = V::ZeroF();
+  // The rows kPrefetchRows ahead, as one sequential stream at the pace this
+  // tile reads its own (the hardware prefetchers follow R interleaved row
+  // streams badly): the weights of a large matrix come from DRAM. Prefetches
+  // never fault, so running past the matrix is harmless.
+  const uintptr_t ahead = reinterpret_cast<uintptr_t>(w) + kPrefetchRows * row_bytes;
+  constexpr size_t kStep = R * F::kBlockBytes;
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    for (size_t off = 0; off < kStep; off += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + b * kStep + off), _MM_HINT_T0);
+    }
+    typename F::Header header[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      header[r] = F::Prepare(w + static_cast<size_t>(r) * row_bytes + b * F::kBlockBytes);
+    }
+    for (int j = 0; j < F::kSubBlocks; ++j) {
+      const XBlock<V::kTokens>& xb = x[b * F::kSubBlocks + j];
+      // The unsigned lanes and the [d, m] scales go through memory so that
+      // each group (scale) is one broadcast load, a load-port uop, not a
+      // shuffle on the ports the products and fmas need.
+      alignas(32) uint8_t u[R][32];
+      alignas(16) float dm[R][4];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const WeightBlock wb = F::Unpack(header[r], j);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(u[r]), UnsignedLanes<F>(wb));
+        _mm_store_ps(dm[r], wb.dm);
+      }
+      // "Modifies" them: GCC must read them back from memory (otherwise it
+      // turns the broadcast loads into shuffles of the registers).
+      asm("" : "+m"(u), "+m"(dm));
+      I start = V::ZeroI();
+      if constexpr (kVnniOffset<F> != 0) {
+        start = V::template ShiftLeft<kOffsetShift<F>>(V::Load(xb.neg_sum));
+      }
+      I isum[R];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) isum[r] = start;
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) {
+        const I xq = V::Load(xb.q[g]);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) isum[r] = V::Dot(isum[r], V::Broadcast32(u[r] + 4 * g), xq);
+      }
+      const Fv xd = V::LoadF(xb.d);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const Fv scale = V::Mul(V::Set1(dm[r][0]), xd);
+        acc[r] = V::Fma(scale, V::ToFloat(isum[r]), acc[r]);
+        if constexpr (F::kMin) acc[r] = V::Fma(V::Set1(dm[r][1]), V::LoadF(xb.s), acc[r]);
+      }
+    }
+  }
+  StoreTile<R, V>(acc, nt, out, out_stride);
+}
+
+// ---------------------------------------------------------------------------
+// Driver.
+
+// Rows [r_begin, r_end) as tiles of R rows, then of the next sizes in Rest
+// (the last of which must be 1).
+template <int R, int... Rest, class Tile>
+void ForRowTiles(int64_t r_begin, int64_t r_end, Tile tile) {
+  int64_t r = r_begin;
+  for (; r + R <= r_end; r += R) tile.template operator()<R>(r);
+  if constexpr (sizeof...(Rest) > 0) {
+    ForRowTiles<Rest...>(r, r_end, tile);
+  } else {
+    static_assert(R == 1);
+  }
+}
+
+// Rows per chunk: about kChunkBytes of weights, which every token group
+// passes over while they are in L2.
+constexpr size_t kChunkBytes = 128 * 1024;
+// Tokens per pass: bounds the interleaved scratch (and the pointer table).
+constexpr int64_t kTokenBatch = 256;
+
+int64_t ChunkRows(size_t row_bytes) {
+  const size_t rows = kChunkBytes / std::max<size_t>(row_bytes, 1);
+  return std::max<int64_t>(8, static_cast<int64_t>(rows) / 8 * 8);
+}
+
+// Scratch for interleaved activations: grows to the largest call, then stays.
+template <int T>
+std::vector<XBlock<T>>& InterleaveScratch() {
+  thread_local std::vector<XBlock<T>> scratch;
+  return scratch;
+}
+
+template <int T>
+XBlock<T>* Interleave(const BlockQ8* const* xs, int64_t count, int64_t num_groups,
+                      int64_t num_xblocks) {
+  std::vector<XBlock<T>>& scratch = InterleaveScratch<T>();
+  if (scratch.size() < static_cast<size_t>(num_groups * num_xblocks)) {
+    scratch.resize(num_groups * num_xblocks);
+  }
+  for (int64_t g = 0; g < num_groups; ++g) {
+    const int cnt = static_cast<int>(std::min<int64_t>(T, count - T * g));
+    InterleaveTokens<T>(xs + T * g, cnt, num_xblocks, scratch.data() + g * num_xblocks);
+  }
+  return scratch.data();
+}
+
+// Tokens go in groups of 16 (zmm); a remainder of 9..15 fills one more
+// padded group of 16, one of 3..8 a group of 8 (ymm: half the cost of a
+// padded 16), and 1-2 tokens the AVX2 kernels' RowTokenTile. Every path gives
+// the same bits (batch invariance).
+template <class F>
+void QuantMatMul(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0,
+                 int64_t r1, const ActRow* x, int64_t num_tokens, float* out, int64_t out_stride) {
+  const int64_t num_blocks = n / (32 * F::kSubBlocks);
+  const int64_t num_xblocks = n / 32;
+  for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokenBatch) {
+    const int64_t nt = std::min(kTokenBatch, num_tokens - t0);
+    float* const o = out + t0 * out_stride;
+    const int64_t rem = nt % 16;
+    const int64_t n16 = nt / 16 + (rem > 8 ? 1 : 0);
+    const int64_t in16 = std::min(nt, 16 * n16);  // tokens in the groups of 16
+    const int64_t n8 = rem >= 3 && rem <= 8 ? 1 : 0;
+    const int64_t in8 = n8 * rem;
+    const int64_t tail = nt - in16 - in8;  // 0, 1 or 2
+    if (n16 == 0 && n8 == 0) {
+      MatMulTileAvx2(type, w, row_bytes, n, r0, r1, x + t0, nt, o, out_stride);
+      continue;
+    }
+    if (t0 == 0) {
+      // The first rows, which no tile prefetches, load while the tokens are
+      // interleaved.
+      const size_t begin = static_cast<size_t>(r0) * row_bytes;
+      const size_t end = static_cast<size_t>(std::min<int64_t>(r1, r0 + kPrefetchRows)) * row_bytes;
+      for (size_t off = begin; off < end; off += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(w + off), _MM_HINT_T0);
+      }
+    }
+    const BlockQ8* xs[kTokenBatch];
+    for (int64_t t = 0; t < nt; ++t) xs[t] = x[t0 + t].q8;
+    const XBlock<16>* x16 = n16 > 0 ? Interleave<16>(xs, in16, n16, num_xblocks) : nullptr;
+    const XBlock<8>* x8 = n8 > 0 ? Interleave<8>(xs + in16, in8, 1, num_xblocks) : nullptr;
+    const int64_t chunk = ChunkRows(row_bytes);
+    for (int64_t rc = r0; rc < r1; rc += chunk) {
+      const int64_t rc_end = std::min(r1, rc + chunk);
+      for (int64_t g = 0; g < n16; ++g) {
+        const int cnt = static_cast<int>(std::min<int64_t>(16, in16 - 16 * g));
+        ForRowTiles<8, 4, 1>(rc, rc_end, [&]<int R>(int64_t r) {
+          TokenTile<F, R, V16>(w + static_cast<size_t>(r) * row_bytes, row_bytes, num_blocks,
+                               x16 + g * num_xblocks, cnt, o + 16 * g * out_stride + r, out_stride);
+        });
+      }
+      if (n8 > 0) {
+        ForRowTiles<8, 4, 1>(rc, rc_end, [&]<int R>(int64_t r) {
+          TokenTile<F, R, V8>(w + static_cast<size_t>(r) * row_bytes, row_bytes, num_blocks, x8,
+                              static_cast<int>(in8), o + in16 * out_stride + r, out_stride);
+        });
+      }
+      if (tail > 0) {
+        MatMulTileAvx2(type, w, row_bytes, n, rc, rc_end, x + t0 + in16 + in8, tail,
+                       o + (in16 + in8) * out_stride, out_stride);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Entry points.
+
+void MatMulTileAvx512Vnni(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n,
+                          int64_t r0, int64_t r1, const ActRow* x, int64_t num_tokens, float* out,
+                          int64_t out_stride) {
+  switch (type) {
+    case TensorType::kQ4_0:
+      return QuantMatMul<Q4_0>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+    case TensorType::kQ4_1:
+      return QuantMatMul<Q4_1>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+    case TensorType::kQ5_0:
+      return QuantMatMul<Q5_0>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+    case TensorType::kQ5_1:
+      return QuantMatMul<Q5_1>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+    case TensorType::kQ8_0:
+      return QuantMatMul<Q8_0>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+    case TensorType::kQ4_K:
+      return QuantMatMul<Q4_K>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+    default:  // Q6_K and the float types
+      return MatMulTileAvx2(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+  }
+}
+
+float DotRowAvx512Vnni(TensorType type, const void* w, const ActRow& x, int64_t n) {
+  float out = 0.0f;
+  MatMulTileAvx512Vnni(type, static_cast<const uint8_t*>(w), 0, n, 0, 1, &x, 1, &out, 1);
+  return out;
+}
+
+}  // namespace llm::cpu::internal
