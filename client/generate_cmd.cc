@@ -21,6 +21,7 @@
 #include "client/chat_template.h"
 #include "client/generator.h"
 #include "client/health.h"
+#include "client/security_flags.h"
 #include "common/strings.h"
 
 ABSL_FLAG(std::string, tokenizer, "127.0.0.1:50051",
@@ -130,6 +131,11 @@ absl::StatusOr<client::ClientOptions> OptionsFromFlags() {
     return absl::InvalidArgumentError(StrCat("--timeout must be > 0 seconds, got ", timeout));
   }
   o.rpc_timeout = absl::Seconds(timeout);
+  absl::StatusOr<client::SecurityFlags> security = client::SecurityFromFlags();
+  if (!security.ok()) return absl::InvalidArgumentError(security.status().message());
+  o.tls = security->tls;
+  o.tls_server_name = security->server_name;
+  o.auth_token = security->token;
   auto mode = client::ParseLogitsMode(absl::GetFlag(FLAGS_logits));
   if (!mode.ok()) return absl::InvalidArgumentError(StrCat("--logits: ", mode.status().message()));
   o.logits = *mode;
@@ -378,7 +384,12 @@ int RunHealth() {
   for (const auto& [name, address] :
        {std::pair<std::string, std::string>{"tokenizer", absl::GetFlag(FLAGS_tokenizer)},
         std::pair<std::string, std::string>{"model", absl::GetFlag(FLAGS_model)}}) {
-    absl::Status s = client::WaitUntilServing(address, wait);
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = client::ChannelFromFlags(address);
+    if (!channel.ok()) {
+      std::fprintf(stderr, "llm health: %s\n", std::string(channel.status().message()).c_str());
+      return 2;
+    }
+    absl::Status s = client::WaitUntilServing(address, wait, *channel);
     if (s.ok()) {
       std::printf("%s %s: SERVING\n", name.c_str(), address.c_str());
     } else {

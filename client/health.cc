@@ -80,9 +80,8 @@ absl::StatusOr<ServingStatus> CheckHealth(const std::shared_ptr<grpc::Channel>& 
 }
 
 absl::Status WaitUntilServing(const std::string& address, absl::Duration timeout,
-                              std::shared_ptr<grpc::ChannelCredentials> credentials) {
-  if (credentials == nullptr) credentials = grpc::InsecureChannelCredentials();
-  auto channel = grpc::CreateChannel(address, credentials);
+                              std::shared_ptr<grpc::Channel> channel) {
+  if (channel == nullptr) channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
   const absl::Time give_up = absl::Now() + timeout;
   std::string last;
   while (true) {

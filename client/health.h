@@ -23,10 +23,9 @@ absl::StatusOr<ServingStatus> CheckHealth(const std::shared_ptr<grpc::Channel>& 
 
 // Polls CheckHealth every 100 ms until SERVING or `timeout`; the error says
 // what the last check saw.
-// `credentials`: TLS (MakeChannelCredentials); null: plaintext. Health
-// needs no bearer token.
+// `channel`: a channel to `address` (e.g. with TLS); null: a plaintext one.
 absl::Status WaitUntilServing(const std::string& address, absl::Duration timeout,
-                              std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
+                              std::shared_ptr<grpc::Channel> channel = nullptr);
 
 }  // namespace llm::client
 

@@ -12,6 +12,7 @@
 #include "absl/flags/flag.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_split.h"
+#include "client/security_flags.h"
 #include "common/grpc/grpc_status.h"
 #include "common/strings.h"
 #include "llm/v1/tokenizer.grpc.pb.h"
@@ -51,8 +52,9 @@ class Backend {
       if (!tok.ok()) return tok.status();
       b->tokenizer_ = std::move(*tok);
     } else {
-      b->stub_ =
-          v1::Tokenizer::NewStub(grpc::CreateChannel(server, grpc::InsecureChannelCredentials()));
+      absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = client::ChannelFromFlags(server);
+      if (!channel.ok()) return channel.status();
+      b->stub_ = v1::Tokenizer::NewStub(*channel);
     }
     return b;
   }

@@ -58,7 +58,10 @@ absl::StatusOr<std::unique_ptr<ServerRunner>> ServerRunner::Start(
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   std::unique_ptr<ServerRunner> runner(new ServerRunner());
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &runner->port_);
+  builder.AddListeningPort(options.listen,
+                           options.credentials != nullptr ? options.credentials
+                                                          : grpc::InsecureServerCredentials(),
+                           &runner->port_);
   builder.SetMaxReceiveMessageSize(options.max_receive_bytes);
   builder.SetMaxSendMessageSize(options.max_send_bytes);
   for (grpc::Service* s : services) builder.RegisterService(s);

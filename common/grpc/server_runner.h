@@ -30,6 +30,8 @@ struct ServerOptions {
   // Larger requests are answered RESOURCE_EXHAUSTED by gRPC itself.
   int max_receive_bytes = 8 << 20;
   int max_send_bytes = 64 << 20;
+  // TLS / mutual TLS (MakeServerCredentials in security.h); null: plaintext.
+  std::shared_ptr<grpc::ServerCredentials> credentials;
 };
 
 // Blocks SIGTERM and SIGINT in the calling thread and every thread it starts

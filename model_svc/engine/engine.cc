@@ -389,6 +389,7 @@ class Engine::Impl {
                                std::min(last_step_time_ / 4, kMaxGatherWindow));
         }
         const absl::Time now = absl::Now();
+        stats_.heartbeat = now;
         if (now - last_sweep > absl::Seconds(1)) {
           ExpireIdle(now);
           last_sweep = now;

@@ -86,6 +86,9 @@ struct EngineStats {
   int64_t decode_tokens = 0;
   int64_t evicted_sessions = 0;
   int64_t expired_sessions = 0;
+  // When the step loop last went round (it does at least once a second, idle
+  // or not, unless a step hangs); InfinitePast before it starts.
+  absl::Time heartbeat = absl::InfinitePast();
 };
 
 class Engine {

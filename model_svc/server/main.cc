@@ -23,12 +23,16 @@
 #include "absl/time/time.h"
 #include "common/flags.h"
 #include "common/gguf/gguf.h"
+#include "common/grpc/request_log.h"
+#include "common/grpc/security.h"
 #include "common/grpc/server_runner.h"
+#include "common/metrics/metrics_http.h"
 #include "model_svc/backend/backend.h"
 #include "model_svc/engine/engine.h"
 #include "model_svc/engine/loader.h"
 #include "model_svc/model/config.h"
 #include "model_svc/server/model_service.h"
+#include "model_svc/server/step_watchdog.h"
 
 ABSL_FLAG(std::string, model, "", "Model file (GGUF, Llama family). Required.");
 ABSL_FLAG(std::string, listen, "127.0.0.1:50052",
@@ -56,6 +60,27 @@ ABSL_FLAG(std::string, session_prefix, "",
           "session's calls to the replica that holds it).");
 ABSL_FLAG(double, drain_seconds, 5,
           "On SIGTERM/SIGINT, time given to in-flight calls before they are cancelled.");
+ABSL_FLAG(double, step_watchdog_seconds, 10,
+          "Readiness follows a live step loop: health turns NOT_SERVING while requests are "
+          "pending and the engine's step loop has not gone round for this many seconds (a hung "
+          "step), and SERVING again when it does. 0: off.");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "HOST:PORT to serve Prometheus metrics on (HTTP, text format at /metrics); port 0 "
+          "picks a free port (printed on startup after the gRPC port line); empty: no metrics.");
+ABSL_FLAG(std::string, log_level, "info",
+          "Request log level: error, warning, info or debug. Every call is logged as one "
+          "key=value line on stderr (service, method, session, tokens, duration_ms, status): "
+          "OK calls at info, INTERNAL/UNKNOWN/DATA_LOSS at error, other failures at warning.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain of the server: serve TLS (with --tls_key). Empty: plaintext.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA bundle: mutual TLS, every client must present a certificate signed by it "
+          "(needs --tls_cert and --tls_key).");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "File holding a bearer token: every call except health checks (grpc.health.v1) and "
+          "reflection must carry the metadata 'authorization: Bearer <token>', else "
+          "UNAUTHENTICATED. Empty: no token.");
 ABSL_FLAG(int, max_message_bytes, 16 << 20,
           "Largest request or response message; a larger request gets RESOURCE_EXHAUSTED.");
 
@@ -95,13 +120,19 @@ int Main() {
       absl::GetFlag(FLAGS_max_sessions) < 1 || absl::GetFlag(FLAGS_max_context) < 0 ||
       absl::GetFlag(FLAGS_session_ttl) <= absl::ZeroDuration() ||
       absl::GetFlag(FLAGS_max_message_bytes) < 1 || absl::GetFlag(FLAGS_kv_cache_mb) < 1 ||
-      absl::GetFlag(FLAGS_drain_seconds) < 0) {
+      absl::GetFlag(FLAGS_drain_seconds) < 0 || absl::GetFlag(FLAGS_step_watchdog_seconds) < 0) {
     std::fprintf(stderr,
                  "model_server: --threads and --max_context must be >= 0; --max_batch_tokens, "
                  "--max_sessions, --session_ttl, --kv_cache_mb and --max_message_bytes > 0; "
-                 "--drain_seconds >= 0\n");
+                 "--drain_seconds and --step_watchdog_seconds >= 0\n");
     return 2;
   }
+  const absl::StatusOr<LogLevel> log_level = ParseLogLevel(absl::GetFlag(FLAGS_log_level));
+  if (!log_level.ok()) {
+    PrintError(log_level.status());
+    return 2;
+  }
+  SetLogLevel(*log_level);
   if (absl::GetFlag(FLAGS_kv_cache_type) != "f16" && absl::GetFlag(FLAGS_kv_cache_type) != "f32") {
     std::fprintf(stderr, "model_server: --kv_cache_type must be f16 or f32\n");
     return 2;
@@ -135,12 +166,41 @@ int Main() {
     return 2;
   }
 
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeServerCredentials(
+      {absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca)});
+  absl::StatusOr<std::string> token = ReadTokenFile(absl::GetFlag(FLAGS_auth_token_file));
+  for (const absl::Status& s : {credentials.status(), token.status()}) {
+    if (!s.ok()) {
+      PrintError(s);
+      return 2;
+    }
+  }
+  std::unique_ptr<BearerAuth> auth;
+  if (!token->empty()) auth = std::make_unique<BearerAuth>(*token);
+
+  std::unique_ptr<MetricsHttp> metrics_http;
+  std::unique_ptr<ModelMetrics> metrics;
+  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
+    absl::StatusOr<std::unique_ptr<MetricsHttp>> m =
+        MetricsHttp::Start(absl::GetFlag(FLAGS_metrics_listen));
+    if (!m.ok()) {
+      PrintError(m.status());
+      return 1;
+    }
+    metrics_http = std::move(*m);
+    metrics = std::make_unique<ModelMetrics>(metrics_http->registry());
+    metrics_http->Add(metrics->engine_collectable());
+  }
+
   // The server first, so that health checks answer (NOT_SERVING) while loading.
   ModelServiceImpl service;
+  service.SetMetrics(metrics.get());
+  service.SetAuth(auth.get());
   ServerOptions server_options;
   server_options.listen = absl::GetFlag(FLAGS_listen);
   server_options.max_receive_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   server_options.max_send_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  server_options.credentials = *credentials;
   absl::StatusOr<std::unique_ptr<ServerRunner>> started =
       ServerRunner::Start(server_options, {&service});
   if (!started.ok()) {
@@ -150,6 +210,9 @@ int Main() {
   std::unique_ptr<ServerRunner> runner = std::move(*started);
   // Tests and scripts read this line to learn the port.
   std::printf("model_server: listening on port %d\n", runner->port());
+  if (metrics_http != nullptr) {
+    std::printf("model_server: metrics on port %d\n", metrics_http->port());
+  }
   std::fflush(stdout);
 
   // Signals are taken by their own thread while this one loads the weights;
@@ -174,6 +237,7 @@ int Main() {
   load.engine.session_prefix = absl::GetFlag(FLAGS_session_prefix);
   absl::StatusOr<std::unique_ptr<engine::Engine>> loaded = engine::LoadEngine(load);
   std::unique_ptr<engine::Engine> engine;
+  std::unique_ptr<StepWatchdog> watchdog;
   int exit_code = 0;
   if (loaded.ok()) {
     engine = std::move(*loaded);
@@ -195,19 +259,32 @@ int Main() {
     ModelServiceOptions service_options;
     service_options.kv_block_size = kKvBlockSize;
     service.SetEngine(engine.get(), service_options);
+    if (metrics != nullptr) metrics->SetEngine(engine.get());
     if (!stop.load()) runner->SetServing(true);
+    if (absl::GetFlag(FLAGS_step_watchdog_seconds) > 0) {
+      watchdog = std::make_unique<StepWatchdog>(
+          [e = engine.get()] { return e->Stats(); },
+          [&runner, &stop](bool serving) {
+            if (!stop.load()) runner->SetServing(serving);
+          },
+          absl::Seconds(absl::GetFlag(FLAGS_step_watchdog_seconds)));
+      watchdog->Start(absl::Milliseconds(500));
+    }
   } else if (!stop.load()) {
     PrintError(loaded.status());
     exit_code = 1;
     kill(getpid(), SIGTERM);  // ends the signal thread (SIGTERM is blocked everywhere else)
   }
   signals.join();
+  if (watchdog != nullptr) watchdog->Stop();  // before the drain: it must not say SERVING again
   if (exit_code == 0) {
     std::fprintf(stderr, "model_server: signal %d, shutting down\n", signal_number);
   }
   if (engine != nullptr) engine->StopAdmission();
   runner->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)));
   runner.reset();
+  if (metrics != nullptr) metrics->SetEngine(nullptr);  // a scrape no longer reads the engine
+  metrics_http.reset();  // stops the HTTP server before the engine goes
   engine.reset();  // every call has ended: no engine callback is pending
   return exit_code;
 }

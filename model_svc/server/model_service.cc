@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/grpc/grpc_status.h"
+#include "common/grpc/request_log.h"
 #include "common/strings.h"
 
 namespace llm {
@@ -21,10 +23,19 @@ absl::Status Loading() {
   return absl::UnavailableError("the model is still loading; retry when the server is SERVING");
 }
 
-grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context,
+// The call's final status, counted in the metrics and written to the call's
+// log line (either may be null).
+grpc::Status Counted(ModelMetrics* metrics, RequestLog* log, const absl::Status& status) {
+  if (metrics != nullptr) metrics->CountStatus(status.code());
+  if (log != nullptr) log->Finish(status);
+  return ToGrpcStatus(status);
+}
+
+grpc::ServerUnaryReactor* FinishNow(ModelMetrics* metrics, RequestLog* log,
+                                    grpc::CallbackServerContext* context,
                                     const absl::Status& status) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
+  reactor->Finish(Counted(metrics, log, status));
   return reactor;
 }
 
@@ -94,9 +105,15 @@ class AppendReactor final : public grpc::ServerUnaryReactor {
 class DecodeStreamReactor final
     : public grpc::ServerBidiReactor<v1::DecodeTokenRequest, v1::DecodeTokenResponse> {
  public:
-  explicit DecodeStreamReactor(engine::Engine* engine) : engine_(engine) {
+  // `auth`: the call's authentication; not OK ends the call with it.
+  DecodeStreamReactor(engine::Engine* engine, ModelMetrics* metrics, const grpc::Status& auth)
+      : engine_(engine), metrics_(metrics) {
+    if (!auth.ok()) {
+      Finish(Counted(metrics_, &log_, FromGrpcStatus(auth)));
+      return;
+    }
     if (engine_ == nullptr) {
-      Finish(ToGrpcStatus(Loading()));
+      Finish(Counted(metrics_, &log_, Loading()));
       return;
     }
     StartRead(&request_);
@@ -104,16 +121,20 @@ class DecodeStreamReactor final
 
   void OnReadDone(bool ok) override {
     if (!ok) {  // the client closed its side (or the call broke)
+      log_.Finish(absl::OkStatus());
       Finish(grpc::Status::OK);
       return;
     }
+    log_.set_session(request_.session_id());
+    log_.add_tokens(1);
     absl::StatusOr<engine::AppendRequest> request =
         DecodeRequestOf(request_, engine_->config().vocab_size, NewCancelFlag());
     if (!request.ok()) {
-      Finish(ToGrpcStatus(request.status()));
+      Finish(Counted(metrics_, &log_, request.status()));
       return;
     }
     refs_.fetch_add(1, std::memory_order_relaxed);
+    submitted_ = absl::Now();
     engine_->Submit(std::move(*request), [this](absl::StatusOr<engine::AppendResult> result) {
       OnAppended(std::move(result));
     });
@@ -121,6 +142,7 @@ class DecodeStreamReactor final
 
   void OnWriteDone(bool ok) override {
     if (!ok) {
+      log_.Finish(absl::CancelledError("stream closed by the client"));
       Finish(grpc::Status(grpc::StatusCode::CANCELLED, "stream closed by the client"));
       return;
     }
@@ -146,8 +168,9 @@ class DecodeStreamReactor final
   // The engine's completion (on its step-loop thread, or inline in Submit).
   void OnAppended(absl::StatusOr<engine::AppendResult> result) {
     if (!result.ok()) {
-      Finish(ToGrpcStatus(result.status()));
+      Finish(Counted(metrics_, &log_, result.status()));
     } else {
+      if (metrics_ != nullptr) metrics_->ObserveDecodeStep(absl::Now() - submitted_);
       response_.Clear();
       response_.set_num_tokens(result->num_tokens);
       if (!result->logits.empty()) ToProto(result->logits.back(), response_.mutable_logits());
@@ -161,6 +184,9 @@ class DecodeStreamReactor final
   }
 
   engine::Engine* const engine_;
+  ModelMetrics* const metrics_;
+  RequestLog log_{"model", "DecodeStream"};  // the whole stream: session, steps
+  absl::Time submitted_;  // of the request in flight
   std::atomic<int> refs_{1};  // OnDone's, plus one per engine request in flight
   std::mutex cancel_mu_;
   bool cancelled_ = false;      // guarded by cancel_mu_
@@ -222,26 +248,36 @@ void ModelServiceImpl::SetEngine(engine::Engine* engine, const ModelServiceOptio
 grpc::ServerUnaryReactor* ModelServiceImpl::Prefill(grpc::CallbackServerContext* context,
                                                     const v1::PrefillRequest* request,
                                                     v1::PrefillResponse* response) {
+  RequestLog log("model", "Prefill");
+  log.set_session(request->session_id());
+  log.add_tokens(request->tokens_size());
+  if (grpc::Status auth = CheckAuth(auth_, *context); !auth.ok()) {
+    return FinishNow(metrics_, &log, context, FromGrpcStatus(auth));
+  }
   engine::Engine* e = engine();
-  if (e == nullptr) return FinishNow(context, Loading());
+  if (e == nullptr) return FinishNow(metrics_, &log, context, Loading());
   absl::StatusOr<model::LogitsSpec> spec = FromProto(request->logits(), e->config().vocab_size);
-  if (!spec.ok()) return FinishNow(context, spec.status());
+  if (!spec.ok()) return FinishNow(metrics_, &log, context, spec.status());
   auto* reactor = new AppendReactor();
   engine::AppendRequest append;
   append.session_id = request->session_id();
   append.tokens.assign(request->tokens().begin(), request->tokens().end());
   append.logits = *spec;
   append.cancel = reactor->cancel();
+  const bool reused = !request->session_id().empty();
   e->Submit(std::move(append),
-            [reactor, response](absl::StatusOr<engine::AppendResult> result) {
+            [reactor, response, metrics = metrics_, reused, start = absl::Now(),
+             log = std::move(log)](absl::StatusOr<engine::AppendResult> result) mutable {
               if (result.ok()) {
+                if (metrics != nullptr) metrics->ObservePrefill(absl::Now() - start, reused);
+                log.set_session(result->session_id);
                 response->set_session_id(std::move(result->session_id));
                 response->set_num_tokens(result->num_tokens);
                 if (!result->logits.empty()) {
                   ToProto(result->logits.back(), response->mutable_logits());
                 }
               }
-              reactor->Finish(ToGrpcStatus(result.status()));
+              reactor->Finish(Counted(metrics, &log, result.status()));
             });
   return reactor;
 }
@@ -249,73 +285,100 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Prefill(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* ModelServiceImpl::Decode(grpc::CallbackServerContext* context,
                                                    const v1::DecodeTokenRequest* request,
                                                    v1::DecodeTokenResponse* response) {
+  RequestLog log("model", "Decode");
+  log.set_session(request->session_id());
+  log.add_tokens(1);
+  if (grpc::Status auth = CheckAuth(auth_, *context); !auth.ok()) {
+    return FinishNow(metrics_, &log, context, FromGrpcStatus(auth));
+  }
   engine::Engine* e = engine();
-  if (e == nullptr) return FinishNow(context, Loading());
+  if (e == nullptr) return FinishNow(metrics_, &log, context, Loading());
   auto* reactor = new AppendReactor();
   absl::StatusOr<engine::AppendRequest> append =
       DecodeRequestOf(*request, e->config().vocab_size, reactor->cancel());
   if (!append.ok()) {
-    reactor->Finish(ToGrpcStatus(append.status()));
+    reactor->Finish(Counted(metrics_, &log, append.status()));
     return reactor;
   }
   e->Submit(std::move(*append),
-            [reactor, response](absl::StatusOr<engine::AppendResult> result) {
+            [reactor, response, metrics = metrics_, start = absl::Now(),
+             log = std::move(log)](absl::StatusOr<engine::AppendResult> result) mutable {
               if (result.ok()) {
+                if (metrics != nullptr) metrics->ObserveDecodeStep(absl::Now() - start);
                 response->set_num_tokens(result->num_tokens);
                 if (!result->logits.empty()) {
                   ToProto(result->logits.back(), response->mutable_logits());
                 }
               }
-              reactor->Finish(ToGrpcStatus(result.status()));
+              reactor->Finish(Counted(metrics, &log, result.status()));
             });
   return reactor;
 }
 
 grpc::ServerBidiReactor<v1::DecodeTokenRequest, v1::DecodeTokenResponse>*
 ModelServiceImpl::DecodeStream(grpc::CallbackServerContext* context) {
-  return new DecodeStreamReactor(engine());
+  return new DecodeStreamReactor(engine(), metrics_, CheckAuth(auth_, *context));
 }
 
 grpc::ServerUnaryReactor* ModelServiceImpl::Truncate(grpc::CallbackServerContext* context,
                                                      const v1::TruncateRequest* request,
                                                      v1::TruncateResponse* response) {
-  engine::Engine* e = engine();
-  if (e == nullptr) return FinishNow(context, Loading());
-  if (absl::Status s = RequireSessionId(request->session_id()); !s.ok()) {
-    return FinishNow(context, s);
+  RequestLog log("model", "Truncate");
+  log.set_session(request->session_id());
+  if (grpc::Status auth = CheckAuth(auth_, *context); !auth.ok()) {
+    return FinishNow(metrics_, &log, context, FromGrpcStatus(auth));
   }
-  return FinishNow(context, e->Truncate(request->session_id(), request->num_tokens()));
+  engine::Engine* e = engine();
+  if (e == nullptr) return FinishNow(metrics_, &log, context, Loading());
+  if (absl::Status s = RequireSessionId(request->session_id()); !s.ok()) {
+    return FinishNow(metrics_, &log, context, s);
+  }
+  return FinishNow(metrics_, &log, context, e->Truncate(request->session_id(), request->num_tokens()));
 }
 
 grpc::ServerUnaryReactor* ModelServiceImpl::Fork(grpc::CallbackServerContext* context,
                                                  const v1::ForkRequest* request,
                                                  v1::ForkResponse* response) {
+  RequestLog log("model", "Fork");
+  log.set_session(request->session_id());
+  if (grpc::Status auth = CheckAuth(auth_, *context); !auth.ok()) {
+    return FinishNow(metrics_, &log, context, FromGrpcStatus(auth));
+  }
   engine::Engine* e = engine();
-  if (e == nullptr) return FinishNow(context, Loading());
+  if (e == nullptr) return FinishNow(metrics_, &log, context, Loading());
   if (absl::Status s = RequireSessionId(request->session_id()); !s.ok()) {
-    return FinishNow(context, s);
+    return FinishNow(metrics_, &log, context, s);
   }
   absl::StatusOr<std::string> id = e->Fork(request->session_id());
   if (id.ok()) response->set_session_id(std::move(*id));
-  return FinishNow(context, id.status());
+  return FinishNow(metrics_, &log, context, id.status());
 }
 
 grpc::ServerUnaryReactor* ModelServiceImpl::Release(grpc::CallbackServerContext* context,
                                                     const v1::ReleaseRequest* request,
                                                     v1::ReleaseResponse* response) {
-  engine::Engine* e = engine();
-  if (e == nullptr) return FinishNow(context, Loading());
-  if (absl::Status s = RequireSessionId(request->session_id()); !s.ok()) {
-    return FinishNow(context, s);
+  RequestLog log("model", "Release");
+  log.set_session(request->session_id());
+  if (grpc::Status auth = CheckAuth(auth_, *context); !auth.ok()) {
+    return FinishNow(metrics_, &log, context, FromGrpcStatus(auth));
   }
-  return FinishNow(context, e->Release(request->session_id()));
+  engine::Engine* e = engine();
+  if (e == nullptr) return FinishNow(metrics_, &log, context, Loading());
+  if (absl::Status s = RequireSessionId(request->session_id()); !s.ok()) {
+    return FinishNow(metrics_, &log, context, s);
+  }
+  return FinishNow(metrics_, &log, context, e->Release(request->session_id()));
 }
 
 grpc::ServerUnaryReactor* ModelServiceImpl::Info(grpc::CallbackServerContext* context,
                                                  const v1::ModelInfoRequest* request,
                                                  v1::ModelInfo* response) {
+  RequestLog log("model", "Info");
+  if (grpc::Status auth = CheckAuth(auth_, *context); !auth.ok()) {
+    return FinishNow(metrics_, &log, context, FromGrpcStatus(auth));
+  }
   engine::Engine* e = engine();
-  if (e == nullptr) return FinishNow(context, Loading());
+  if (e == nullptr) return FinishNow(metrics_, &log, context, Loading());
   const model::ModelConfig& c = e->config();
   const engine::EngineOptions& o = e->options();
   response->set_architecture(c.architecture);
@@ -333,14 +396,18 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Info(grpc::CallbackServerContext* co
   response->set_kv_cache_blocks(e->Stats().kv_blocks_total);
   response->set_kv_block_size(options_.kv_block_size);
   response->set_session_ttl_seconds(absl::ToDoubleSeconds(o.session_ttl));
-  return FinishNow(context, absl::OkStatus());
+  return FinishNow(metrics_, &log, context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* ModelServiceImpl::ListSessions(grpc::CallbackServerContext* context,
                                                          const v1::ListSessionsRequest* request,
                                                          v1::ListSessionsResponse* response) {
+  RequestLog log("model", "ListSessions");
+  if (grpc::Status auth = CheckAuth(auth_, *context); !auth.ok()) {
+    return FinishNow(metrics_, &log, context, FromGrpcStatus(auth));
+  }
   engine::Engine* e = engine();
-  if (e == nullptr) return FinishNow(context, Loading());
+  if (e == nullptr) return FinishNow(metrics_, &log, context, Loading());
   for (const engine::SessionInfo& s : e->ListSessions()) {
     v1::SessionInfo* out = response->add_sessions();
     out->set_session_id(s.id);
@@ -351,7 +418,7 @@ grpc::ServerUnaryReactor* ModelServiceImpl::ListSessions(grpc::CallbackServerCon
     out->set_idle_seconds(absl::ToDoubleSeconds(s.idle));
     out->set_busy(s.busy);
   }
-  return FinishNow(context, absl::OkStatus());
+  return FinishNow(metrics_, &log, context, absl::OkStatus());
 }
 
 }  // namespace llm

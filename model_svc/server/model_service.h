@@ -22,9 +22,11 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "common/grpc/security.h"
 #include "llm/v1/model.grpc.pb.h"
 #include "model_svc/engine/engine.h"
 #include "model_svc/model/logits.h"
+#include "model_svc/server/model_metrics.h"
 
 namespace llm {
 
@@ -44,6 +46,12 @@ class ModelServiceImpl final : public v1::Model::CallbackService {
 
   // Starts serving `engine` (non-null).
   void SetEngine(engine::Engine* engine, const ModelServiceOptions& options);
+  // Records calls in `metrics` (optional; it must outlive the service). Call
+  // before the server starts.
+  void SetMetrics(ModelMetrics* metrics) { metrics_ = metrics; }
+  // Requires the bearer token of `auth` on every call (UNAUTHENTICATED
+  // otherwise); `auth` must outlive the service. Call before the server starts.
+  void SetAuth(const BearerAuth* auth) { auth_ = auth; }
 
   grpc::ServerUnaryReactor* Prefill(grpc::CallbackServerContext* context,
                                     const v1::PrefillRequest* request,
@@ -75,6 +83,8 @@ class ModelServiceImpl final : public v1::Model::CallbackService {
 
   ModelServiceOptions options_;  // written before engine_ is published
   std::atomic<engine::Engine*> engine_{nullptr};
+  ModelMetrics* metrics_ = nullptr;
+  const BearerAuth* auth_ = nullptr;
 };
 
 // Wire logits options to the engine's; INVALID_ARGUMENT for an unknown

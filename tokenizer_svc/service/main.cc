@@ -6,7 +6,10 @@
 #include "absl/flags/flag.h"
 #include "common/flags.h"
 #include "absl/time/clock.h"
+#include "common/grpc/request_log.h"
+#include "common/grpc/security.h"
 #include "common/grpc/server_runner.h"
+#include "common/metrics/metrics_http.h"
 #include "tokenizer_svc/service/tokenizer_service.h"
 #include "tokenizer_svc/tokenizer.h"
 
@@ -21,6 +24,23 @@ ABSL_FLAG(std::string, pretokenizer, "",
 ABSL_FLAG(int, max_request_bytes, 8 << 20,
           "Largest request message accepted; larger ones get RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int, max_batch_texts, 1024, "Most texts in one EncodeBatch; more is RESOURCE_EXHAUSTED.");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "HOST:PORT to serve Prometheus metrics on (HTTP, text format at /metrics); port 0 "
+          "picks a free port (printed on startup); empty: no metrics.");
+ABSL_FLAG(std::string, log_level, "info",
+          "Request log level: error, warning, info or debug. Every call is logged as one "
+          "key=value line on stderr (service, method, session, tokens, duration_ms, status): "
+          "OK calls at info, INTERNAL/UNKNOWN/DATA_LOSS at error, other failures at warning.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain of the server: serve TLS (with --tls_key). Empty: plaintext.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA bundle: mutual TLS, every client must present a certificate signed by it "
+          "(needs --tls_cert and --tls_key).");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "File holding a bearer token: every call except health checks (grpc.health.v1) and "
+          "reflection must carry the metadata 'authorization: Bearer <token>', else "
+          "UNAUTHENTICATED. Empty: no token.");
 ABSL_FLAG(double, drain_seconds, 5, "On SIGTERM/SIGINT, time given to in-flight calls.");
 
 int main(int argc, char** argv) {
@@ -28,6 +48,12 @@ int main(int argc, char** argv) {
   llm::ParseFlags(argc, argv,
                   "Serves the llm.v1.Tokenizer gRPC service (exact BPE over a trie) for one "
                   "vocabulary.\nUsage: tokenizer_server --vocab PATH [--listen 127.0.0.1:50051]");
+  const absl::StatusOr<llm::LogLevel> log_level = llm::ParseLogLevel(absl::GetFlag(FLAGS_log_level));
+  if (!log_level.ok()) {
+    std::fprintf(stderr, "tokenizer_server: %s\n", std::string(log_level.status().message()).c_str());
+    return 2;
+  }
+  llm::SetLogLevel(*log_level);
   const std::string vocab = absl::GetFlag(FLAGS_vocab);
   if (vocab.empty()) {
     std::fprintf(stderr, "tokenizer_server: --vocab is required (see --help)\n");
@@ -53,8 +79,32 @@ int main(int argc, char** argv) {
   llm::TokenizerServiceLimits limits;
   limits.max_request_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_request_bytes));
   limits.max_batch_texts = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_batch_texts));
-  llm::TokenizerService service(**tokenizer, limits);
+  std::unique_ptr<llm::MetricsHttp> metrics;
+  std::unique_ptr<llm::TokenizerMetrics> tokenizer_metrics;
+  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
+    auto started = llm::MetricsHttp::Start(absl::GetFlag(FLAGS_metrics_listen));
+    if (!started.ok()) {
+      std::fprintf(stderr, "tokenizer_server: %s\n", std::string(started.status().message()).c_str());
+      return 1;
+    }
+    metrics = std::move(*started);
+    tokenizer_metrics = std::make_unique<llm::TokenizerMetrics>(metrics->registry());
+  }
+  auto credentials = llm::MakeServerCredentials(
+      {absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca)});
+  auto token = llm::ReadTokenFile(absl::GetFlag(FLAGS_auth_token_file));
+  for (const absl::Status& s : {credentials.status(), token.status()}) {
+    if (!s.ok()) {
+      std::fprintf(stderr, "tokenizer_server: %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+  }
+  std::unique_ptr<llm::BearerAuth> auth;
+  if (!token->empty()) auth = std::make_unique<llm::BearerAuth>(*token);
+  llm::TokenizerService service(**tokenizer, limits, tokenizer_metrics.get());
+  service.SetAuth(auth.get());
   llm::ServerOptions options;
+  options.credentials = *credentials;
   options.listen = absl::GetFlag(FLAGS_listen);
   options.max_receive_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   auto runner = llm::ServerRunner::Start(options, {&service});
@@ -65,6 +115,7 @@ int main(int argc, char** argv) {
   (*runner)->SetServing(true);
   // Tests and scripts read this line to learn the port.
   std::printf("tokenizer_server: listening on port %d\n", (*runner)->port());
+  if (metrics != nullptr) std::printf("tokenizer_server: metrics on port %d\n", metrics->port());
   std::fflush(stdout);
   const int sig = (*runner)->WaitForTerminationSignal();
   std::fprintf(stderr, "tokenizer_server: signal %d, shutting down\n", sig);

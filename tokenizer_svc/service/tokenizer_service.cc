@@ -4,7 +4,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "common/grpc/grpc_status.h"
+#include "common/grpc/request_log.h"
 #include "common/strings.h"
 #include "tokenizer_svc/incremental_decoder.h"
 
@@ -45,7 +47,15 @@ const char* KindName(tok::TokenType type) {
 class DecodeStreamReactor final
     : public grpc::ServerBidiReactor<v1::DecodeStreamRequest, v1::DecodeStreamResponse> {
  public:
-  explicit DecodeStreamReactor(const tok::Tokenizer& tokenizer) : decoder_(tokenizer) {
+  // `auth`: the call's authentication; not OK ends the call with it.
+  DecodeStreamReactor(const tok::Tokenizer& tokenizer, TokenizerMetrics* metrics,
+                      const grpc::Status& auth)
+      : decoder_(tokenizer), metrics_(metrics) {
+    if (!auth.ok()) {
+      status_ = FromGrpcStatus(auth);
+      Finish(auth);
+      return;
+    }
     StartRead(&request_);
   }
 
@@ -57,18 +67,22 @@ class DecodeStreamReactor final
         return;
       }
       finishing_ = true;
+      bytes_ += rest.size();
       response_.Clear();
       response_.set_text(std::move(rest));
       StartWrite(&response_);
       return;
     }
     std::string text;
+    log_.add_tokens(request_.ids_size());
     absl::Status status = decoder_.Add(IdsOf(request_.ids()), &text);
     if (!status.ok()) {
+      status_ = status;
       Finish(ToGrpcStatus(status));
       return;
     }
     if (request_.flush()) text += decoder_.Flush();
+    bytes_ += text.size();
     response_.Clear();
     response_.set_text(std::move(text));
     StartWrite(&response_);
@@ -76,6 +90,7 @@ class DecodeStreamReactor final
 
   void OnWriteDone(bool ok) override {
     if (!ok) {
+      status_ = absl::CancelledError("stream closed by the client");
       Finish(grpc::Status(grpc::StatusCode::CANCELLED, "stream closed by the client"));
       return;
     }
@@ -86,10 +101,18 @@ class DecodeStreamReactor final
     StartRead(&request_);
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    if (metrics_ != nullptr) metrics_->Observe("DecodeStream", bytes_, absl::Seconds(-1));
+    log_.Finish(status_);
+    delete this;
+  }
 
  private:
   tok::IncrementalDecoder decoder_;
+  TokenizerMetrics* const metrics_;
+  uint64_t bytes_ = 0;  // text written
+  RequestLog log_{"tokenizer", "DecodeStream"};  // tokens: ids decoded
+  absl::Status status_;                          // the final status, for the log
   v1::DecodeStreamRequest request_;
   v1::DecodeStreamResponse response_;
   bool finishing_ = false;
@@ -109,52 +132,92 @@ tok::EncodeOptions FromProto(const v1::EncodeOptions& options) {
   return out;
 }
 
+void TokenizerService::Observe(const char* method, uint64_t bytes, absl::Time start,
+                               int64_t tokens, const absl::Status& status) const {
+  if (metrics_ != nullptr) metrics_->Observe(method, bytes, absl::Now() - start);
+  RequestLog log("tokenizer", method, start);
+  log.add_tokens(tokens);
+  log.Finish(status);
+}
+
 grpc::ServerUnaryReactor* TokenizerService::Encode(grpc::CallbackServerContext* context,
                                                    const v1::EncodeRequest* request,
                                                    v1::EncodeResponse* response) {
-  return FinishNow(context,
-                   EncodeInto(tokenizer_, request->text(), FromProto(request->options()), response));
+  if (grpc::Status auth = CheckAuth(auth_, *context); !auth.ok()) {
+    RequestLog("tokenizer", __func__).Finish(FromGrpcStatus(auth));
+    return FinishNow(context, FromGrpcStatus(auth));
+  }
+  const absl::Time start = absl::Now();
+  absl::Status status =
+      EncodeInto(tokenizer_, request->text(), FromProto(request->options()), response);
+  Observe("Encode", request->text().size(), start, response->ids_size(), status);
+  return FinishNow(context, status);
 }
 
 grpc::ServerUnaryReactor* TokenizerService::EncodeBatch(grpc::CallbackServerContext* context,
                                                         const v1::EncodeBatchRequest* request,
                                                         v1::EncodeBatchResponse* response) {
-  if (static_cast<uint32_t>(request->texts_size()) > limits_.max_batch_texts) {
-    return FinishNow(context, absl::ResourceExhaustedError(
-                                  StrCat("EncodeBatch of ", request->texts_size(),
-                                         " texts exceeds the limit of ", limits_.max_batch_texts)));
+  if (grpc::Status auth = CheckAuth(auth_, *context); !auth.ok()) {
+    RequestLog("tokenizer", __func__).Finish(FromGrpcStatus(auth));
+    return FinishNow(context, FromGrpcStatus(auth));
   }
-  const tok::EncodeOptions options = FromProto(request->options());
-  for (int i = 0; i < request->texts_size(); ++i) {
-    if (context->IsCancelled()) {
-      return FinishNow(context, absl::CancelledError("cancelled by the client"));
-    }
-    absl::Status status = EncodeInto(tokenizer_, request->texts(i), options, response->add_results());
+  const absl::Time start = absl::Now();
+  uint64_t bytes = 0;
+  for (const std::string& text : request->texts()) bytes += text.size();
+  absl::Status status = EncodeBatchInto(*request, context, response);
+  int64_t tokens = 0;
+  for (const v1::EncodeResponse& r : response->results()) tokens += r.ids_size();
+  Observe("EncodeBatch", bytes, start, tokens, status);
+  return FinishNow(context, status);
+}
+
+absl::Status TokenizerService::EncodeBatchInto(const v1::EncodeBatchRequest& request,
+                                               grpc::CallbackServerContext* context,
+                                               v1::EncodeBatchResponse* response) const {
+  if (static_cast<uint32_t>(request.texts_size()) > limits_.max_batch_texts) {
+    return absl::ResourceExhaustedError(StrCat("EncodeBatch of ", request.texts_size(),
+                                               " texts exceeds the limit of ",
+                                               limits_.max_batch_texts));
+  }
+  const tok::EncodeOptions options = FromProto(request.options());
+  for (int i = 0; i < request.texts_size(); ++i) {
+    if (context->IsCancelled()) return absl::CancelledError("cancelled by the client");
+    absl::Status status = EncodeInto(tokenizer_, request.texts(i), options, response->add_results());
     if (!status.ok()) {
-      return FinishNow(context, absl::Status(status.code(),
-                                             StrCat("text ", i, ": ", status.message())));
+      return absl::Status(status.code(), StrCat("text ", i, ": ", status.message()));
     }
   }
-  return FinishNow(context, absl::OkStatus());
+  return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* TokenizerService::Decode(grpc::CallbackServerContext* context,
                                                    const v1::DecodeRequest* request,
                                                    v1::DecodeResponse* response) {
+  if (grpc::Status auth = CheckAuth(auth_, *context); !auth.ok()) {
+    RequestLog("tokenizer", __func__).Finish(FromGrpcStatus(auth));
+    return FinishNow(context, FromGrpcStatus(auth));
+  }
+  const absl::Time start = absl::Now();
   std::string text;
   absl::Status status = tokenizer_.DecodeTo(IdsOf(request->ids()), &text);
+  Observe("Decode", text.size(), start, request->ids_size(), status);
   if (status.ok()) response->set_text(std::move(text));
   return FinishNow(context, status);
 }
 
 grpc::ServerBidiReactor<v1::DecodeStreamRequest, v1::DecodeStreamResponse>*
 TokenizerService::DecodeStream(grpc::CallbackServerContext* context) {
-  return new DecodeStreamReactor(tokenizer_);
+  return new DecodeStreamReactor(tokenizer_, metrics_, CheckAuth(auth_, *context));
 }
 
 grpc::ServerUnaryReactor* TokenizerService::Info(grpc::CallbackServerContext* context,
                                                  const v1::InfoRequest* request,
                                                  v1::InfoResponse* response) {
+  if (grpc::Status auth = CheckAuth(auth_, *context); !auth.ok()) {
+    RequestLog("tokenizer", __func__).Finish(FromGrpcStatus(auth));
+    return FinishNow(context, FromGrpcStatus(auth));
+  }
+  Observe("Info", 0, absl::Now(), 0, absl::OkStatus());
   const tok::Vocab& v = tokenizer_.vocab();
   response->set_vocab_size(static_cast<uint32_t>(tokenizer_.vocab_size()));
   for (const auto& [text, id] : tokenizer_.SpecialTokens()) {

@@ -12,7 +12,12 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+#include "common/grpc/security.h"
 #include "llm/v1/tokenizer.grpc.pb.h"
+#include "tokenizer_svc/service/tokenizer_metrics.h"
 #include "tokenizer_svc/tokenizer.h"
 
 namespace llm {
@@ -24,8 +29,14 @@ struct TokenizerServiceLimits {
 
 class TokenizerService final : public v1::Tokenizer::CallbackService {
  public:
-  TokenizerService(const tok::Tokenizer& tokenizer, TokenizerServiceLimits limits)
-      : tokenizer_(tokenizer), limits_(limits) {}
+  // `metrics` (optional) must outlive the service.
+  TokenizerService(const tok::Tokenizer& tokenizer, TokenizerServiceLimits limits,
+                   TokenizerMetrics* metrics = nullptr)
+      : tokenizer_(tokenizer), limits_(limits), metrics_(metrics) {}
+
+  // Requires the bearer token of `auth` on every call (UNAUTHENTICATED
+  // otherwise); `auth` must outlive the service. Call before the server starts.
+  void SetAuth(const BearerAuth* auth) { auth_ = auth; }
 
   grpc::ServerUnaryReactor* Encode(grpc::CallbackServerContext* context,
                                    const v1::EncodeRequest* request,
@@ -43,8 +54,17 @@ class TokenizerService final : public v1::Tokenizer::CallbackService {
                                  v1::InfoResponse* response) override;
 
  private:
+  // Counts one call in the metrics (if any) and writes its log line.
+  void Observe(const char* method, uint64_t bytes, absl::Time start, int64_t tokens,
+               const absl::Status& status) const;
+  absl::Status EncodeBatchInto(const v1::EncodeBatchRequest& request,
+                               grpc::CallbackServerContext* context,
+                               v1::EncodeBatchResponse* response) const;
+
   const tok::Tokenizer& tokenizer_;
   const TokenizerServiceLimits limits_;
+  TokenizerMetrics* const metrics_;
+  const BearerAuth* auth_ = nullptr;
 };
 
 // Converts wire options to library options.

@@ -1,0 +1,108 @@
+#include "model_svc/server/model_metrics.h"
+
+#include <string>
+#include <vector>
+
+#include <prometheus/metric_family.h>
+
+namespace llm {
+
+class ModelMetrics::EngineCollector final : public prometheus::Collectable {
+ public:
+  void SetEngine(const engine::Engine* engine) { engine_.store(engine, std::memory_order_release); }
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    const engine::Engine* e = engine_.load(std::memory_order_acquire);
+    if (e == nullptr) return {};
+    const engine::EngineStats s = e->Stats();
+    std::vector<prometheus::MetricFamily> out;
+    auto add = [&out](const char* name, const char* help, prometheus::MetricType type,
+                      double value) {
+      prometheus::MetricFamily f;
+      f.name = name;
+      f.help = help;
+      f.type = type;
+      prometheus::ClientMetric m;
+      if (type == prometheus::MetricType::Counter) {
+        m.counter.value = value;
+      } else {
+        m.gauge.value = value;
+      }
+      f.metric.push_back(std::move(m));
+      out.push_back(std::move(f));
+    };
+    using prometheus::MetricType;
+    add("llm_prompt_tokens_total", "Prompt tokens prefilled.", MetricType::Counter,
+        static_cast<double>(s.prefill_tokens));
+    add("llm_generation_tokens_total", "Tokens decoded (generated).", MetricType::Counter,
+        static_cast<double>(s.decode_tokens));
+    add("llm_num_requests_running", "Requests being computed by the step loop.",
+        MetricType::Gauge, static_cast<double>(s.running));
+    add("llm_num_requests_waiting", "Requests queued for the step loop.", MetricType::Gauge,
+        static_cast<double>(s.waiting));
+    add("llm_kv_cache_usage_perc", "Fraction of KV cache blocks in use (0 to 1).",
+        MetricType::Gauge,
+        s.kv_blocks_total > 0
+            ? 1.0 - static_cast<double>(s.kv_blocks_free) / static_cast<double>(s.kv_blocks_total)
+            : 0.0);
+    add("llm_sessions", "Sessions held.", MetricType::Gauge, static_cast<double>(s.sessions));
+    add("llm_sessions_evicted_total", "Idle sessions evicted (least recently used) for KV space.",
+        MetricType::Counter, static_cast<double>(s.evicted_sessions));
+    add("llm_sessions_expired_total", "Sessions expired after their idle TTL.",
+        MetricType::Counter, static_cast<double>(s.expired_sessions));
+    add("llm_engine_steps_total", "Forward steps run by the step loop.", MetricType::Counter,
+        static_cast<double>(s.steps));
+    return out;
+  }
+
+ private:
+  std::atomic<const engine::Engine*> engine_{nullptr};
+};
+
+ModelMetrics::ModelMetrics(prometheus::Registry& registry)
+    : ttft_(prometheus::BuildHistogram()
+                .Name("llm_time_to_first_token_seconds")
+                .Help("Latency of a Prefill (prompt in, first logits out), in seconds.")
+                .Register(registry)
+                .Add({}, prometheus::Histogram::BucketBoundaries{
+                             0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+                             1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0})),
+      itl_(prometheus::BuildHistogram()
+               .Name("llm_inter_token_latency_seconds")
+               .Help("Latency of one Decode or DecodeStream step, in seconds.")
+               .Register(registry)
+               .Add({}, prometheus::Histogram::BucketBoundaries{
+                            0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4,
+                            0.5, 0.75, 1.0, 2.5, 5.0})),
+      reuse_(prometheus::BuildCounter()
+                 .Name("llm_session_reuse_total")
+                 .Help("Prefills that appended to an existing session (its KV cache reused).")
+                 .Register(registry)
+                 .Add({})),
+      rejected_(prometheus::BuildCounter()
+                    .Name("llm_requests_rejected_total")
+                    .Help("Calls that ended with a non-OK status, by gRPC status code.")
+                    .Register(registry)),
+      collector_(std::make_shared<EngineCollector>()) {}
+
+std::shared_ptr<prometheus::Collectable> ModelMetrics::engine_collectable() const {
+  return collector_;
+}
+
+void ModelMetrics::SetEngine(const engine::Engine* engine) { collector_->SetEngine(engine); }
+
+void ModelMetrics::ObservePrefill(absl::Duration latency, bool reused) {
+  ttft_.Observe(absl::ToDoubleSeconds(latency));
+  if (reused) reuse_.Increment();
+}
+
+void ModelMetrics::ObserveDecodeStep(absl::Duration latency) {
+  itl_.Observe(absl::ToDoubleSeconds(latency));
+}
+
+void ModelMetrics::CountStatus(absl::StatusCode code) {
+  if (code == absl::StatusCode::kOk) return;
+  rejected_.Add({{"code", absl::StatusCodeToString(code)}}).Increment();
+}
+
+}  // namespace llm

@@ -1,0 +1,64 @@
+// The model service's Prometheus metrics (names under llm_, following vLLM's
+// where one exists):
+//   llm_time_to_first_token_seconds   histogram: a Prefill's latency
+//   llm_inter_token_latency_seconds   histogram: a Decode / DecodeStream step's latency
+//   llm_prompt_tokens_total           counter: tokens prefilled (engine)
+//   llm_generation_tokens_total       counter: tokens decoded (engine)
+//   llm_num_requests_running          gauge: requests being computed (engine)
+//   llm_num_requests_waiting          gauge: requests queued (engine)
+//   llm_kv_cache_usage_perc           gauge: fraction of KV blocks in use, 0..1 (engine)
+//   llm_sessions                      gauge: sessions held (engine)
+//   llm_sessions_evicted_total        counter: sessions evicted for KV space (engine)
+//   llm_sessions_expired_total        counter: sessions expired by TTL (engine)
+//   llm_session_reuse_total           counter: Prefills that appended to an existing session
+//   llm_requests_rejected_total{code} counter: calls that ended with a non-OK status
+// The engine's values are read from Engine::Stats() at scrape time.
+//
+// Threads: every method may be called concurrently; SetEngine() once.
+#ifndef LLM_MODEL_SVC_SERVER_MODEL_METRICS_H_
+#define LLM_MODEL_SVC_SERVER_MODEL_METRICS_H_
+
+#include <atomic>
+#include <memory>
+
+#include <prometheus/collectable.h>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "model_svc/engine/engine.h"
+
+namespace llm {
+
+class ModelMetrics {
+ public:
+  explicit ModelMetrics(prometheus::Registry& registry);
+
+  // The engine whose Stats() the scrape reads; until then its metrics are absent.
+  void SetEngine(const engine::Engine* engine);
+  // Serve this too (MetricsHttp::Add).
+  std::shared_ptr<prometheus::Collectable> engine_collectable() const;
+
+  // A completed Prefill (OK), on a new or an existing (`reused`) session.
+  void ObservePrefill(absl::Duration latency, bool reused);
+  // A completed Decode or DecodeStream step (OK).
+  void ObserveDecodeStep(absl::Duration latency);
+  // A call that ended with `code` (OK is not counted).
+  void CountStatus(absl::StatusCode code);
+
+ private:
+  class EngineCollector;
+
+  prometheus::Histogram& ttft_;
+  prometheus::Histogram& itl_;
+  prometheus::Counter& reuse_;
+  prometheus::Family<prometheus::Counter>& rejected_;
+  std::shared_ptr<EngineCollector> collector_;
+};
+
+}  // namespace llm
+
+#endif  // LLM_MODEL_SVC_SERVER_MODEL_METRICS_H_
