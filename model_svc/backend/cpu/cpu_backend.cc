@@ -320,10 +320,6 @@ class CpuBackend : public model::Backend {
 
   static void Store(const float* x, float* out, int64_t n) { std::memcpy(out, x, n * 4); }
   static void Store(const float* x, uint16_t* out, int64_t n) { F32ToF16(x, out, n); }
-  static float Dot(const float* a, const float* b, int64_t n) { return DotF32(a, b, n); }
-  static float Dot(const float* a, const uint16_t* b, int64_t n) { return DotF32F16(a, b, n); }
-  static void Axpy(float w, const float* b, float* out, int64_t n) { AxpyF32(w, b, out, n); }
-  static void Axpy(float w, const uint16_t* b, float* out, int64_t n) { AxpyF16(w, b, out, n); }
 
   // Attention over a cache of element type T (float or fp16 bits).
   template <typename T>
@@ -371,23 +367,20 @@ class CpuBackend : public model::Backend {
           } else {
             std::memcpy(qh, qsrc, p.head_dim * 4);
           }
-          float max = -INFINITY;
-          for (int64_t j = 0; j <= pos; ++j) {
-            const T* kj = KeyAt<T>(s.blocks[j / bs], layer, j % bs) + kv_head * p.head_dim;
-            scores[j] = Dot(qh, kj, p.head_dim) * p.scale;
-            max = std::max(max, scores[j]);
+          // Scores block by block (the positions of a block are kv_dim apart).
+          const int64_t n_pos = pos + 1;
+          for (int64_t j = 0; j < n_pos; j += bs) {
+            const T* kj = KeyAt<T>(s.blocks[j / bs], layer, 0) + kv_head * p.head_dim;
+            DotRows(qh, kj, kv_dim, std::min(bs, n_pos - j), p.head_dim, p.scale, scores + j);
           }
-          float sum = 0;
-          for (int64_t j = 0; j <= pos; ++j) {
-            scores[j] = std::exp(scores[j] - max);
-            sum += scores[j];
-          }
-          const float inv = 1.0f / sum;
+          const float max = MaxF32(scores, n_pos);
+          const float inv = static_cast<float>(1.0 / ExpInPlace(scores, n_pos, max));
+          for (int64_t j = 0; j < n_pos; ++j) scores[j] *= inv;
           float* o = out.data + row * out.cols + item.head * p.head_dim;
           std::fill(o, o + p.head_dim, 0.0f);
-          for (int64_t j = 0; j <= pos; ++j) {
-            const T* vj = ValueAt<T>(s.blocks[j / bs], layer, j % bs) + kv_head * p.head_dim;
-            Axpy(scores[j] * inv, vj, o, p.head_dim);
+          for (int64_t j = 0; j < n_pos; j += bs) {
+            const T* vj = ValueAt<T>(s.blocks[j / bs], layer, 0) + kv_head * p.head_dim;
+            AxpyRows(scores + j, vj, kv_dim, std::min(bs, n_pos - j), p.head_dim, o);
           }
         }
       }

@@ -71,4 +71,38 @@ double SumExpF32(const float* x, int64_t n, float shift) {
   return sum;
 }
 
+// One dispatch per block of rows, not per row.
+void DotRows(const float* q, const uint16_t* k, int64_t stride, int64_t rows, int64_t n,
+             float scale, float* out) {
+  auto dot = HasAvx2() ? &vec_internal::DotF32F16Avx2 : &DotF32F16;
+  for (int64_t r = 0; r < rows; ++r) out[r] = dot(q, k + r * stride, n) * scale;
+}
+
+void DotRows(const float* q, const float* k, int64_t stride, int64_t rows, int64_t n, float scale,
+             float* out) {
+  auto dot = HasAvx2() ? &vec_internal::DotF32Avx2 : &DotF32;
+  for (int64_t r = 0; r < rows; ++r) out[r] = dot(q, k + r * stride, n) * scale;
+}
+
+void AxpyRows(const float* w, const uint16_t* v, int64_t stride, int64_t rows, int64_t n,
+              float* acc) {
+  auto axpy = HasAvx2() ? &vec_internal::AxpyF16Avx2 : &AxpyF16;
+  for (int64_t r = 0; r < rows; ++r) axpy(w[r], v + r * stride, acc, n);
+}
+
+void AxpyRows(const float* w, const float* v, int64_t stride, int64_t rows, int64_t n, float* acc) {
+  auto axpy = HasAvx2() ? &vec_internal::AxpyF32Avx2 : &AxpyF32;
+  for (int64_t r = 0; r < rows; ++r) axpy(w[r], v + r * stride, acc, n);
+}
+
+double ExpInPlace(float* x, int64_t n, float shift) {
+  if (HasAvx2()) return vec_internal::ExpInPlaceAvx2(x, n, shift);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - shift);
+    sum += x[i];
+  }
+  return sum;
+}
+
 }  // namespace llm::cpu

@@ -26,6 +26,22 @@ float MaxF32(const float* x, int64_t n);
 // The AVX2 version uses a polynomial exp (relative error < 2e-7).
 double SumExpF32(const float* x, int64_t n, float shift);
 
+// Attention over one KV block, `rows` positions whose vectors lie `stride`
+// elements apart:
+//   out[r] = scale * sum_i q[i] * k[r * stride + i]          (DotRows)
+//   acc[i] += sum_r w[r] * v[r * stride + i], r in order      (AxpyRows)
+// for fp16 (uint16_t) or fp32 caches. The query and the accumulator stay in
+// registers across the rows.
+void DotRows(const float* q, const uint16_t* k, int64_t stride, int64_t rows, int64_t n,
+             float scale, float* out);
+void DotRows(const float* q, const float* k, int64_t stride, int64_t rows, int64_t n, float scale,
+             float* out);
+void AxpyRows(const float* w, const uint16_t* v, int64_t stride, int64_t rows, int64_t n,
+              float* acc);
+void AxpyRows(const float* w, const float* v, int64_t stride, int64_t rows, int64_t n, float* acc);
+// x[i] = exp(x[i] - shift) for x[i] <= shift; returns the sum (in double).
+double ExpInPlace(float* x, int64_t n, float shift);
+
 namespace vec_internal {
 // The AVX2 versions (vec_avx2.cc); only called when the CPU has AVX2, FMA and F16C.
 float DotF32Avx2(const float* a, const float* b, int64_t n);
@@ -35,6 +51,7 @@ void AxpyF16Avx2(float w, const uint16_t* b, float* out, int64_t n);
 void F32ToF16Avx2(const float* x, uint16_t* out, int64_t n);
 float MaxF32Avx2(const float* x, int64_t n);
 double SumExpF32Avx2(const float* x, int64_t n, float shift);
+double ExpInPlaceAvx2(float* x, int64_t n, float shift);
 }  // namespace vec_internal
 
 }  // namespace llm::cpu

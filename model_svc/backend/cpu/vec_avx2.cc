@@ -148,4 +148,21 @@ double SumExpF32Avx2(const float* x, int64_t n, float shift) {
   return total;
 }
 
+double ExpInPlaceAvx2(float* x, int64_t n, float shift) {
+  const __m256 s = _mm256_set1_ps(shift);
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = Exp(_mm256_sub_ps(_mm256_loadu_ps(x + i), s));
+    _mm256_storeu_ps(x + i, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  double total = HorizontalSum(acc);
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - shift);
+    total += x[i];
+  }
+  return total;
+}
+
 }  // namespace llm::cpu::vec_internal
