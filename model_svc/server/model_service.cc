@@ -245,17 +245,26 @@ void ModelServiceImpl::SetEngine(engine::Engine* engine, const ModelServiceOptio
   engine_.store(engine, std::memory_order_release);
 }
 
+absl::StatusOr<engine::Engine*> ModelServiceImpl::Admit(
+    const grpc::CallbackServerContext& context, const std::string* session_id) const {
+  if (grpc::Status auth = CheckAuth(auth_, context); !auth.ok()) return FromGrpcStatus(auth);
+  engine::Engine* e = engine();
+  if (e == nullptr) return Loading();
+  if (session_id != nullptr) {
+    if (absl::Status s = RequireSessionId(*session_id); !s.ok()) return s;
+  }
+  return e;
+}
+
 grpc::ServerUnaryReactor* ModelServiceImpl::Prefill(grpc::CallbackServerContext* context,
                                                     const v1::PrefillRequest* request,
                                                     v1::PrefillResponse* response) {
   RequestLog log("model", "Prefill");
   log.set_session(request->session_id());
   log.add_tokens(request->tokens_size());
-  if (grpc::Status auth = CheckAuth(auth_, *context); !auth.ok()) {
-    return FinishNow(metrics_, &log, context, FromGrpcStatus(auth));
-  }
-  engine::Engine* e = engine();
-  if (e == nullptr) return FinishNow(metrics_, &log, context, Loading());
+  absl::StatusOr<engine::Engine*> admitted = Admit(*context);
+  if (!admitted.ok()) return FinishNow(metrics_, &log, context, admitted.status());
+  engine::Engine* e = *admitted;
   absl::StatusOr<model::LogitsSpec> spec = FromProto(request->logits(), e->config().vocab_size);
   if (!spec.ok()) return FinishNow(metrics_, &log, context, spec.status());
   auto* reactor = new AppendReactor();
@@ -288,11 +297,9 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Decode(grpc::CallbackServerContext* 
   RequestLog log("model", "Decode");
   log.set_session(request->session_id());
   log.add_tokens(1);
-  if (grpc::Status auth = CheckAuth(auth_, *context); !auth.ok()) {
-    return FinishNow(metrics_, &log, context, FromGrpcStatus(auth));
-  }
-  engine::Engine* e = engine();
-  if (e == nullptr) return FinishNow(metrics_, &log, context, Loading());
+  absl::StatusOr<engine::Engine*> admitted = Admit(*context);
+  if (!admitted.ok()) return FinishNow(metrics_, &log, context, admitted.status());
+  engine::Engine* e = *admitted;
   auto* reactor = new AppendReactor();
   absl::StatusOr<engine::AppendRequest> append =
       DecodeRequestOf(*request, e->config().vocab_size, reactor->cancel());
@@ -325,14 +332,9 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Truncate(grpc::CallbackServerContext
                                                      v1::TruncateResponse* response) {
   RequestLog log("model", "Truncate");
   log.set_session(request->session_id());
-  if (grpc::Status auth = CheckAuth(auth_, *context); !auth.ok()) {
-    return FinishNow(metrics_, &log, context, FromGrpcStatus(auth));
-  }
-  engine::Engine* e = engine();
-  if (e == nullptr) return FinishNow(metrics_, &log, context, Loading());
-  if (absl::Status s = RequireSessionId(request->session_id()); !s.ok()) {
-    return FinishNow(metrics_, &log, context, s);
-  }
+  absl::StatusOr<engine::Engine*> admitted = Admit(*context, &request->session_id());
+  if (!admitted.ok()) return FinishNow(metrics_, &log, context, admitted.status());
+  engine::Engine* e = *admitted;
   return FinishNow(metrics_, &log, context, e->Truncate(request->session_id(), request->num_tokens()));
 }
 
@@ -341,14 +343,9 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Fork(grpc::CallbackServerContext* co
                                                  v1::ForkResponse* response) {
   RequestLog log("model", "Fork");
   log.set_session(request->session_id());
-  if (grpc::Status auth = CheckAuth(auth_, *context); !auth.ok()) {
-    return FinishNow(metrics_, &log, context, FromGrpcStatus(auth));
-  }
-  engine::Engine* e = engine();
-  if (e == nullptr) return FinishNow(metrics_, &log, context, Loading());
-  if (absl::Status s = RequireSessionId(request->session_id()); !s.ok()) {
-    return FinishNow(metrics_, &log, context, s);
-  }
+  absl::StatusOr<engine::Engine*> admitted = Admit(*context, &request->session_id());
+  if (!admitted.ok()) return FinishNow(metrics_, &log, context, admitted.status());
+  engine::Engine* e = *admitted;
   absl::StatusOr<std::string> id = e->Fork(request->session_id());
   if (id.ok()) response->set_session_id(std::move(*id));
   return FinishNow(metrics_, &log, context, id.status());
@@ -359,14 +356,9 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Release(grpc::CallbackServerContext*
                                                     v1::ReleaseResponse* response) {
   RequestLog log("model", "Release");
   log.set_session(request->session_id());
-  if (grpc::Status auth = CheckAuth(auth_, *context); !auth.ok()) {
-    return FinishNow(metrics_, &log, context, FromGrpcStatus(auth));
-  }
-  engine::Engine* e = engine();
-  if (e == nullptr) return FinishNow(metrics_, &log, context, Loading());
-  if (absl::Status s = RequireSessionId(request->session_id()); !s.ok()) {
-    return FinishNow(metrics_, &log, context, s);
-  }
+  absl::StatusOr<engine::Engine*> admitted = Admit(*context, &request->session_id());
+  if (!admitted.ok()) return FinishNow(metrics_, &log, context, admitted.status());
+  engine::Engine* e = *admitted;
   return FinishNow(metrics_, &log, context, e->Release(request->session_id()));
 }
 
@@ -374,11 +366,9 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Info(grpc::CallbackServerContext* co
                                                  const v1::ModelInfoRequest* request,
                                                  v1::ModelInfo* response) {
   RequestLog log("model", "Info");
-  if (grpc::Status auth = CheckAuth(auth_, *context); !auth.ok()) {
-    return FinishNow(metrics_, &log, context, FromGrpcStatus(auth));
-  }
-  engine::Engine* e = engine();
-  if (e == nullptr) return FinishNow(metrics_, &log, context, Loading());
+  absl::StatusOr<engine::Engine*> admitted = Admit(*context);
+  if (!admitted.ok()) return FinishNow(metrics_, &log, context, admitted.status());
+  engine::Engine* e = *admitted;
   const model::ModelConfig& c = e->config();
   const engine::EngineOptions& o = e->options();
   response->set_architecture(c.architecture);
@@ -403,11 +393,9 @@ grpc::ServerUnaryReactor* ModelServiceImpl::ListSessions(grpc::CallbackServerCon
                                                          const v1::ListSessionsRequest* request,
                                                          v1::ListSessionsResponse* response) {
   RequestLog log("model", "ListSessions");
-  if (grpc::Status auth = CheckAuth(auth_, *context); !auth.ok()) {
-    return FinishNow(metrics_, &log, context, FromGrpcStatus(auth));
-  }
-  engine::Engine* e = engine();
-  if (e == nullptr) return FinishNow(metrics_, &log, context, Loading());
+  absl::StatusOr<engine::Engine*> admitted = Admit(*context);
+  if (!admitted.ok()) return FinishNow(metrics_, &log, context, admitted.status());
+  engine::Engine* e = *admitted;
   for (const engine::SessionInfo& s : e->ListSessions()) {
     v1::SessionInfo* out = response->add_sessions();
     out->set_session_id(s.id);

@@ -80,6 +80,11 @@ class ModelServiceImpl final : public v1::Model::CallbackService {
  private:
   // The engine, or null while loading (UNAVAILABLE).
   engine::Engine* engine() const { return engine_.load(std::memory_order_acquire); }
+  // What every unary call checks first: the bearer token (UNAUTHENTICATED),
+  // that the model is loaded (UNAVAILABLE) and, when `session_id` is given,
+  // that it is not empty (INVALID_ARGUMENT). Returns the engine.
+  absl::StatusOr<engine::Engine*> Admit(const grpc::CallbackServerContext& context,
+                                        const std::string* session_id = nullptr) const;
 
   ModelServiceOptions options_;  // written before engine_ is published
   std::atomic<engine::Engine*> engine_{nullptr};
