@@ -127,6 +127,17 @@ class Backend {
   virtual absl::StatusOr<Tensor> AllocTensor(int64_t rows, int64_t cols) = 0;
   virtual absl::Status AllocKvCache(const KvCacheShape& shape) = 0;
 
+  // Checks at load time that this backend runs a model of these shapes (the
+  // CUDA attention kernel's head dimensions, say). Default: OK.
+  virtual absl::Status CheckModel(const AttentionParams& attention, const RopeParams& rope) {
+    return absl::OkStatus();
+  }
+
+  // --- Host copies of a tensor (tests and tools; synchronous) -------------
+  // values.size() must be t.rows * t.cols.
+  virtual absl::Status WriteTensor(Tensor t, std::span<const float> values) = 0;
+  virtual absl::Status ReadTensor(const Tensor& t, std::span<float> values) = 0;
+
   // --- KV blocks ---------------------------------------------------------
   // Copies every layer's keys and values of block `src` into `dst`
   // (copy-on-write of a shared block).

@@ -5,16 +5,12 @@
 #include "absl/status/status.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
-#include "model_svc/backend/cpu/cpu_backend.h"
+#include "model_svc/backend/backend_factory.h"
 #include "model_svc/model/llama_model.h"
 
 namespace llm::engine {
 
 absl::StatusOr<std::unique_ptr<Engine>> LoadEngine(const LoadOptions& options) {
-  if (options.backend != "cpu") {
-    return absl::InvalidArgumentError(
-        StrCat("backend \"", options.backend, "\" is not available (available: cpu)"));
-  }
   if (options.kv_cache_mb < 1 || options.kv_block_size < 1) {
     return absl::InvalidArgumentError("kv_cache_mb and kv_block_size must be positive");
   }
@@ -43,10 +39,15 @@ absl::StatusOr<std::unique_ptr<Engine>> LoadEngine(const LoadOptions& options) {
   mo.kv_blocks = static_cast<int32_t>(std::min<int64_t>(blocks, int64_t{1} << 30));
   mo.kv_block_size = options.kv_block_size;
   mo.kv_type = shape.type;
-  cpu::CpuBackendOptions cpu_options;
-  cpu_options.threads = options.threads;
+  model::BackendOptions backend_options;
+  backend_options.name = options.backend;
+  backend_options.threads = options.threads;
+  backend_options.cuda_device = options.cuda_device;
+  backend_options.cuda_graphs = options.cuda_graphs;
+  LLM_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,
+                       model::CreateBackend(backend_options));
   LLM_ASSIGN_OR_RETURN(std::unique_ptr<model::LlamaModel> model,
-                       model::LlamaModel::Load(shared, cpu::CreateCpuBackend(cpu_options), mo));
+                       model::LlamaModel::Load(shared, std::move(backend), mo));
   return Engine::Create(std::move(model), options.engine);
 }
 

@@ -14,8 +14,10 @@ namespace llm::engine {
 
 struct LoadOptions {
   std::string model_path;
-  std::string backend = "cpu";        // "cpu" (CUDA joins with its backend)
-  int threads = 0;                    // CPU threads; 0: every core the process may use
+  std::string backend = "cpu";  // "cpu", "cuda" or "auto" (backend_factory.h)
+  int threads = 0;              // CPU threads; 0: every core the process may use
+  int cuda_device = 0;
+  bool cuda_graphs = true;            // decode steps as CUDA graphs
   int64_t kv_cache_mb = 512;          // KV pool size; blocks = MiB / block bytes
   int32_t kv_block_size = 16;         // positions per KV block
   std::string kv_cache_type = "f16";  // "f16" or "f32"

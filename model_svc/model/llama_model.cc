@@ -25,6 +25,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(std::shared_ptr<con
   LLM_ASSIGN_OR_RETURN(m->config_, ModelConfig::FromGguf(*m->file_));
   LLM_ASSIGN_OR_RETURN(ModelWeightViews views, LocateWeights(*m->file_, m->config_));
   Backend& b = *m->backend_;
+  LLM_RETURN_IF_ERROR(b.CheckModel(m->attention_params(), m->rope_params()));
   LLM_ASSIGN_OR_RETURN(m->token_embd_, b.UploadWeight(views.token_embd));
   LLM_ASSIGN_OR_RETURN(m->output_norm_, b.UploadWeight(views.output_norm));
   LLM_ASSIGN_OR_RETURN(m->output_, b.UploadWeight(views.output));
@@ -64,6 +65,17 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(std::shared_ptr<con
   return m;
 }
 
+RopeParams LlamaModel::rope_params() const {
+  const ModelConfig& c = config_;
+  return RopeParams{c.head_dim, c.rope_dim, c.rope_freq_base, c.rope_freq_scale};
+}
+
+AttentionParams LlamaModel::attention_params() const {
+  const ModelConfig& c = config_;
+  return AttentionParams{c.head_count, c.head_count_kv, c.head_dim,
+                         1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+}
+
 absl::Status LlamaModel::Forward(const StepBatch& batch, std::span<const LogitsSpec> specs,
                                  std::vector<Logits>* out) {
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
@@ -79,9 +91,8 @@ absl::Status LlamaModel::Forward(const StepBatch& batch, std::span<const LogitsS
 
   const Tensor x = x_.Rows(n), xn = xn_.Rows(n), q = q_.Rows(n), k = k_.Rows(n), v = v_.Rows(n),
                attn = attn_.Rows(n), gate = gate_.Rows(n), up = up_.Rows(n), act = act_.Rows(n);
-  const RopeParams rope{c.head_dim, c.rope_dim, c.rope_freq_base, c.rope_freq_scale};
-  const AttentionParams attention{c.head_count, c.head_count_kv, c.head_dim,
-                                  1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+  const RopeParams rope = rope_params();
+  const AttentionParams attention = attention_params();
 
   b.Embed(*token_embd_, x);
   for (int64_t i = 0; i < c.block_count; ++i) {

@@ -45,6 +45,8 @@ class LlamaModel {
   const ModelConfig& config() const { return config_; }
   const ModelOptions& options() const { return options_; }
   Backend& backend() { return *backend_; }
+  RopeParams rope_params() const;
+  AttentionParams attention_params() const;
   const gguf::File& file() const { return *file_; }
 
   // Runs one step: writes the KV of every new token and returns the logits

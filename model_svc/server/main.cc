@@ -39,6 +39,9 @@ ABSL_FLAG(std::string, model, "", "Model file (GGUF, Llama family). Required.");
 ABSL_FLAG(std::string, listen, "127.0.0.1:50052",
           "Address to listen on; port 0 picks a free port (printed on startup).");
 ABSL_FLAG(int, threads, 0, "CPU threads for the forward pass; 0: one per available core.");
+ABSL_FLAG(std::string, backend, "auto",
+          "cpu, cuda, or auto (CUDA when this build has it and a GPU is present, else CPU).");
+ABSL_FLAG(bool, cuda_graphs, true, "CUDA backend: replay decode steps as CUDA graphs.");
 ABSL_FLAG(std::string, kv_cache_type, "f16",
           "KV cache element type: f16 (half the memory; llama.cpp's default) or f32.");
 ABSL_FLAG(int64_t, kv_cache_mb, 512,
@@ -211,6 +214,8 @@ int Main() {
   engine::LoadOptions load;
   load.model_path = path;
   load.threads = absl::GetFlag(FLAGS_threads);
+  load.backend = absl::GetFlag(FLAGS_backend);
+  load.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
   load.kv_cache_mb = absl::GetFlag(FLAGS_kv_cache_mb);
   load.kv_cache_type = absl::GetFlag(FLAGS_kv_cache_type);
   load.kv_block_size = kKvBlockSize;

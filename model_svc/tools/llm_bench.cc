@@ -19,12 +19,16 @@
 #include "absl/flags/marshalling.h"
 #include "absl/time/clock.h"
 #include "common/flags.h"
+#include "common/gguf/gguf.h"
 #include "model_svc/backend/cpu/cpu_backend.h"
 #include "model_svc/engine/loader.h"
 #include "nlohmann/json.hpp"
 
 ABSL_FLAG(std::string, model, "", "Path to a GGUF model (required).");
 ABSL_FLAG(int, threads, 0, "CPU threads; 0: every core the process may use.");
+ABSL_FLAG(std::string, backend, "cpu",
+          "cpu, cuda, or auto (CUDA when this build has it and a GPU is present, else CPU).");
+ABSL_FLAG(bool, cuda_graphs, true, "CUDA backend: replay decode steps as CUDA graphs.");
 ABSL_FLAG(int, p, 512, "Prompt tokens for the prefill test (0 skips it).");
 ABSL_FLAG(int, n, 128, "Generated tokens for the decode test (0 skips it).");
 ABSL_FLAG(int, repetitions, 5, "Timed repetitions of each test (after one warm-up).");
@@ -33,6 +37,9 @@ ABSL_FLAG(std::vector<std::string>, sessions, {},
           "sessions (comma-separated, e.g. 1,4,16): each session decodes -n tokens "
           "from its own thread, all at once, through the step loop.");
 ABSL_FLAG(int, max_batch_tokens, 512, "Tokens per engine step.");
+ABSL_FLAG(double, roofline_gb_s, 0,
+          "Memory bandwidth in GB/s (e.g. 4800 for an H200): also print the decode rate's "
+          "share of the bandwidth roofline (weight bytes read per token x tokens/s).");
 ABSL_FLAG(int64_t, kv_cache_mb, 256, "KV cache size in MiB.");
 ABSL_FLAG(std::string, kv_cache_type, "f16", "KV cache element type: f16 or f32.");
 
@@ -57,6 +64,25 @@ Rate Summarize(const std::vector<double>& rates) {
   return r;
 }
 
+// Bytes of weights one decode token reads: every matrix except the
+// embedding table (one row of it is read), which counts when it doubles as
+// the LM head. On the CUDA backend quantized matrices are held as fp16.
+int64_t DecodeWeightBytes(const llm::gguf::File& file, bool cuda) {
+  using llm::gguf::TensorType;
+  const bool tied = file.FindTensor("output.weight") == nullptr;
+  int64_t bytes = 0;
+  for (const llm::gguf::TensorInfo& t : file.tensors()) {
+    if (t.name == "token_embd.weight" && !tied) continue;
+    const auto type = static_cast<TensorType>(t.ggml_type);
+    if (!cuda || type == TensorType::kF32) {
+      bytes += cuda ? t.elements() * 4 : static_cast<int64_t>(t.size_bytes);
+    } else {
+      bytes += t.elements() * 2;
+    }
+  }
+  return bytes;
+}
+
 void Check(const absl::Status& s) {
   if (!s.ok()) {
     std::fprintf(stderr, "llm-bench: %s\n", std::string(s.message()).c_str());
@@ -75,6 +101,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.threads = absl::GetFlag(FLAGS_threads);
+  options.backend = absl::GetFlag(FLAGS_backend);
+  options.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
   options.kv_cache_mb = absl::GetFlag(FLAGS_kv_cache_mb);
   options.kv_cache_type = absl::GetFlag(FLAGS_kv_cache_type);
   options.engine.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
@@ -137,6 +165,16 @@ int main(int argc, char** argv) {
     out["decode_tok_s"] = std::round(r.mean * 100) / 100;
     out["decode_tok_s_stddev"] = std::round(r.stddev * 100) / 100;
     out["n"] = n;
+    auto file = llm::gguf::File::Open(options.model_path);
+    Check(file.status());
+    const bool cuda = (*engine)->backend_description().rfind("cuda", 0) == 0;
+    const int64_t bytes = DecodeWeightBytes(**file, cuda);
+    const double gb_s = r.mean * static_cast<double>(bytes) / 1e9;
+    out["decode_weight_bytes"] = bytes;
+    out["decode_gb_s"] = std::round(gb_s * 10) / 10;
+    if (const double roof = absl::GetFlag(FLAGS_roofline_gb_s); roof > 0) {
+      out["decode_roofline_fraction"] = std::round(gb_s / roof * 1000) / 1000;
+    }
   }
   for (const std::string& value : absl::GetFlag(FLAGS_sessions)) {
     const int count = std::atoi(value.c_str());

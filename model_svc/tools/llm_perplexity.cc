@@ -29,6 +29,9 @@ ABSL_FLAG(std::string, model, "", "Path to a GGUF model (required).");
 ABSL_FLAG(std::string, file, "", "UTF-8 text to score (required).");
 ABSL_FLAG(int, ctx, 512, "Window length in tokens.");
 ABSL_FLAG(int, threads, 0, "CPU threads; 0: every core the process may use.");
+ABSL_FLAG(std::string, backend, "cpu",
+          "cpu, cuda, or auto (CUDA when this build has it and a GPU is present, else CPU).");
+ABSL_FLAG(bool, cuda_graphs, true, "CUDA backend: replay decode steps as CUDA graphs.");
 ABSL_FLAG(int, max_windows, 0, "Score at most this many windows (0: all).");
 
 namespace {
@@ -75,6 +78,8 @@ int main(int argc, char** argv) {
   llm::engine::LoadOptions options;
   options.model_path = model_path;
   options.threads = absl::GetFlag(FLAGS_threads);
+  options.backend = absl::GetFlag(FLAGS_backend);
+  options.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
   options.engine.max_batch_tokens = std::max(ctx, 512);
   options.engine.max_context = ctx;
   options.kv_cache_mb = 64;

@@ -112,6 +112,22 @@ class CpuBackend : public model::Backend {
     return absl::OkStatus();
   }
 
+  absl::Status WriteTensor(Tensor t, std::span<const float> values) override {
+    if (static_cast<int64_t>(values.size()) != t.rows * t.cols) {
+      return absl::InvalidArgumentError("WriteTensor: size mismatch");
+    }
+    std::memcpy(t.data, values.data(), values.size() * sizeof(float));
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadTensor(const Tensor& t, std::span<float> values) override {
+    if (static_cast<int64_t>(values.size()) != t.rows * t.cols) {
+      return absl::InvalidArgumentError("ReadTensor: size mismatch");
+    }
+    std::memcpy(values.data(), t.data, values.size() * sizeof(float));
+    return absl::OkStatus();
+  }
+
   void CopyKvBlock(int32_t src, int32_t dst) override {
     const int64_t bytes = kv_.block_bytes();
     std::memcpy(cache_.get() + dst * bytes, cache_.get() + src * bytes, bytes);

@@ -1,0 +1,31 @@
+// Creates the backend a flag names: "cpu", "cuda" or "auto" (CUDA when this
+// build has it and a device is present, else CPU).
+#ifndef LLM_MODEL_SVC_BACKEND_BACKEND_FACTORY_H_
+#define LLM_MODEL_SVC_BACKEND_BACKEND_FACTORY_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "model_svc/backend/backend.h"
+
+namespace llm::model {
+
+struct BackendOptions {
+  std::string name = "cpu";  // "cpu", "cuda" or "auto"
+  int threads = 0;           // CPU threads; 0: every core the process may use
+  int cuda_device = 0;
+  bool cuda_graphs = true;
+};
+
+// InvalidArgument for an unknown name; FailedPrecondition for "cuda" when
+// this build has no CUDA backend or no device is usable (the message says
+// which).
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options);
+
+// True when this build includes the CUDA backend.
+bool CudaBackendBuilt();
+
+}  // namespace llm::model
+
+#endif  // LLM_MODEL_SVC_BACKEND_BACKEND_FACTORY_H_

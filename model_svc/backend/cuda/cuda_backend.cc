@@ -1,0 +1,626 @@
+#include "model_svc/backend/cuda/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "common/status_macros.h"
+#include "common/strings.h"
+#include "model_svc/backend/cpu/quant.h"
+#include "model_svc/backend/cuda/cuda_status.h"
+#include "model_svc/backend/cuda/device_memory.h"
+#include "model_svc/backend/cuda/kernels.h"
+#include "model_svc/backend/cuda/step_graphs.h"
+
+namespace llm::cuda {
+namespace {
+
+using gguf::TensorType;
+using model::AttentionParams;
+using model::KvCacheShape;
+using model::Logits;
+using model::LogitsEncoding;
+using model::LogitsSpec;
+using model::MatMulTarget;
+using model::RopeParams;
+using model::StepBatch;
+using model::Tensor;
+using model::WeightView;
+
+constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+// Rows dequantized on the host per copy to the device at upload.
+constexpr size_t kUploadChunkElements = size_t{8} << 20;
+
+class CudaWeight : public model::Weight {
+ public:
+  CudaWeight(const WeightView& view, std::shared_ptr<DeviceBuffer> data, DType type)
+      : Weight(view), data_(std::move(data)), type_(type) {}
+  const void* data() const { return data_->get(); }
+  DType type() const { return type_; }
+
+ private:
+  std::shared_ptr<DeviceBuffer> data_;  // shared by a tied embedding and LM head
+  DType type_;
+};
+
+const CudaWeight& AsCuda(const model::Weight& w) { return static_cast<const CudaWeight&>(w); }
+
+cudaDataType_t CublasType(DType t) {
+  switch (t) {
+    case DType::kF16:
+      return CUDA_R_16F;
+    case DType::kBF16:
+      return CUDA_R_16BF;
+    default:
+      return CUDA_R_32F;
+  }
+}
+
+// The step's int32 inputs: sections at fixed offsets of one buffer (so that
+// captured graphs keep reading the right addresses), copied to the device
+// in one transfer per step.
+struct MetaLayout {
+  int64_t rows = 0;    // capacity of the per-row sections
+  int64_t blocks = 0;  // capacity of the block-table section
+  int64_t tokens() const { return 0; }
+  int64_t positions() const { return rows; }
+  int64_t kv_pos() const { return 2 * rows; }
+  int64_t table_offset() const { return 3 * rows; }
+  int64_t logit_rows() const { return 4 * rows; }
+  int64_t block_ids() const { return 5 * rows; }
+  int64_t total() const { return 5 * rows + blocks; }
+};
+
+class CudaBackend : public model::Backend {
+ public:
+  CudaBackend(const CudaBackendOptions& options, const cudaDeviceProp& prop)
+      : options_(options),
+        device_name_(prop.name),
+        sm_major_(prop.major),
+        sm_minor_(prop.minor),
+        sm_count_(prop.multiProcessorCount) {}
+
+  ~CudaBackend() override {
+    cudaSetDevice(options_.device);
+    if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+    graphs_.Clear();
+    if (cublas_ != nullptr) cublasDestroy(cublas_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  absl::Status Init() {
+    LLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device), "cudaSetDevice");
+    LLM_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+                             "cudaStreamCreate");
+    LLM_CUBLAS_RETURN_IF_ERROR(cublasCreate(&cublas_), "cublasCreate");
+    LLM_CUBLAS_RETURN_IF_ERROR(cublasSetStream(cublas_, stream_), "cublasSetStream");
+    // A workspace of our own: cuBLAS must not allocate inside graph capture.
+    LLM_ASSIGN_OR_RETURN(workspace_,
+                         DeviceBuffer::Allocate(kCublasWorkspaceBytes, "the cuBLAS workspace"));
+    LLM_CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(cublas_, workspace_.get(), workspace_.size()),
+                               "cublasSetWorkspace");
+    return absl::OkStatus();
+  }
+
+  std::string name() const override { return "cuda"; }
+  std::string description() const override {
+    return StrCat("cuda (", device_name_, ", sm_", sm_major_, sm_minor_, ", ", sm_count_,
+                  " SMs, graphs ", options_.graphs ? "on" : "off", ")");
+  }
+
+  absl::Status CheckModel(const AttentionParams& attention, const RopeParams& rope) override {
+    if (!AttentionSupportsHeadDim(attention.head_dim)) {
+      return absl::UnimplementedError(
+          StrCat("the CUDA backend's attention supports head dimensions that are multiples of "
+                 "32 up to 256; this model's is ",
+                 attention.head_dim));
+    }
+    return absl::OkStatus();
+  }
+
+  // --- Memory ----------------------------------------------------------------
+
+  absl::StatusOr<std::unique_ptr<model::Weight>> UploadWeight(const WeightView& view) override {
+    LLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device), "cudaSetDevice");
+    DType type;
+    switch (view.type) {
+      case TensorType::kF32:
+        type = DType::kF32;
+        break;
+      case TensorType::kBF16:
+        type = DType::kBF16;
+        break;
+      default:
+        type = DType::kF16;  // F16 as it is; quantized types dequantized to it
+        break;
+    }
+    if (view.type != TensorType::kF32 && view.type != TensorType::kF16 &&
+        view.type != TensorType::kBF16 && !cpu::IsSupportedWeightType(view.type)) {
+      return absl::UnimplementedError(StrCat("tensor ", view.name, ": unsupported type"));
+    }
+    // A tied LM head is the embedding table's view: upload it once.
+    auto cached = uploaded_.find(view.data);
+    if (cached != uploaded_.end() && cached->second.second == type) {
+      return std::make_unique<CudaWeight>(view, cached->second.first, type);
+    }
+    const size_t elements = static_cast<size_t>(view.rows) * view.cols;
+    LLM_ASSIGN_OR_RETURN(DeviceBuffer buffer, DeviceBuffer::Allocate(elements * DTypeBytes(type),
+                                                                     StrCat("tensor ", view.name)));
+    auto shared = std::make_shared<DeviceBuffer>(std::move(buffer));
+    if (view.type == TensorType::kF32 || view.type == TensorType::kF16 ||
+        view.type == TensorType::kBF16) {
+      LLM_CUDA_RETURN_IF_ERROR(
+          cudaMemcpy(shared->get(), view.data, view.row_bytes * view.rows, cudaMemcpyHostToDevice),
+          StrCat("upload of tensor ", view.name));
+    } else {
+      LLM_RETURN_IF_ERROR(UploadDequantized(view, shared->as<uint16_t>()));
+    }
+    uploaded_[view.data] = {shared, type};
+    return std::make_unique<CudaWeight>(view, std::move(shared), type);
+  }
+
+  absl::StatusOr<Tensor> AllocTensor(int64_t rows, int64_t cols) override {
+    if (rows < 0 || cols < 1) return absl::InvalidArgumentError("bad tensor shape");
+    LLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device), "cudaSetDevice");
+    LLM_ASSIGN_OR_RETURN(
+        DeviceBuffer b,
+        DeviceBuffer::Allocate(static_cast<size_t>(rows) * cols * sizeof(float), "activations"));
+    Tensor t{b.as<float>(), rows, cols};
+    tensors_.push_back(std::move(b));
+    max_rows_ = std::max(max_rows_, rows);
+    max_elements_ = std::max(max_elements_, rows * cols);
+    return t;
+  }
+
+  absl::Status AllocKvCache(const KvCacheShape& shape) override {
+    LLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device), "cudaSetDevice");
+    kv_ = shape;
+    LLM_ASSIGN_OR_RETURN(
+        cache_, DeviceBuffer::Allocate(static_cast<size_t>(shape.block_bytes()) * shape.num_blocks,
+                                       "the KV cache"));
+    return absl::OkStatus();
+  }
+
+  absl::Status WriteTensor(Tensor t, std::span<const float> values) override {
+    if (static_cast<int64_t>(values.size()) != t.rows * t.cols) {
+      return absl::InvalidArgumentError("WriteTensor: size mismatch");
+    }
+    LLM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    return CudaStatus(
+        cudaMemcpy(t.data, values.data(), values.size_bytes(), cudaMemcpyHostToDevice),
+        "WriteTensor");
+  }
+
+  absl::Status ReadTensor(const Tensor& t, std::span<float> values) override {
+    if (static_cast<int64_t>(values.size()) != t.rows * t.cols) {
+      return absl::InvalidArgumentError("ReadTensor: size mismatch");
+    }
+    LLM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    return CudaStatus(
+        cudaMemcpy(values.data(), t.data, values.size_bytes(), cudaMemcpyDeviceToHost),
+        "ReadTensor");
+  }
+
+  void CopyKvBlock(int32_t src, int32_t dst) override {
+    const size_t bytes = kv_.block_bytes();
+    uint8_t* base = cache_.as<uint8_t>();
+    Check(cudaMemcpyAsync(base + dst * bytes, base + src * bytes, bytes, cudaMemcpyDeviceToDevice,
+                          stream_),
+          "KV block copy");
+  }
+
+  // --- One step --------------------------------------------------------------
+
+  absl::Status BeginStep(const StepBatch& batch) override {
+    if (!error_.ok()) return error_;
+    LLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device), "cudaSetDevice");
+    const int64_t n = static_cast<int64_t>(batch.tokens.size());
+    const int64_t n_out = static_cast<int64_t>(batch.logit_rows.size());
+    if (n > max_rows_ || n_out > max_rows_) {
+      return absl::InvalidArgumentError(StrCat("step of ", n, " rows exceeds the scratch"));
+    }
+    int64_t num_blocks = 0;
+    for (const model::SequenceStep& s : batch.sequences) num_blocks += s.blocks.size();
+    LLM_RETURN_IF_ERROR(EnsureStepBuffers(num_blocks));
+
+    int32_t* h = meta_host_.as<int32_t>();
+    std::copy(batch.tokens.begin(), batch.tokens.end(), h + meta_.tokens());
+    std::copy(batch.positions.begin(), batch.positions.end(), h + meta_.positions());
+    for (int64_t i = 0; i < n_out; ++i) {
+      h[meta_.logit_rows() + i] = static_cast<int32_t>(batch.logit_rows[i]);
+    }
+    int64_t offset = 0;
+    bool decode_only = static_cast<int64_t>(batch.sequences.size()) == n;
+    for (const model::SequenceStep& s : batch.sequences) {
+      decode_only &= s.num_new == 1;
+      for (int64_t t = 0; t < s.num_new; ++t) {
+        h[meta_.kv_pos() + s.first_row + t] = static_cast<int32_t>(s.start_pos + t);
+        h[meta_.table_offset() + s.first_row + t] = static_cast<int32_t>(offset);
+      }
+      std::copy(s.blocks.begin(), s.blocks.end(), h + meta_.block_ids() + offset);
+      offset += s.blocks.size();
+    }
+    LLM_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(meta_dev_.get(), h, (meta_.block_ids() + offset) * sizeof(int32_t),
+                        cudaMemcpyHostToDevice, stream_),
+        "step input upload");
+
+    batch_ = &batch;
+    ops_ = 0;
+    mode_ = StepGraphs::Mode::kEager;
+    if (options_.graphs && decode_only && n <= options_.max_graph_batch) {
+      mode_ = graphs_.Plan(n, n_out);
+      if (mode_ == StepGraphs::Mode::kReplay) {
+        LLM_RETURN_IF_ERROR(graphs_.Launch(stream_, n, n_out));
+      } else if (mode_ == StepGraphs::Mode::kCapture) {
+        if (!graphs_.BeginCapture(stream_).ok()) mode_ = StepGraphs::Mode::kEager;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  void Embed(const model::Weight& table, Tensor out) override {
+    if (Skip()) return;
+    const CudaWeight& w = AsCuda(table);
+    Check(LaunchEmbed(w.data(), w.type(), out.cols, Meta(meta_.tokens()), out.rows, out.data,
+                      stream_),
+          "embedding");
+  }
+
+  void RmsNorm(const Tensor& x, const model::Weight& weight, float eps, Tensor out) override {
+    if (Skip()) return;
+    const CudaWeight& w = AsCuda(weight);
+    if (w.type() != DType::kF32) return Fail("RMSNorm weight is not F32");
+    Check(LaunchRmsNorm(x.data, static_cast<const float*>(w.data()), eps, x.rows, x.cols, out.data,
+                        stream_),
+          "RMSNorm");
+  }
+
+  void MatMul(const Tensor& x, std::span<const MatMulTarget> targets) override {
+    if (Skip()) return;
+    bool converted[3] = {false, false, false};
+    for (const MatMulTarget& t : targets) {
+      const CudaWeight& w = AsCuda(*t.weight);
+      const WeightView& v = w.view();
+      const void* b = x.data;
+      if (w.type() != DType::kF32) {
+        const int i = static_cast<int>(w.type());
+        DeviceBuffer& scratch = act_[i];
+        if (scratch.get() == nullptr) {
+          if (mode_ != StepGraphs::Mode::kEager) return Fail("activation scratch missing");
+          auto buffer = DeviceBuffer::Allocate(max_elements_ * 2, "converted activations");
+          if (!buffer.ok()) return Fail(buffer.status());
+          scratch = *std::move(buffer);
+        }
+        if (!converted[i]) {
+          Check(LaunchConvert(x.data, x.rows * x.cols, w.type(), scratch.get(), stream_),
+                "activation conversion");
+          converted[i] = true;
+        }
+        b = scratch.get();
+      }
+      const float one = 1.0f, zero = 0.0f;
+      const cudaDataType_t type = CublasType(w.type());
+      CheckBlas(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(v.rows),
+                             static_cast<int>(x.rows), static_cast<int>(v.cols), &one, w.data(),
+                             type, static_cast<int>(v.cols), b, type, static_cast<int>(x.cols),
+                             &zero, t.out.data, CUDA_R_32F, static_cast<int>(t.out.cols),
+                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                StrCat("GEMM with ", v.name));
+    }
+  }
+
+  void Rope(Tensor q, Tensor k, const RopeParams& p) override {
+    if (Skip()) return;
+    // The same float expression as the CPU backend's, so the angles match.
+    const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.rope_dim));
+    Check(LaunchRope(q.data, q.cols, k.data, k.cols, q.rows, Meta(meta_.positions()),
+                     static_cast<int32_t>(p.head_dim), static_cast<int32_t>(p.rope_dim),
+                     theta_scale, p.freq_scale, stream_),
+          "RoPE");
+  }
+
+  void Attention(int64_t layer, const Tensor& q, const Tensor& k, const Tensor& v,
+                 const AttentionParams& p, Tensor out) override {
+    if (Skip()) return;
+    const RowKv meta{Meta(meta_.kv_pos()), Meta(meta_.table_offset()), Meta(meta_.block_ids())};
+    const KvCacheView cache{cache_.get(), kv_.layers, kv_.kv_dim, kv_.block_size,
+                            kv_.type == model::KvType::kF16};
+    Check(LaunchStoreKv(k.data, v.data, q.rows, meta, cache, layer, stream_), "KV store");
+    const AttentionShape shape{static_cast<int32_t>(p.head_count),
+                               static_cast<int32_t>(p.head_count_kv),
+                               static_cast<int32_t>(p.head_dim), p.scale};
+    Check(LaunchAttention(q.data, q.rows, meta, cache, layer, shape, out.data, stream_),
+          "attention");
+  }
+
+  void SiluMul(const Tensor& gate, const Tensor& up, Tensor out) override {
+    if (Skip()) return;
+    Check(LaunchSiluMul(gate.data, up.data, out.data, gate.rows * gate.cols, stream_), "SwiGLU");
+  }
+
+  void Add(Tensor x, const Tensor& y) override {
+    if (Skip()) return;
+    Check(LaunchAdd(x.data, y.data, x.rows * x.cols, stream_), "residual add");
+  }
+
+  void GatherLogitRows(const Tensor& x, Tensor out) override {
+    if (Skip()) return;
+    Check(LaunchGatherRows(x.data, x.cols, Meta(meta_.logit_rows()), out.rows, out.data, stream_),
+          "logit row gather");
+  }
+
+  absl::Status ReadLogits(const Tensor& logits, std::span<const LogitsSpec> specs,
+                          std::vector<Logits>* out) override {
+    const int64_t n = static_cast<int64_t>(batch_->tokens.size());
+    const int64_t n_out = static_cast<int64_t>(batch_->logit_rows.size());
+    batch_ = nullptr;
+    if (mode_ == StepGraphs::Mode::kCapture) {
+      if (error_.ok()) {
+        absl::Status s = graphs_.EndCaptureAndLaunch(stream_, n, n_out, ops_);
+        if (!s.ok()) error_ = s;
+      } else {
+        graphs_.AbortCapture(stream_, n, n_out);
+      }
+    } else if (mode_ == StepGraphs::Mode::kReplay && ops_ != graphs_.ops(n, n_out)) {
+      error_ = absl::InternalError(StrCat("CUDA graph replay: the step made ", ops_,
+                                          " op calls, the captured graph ", graphs_.ops(n, n_out)));
+    }
+    mode_ = StepGraphs::Mode::kEager;
+    if (error_.ok()) error_ = Readout(logits, specs, out);
+    if (!error_.ok()) cudaStreamSynchronize(stream_);
+    return error_;
+  }
+
+ private:
+  // In replay mode the op is already in the launched graph: count it and
+  // skip. After an error: skip.
+  bool Skip() {
+    ++ops_;
+    return mode_ == StepGraphs::Mode::kReplay || !error_.ok();
+  }
+  void Fail(absl::Status s) {
+    if (error_.ok()) error_ = std::move(s);
+  }
+  void Fail(std::string_view what) { Fail(absl::InternalError(StrCat("CUDA backend: ", what))); }
+  void Check(cudaError_t e, std::string_view what) {
+    if (e != cudaSuccess) Fail(CudaStatus(e, what));
+  }
+  void CheckBlas(cublasStatus_t s, std::string_view what) {
+    if (s != CUBLAS_STATUS_SUCCESS) Fail(CublasStatus(s, what));
+  }
+
+  const int32_t* Meta(int64_t offset) const { return meta_dev_.as<int32_t>() + offset; }
+
+  absl::Status UploadDequantized(const WeightView& view, uint16_t* device) {
+    const int64_t chunk_rows =
+        std::max<int64_t>(1, static_cast<int64_t>(kUploadChunkElements) / view.cols);
+    std::vector<float> row(view.cols);
+    std::vector<uint16_t> halves(std::min(chunk_rows, view.rows) * view.cols);
+    for (int64_t r0 = 0; r0 < view.rows; r0 += chunk_rows) {
+      const int64_t rows = std::min(chunk_rows, view.rows - r0);
+      for (int64_t r = 0; r < rows; ++r) {
+        cpu::DequantizeRow(view.type, view.data + (r0 + r) * view.row_bytes, row.data(), view.cols);
+        uint16_t* h = halves.data() + r * view.cols;
+        for (int64_t c = 0; c < view.cols; ++c) h[c] = cpu::FloatToHalf(row[c]);
+      }
+      LLM_CUDA_RETURN_IF_ERROR(cudaMemcpy(device + r0 * view.cols, halves.data(),
+                                          rows * view.cols * 2, cudaMemcpyHostToDevice),
+                               StrCat("upload of tensor ", view.name));
+    }
+    return absl::OkStatus();
+  }
+
+  // Sizes the step's input buffers for max_rows_ rows and `blocks` block ids.
+  // Growing them moves the buffers, which invalidates every captured graph.
+  absl::Status EnsureStepBuffers(int64_t blocks) {
+    if (meta_.rows == max_rows_ && blocks <= meta_.blocks) return absl::OkStatus();
+    graphs_.Clear();
+    LLM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    MetaLayout layout{max_rows_, std::max<int64_t>({blocks * 2, meta_.blocks, 1024})};
+    const size_t bytes = layout.total() * sizeof(int32_t);
+    LLM_ASSIGN_OR_RETURN(meta_dev_, DeviceBuffer::Allocate(bytes, "step inputs"));
+    LLM_ASSIGN_OR_RETURN(meta_host_, PinnedBuffer::Allocate(bytes, "step inputs"));
+    LLM_ASSIGN_OR_RETURN(
+        plan_dev_, DeviceBuffer::Allocate(2 * max_rows_ * sizeof(int32_t), "logit readout plan"));
+    LLM_ASSIGN_OR_RETURN(
+        plan_host_, PinnedBuffer::Allocate(2 * max_rows_ * sizeof(int32_t), "logit readout plan"));
+    LLM_ASSIGN_OR_RETURN(lse_dev_,
+                         DeviceBuffer::Allocate(max_rows_ * sizeof(float), "log-sum-exp"));
+    meta_ = layout;
+    return absl::OkStatus();
+  }
+
+  // Grows `buffer` to at least `bytes` (contents are not kept).
+  template <typename Buffer>
+  static absl::Status Reserve(Buffer& buffer, size_t bytes, std::string_view what) {
+    if (buffer.size() >= bytes) return absl::OkStatus();
+    const size_t grown = std::max(bytes, buffer.size() * 2);
+    buffer = Buffer();  // free first: the device may not hold both
+    LLM_ASSIGN_OR_RETURN(buffer, Buffer::Allocate(grown, what));
+    return absl::OkStatus();
+  }
+
+  // Logits to the host in each row's encoding: log-sum-exp of every row and
+  // top-N candidates (N <= kMaxDeviceTopN) are computed on the device; full
+  // rows are copied as fp32 or converted to fp16 first.
+  absl::Status Readout(const Tensor& logits, std::span<const LogitsSpec> specs,
+                       std::vector<Logits>* out) {
+    const int64_t n = logits.rows, vocab = logits.cols;
+    out->assign(n, Logits{});
+    if (n == 0) {
+      return CudaStatus(cudaStreamSynchronize(stream_), "step");
+    }
+    std::vector<int32_t> top_rows, half_rows, full_rows;
+    int64_t keep = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const LogitsSpec& spec = specs[i];
+      if (spec.encoding == LogitsEncoding::kFloat16) {
+        half_rows.push_back(static_cast<int32_t>(i));
+      } else if (spec.encoding == LogitsEncoding::kTopN &&
+                 std::clamp<int64_t>(spec.top_n, 1, vocab) <= kMaxDeviceTopN) {
+        top_rows.push_back(static_cast<int32_t>(i));
+        keep = std::max<int64_t>(keep, std::clamp<int64_t>(spec.top_n, 1, vocab));
+      } else {
+        full_rows.push_back(static_cast<int32_t>(i));  // fp32, and top-N too large for the device
+      }
+    }
+    const int64_t chunks = TopChunks(vocab);
+    const size_t lse_bytes = n * sizeof(float);
+    const size_t top_bytes = top_rows.size() * chunks * keep * sizeof(TopCandidate);
+    const size_t half_bytes = half_rows.size() * vocab * sizeof(uint16_t);
+    const size_t full_bytes = full_rows.size() * vocab * sizeof(float);
+    LLM_RETURN_IF_ERROR(Reserve(top_dev_, top_bytes, "top-N candidates"));
+    LLM_RETURN_IF_ERROR(Reserve(half_dev_, half_bytes, "fp16 logits"));
+    LLM_RETURN_IF_ERROR(
+        Reserve(readback_, lse_bytes + top_bytes + half_bytes + full_bytes, "logits readback"));
+
+    int32_t* plan = plan_host_.as<int32_t>();
+    std::copy(top_rows.begin(), top_rows.end(), plan);
+    std::copy(half_rows.begin(), half_rows.end(), plan + top_rows.size());
+    const int32_t* plan_dev = plan_dev_.as<int32_t>();
+    LLM_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(plan_dev_.get(), plan, (top_rows.size() + half_rows.size()) * 4,
+                        cudaMemcpyHostToDevice, stream_),
+        "readout plan upload");
+    LLM_CUDA_RETURN_IF_ERROR(LaunchLogSumExp(logits.data, n, vocab, lse_dev_.as<float>(), stream_),
+                             "log-sum-exp");
+    LLM_CUDA_RETURN_IF_ERROR(LaunchTopCandidates(logits.data, vocab, plan_dev, top_rows.size(),
+                                                 keep, top_dev_.as<TopCandidate>(), stream_),
+                             "top-N candidates");
+    LLM_CUDA_RETURN_IF_ERROR(LaunchRowsToHalf(logits.data, vocab, plan_dev + top_rows.size(),
+                                              half_rows.size(), half_dev_.as<uint16_t>(), stream_),
+                             "fp16 logits");
+
+    uint8_t* host = readback_.as<uint8_t>();
+    const float* lse = reinterpret_cast<const float*>(host);
+    const TopCandidate* top = reinterpret_cast<const TopCandidate*>(host + lse_bytes);
+    const uint16_t* halves = reinterpret_cast<const uint16_t*>(host + lse_bytes + top_bytes);
+    const float* full = reinterpret_cast<const float*>(host + lse_bytes + top_bytes + half_bytes);
+    auto d2h = [&](const void* dst, const void* src, size_t bytes) {
+      return CudaStatus(
+          cudaMemcpyAsync(const_cast<void*>(dst), src, bytes, cudaMemcpyDeviceToHost, stream_),
+          "logits readback");
+    };
+    LLM_RETURN_IF_ERROR(d2h(lse, lse_dev_.get(), lse_bytes));
+    if (top_bytes > 0) LLM_RETURN_IF_ERROR(d2h(top, top_dev_.get(), top_bytes));
+    if (half_bytes > 0) LLM_RETURN_IF_ERROR(d2h(halves, half_dev_.get(), half_bytes));
+    for (size_t i = 0; i < full_rows.size(); ++i) {
+      LLM_RETURN_IF_ERROR(
+          d2h(full + i * vocab, logits.data + full_rows[i] * vocab, vocab * sizeof(float)));
+    }
+    LLM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_), "step");
+
+    for (size_t i = 0; i < full_rows.size(); ++i) {
+      Logits& l = (*out)[full_rows[i]];
+      const std::span<const float> row(full + i * vocab, vocab);
+      if (specs[full_rows[i]].encoding == LogitsEncoding::kTopN) {
+        model::EncodeLogits(row, specs[full_rows[i]], &l);
+      } else {
+        l.encoding = LogitsEncoding::kFloat32;
+        l.values.assign(row.begin(), row.end());
+      }
+      l.log_sum_exp = lse[full_rows[i]];
+    }
+    for (size_t i = 0; i < half_rows.size(); ++i) {
+      Logits& l = (*out)[half_rows[i]];
+      l.encoding = LogitsEncoding::kFloat16;
+      l.halves.assign(halves + i * vocab, halves + (i + 1) * vocab);
+      l.log_sum_exp = lse[half_rows[i]];
+    }
+    std::vector<TopCandidate> candidates;
+    for (size_t i = 0; i < top_rows.size(); ++i) {
+      Logits& l = (*out)[top_rows[i]];
+      const int64_t want = std::clamp<int64_t>(specs[top_rows[i]].top_n, 1, vocab);
+      candidates.clear();
+      const TopCandidate* c = top + i * chunks * keep;
+      for (int64_t j = 0; j < chunks * keep; ++j) {
+        if (c[j].id != kNoCandidate) candidates.push_back(c[j]);
+      }
+      const int64_t take = std::min<int64_t>(want, candidates.size());
+      std::partial_sort(candidates.begin(), candidates.begin() + take, candidates.end(),
+                        [](const TopCandidate& a, const TopCandidate& b) {
+                          return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+                        });
+      l.encoding = LogitsEncoding::kTopN;
+      for (int64_t j = 0; j < take; ++j) {
+        l.top_ids.push_back(candidates[j].id);
+        l.top_logits.push_back(candidates[j].logit);
+      }
+      l.log_sum_exp = lse[top_rows[i]];
+    }
+    return absl::OkStatus();
+  }
+
+  const CudaBackendOptions options_;
+  const std::string device_name_;
+  const int sm_major_, sm_minor_, sm_count_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  DeviceBuffer workspace_;
+
+  // Uploaded weights by host address (a tied LM head shares the embedding's).
+  absl::flat_hash_map<const uint8_t*, std::pair<std::shared_ptr<DeviceBuffer>, DType>> uploaded_;
+  std::vector<DeviceBuffer> tensors_;
+  int64_t max_rows_ = 0, max_elements_ = 0;
+  DeviceBuffer act_[3];  // x converted to fp16 / bf16 for GEMMs, by DType
+  KvCacheShape kv_;
+  DeviceBuffer cache_;
+
+  MetaLayout meta_;
+  DeviceBuffer meta_dev_;
+  PinnedBuffer meta_host_;
+  DeviceBuffer plan_dev_, lse_dev_, top_dev_, half_dev_;
+  PinnedBuffer plan_host_, readback_;
+
+  StepGraphs graphs_;
+  StepGraphs::Mode mode_ = StepGraphs::Mode::kEager;
+  int64_t ops_ = 0;
+  const StepBatch* batch_ = nullptr;
+  // The first error of the step (sticky: a CUDA error may leave the context
+  // unusable); returned by ReadLogits and every later BeginStep.
+  absl::Status error_;
+};
+
+}  // namespace
+
+absl::Status CudaDeviceStatus() {
+  static const absl::Status* status = [] {
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+      return new absl::Status(absl::FailedPreconditionError(StrCat(
+          "no usable CUDA device: ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")")));
+    }
+    if (count == 0) return new absl::Status(absl::FailedPreconditionError("no CUDA device"));
+    return new absl::Status();
+  }();
+  return *status;
+}
+
+absl::StatusOr<std::unique_ptr<model::Backend>> CreateCudaBackend(
+    const CudaBackendOptions& options) {
+  LLM_RETURN_IF_ERROR(CudaDeviceStatus());
+  int count = 0;
+  LLM_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  if (options.device < 0 || options.device >= count) {
+    return absl::FailedPreconditionError(
+        StrCat("CUDA device ", options.device, " does not exist (", count, " present)"));
+  }
+  cudaDeviceProp prop{};
+  LLM_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, options.device),
+                           "cudaGetDeviceProperties");
+  auto backend = std::make_unique<CudaBackend>(options, prop);
+  LLM_RETURN_IF_ERROR(backend->Init());
+  return backend;
+}
+
+}  // namespace llm::cuda

@@ -1,0 +1,41 @@
+// The CUDA backend: weights in device memory (quantized GGUF types
+// dequantized to fp16 at upload; F16, BF16 and F32 kept as they are), cuBLAS
+// GEMMs with fp32 accumulation, hand-written kernels for the rest
+// (kernels.h), a paged KV cache in device memory, top-N and log-sum-exp on
+// the device, and decode steps replayed as CUDA graphs.
+//
+// Threads: one thread drives the backend at a time (Backend's contract); it
+// may be a different thread from the one that created it.
+// Memory: plain cudaMalloc for everything on the device; page-locked host
+// buffers for the step's inputs and the logits read back.
+#ifndef LLM_MODEL_SVC_BACKEND_CUDA_CUDA_BACKEND_H_
+#define LLM_MODEL_SVC_BACKEND_CUDA_CUDA_BACKEND_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "model_svc/backend/backend.h"
+
+namespace llm::cuda {
+
+struct CudaBackendOptions {
+  int device = 0;
+  // Decode-only steps (every sequence adds one token) of up to
+  // max_graph_batch sequences run as a CUDA graph per batch size, captured
+  // the second time that size is seen.
+  bool graphs = true;
+  int max_graph_batch = 128;
+};
+
+// FailedPrecondition naming the reason when no CUDA device is usable (no
+// driver, no device, `device` out of range).
+absl::StatusOr<std::unique_ptr<model::Backend>> CreateCudaBackend(
+    const CudaBackendOptions& options);
+
+// OK when a CUDA device is present and usable; otherwise why not. Cheap
+// after the first call (the answer is cached).
+absl::Status CudaDeviceStatus();
+
+}  // namespace llm::cuda
+
+#endif  // LLM_MODEL_SVC_BACKEND_CUDA_CUDA_BACKEND_H_

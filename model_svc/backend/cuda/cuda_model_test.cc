@@ -1,0 +1,356 @@
+// The whole model on the CUDA backend against the CPU backend, on random
+// GGUF models (one with SmolLM2-135M's exact shapes and types), and the
+// engine's invariants on CUDA. Skipped, with the reason, without a device.
+//
+// Tolerances (normalized error max|a - b| / max|b|):
+//   - CUDA vs CPU, F32 weights: 1e-4 (fp32 on both; fp16 KV rounding of the
+//     query and cache on both).
+//   - CUDA vs CPU, F16 weights: 1e-2 (the GPU rounds activations to fp16
+//     for its GEMMs, the CPU keeps fp32).
+//   - CUDA vs CPU, quantized weights: 5e-2 (the CPU rounds activations to
+//     int8 blocks, which alone is 1.5e-2 .. 3e-2 against an exact forward).
+//   - CUDA vs CUDA under another schedule (prefill/decode split, chunks,
+//     batch neighbours, graphs on/off): 1e-3 (cuBLAS may pick another
+//     kernel for another row count, so these are close, not bit-identical).
+// Greedy decoding must give the same tokens for 64 steps, except that the
+// comparison ends at the first step where the CPU's best two logits are
+// closer than the tolerance allows to tell apart (a near-tie).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "model_svc/backend/cpu/cpu_backend.h"
+#include "model_svc/backend/cuda/cuda_backend.h"
+#include "model_svc/model/llama_model.h"
+#include "model_svc/testing/random_model.h"
+
+namespace llm::cuda {
+namespace {
+
+using gguf::TensorType;
+using model::LlamaModel;
+using model::LogitsSpec;
+using model::ModelOptions;
+using model::StepBatch;
+using model::testing::RandomModelFile;
+using model::testing::RandomModelSpec;
+
+using LogitRows = std::vector<std::vector<float>>;
+
+#define SKIP_WITHOUT_CUDA()                                                        \
+  do {                                                                             \
+    if (absl::Status s = CudaDeviceStatus(); !s.ok()) GTEST_SKIP() << s.message(); \
+  } while (0)
+
+RandomModelSpec SmallSpec(TensorType type) {
+  RandomModelSpec spec;
+  spec.matrix_type = type;
+  spec.embd_type = type == TensorType::kF32 ? TensorType::kF32 : TensorType::kQ8_0;
+  spec.vocab = 512;
+  spec.d_model = 256;
+  spec.layers = 2;
+  spec.heads = 8;
+  spec.kv_heads = 2;
+  spec.ff = 512;
+  spec.seed = 7;
+  return spec;
+}
+
+// SmolLM2-135M-Instruct.Q4_1.gguf's shapes and types: Q4_1 matrices, a Q8_0
+// embedding tied to the LM head, F32 norms.
+RandomModelSpec SmolLm2Spec() {
+  RandomModelSpec spec;
+  spec.name = "random-smollm2-135m";
+  spec.vocab = 49152;
+  spec.d_model = 576;
+  spec.layers = 30;
+  spec.heads = 9;
+  spec.kv_heads = 3;
+  spec.ff = 1536;
+  spec.context = 8192;
+  spec.rope_base = 100000.0f;
+  spec.matrix_type = TensorType::kQ4_1;
+  spec.embd_type = TensorType::kQ8_0;
+  spec.tied = true;
+  spec.seed = 135;
+  return spec;
+}
+
+double NormalizedError(const LogitRows& got, const LogitRows& want) {
+  double max_diff = 0, max_ref = 0;
+  for (size_t r = 0; r < want.size(); ++r) {
+    for (size_t i = 0; i < want[r].size(); ++i) {
+      max_diff = std::max<double>(max_diff, std::fabs(got[r][i] - want[r][i]));
+      max_ref = std::max<double>(max_ref, std::fabs(want[r][i]));
+    }
+  }
+  return max_diff / max_ref;
+}
+
+int32_t ArgMax(const std::vector<float>& row) {
+  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+// Best minus second-best logit.
+float Margin(const std::vector<float>& row) {
+  std::vector<float> top(2);
+  std::partial_sort_copy(row.begin(), row.end(), top.begin(), top.end(), std::greater<float>());
+  return top[0] - top[1];
+}
+
+std::vector<int32_t> RandomTokens(int64_t n, int64_t vocab, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::vector<int32_t> tokens(n);
+  for (int32_t& t : tokens) t = static_cast<int32_t>(gen() % static_cast<uint64_t>(vocab));
+  return tokens;
+}
+
+// A sequence's KV blocks and length, on one model.
+struct Sequence {
+  std::vector<int32_t> blocks;
+  int64_t length = 0;
+};
+
+// One step's share of a sequence: its new tokens, all rows' logits wanted.
+struct Part {
+  Sequence* seq;
+  std::vector<int32_t> tokens;
+};
+
+class Runner {
+ public:
+  explicit Runner(std::unique_ptr<LlamaModel> model) : model_(std::move(model)) {}
+  LlamaModel& model() { return *model_; }
+
+  // Runs one step over `parts` and returns every new row's fp32 logits.
+  LogitRows Step(std::vector<Part> parts) {
+    StepBatch batch;
+    const int32_t bs = model_->options().kv_block_size;
+    for (Part& p : parts) {
+      const int64_t first = batch.tokens.size();
+      for (size_t i = 0; i < p.tokens.size(); ++i) {
+        batch.tokens.push_back(p.tokens[i]);
+        batch.positions.push_back(static_cast<int32_t>(p.seq->length + i));
+        batch.logit_rows.push_back(first + i);
+      }
+      const int64_t end = p.seq->length + p.tokens.size();
+      while (static_cast<int64_t>(p.seq->blocks.size()) * bs < end) {
+        p.seq->blocks.push_back(next_block_++);
+      }
+    }
+    int64_t first = 0;
+    for (Part& p : parts) {
+      batch.sequences.push_back(
+          {first, static_cast<int64_t>(p.tokens.size()), p.seq->length, p.seq->blocks});
+      first += p.tokens.size();
+      p.seq->length += p.tokens.size();
+    }
+    std::vector<LogitsSpec> specs(batch.logit_rows.size());
+    std::vector<model::Logits> out;
+    absl::Status s = model_->Forward(batch, specs, &out);
+    EXPECT_TRUE(s.ok()) << s;
+    LogitRows rows;
+    for (model::Logits& l : out) rows.push_back(std::move(l.values));
+    return rows;
+  }
+
+ private:
+  std::unique_ptr<LlamaModel> model_;
+  int32_t next_block_ = 0;
+};
+
+ModelOptions Options() {
+  ModelOptions o;
+  o.max_step_tokens = 256;
+  o.max_logit_rows = 256;
+  o.kv_blocks = 256;
+  o.kv_block_size = 16;
+  o.kv_type = model::KvType::kF16;
+  return o;
+}
+
+Runner LoadOn(const std::string& backend, const RandomModelSpec& spec, bool graphs = true) {
+  auto file = RandomModelFile(spec);
+  EXPECT_TRUE(file.ok()) << file.status();
+  std::unique_ptr<model::Backend> b;
+  if (backend == "cpu") {
+    b = cpu::CreateCpuBackend({});
+  } else {
+    auto cuda = CreateCudaBackend({.graphs = graphs});
+    EXPECT_TRUE(cuda.ok()) << cuda.status();
+    b = *std::move(cuda);
+  }
+  auto m = LlamaModel::Load(*file, std::move(b), Options());
+  EXPECT_TRUE(m.ok()) << m.status();
+  return Runner(*std::move(m));
+}
+
+// Prefill of 40 tokens: every position's logits, CUDA against CPU.
+void ExpectPrefillClose(const RandomModelSpec& spec, double tolerance) {
+  Runner cpu = LoadOn("cpu", spec), gpu = LoadOn("cuda", spec);
+  const std::vector<int32_t> tokens = RandomTokens(40, spec.vocab, 3);
+  Sequence a, b;
+  const LogitRows want = cpu.Step({{&a, tokens}});
+  const LogitRows got = gpu.Step({{&b, tokens}});
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_LT(NormalizedError(got, want), tolerance);
+  int agree = 0;
+  for (size_t r = 0; r < want.size(); ++r) agree += ArgMax(got[r]) == ArgMax(want[r]);
+  EXPECT_GE(agree, static_cast<int>(want.size() * 3 / 4));
+}
+
+TEST(CudaModel, F32LogitsMatchCpu) {
+  SKIP_WITHOUT_CUDA();
+  ExpectPrefillClose(SmallSpec(TensorType::kF32), 1e-4);
+}
+
+TEST(CudaModel, F16LogitsMatchCpu) {
+  SKIP_WITHOUT_CUDA();
+  ExpectPrefillClose(SmallSpec(TensorType::kF16), 1e-2);
+}
+
+TEST(CudaModel, QuantizedLogitsMatchCpu) {
+  SKIP_WITHOUT_CUDA();
+  for (TensorType type : {TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0,
+                          TensorType::kQ8_0, TensorType::kQ4_K, TensorType::kQ6_K}) {
+    ExpectPrefillClose(SmallSpec(type), 5e-2);
+  }
+}
+
+TEST(CudaModel, SmolLm2ShapesLogitsMatchCpu) {
+  SKIP_WITHOUT_CUDA();
+  ExpectPrefillClose(SmolLm2Spec(), 5e-2);
+}
+
+// 64 greedy steps on each backend from the same prompt.
+void ExpectGreedyEqual(const RandomModelSpec& spec, double tolerance) {
+  Runner cpu = LoadOn("cpu", spec), gpu = LoadOn("cuda", spec);
+  Sequence a, b;
+  const std::vector<int32_t> prompt = RandomTokens(8, spec.vocab, 5);
+  LogitRows want = cpu.Step({{&a, prompt}});
+  LogitRows got = gpu.Step({{&b, prompt}});
+  for (int step = 0; step < 64; ++step) {
+    const std::vector<float>& w = want.back();
+    const float scale = std::fabs(*std::max_element(w.begin(), w.end()));
+    if (Margin(w) < 2 * tolerance * scale) {
+      std::printf("step %d: near-tie on the CPU (margin %g); comparison ends\n", step, Margin(w));
+      return;
+    }
+    const int32_t token = ArgMax(w);
+    ASSERT_EQ(ArgMax(got.back()), token) << "step " << step;
+    want = cpu.Step({{&a, {token}}});
+    got = gpu.Step({{&b, {token}}});
+  }
+}
+
+TEST(CudaModel, GreedyTokensEqualFor64StepsF16) {
+  SKIP_WITHOUT_CUDA();
+  ExpectGreedyEqual(SmallSpec(TensorType::kF16), 1e-2);
+}
+
+TEST(CudaModel, GreedyTokensEqualFor64StepsSmolLm2Shapes) {
+  SKIP_WITHOUT_CUDA();
+  ExpectGreedyEqual(SmolLm2Spec(), 5e-2);
+}
+
+TEST(CudaModel, PrefillEqualsPrefillThenDecodes) {
+  SKIP_WITHOUT_CUDA();
+  const RandomModelSpec spec = SmallSpec(TensorType::kQ4_1);
+  Runner gpu = LoadOn("cuda", spec);
+  const std::vector<int32_t> tokens = RandomTokens(24, spec.vocab, 9);
+  Sequence whole, split;
+  const LogitRows want = gpu.Step({{&whole, tokens}});
+  LogitRows got = gpu.Step({{&split, {tokens.begin(), tokens.begin() + 16}}});
+  for (size_t i = 16; i < tokens.size(); ++i) got.push_back(gpu.Step({{&split, {tokens[i]}}})[0]);
+  EXPECT_LT(NormalizedError(got, want), 1e-3);
+}
+
+TEST(CudaModel, ChunkedEqualsUnchunked) {
+  SKIP_WITHOUT_CUDA();
+  const RandomModelSpec spec = SmallSpec(TensorType::kQ8_0);
+  Runner gpu = LoadOn("cuda", spec);
+  const std::vector<int32_t> tokens = RandomTokens(100, spec.vocab, 10);
+  Sequence whole, chunked;
+  const LogitRows want = gpu.Step({{&whole, tokens}});
+  LogitRows got;
+  for (size_t i = 0; i < tokens.size(); i += 33) {
+    const size_t end = std::min(tokens.size(), i + 33);
+    for (auto& row : gpu.Step({{&chunked, {tokens.begin() + i, tokens.begin() + end}}})) {
+      got.push_back(std::move(row));
+    }
+  }
+  EXPECT_LT(NormalizedError(got, want), 1e-3);
+}
+
+TEST(CudaModel, BatchedEqualsAlone) {
+  SKIP_WITHOUT_CUDA();
+  const RandomModelSpec spec = SmallSpec(TensorType::kQ4_K);
+  Runner gpu = LoadOn("cuda", spec);
+  const std::vector<int32_t> p1 = RandomTokens(30, spec.vocab, 11),
+                             p2 = RandomTokens(12, spec.vocab, 12);
+  Sequence alone1, alone2, b1, b2;
+  LogitRows want = gpu.Step({{&alone1, p1}});
+  for (auto& row : gpu.Step({{&alone2, p2}})) want.push_back(std::move(row));
+  // Both prompts in one step, then a mixed step: a decode of one beside a
+  // chunk of the other.
+  const LogitRows got = gpu.Step({{&b1, p1}, {&b2, p2}});
+  EXPECT_LT(NormalizedError(got, want), 1e-3);
+  const LogitRows mixed = gpu.Step({{&b1, {5}}, {&b2, {6, 7, 8}}});
+  const LogitRows d1 = gpu.Step({{&alone1, {5}}});
+  const LogitRows d2 = gpu.Step({{&alone2, {6, 7, 8}}});
+  LogitRows separate = d1;
+  separate.insert(separate.end(), d2.begin(), d2.end());
+  EXPECT_LT(NormalizedError(mixed, separate), 1e-3);
+}
+
+// Decode steps of 1..5 sequences replayed as graphs (from the second step of
+// each batch size on) give what eager steps give.
+TEST(CudaModel, GraphReplayEqualsEager) {
+  SKIP_WITHOUT_CUDA();
+  const RandomModelSpec spec = SmallSpec(TensorType::kQ4_1);
+  Runner graphs = LoadOn("cuda", spec, /*graphs=*/true);
+  Runner eager = LoadOn("cuda", spec, /*graphs=*/false);
+  for (int batch = 1; batch <= 5; ++batch) {
+    std::vector<Sequence> g(batch), e(batch);
+    for (int s = 0; s < batch; ++s) {
+      const std::vector<int32_t> prompt = RandomTokens(5 + s, spec.vocab, 20 + s);
+      graphs.Step({{&g[s], prompt}});
+      eager.Step({{&e[s], prompt}});
+    }
+    for (int step = 0; step < 4; ++step) {
+      std::vector<Part> gp, ep;
+      for (int s = 0; s < batch; ++s) {
+        const int32_t token = (step * 31 + s * 7) % spec.vocab;
+        gp.push_back({&g[s], {token}});
+        ep.push_back({&e[s], {token}});
+      }
+      EXPECT_LT(NormalizedError(graphs.Step(gp), eager.Step(ep)), 1e-5)
+          << "batch " << batch << " step " << step;
+    }
+  }
+}
+
+TEST(CudaModel, UnsupportedHeadDimensionIsAClearLoadError) {
+  SKIP_WITHOUT_CUDA();
+  RandomModelSpec spec = SmallSpec(TensorType::kF32);
+  spec.head_dim = 48;  // not a multiple of 32
+  auto file = RandomModelFile(spec);
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto cuda = CreateCudaBackend({});
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  auto m = LlamaModel::Load(*file, *std::move(cuda), Options());
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented) << m.status();
+}
+
+}  // namespace
+}  // namespace llm::cuda

@@ -1,0 +1,171 @@
+// Row-wise and elementwise kernels: embedding gather, RMSNorm, conversion,
+// RoPE, SwiGLU, residual add, row gather.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "model_svc/backend/cuda/kernels.h"
+
+namespace llm::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned Blocks(int64_t count, int threads = kThreads) {
+  return static_cast<unsigned>((count + threads - 1) / threads);
+}
+
+__device__ __forceinline__ float Load(const void* p, DType type, int64_t i) {
+  switch (type) {
+    case DType::kF16:
+      return __half2float(static_cast<const __half*>(p)[i]);
+    case DType::kBF16:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    default:
+      return static_cast<const float*>(p)[i];
+  }
+}
+
+__global__ void EmbedKernel(const void* table, DType type, int64_t cols, const int32_t* tokens,
+                            float* out) {
+  const int64_t r = blockIdx.x;
+  const int64_t base = static_cast<int64_t>(tokens[r]) * cols;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    out[r * cols + c] = Load(table, type, base + c);
+  }
+}
+
+// Sum over the block; every thread gets the result.
+__device__ float BlockSum(float v) {
+  __shared__ float partial[32];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  const int warps = (blockDim.x + 31) >> 5;
+  v = lane < warps ? partial[lane] : 0.0f;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();  // partial[] may be reused by the caller's next BlockSum
+  return v;
+}
+
+__global__ void RmsNormKernel(const float* x, const float* w, float eps, int64_t cols, float* out) {
+  const int64_t r = blockIdx.x;
+  const float* in = x + r * cols;
+  float ss = 0.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) ss += in[c] * in[c];
+  const float ms = BlockSum(ss) / static_cast<float>(cols);
+  const float scale = 1.0f / sqrtf(ms + eps);
+  // BlockSum ends with a barrier, so writing in place (out == x) is safe.
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    out[r * cols + c] = in[c] * scale * w[c];
+  }
+}
+
+__global__ void ConvertKernel(const float* x, int64_t count, DType to, void* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= count) return;
+  if (to == DType::kF16) {
+    static_cast<__half*>(out)[i] = __float2half_rn(x[i]);
+  } else if (to == DType::kBF16) {
+    static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16_rn(x[i]);
+  } else {
+    static_cast<float*>(out)[i] = x[i];
+  }
+}
+
+// One thread per (row, head of q or k, pair).
+__global__ void RopeKernel(float* q, int64_t q_heads, float* k, int64_t k_heads, int64_t rows,
+                           const int32_t* positions, int32_t head_dim, int32_t pairs,
+                           float theta_scale, float freq_scale) {
+  const int64_t per_row = (q_heads + k_heads) * pairs;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= rows * per_row) return;
+  const int64_t r = t / per_row;
+  int64_t rest = t % per_row;
+  const int64_t head = rest / pairs;
+  const int32_t i = static_cast<int32_t>(rest % pairs);
+  float* v = head < q_heads ? q + (r * q_heads + head) * head_dim
+                            : k + (r * k_heads + (head - q_heads)) * head_dim;
+  float theta = static_cast<float>(positions[r]);
+  for (int32_t j = 0; j < i; ++j) theta = __fmul_rn(theta, theta_scale);
+  const float angle = __fmul_rn(freq_scale, theta);
+  float s, c;
+  sincosf(angle, &s, &c);
+  const float a = v[2 * i], b = v[2 * i + 1];
+  v[2 * i] = a * c - b * s;
+  v[2 * i + 1] = a * s + b * c;
+}
+
+__global__ void SiluMulKernel(const float* gate, const float* up, float* out, int64_t count) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= count) return;
+  const float g = gate[i];
+  out[i] = g / (1.0f + expf(-g)) * up[i];
+}
+
+__global__ void AddKernel(float* x, const float* y, int64_t count) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) x[i] += y[i];
+}
+
+__global__ void GatherRowsKernel(const float* x, int64_t cols, const int32_t* rows, float* out) {
+  const int64_t i = blockIdx.x;
+  const float* src = x + static_cast<int64_t>(rows[i]) * cols;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) out[i * cols + c] = src[c];
+}
+
+}  // namespace
+
+cudaError_t LaunchEmbed(const void* table, DType type, int64_t cols, const int32_t* tokens,
+                        int64_t rows, float* out, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  EmbedKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(table, type, cols, tokens, out);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchRmsNorm(const float* x, const float* w, float eps, int64_t rows, int64_t cols,
+                          float* out, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  RmsNormKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, w, eps, cols, out);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchConvert(const float* x, int64_t count, DType to, void* out, cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  ConvertKernel<<<Blocks(count), kThreads, 0, stream>>>(x, count, to, out);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchRope(float* q, int64_t q_cols, float* k, int64_t k_cols, int64_t rows,
+                       const int32_t* positions, int32_t head_dim, int32_t rope_dim,
+                       float theta_scale, float freq_scale, cudaStream_t stream) {
+  const int32_t pairs = rope_dim / 2;
+  const int64_t q_heads = q_cols / head_dim, k_heads = k_cols / head_dim;
+  const int64_t total = rows * (q_heads + k_heads) * pairs;
+  if (total == 0) return cudaSuccess;
+  RopeKernel<<<Blocks(total), kThreads, 0, stream>>>(q, q_heads, k, k_heads, rows, positions,
+                                                     head_dim, pairs, theta_scale, freq_scale);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchSiluMul(const float* gate, const float* up, float* out, int64_t count,
+                          cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  SiluMulKernel<<<Blocks(count), kThreads, 0, stream>>>(gate, up, out, count);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAdd(float* x, const float* y, int64_t count, cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  AddKernel<<<Blocks(count), kThreads, 0, stream>>>(x, y, count);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchGatherRows(const float* x, int64_t cols, const int32_t* rows, int64_t n,
+                             float* out, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  GatherRowsKernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(x, cols, rows, out);
+  return cudaGetLastError();
+}
+
+}  // namespace llm::cuda

@@ -1,0 +1,130 @@
+// The CUDA backend's kernels, behind plain launch functions (no CUDA syntax
+// here, so host C++ compiled by g++ can call them).
+//
+// Every launcher enqueues work on `stream` and returns the launch's error
+// (cudaGetLastError); none synchronizes. Matrices are row-major and dense:
+// row r of an [rows x cols] matrix starts at r * cols.
+//
+// CUDA graphs: the step's varying inputs (tokens, positions, block tables,
+// logit rows) are read from device memory, never passed by value, so a
+// captured decode step replays correctly with new contents in the same
+// buffers. Scalars passed by value are constant for a model.
+#ifndef LLM_MODEL_SVC_BACKEND_CUDA_KERNELS_H_
+#define LLM_MODEL_SVC_BACKEND_CUDA_KERNELS_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace llm::cuda {
+
+// Element type of a weight or of converted activations in device memory.
+enum class DType : int32_t { kF32 = 0, kF16 = 1, kBF16 = 2 };
+
+inline int64_t DTypeBytes(DType t) { return t == DType::kF32 ? 4 : 2; }
+
+// out[r] = table[tokens[r]] as fp32; table is [vocab x cols] of `type`.
+cudaError_t LaunchEmbed(const void* table, DType type, int64_t cols, const int32_t* tokens,
+                        int64_t rows, float* out, cudaStream_t stream);
+
+// out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w. `out` may be `x`.
+cudaError_t LaunchRmsNorm(const float* x, const float* w, float eps, int64_t rows, int64_t cols,
+                          float* out, cudaStream_t stream);
+
+// out[i] = x[i] converted to `to` (round to nearest even), i < count.
+cudaError_t LaunchConvert(const float* x, int64_t count, DType to, void* out, cudaStream_t stream);
+
+// Rotates adjacent pairs (2i, 2i+1), i < rope_dim / 2, of every head of q
+// and k by positions[r] * freq_scale * theta_scale^i, the angle computed as
+// llama.cpp does (float, theta advanced by repeated multiplication).
+cudaError_t LaunchRope(float* q, int64_t q_cols, float* k, int64_t k_cols, int64_t rows,
+                       const int32_t* positions, int32_t head_dim, int32_t rope_dim,
+                       float theta_scale, float freq_scale, cudaStream_t stream);
+
+// out = silu(gate) * up, elementwise over count values.
+cudaError_t LaunchSiluMul(const float* gate, const float* up, float* out, int64_t count,
+                          cudaStream_t stream);
+
+// x += y over count values.
+cudaError_t LaunchAdd(float* x, const float* y, int64_t count, cudaStream_t stream);
+
+// out[i] = x[rows[i]] for i < n (rows of `cols` floats).
+cudaError_t LaunchGatherRows(const float* x, int64_t cols, const int32_t* rows, int64_t n,
+                             float* out, cudaStream_t stream);
+
+// The paged KV cache: blocks of `block_size` positions; within a block, for
+// each layer, the keys of every slot (kv_dim elements each), then the values.
+// Elements are IEEE half (f16) or fp32.
+struct KvCacheView {
+  void* data = nullptr;
+  int64_t layers = 0;
+  int64_t kv_dim = 0;
+  int32_t block_size = 16;
+  bool f16 = true;
+};
+
+// Per-row step metadata in device memory: row r's KV position (the slot it
+// writes, and the last position it attends to), and where its sequence's
+// block table starts in `blocks`.
+struct RowKv {
+  const int32_t* kv_pos = nullptr;        // [rows]
+  const int32_t* table_offset = nullptr;  // [rows]
+  const int32_t* blocks = nullptr;        // block ids, tables back to back
+};
+
+// Writes k[r] and v[r] (kv_dim floats each) at `layer`, position kv_pos[r].
+cudaError_t LaunchStoreKv(const float* k, const float* v, int64_t rows, const RowKv& meta,
+                          const KvCacheView& cache, int64_t layer, cudaStream_t stream);
+
+struct AttentionShape {
+  int32_t head_count = 0;
+  int32_t head_count_kv = 0;
+  int32_t head_dim = 0;  // a multiple of 32, at most 256
+  float scale = 0.0f;
+};
+
+// Causal attention of each row's query heads over positions [0, kv_pos[r]]
+// of its sequence (grouped-query), one thread block per (row, head) with an
+// online softmax; with an f16 cache the query is rounded to half first, as
+// the CPU backend and llama.cpp do. out has q's shape [rows x heads*head_dim].
+cudaError_t LaunchAttention(const float* q, int64_t rows, const RowKv& meta,
+                            const KvCacheView& cache, int64_t layer, const AttentionShape& shape,
+                            float* out, cudaStream_t stream);
+
+// True when LaunchAttention supports this head dimension.
+bool AttentionSupportsHeadDim(int64_t head_dim);
+
+// --- Logits -----------------------------------------------------------------
+
+// out[r] = log(sum(exp(logits[r]))) for r < rows, accumulated in double
+// after subtracting the row's max (a non-finite max is returned as is).
+cudaError_t LaunchLogSumExp(const float* logits, int64_t rows, int64_t vocab, float* out,
+                            cudaStream_t stream);
+
+// A candidate for a top-N selection.
+struct TopCandidate {
+  float logit;
+  int32_t id;  // kNoCandidate for padding
+};
+inline constexpr int32_t kNoCandidate = 0x7fffffff;
+
+// Logits per chunk of the top-N candidate kernel, and the largest N it serves.
+inline constexpr int64_t kTopChunk = 2048;
+inline constexpr int64_t kMaxDeviceTopN = 1024;
+inline int64_t TopChunks(int64_t vocab) { return (vocab + kTopChunk - 1) / kTopChunk; }
+
+// For each i < n: sorts every chunk of kTopChunk logits of row rows[i] by
+// descending logit (ties: lower id first) and writes the first `keep`
+// (<= kTopChunk) to out[(i * TopChunks(vocab) + chunk) * keep ...]. The N
+// largest of a row are among its chunks' first N, so the host finishes the
+// selection over TopChunks(vocab) * keep candidates instead of `vocab`.
+cudaError_t LaunchTopCandidates(const float* logits, int64_t vocab, const int32_t* rows, int64_t n,
+                                int64_t keep, TopCandidate* out, cudaStream_t stream);
+
+// out[i * vocab + j] = half(logits[rows[i] * vocab + j]) (IEEE bits).
+cudaError_t LaunchRowsToHalf(const float* logits, int64_t vocab, const int32_t* rows, int64_t n,
+                             uint16_t* out, cudaStream_t stream);
+
+}  // namespace llm::cuda
+
+#endif  // LLM_MODEL_SVC_BACKEND_CUDA_KERNELS_H_

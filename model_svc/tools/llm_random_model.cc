@@ -1,0 +1,120 @@
+// llm-random-model: writes a Llama-family GGUF file with random weights, of a
+// named shape, for benchmarks and tests on machines the real model cannot
+// reach (the GPU machine: a call carries at most 64 MiB).
+//
+//   llm-random-model --shape smollm2 --out /tmp/smollm2-random.gguf
+//   llm-random-model --shape llama3-8b --type bf16 --layers 4 --out /tmp/8b.gguf
+//
+// Shapes: smollm2 (SmolLM2-135M-Instruct.Q4_1.gguf's shapes and types: Q4_1
+// matrices, Q8_0 embedding tied to the LM head), llama3-8b (Llama-3-8B's
+// shapes; --type sets every matrix's type, default bf16), small (a 2-layer
+// toy). Weights are N(0, 1/cols), norms 1 + N(0, 0.01) (testing/random_model.h).
+// Cost: the file is built in memory (its size, plus one tensor as floats);
+// about 10 ns per weight on one core.
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
+#include "common/flags.h"
+#include "model_svc/testing/random_model.h"
+
+ABSL_FLAG(std::string, shape, "smollm2", "smollm2, llama3-8b or small.");
+ABSL_FLAG(std::string, type, "",
+          "Matrix type (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q6_k); "
+          "empty: the shape's own.");
+ABSL_FLAG(int, layers, 0, "Number of layers; 0: the shape's own.");
+ABSL_FLAG(std::string, out, "", "Output path (required).");
+ABSL_FLAG(uint64_t, seed, 1, "Random seed (same seed, same bytes).");
+
+namespace {
+
+constexpr char kUsage[] =
+    "llm-random-model --out PATH [--shape smollm2|llama3-8b|small] [--type bf16] [--layers N]\n"
+    "Writes a GGUF llama model with random weights of the named shape.";
+
+using llm::gguf::TensorType;
+using llm::model::testing::RandomModelSpec;
+
+bool ParseType(std::string name, TensorType* type) {
+  name = absl::AsciiStrToLower(name);
+  const std::pair<const char*, TensorType> types[] = {
+      {"f32", TensorType::kF32},   {"f16", TensorType::kF16},   {"bf16", TensorType::kBF16},
+      {"q4_0", TensorType::kQ4_0}, {"q4_1", TensorType::kQ4_1}, {"q5_0", TensorType::kQ5_0},
+      {"q5_1", TensorType::kQ5_1}, {"q8_0", TensorType::kQ8_0}, {"q4_k", TensorType::kQ4_K},
+      {"q6_k", TensorType::kQ6_K}};
+  for (const auto& [n, t] : types) {
+    if (name == n) {
+      *type = t;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  llm::ParseFlags(argc, argv, kUsage);
+  const std::string out = absl::GetFlag(FLAGS_out), shape = absl::GetFlag(FLAGS_shape);
+  if (out.empty()) {
+    std::fprintf(stderr, "llm-random-model: --out is required\n%s\n", kUsage);
+    return 2;
+  }
+  RandomModelSpec spec;
+  if (shape == "smollm2") {
+    spec.name = "random-smollm2-135m";
+    spec.vocab = 49152;
+    spec.d_model = 576;
+    spec.layers = 30;
+    spec.heads = 9;
+    spec.kv_heads = 3;
+    spec.ff = 1536;
+    spec.context = 8192;
+    spec.rope_base = 100000.0f;
+    spec.matrix_type = TensorType::kQ4_1;
+    spec.embd_type = TensorType::kQ8_0;
+    spec.tied = true;
+  } else if (shape == "llama3-8b") {
+    spec.name = "random-llama3-8b";
+    spec.vocab = 128256;
+    spec.d_model = 4096;
+    spec.layers = 32;
+    spec.heads = 32;
+    spec.kv_heads = 8;
+    spec.ff = 14336;
+    spec.context = 8192;
+    spec.rope_base = 500000.0f;
+    spec.matrix_type = TensorType::kBF16;
+    spec.embd_type = TensorType::kBF16;
+  } else if (shape != "small") {
+    std::fprintf(stderr, "llm-random-model: unknown --shape %s\n%s\n", shape.c_str(), kUsage);
+    return 2;
+  }
+  if (!absl::GetFlag(FLAGS_type).empty()) {
+    if (!ParseType(absl::GetFlag(FLAGS_type), &spec.matrix_type)) {
+      std::fprintf(stderr, "llm-random-model: unknown --type %s\n",
+                   absl::GetFlag(FLAGS_type).c_str());
+      return 2;
+    }
+    if (!spec.tied) spec.embd_type = spec.matrix_type;
+  }
+  if (absl::GetFlag(FLAGS_layers) > 0) spec.layers = absl::GetFlag(FLAGS_layers);
+  spec.seed = absl::GetFlag(FLAGS_seed);
+  auto bytes = llm::model::testing::RandomModelGguf(spec);
+  if (!bytes.ok()) {
+    std::fprintf(stderr, "llm-random-model: %s\n", std::string(bytes.status().message()).c_str());
+    return 1;
+  }
+  std::ofstream file(out, std::ios::binary);
+  file.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
+  file.close();
+  if (!file) {
+    std::fprintf(stderr, "llm-random-model: cannot write %s\n", out.c_str());
+    return 1;
+  }
+  std::printf("%s: %s, %lld layers, %.1f MB\n", out.c_str(), spec.name.c_str(),
+              static_cast<long long>(spec.layers), bytes->size() / 1e6);
+  return 0;
+}
