@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "tokenizer_svc/bpe.h"
 #include "tokenizer_svc/gguf_vocab_loader.h"
+#include "tokenizer_svc/pair_table.h"
 #include "tokenizer_svc/pretokenizer.h"
 #include "tokenizer_svc/tiktoken_loader.h"
 #include "tokenizer_svc/trie.h"
@@ -20,6 +21,7 @@ struct Tokenizer::Impl {
   Vocab vocab;
   Trie trie;          // normal tokens: bytes -> id
   Trie special_trie;  // control, unknown and user-defined tokens: text -> id
+  PairTable pairs;    // concatenation rule: (left id, right id) -> merged id
   bool has_user_defined = false;
   BpeModel model;
   std::array<uint32_t, 256> byte_fallback{};  // <0xNN> token ids
@@ -181,6 +183,10 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(Vocab vocab) {
   impl->trie.Freeze();
   impl->special_trie.Freeze();
   impl->model.trie = &impl->trie;
+  if (vocab.merge_rule == MergeRule::kConcatenationRank) {
+    impl->pairs = PairTable::Build(impl->trie, vocab.token_bytes);
+    impl->model.pairs = &impl->pairs;
+  }
   for (int b = 0; b < 256; ++b) {
     impl->model.byte_ids[b] = impl->trie.Find(std::string(1, static_cast<char>(b)));
   }
