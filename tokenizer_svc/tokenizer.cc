@@ -94,17 +94,20 @@ struct Tokenizer::Impl {
       }
       return;
     }
-    if (vocab.whole_piece_shortcut) {
-      const uint32_t id = trie.Find(piece);
-      if (id != Trie::kNoValue) {
-        call.ids->push_back(id);
-        return;
-      }
-    }
+    // The cache first: it holds recent pieces whether they are whole tokens or
+    // merged, and one probe of it is cheaper than a walk down the trie.
     const std::span<const uint32_t> cached = call.cache->Lookup(piece);
     if (!cached.empty()) {
       call.ids->insert(call.ids->end(), cached.begin(), cached.end());
       return;
+    }
+    if (vocab.whole_piece_shortcut) {
+      const uint32_t id = trie.Find(piece);
+      if (id != Trie::kNoValue) {
+        call.ids->push_back(id);
+        call.cache->Insert(piece, std::span(&id, 1));
+        return;
+      }
     }
     const size_t before = call.ids->size();
     bool all_tokens = true;  // no byte fallback: the ids depend on the piece alone
