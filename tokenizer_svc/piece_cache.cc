@@ -24,7 +24,10 @@ std::span<const uint32_t> PieceCache::LookupLong(std::string_view piece) const {
   if (piece.size() > kMaxLongPieceBytes) return {};
   const LongEntry* set = &long_slots_[SetOf(piece, kLongSlots)];
   for (int way = 0; way < 2; ++way) {
-    if (set[way].generation == generation_ && set[way].bytes == piece) return set[way].ids;
+    if (set[way].generation == generation_ && set[way].long_generation == long_generation_ &&
+        set[way].bytes == piece) {
+      return set[way].ids;
+    }
   }
   return {};
 }
@@ -36,6 +39,7 @@ void PieceCache::Insert(std::string_view piece, std::span<const uint32_t> ids) {
     std::swap(set[0], set[1]);  // way 0 becomes the older entry's storage
     LongEntry& e = set[0];
     e.generation = generation_;
+    e.long_generation = long_generation_;
     e.bytes.assign(piece);
     e.ids.assign(ids.begin(), ids.end());
     return;

@@ -6,7 +6,12 @@
 // kMaxPieceBytes bytes, at most kMaxIds ids) live in kSlots fixed 64-byte
 // entries (one cache line each); longer ones, up to kMaxLongPieceBytes, in
 // kLongSlots entries that own their bytes and ids (heap memory, reused by the
-// next occupant). Longer pieces are never cached. A set holds the two pieces
+// next occupant). Longer pieces are never cached. The tokenizer calls
+// ForgetLong() at the start of every Encode, so long entries serve repeats
+// within one call only: kept across calls they made a call's time depend on
+// what the thread encoded before (a 100 KB text encoded again hit on all its
+// long pieces, a 1 MB one did not fit, and the worst-case scaling measure of
+// bench/README.md read 20 instead of 10). A set holds the two pieces
 // inserted last into it; a lookup compares sizes and bytes, so a hash
 // collision is only ever a miss. Correctness does not depend on what is
 // cached: an entry holds exactly what the merge loop produced for those bytes
@@ -47,6 +52,10 @@ class PieceCache {
   // are never 0.
   void Reset(uint64_t owner);
   uint64_t owner() const { return owner_; }
+  // Forgets the long entries only, in O(1).
+  void ForgetLong() {
+    if (++long_generation_ == 0) long_generation_ = 1;
+  }
 
   // The ids cached for `piece`, or an empty span on a miss. Valid until the
   // next Insert or Reset.
@@ -85,6 +94,7 @@ class PieceCache {
   static_assert(sizeof(Entry) == 64);
   struct LongEntry {
     uint32_t generation = 0;
+    uint32_t long_generation = 0;
     std::string bytes;
     std::vector<uint32_t> ids;
   };
@@ -113,6 +123,7 @@ class PieceCache {
   std::unique_ptr<Entry[]> slots_;
   std::unique_ptr<LongEntry[]> long_slots_;
   uint32_t generation_ = 1;  // entries start at 0: all invalid
+  uint32_t long_generation_ = 1;
   uint64_t owner_ = 0;
 };
 

@@ -41,6 +41,19 @@ TEST(PieceCacheTest, LongPiecesHaveTheirOwnTable) {
   EXPECT_TRUE(c.Lookup(longest).empty());
 }
 
+TEST(PieceCacheTest, ForgetLongKeepsTheShortEntries) {
+  PieceCache c;
+  c.Reset(1);
+  const std::string long_piece(PieceCache::kMaxPieceBytes + 5, 'q');
+  c.Insert(long_piece, std::vector<uint32_t>{1, 2});
+  c.Insert("short", std::vector<uint32_t>{3});
+  c.ForgetLong();
+  EXPECT_TRUE(c.Lookup(long_piece).empty());
+  EXPECT_EQ(Ids(c.Lookup("short")), std::vector<uint32_t>{3});
+  c.Insert(long_piece, std::vector<uint32_t>{1, 2});
+  EXPECT_EQ(Ids(c.Lookup(long_piece)), (std::vector<uint32_t>{1, 2}));
+}
+
 TEST(PieceCacheTest, TooLongIsNeverCached) {
   PieceCache c;
   c.Reset(1);

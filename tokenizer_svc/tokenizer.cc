@@ -229,6 +229,8 @@ absl::Status Tokenizer::EncodeTo(std::string_view text, const EncodeOptions& opt
                                  std::vector<uint32_t>* ids) const {
   const Impl& im = *impl_;
   Impl::Call call{options, {}, {}, ids, absl::OkStatus(), &ThreadPieceCache(im.cache_owner)};
+  // Long pieces are remembered within one call only (see piece_cache.h).
+  call.cache->ForgetLong();
   for (const std::string& name : options.allowed_special) {
     const uint32_t id = im.special_trie.Find(name);
     if (id == Trie::kNoValue) {
