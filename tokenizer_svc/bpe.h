@@ -11,9 +11,10 @@
 //    the rank is its position in the list.
 //
 // Cost: short pieces use tiktoken's scan (O(n^2) in the piece length, fastest
-// for n < ~100); longer pieces use a binary heap over a linked list of parts,
-// O(n log n), so 20,000 repeated letters take milliseconds, not seconds. Both
-// pick the same merge at every step, so their results are identical.
+// for n < ~100) over fixed arrays on the stack; longer pieces use a binary
+// heap over a linked list of parts, O(n log n), so 20,000 repeated letters
+// take milliseconds, not seconds. Both pick the same merge at every step, so
+// their results are identical.
 // Threads: a BpeScratch belongs to one thread; BpeModel is shared read-only.
 #ifndef LLM_TOKENIZER_SVC_BPE_H_
 #define LLM_TOKENIZER_SVC_BPE_H_
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "tokenizer_svc/pair_table.h"
 #include "tokenizer_svc/trie.h"
 #include "tokenizer_svc/vocab.h"
 
@@ -31,18 +33,21 @@ namespace llm::tok {
 
 struct BpeModel {
   const Trie* trie = nullptr;  // normal tokens' bytes -> id
+  // Concatenation rule: (left id, right id) -> merged id; nullptr or empty to
+  // look pairs up in the trie instead (slower, same result).
+  const PairTable* pairs = nullptr;
   // kMergeList only; nullptr selects the concatenation-rank rule.
   const absl::flat_hash_map<uint64_t, Merge>* merges = nullptr;
   // Token id of each single byte, Trie::kNoValue when the vocabulary lacks it.
   std::array<uint32_t, 256> byte_ids{};
 };
 
-// Per-thread working memory, reused across pieces so the loop never allocates
-// once it has warmed up.
+// Per-thread working memory for long pieces (short ones use the stack),
+// reused across pieces so the loop never allocates once it has warmed up.
 struct BpeScratch {
   struct Part {
     uint32_t start;  // byte offset in the piece
-    uint32_t state;  // trie node (concatenation rule) or token id (merge list)
+    uint32_t state;  // token id (Trie::kNoValue: a byte the vocabulary lacks)
     uint32_t rank;   // rank of merging with the next part; kNoRank if none
     uint32_t next;   // heap path: index of the next live part
     uint32_t prev;   // heap path: index of the previous live part

@@ -9,93 +9,79 @@ namespace llm::tok::bpe_internal {
 
 using Part = BpeScratch::Part;
 
-// Rank and merged state of parts a and b, where b spans piece[b_begin, b_end).
+// Rank and merged id of parts a and b (token ids, Trie::kNoValue for a byte
+// the vocabulary lacks), where a starts at byte a_begin and b ends at b_end.
 // Returns false when they cannot merge.
-inline bool PairRank(const BpeModel& m, std::string_view piece, const Part& a, uint32_t b_state,
-                     uint32_t b_begin, uint32_t b_end, uint32_t* rank, uint32_t* merged) {
+inline bool PairRank(const BpeModel& m, std::string_view piece, uint32_t a, uint32_t b,
+                     uint32_t a_begin, uint32_t b_end, uint32_t* rank, uint32_t* merged) {
   if (m.merges != nullptr) {
-    if (a.state == Trie::kNoValue || b_state == Trie::kNoValue) return false;
-    auto it = m.merges->find(PairKey(a.state, b_state));
+    if (a == Trie::kNoValue || b == Trie::kNoValue) return false;
+    auto it = m.merges->find(PairKey(a, b));
     if (it == m.merges->end()) return false;
     *rank = it->second.rank;
     *merged = it->second.result;
     return true;
   }
-  // Concatenation rule: extend a's trie node by b's bytes (from the root when a
-  // is a byte the trie lacks).
-  const uint32_t node = a.state != Trie::kNoNode
-                            ? m.trie->Walk(a.state, piece.substr(b_begin, b_end - b_begin))
-                            : m.trie->Walk(Trie::kRoot, piece.substr(a.start, b_end - a.start));
-  const uint32_t value = m.trie->Value(node);
-  if (value == Trie::kNoValue) return false;
-  *rank = value;
-  *merged = node;
+  // Concatenation rule: the pair table when both parts are tokens, else the
+  // trie on the concatenated bytes.
+  uint32_t id = Trie::kNoValue;
+  if (m.pairs != nullptr && !m.pairs->empty() && a != Trie::kNoValue && b != Trie::kNoValue) {
+    id = m.pairs->Find(a, b);
+  } else {
+    id = m.trie->Find(piece.substr(a_begin, b_end - a_begin));
+  }
+  if (id == Trie::kNoValue) return false;
+  *rank = id;
+  *merged = id;
   return true;
 }
 
-inline uint32_t InitialState(const BpeModel& m, uint8_t byte) {
-  return m.merges != nullptr ? m.byte_ids[byte] : m.trie->Child(Trie::kRoot, byte);
-}
-
-inline uint32_t FinalId(const BpeModel& m, uint32_t state) {
-  return m.merges != nullptr ? state : m.trie->Value(state);
-}
-
-// tiktoken's loop: parts in a vector, scan for the minimum rank each round.
+// tiktoken's loop on arrays on the stack: scan for the minimum rank each round,
+// erase the merged part by shifting the (short) tails.
 template <typename Emit>
-void ScanMerge(const BpeModel& m, std::string_view piece, BpeScratch& s, Emit& emit) {
-  auto& parts = s.parts;
+void ScanMerge(const BpeModel& m, std::string_view piece, Emit& emit) {
+  constexpr uint32_t kMax = kBpeHeapThreshold;
   const auto n = static_cast<uint32_t>(piece.size());
-  parts.clear();
+  uint32_t start[kMax + 1];  // start[i]: first byte of part i; start[k] == n
+  uint32_t id[kMax];         // token id of part i
+  uint32_t rank[kMax];       // rank of merging parts i and i + 1 (kNoRank: none)
+  uint32_t merged[kMax];     // the id they merge into
   for (uint32_t i = 0; i < n; ++i) {
-    parts.push_back({i, InitialState(m, static_cast<uint8_t>(piece[i])), kNoRank, 0, 0});
+    start[i] = i;
+    id[i] = m.byte_ids[static_cast<uint8_t>(piece[i])];
   }
-  parts.push_back({n, Trie::kNoNode, kNoRank, 0, 0});  // sentinel: end of piece
-  uint32_t unused = 0;
-  for (size_t i = 0; i + 2 < parts.size(); ++i) {
-    uint32_t r = kNoRank;
-    if (PairRank(m, piece, parts[i], parts[i + 1].state, parts[i + 1].start, parts[i + 2].start,
-                 &r, &unused)) {
-      parts[i].rank = r;
-    }
-  }
-  while (parts.size() > 2) {
+  start[n] = n;
+  uint32_t k = n;  // live parts
+  auto rerank = [&](uint32_t i) {
+    rank[i] = kNoRank;
+    PairRank(m, piece, id[i], id[i + 1], start[i], start[i + 2], &rank[i], &merged[i]);
+  };
+  for (uint32_t i = 0; i + 1 < k; ++i) rerank(i);
+  while (k > 1) {
     uint32_t best = kNoRank;
-    size_t at = 0;
-    for (size_t i = 0; i + 2 < parts.size(); ++i) {
-      if (parts[i].rank < best) {
-        best = parts[i].rank;
+    uint32_t at = 0;
+    for (uint32_t i = 0; i + 1 < k; ++i) {
+      if (rank[i] < best) {
+        best = rank[i];
         at = i;
       }
     }
     if (best == kNoRank) break;
-    uint32_t merged = 0;
-    PairRank(m, piece, parts[at], parts[at + 1].state, parts[at + 1].start, parts[at + 2].start,
-             &best, &merged);
-    parts[at].state = merged;
-    parts.erase(parts.begin() + static_cast<ptrdiff_t>(at) + 1);
-    // Re-rank the merged part with its new right neighbour, and its left
-    // neighbour with it.
-    parts[at].rank = kNoRank;
-    if (at + 2 < parts.size()) {
-      uint32_t r = kNoRank;
-      if (PairRank(m, piece, parts[at], parts[at + 1].state, parts[at + 1].start,
-                   parts[at + 2].start, &r, &unused)) {
-        parts[at].rank = r;
-      }
+    id[at] = merged[at];
+    // Erase part at + 1.
+    std::copy(start + at + 2, start + k + 1, start + at + 1);
+    std::copy(id + at + 2, id + k, id + at + 1);
+    std::copy(rank + at + 2, rank + k, rank + at + 1);
+    std::copy(merged + at + 2, merged + k, merged + at + 1);
+    --k;
+    if (at + 1 < k) {
+      rerank(at);
+    } else {
+      rank[at] = kNoRank;
     }
-    if (at > 0) {
-      uint32_t r = kNoRank;
-      parts[at - 1].rank = kNoRank;
-      if (PairRank(m, piece, parts[at - 1], parts[at].state, parts[at].start,
-                   parts[at + 1].start, &r, &unused)) {
-        parts[at - 1].rank = r;
-      }
-    }
+    if (at > 0) rerank(at - 1);
   }
-  for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    emit(FinalId(m, parts[i].state), parts[i].start, parts[i + 1].start);
-  }
+  for (uint32_t i = 0; i < k; ++i) emit(id[i], start[i], start[i + 1]);
 }
 
 // The same merges in O(n log n): a min-heap of (rank, part index) with lazy
@@ -109,7 +95,7 @@ void HeapMerge(const BpeModel& m, std::string_view piece, BpeScratch& s, Emit& e
   parts.clear();
   heap.clear();
   for (uint32_t i = 0; i <= n; ++i) {
-    const uint32_t state = i < n ? InitialState(m, static_cast<uint8_t>(piece[i])) : Trie::kNoNode;
+    const uint32_t state = i < n ? m.byte_ids[static_cast<uint8_t>(piece[i])] : Trie::kNoValue;
     parts.push_back({i, state, kNoRank, i + 1, i - 1});
   }
   // parts[n] is the end sentinel; the last real part's next is n.
@@ -120,7 +106,8 @@ void HeapMerge(const BpeModel& m, std::string_view piece, BpeScratch& s, Emit& e
     if (j >= n) return;
     uint32_t r = kNoRank;
     uint32_t unused = 0;
-    if (PairRank(m, piece, parts[i], parts[j].state, parts[j].start, end_of(j), &r, &unused)) {
+    if (PairRank(m, piece, parts[i].state, parts[j].state, parts[i].start, end_of(j), &r,
+                 &unused)) {
       parts[i].rank = r;
       heap.push_back((static_cast<uint64_t>(r) << 32) | i);
       std::push_heap(heap.begin(), heap.end(), std::greater<>());
@@ -137,7 +124,7 @@ void HeapMerge(const BpeModel& m, std::string_view piece, BpeScratch& s, Emit& e
     const uint32_t j = parts[i].next;
     uint32_t rank = 0;
     uint32_t merged = 0;
-    PairRank(m, piece, parts[i], parts[j].state, parts[j].start, end_of(j), &rank, &merged);
+    PairRank(m, piece, parts[i].state, parts[j].state, parts[i].start, end_of(j), &rank, &merged);
     parts[i].state = merged;
     parts[i].next = parts[j].next;
     parts[parts[j].next].prev = i;
@@ -146,7 +133,7 @@ void HeapMerge(const BpeModel& m, std::string_view piece, BpeScratch& s, Emit& e
     if (parts[i].start > 0) rerank(parts[i].prev);
   }
   for (uint32_t i = 0; i < n; i = parts[i].next) {
-    emit(FinalId(m, parts[i].state), parts[i].start, end_of(i));
+    emit(parts[i].state, parts[i].start, end_of(i));
   }
 }
 
@@ -158,7 +145,7 @@ template <typename Emit>
 void BytePairEncode(const BpeModel& model, std::string_view piece, BpeScratch& scratch,
                     Emit&& emit) {
   if (piece.size() < kBpeHeapThreshold) {
-    bpe_internal::ScanMerge(model, piece, scratch, emit);
+    bpe_internal::ScanMerge(model, piece, emit);
   } else {
     bpe_internal::HeapMerge(model, piece, scratch, emit);
   }

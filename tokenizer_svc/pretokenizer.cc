@@ -76,8 +76,8 @@ struct Pretokenizer::Compiled {
 
 Pretokenizer::~Pretokenizer() = default;
 
-absl::StatusOr<std::unique_ptr<Pretokenizer>> Pretokenizer::Create(
-    std::vector<std::string> regexes) {
+absl::StatusOr<std::unique_ptr<Pretokenizer>> Pretokenizer::Create(std::vector<std::string> regexes,
+                                                                   bool ascii_scanner) {
   std::unique_ptr<Pretokenizer> p(new Pretokenizer());
   for (const auto& source : regexes) {
     const std::string pattern = WidenWhitespace(source);
@@ -100,6 +100,7 @@ absl::StatusOr<std::unique_ptr<Pretokenizer>> Pretokenizer::Create(
     pcre2_jit_compile(compiled->code, PCRE2_JIT_COMPLETE);
     p->compiled_.push_back(std::move(compiled));
   }
+  if (ascii_scanner && regexes.size() == 1) p->ascii_ = FindAsciiMatcher(regexes[0]);
   p->sources_ = std::move(regexes);
   return p;
 }
@@ -112,8 +113,46 @@ void Pretokenizer::ForEachPiece(std::string_view text,
     return;
   }
   pcre2_match_data* md = pcre2_match_data_create(1, nullptr);
-  Split(0, text, md, piece);
+  if (ascii_ != nullptr) {
+    ScanWithAscii(text, md, piece);
+  } else {
+    Split(0, text, md, piece);
+  }
   pcre2_match_data_free(md);
+}
+
+void Pretokenizer::ScanWithAscii(std::string_view text, void* match_data,
+                                 absl::FunctionRef<void(std::string_view)> piece) const {
+  auto* md = static_cast<pcre2_match_data*>(match_data);
+  const pcre2_code* code = compiled_[0]->code;
+  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  const size_t size = text.size();
+  size_t pos = 0;   // where the next search starts
+  size_t done = 0;  // bytes already handed on
+  while (pos < size) {
+    if (pos == done) {
+      const size_t len = ascii_(text, pos);
+      if (len > 0) {
+        piece(text.substr(pos, len));
+        done = pos = pos + len;
+        continue;
+      }
+    }
+    // Not decided by ASCII: PCRE2 from here, exactly as Split does.
+    const int rc = pcre2_match(code, subject, size, pos, 0, md, nullptr);
+    if (rc < 0) break;
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+    const size_t start = ov[0];
+    const size_t end = ov[1];
+    if (end == start) {
+      pos = start + 1;
+      continue;
+    }
+    if (start > done) piece(text.substr(done, start - done));
+    piece(text.substr(start, end - start));
+    done = pos = end;
+  }
+  if (done < size) piece(text.substr(done));
 }
 
 void Pretokenizer::Split(size_t level, std::string_view fragment, void* match_data,

@@ -1,6 +1,7 @@
 #include "tokenizer_svc/tokenizer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -10,6 +11,8 @@
 #include "common/status_macros.h"
 #include "tokenizer_svc/bpe.h"
 #include "tokenizer_svc/gguf_vocab_loader.h"
+#include "tokenizer_svc/pair_table.h"
+#include "tokenizer_svc/piece_cache.h"
 #include "tokenizer_svc/pretokenizer.h"
 #include "tokenizer_svc/tiktoken_loader.h"
 #include "tokenizer_svc/trie.h"
@@ -20,18 +23,23 @@ struct Tokenizer::Impl {
   Vocab vocab;
   Trie trie;          // normal tokens: bytes -> id
   Trie special_trie;  // control, unknown and user-defined tokens: text -> id
+  PairTable pairs;    // concatenation rule: (left id, right id) -> merged id
   bool has_user_defined = false;
   BpeModel model;
   std::array<uint32_t, 256> byte_fallback{};  // <0xNN> token ids
   std::unique_ptr<Pretokenizer> pre;
+  // Names this instance's entries in the per-thread piece caches.
+  uint64_t cache_owner = 0;
 
-  // One call's state: the allowed special ids and the merge scratch.
+  // One call's state: the allowed special ids, the merge scratch and the
+  // calling thread's piece cache.
   struct Call {
     const EncodeOptions& options;
     std::vector<uint32_t> allowed;  // sorted
     BpeScratch scratch;
     std::vector<uint32_t>* ids;
     absl::Status status;
+    PieceCache* cache = nullptr;
   };
 
   bool Matchable(const Call& call, uint32_t id) const {
@@ -86,20 +94,34 @@ struct Tokenizer::Impl {
       }
       return;
     }
+    // The cache first: it holds recent pieces whether they are whole tokens or
+    // merged, and one probe of it is cheaper than a walk down the trie.
+    const std::span<const uint32_t> cached = call.cache->Lookup(piece);
+    if (!cached.empty()) {
+      call.ids->insert(call.ids->end(), cached.begin(), cached.end());
+      return;
+    }
     if (vocab.whole_piece_shortcut) {
       const uint32_t id = trie.Find(piece);
       if (id != Trie::kNoValue) {
         call.ids->push_back(id);
+        call.cache->Insert(piece, std::span(&id, 1));
         return;
       }
     }
+    const size_t before = call.ids->size();
+    bool all_tokens = true;  // no byte fallback: the ids depend on the piece alone
     BytePairEncode(model, piece, call.scratch, [&](uint32_t id, uint32_t begin, uint32_t) {
       if (id != Trie::kNoValue) {
         call.ids->push_back(id);
       } else {
+        all_tokens = false;
         PushFallback(call, static_cast<uint8_t>(piece[begin]));
       }
     });
+    if (all_tokens) {
+      call.cache->Insert(piece, std::span(*call.ids).subspan(before));
+    }
   }
 
   void EncodeLongestMatch(Call& call, std::string_view text) const {
@@ -156,6 +178,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(Vocab vocab) {
     }
   }
   auto impl = std::make_unique<Impl>();
+  static std::atomic<uint64_t> next_owner{1};
+  impl->cache_owner = next_owner.fetch_add(1, std::memory_order_relaxed);
   impl->byte_fallback.fill(Trie::kNoValue);
   for (uint32_t id = 0; id < n; ++id) {
     const std::string& bytes = vocab.token_bytes[id];
@@ -181,6 +205,10 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(Vocab vocab) {
   impl->trie.Freeze();
   impl->special_trie.Freeze();
   impl->model.trie = &impl->trie;
+  if (vocab.merge_rule == MergeRule::kConcatenationRank) {
+    impl->pairs = PairTable::Build(impl->trie, vocab.token_bytes);
+    impl->model.pairs = &impl->pairs;
+  }
   for (int b = 0; b < 256; ++b) {
     impl->model.byte_ids[b] = impl->trie.Find(std::string(1, static_cast<char>(b)));
   }
@@ -200,7 +228,9 @@ absl::StatusOr<std::vector<uint32_t>> Tokenizer::Encode(std::string_view text,
 absl::Status Tokenizer::EncodeTo(std::string_view text, const EncodeOptions& options,
                                  std::vector<uint32_t>* ids) const {
   const Impl& im = *impl_;
-  Impl::Call call{options, {}, {}, ids, absl::OkStatus()};
+  Impl::Call call{options, {}, {}, ids, absl::OkStatus(), &ThreadPieceCache(im.cache_owner)};
+  // Long pieces are remembered within one call only (see piece_cache.h).
+  call.cache->ForgetLong();
   for (const std::string& name : options.allowed_special) {
     const uint32_t id = im.special_trie.Find(name);
     if (id == Trie::kNoValue) {

@@ -19,7 +19,11 @@
 // Invalid UTF-8 is tokenized as bytes.
 //
 // Threads: immutable after Load()/Create(); Encode and Decode may be called
-// concurrently from any number of threads.
+// concurrently from any number of threads. Encoding remembers recent pieces'
+// ids in a cache that belongs to the calling thread (piece_cache.h: at most
+// ~1.1 MiB per thread that has encoded, freed when the thread exits; shared by
+// all tokenizers, a thread switching tokenizers starts it afresh). Results
+// never depend on the cache.
 // Cost: linear in the input on ordinary text; O(n log n) in the length of a
 // single pre-tokenized piece in the worst case (no quadratic blow-up).
 #ifndef LLM_TOKENIZER_SVC_TOKENIZER_H_

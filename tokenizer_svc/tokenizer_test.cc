@@ -1,7 +1,9 @@
 #include "tokenizer_svc/tokenizer.h"
 
 #include <filesystem>
+#include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -162,6 +164,60 @@ TEST(TokenizerTest, PathologicalInputsEncodeAndRoundTrip) {
     EXPECT_LT(ids->size(), text.size());
     EXPECT_EQ(*tok.Decode(*ids), text);
   }
+}
+
+// Text whose pieces repeat, of every cached size class: short words, pieces of
+// 27..256 bytes (the long table) and longer (never cached).
+std::string RepetitiveText() {
+  std::mt19937 rng(3);
+  std::string text;
+  for (size_t len : {3, 12, 26, 27, 60, 127, 128, 256, 257, 700}) {
+    std::string word;
+    for (size_t i = 0; i < len; ++i) word += static_cast<char>('a' + rng() % 26);
+    for (int rep = 0; rep < 3; ++rep) text += " the " + word + " " + word + "\n";
+  }
+  return text + "unbelievable unbelievable \xF0\x9F\x98\x80\xF0\x9F\x98\x80";
+}
+
+TEST(TokenizerTest, PieceCacheHitsEqualMisses) {
+  const std::string text = RepetitiveText();
+  const std::string o200k_path = testing::SharedDir() + "/tokenizer/o200k_base.tiktoken";
+  auto other = Tokenizer::Load({.path = o200k_path});
+  ASSERT_TRUE(other.ok()) << other.status();
+  std::vector<std::vector<uint32_t>> runs;
+  std::vector<uint32_t> other_first, other_again;
+  // A fresh thread has an empty cache: the first pass misses on every first
+  // occurrence, the second hits, the third follows another tokenizer's use of
+  // the same thread's cache.
+  std::thread t([&] {
+    for (int i = 0; i < 3; ++i) {
+      runs.push_back(*Cl100k().Encode(text, {}));
+      if (i == 1) other_first = *(*other)->Encode(text, {});
+    }
+    other_again = *(*other)->Encode(text, {});
+  });
+  t.join();
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[0], runs[1]);
+  EXPECT_EQ(runs[0], runs[2]);
+  EXPECT_EQ(other_first, other_again);
+  EXPECT_NE(runs[0], other_first);
+  EXPECT_EQ(*Cl100k().Decode(runs[0]), text);
+  EXPECT_EQ(*(*other)->Decode(other_first), text);
+}
+
+TEST(TokenizerTest, ConcurrentEncodesAgree) {
+  const std::string text = RepetitiveText();
+  const std::vector<uint32_t> want = *Cl100k().Encode(text, {});
+  std::vector<std::vector<uint32_t>> got(4);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < got.size(); ++i) {
+    threads.emplace_back([&, i] {
+      for (int rep = 0; rep < 20; ++rep) got[i] = *Cl100k().Encode(text, {});
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& ids : got) EXPECT_EQ(ids, want);
 }
 
 TEST(TokenizerTest, UserDefinedTokensAreMatchedBeforePreTokenization) {

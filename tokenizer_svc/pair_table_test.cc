@@ -1,0 +1,128 @@
+// The pair table against the trie it is built from: for every pair of tokens
+// (exhaustively on small vocabularies, every split of every token and random
+// pairs on the real ones) Find(l, r) == trie.Find(bytes(l) + bytes(r)).
+#include "tokenizer_svc/pair_table.h"
+
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/test_paths.h"
+#include "tokenizer_svc/tiktoken_loader.h"
+
+namespace llm::tok {
+namespace {
+
+Trie MakeTrie(const std::vector<std::string>& tokens) {
+  Trie t;
+  for (uint32_t id = 0; id < tokens.size(); ++id) {
+    if (!tokens[id].empty()) t.Insert(tokens[id], id);
+  }
+  t.Freeze();
+  return t;
+}
+
+TEST(PairTableTest, SmallExample) {
+  const std::vector<std::string> tokens = {"a", "b", "ab", "abb", "bb", "c"};
+  const Trie trie = MakeTrie(tokens);
+  const PairTable t = PairTable::Build(trie, tokens);
+  // Pairs: (a,b)->ab, (ab,b)->abb, (a,bb)->abb, (b,b)->bb.
+  EXPECT_EQ(t.size(), 4u);
+  EXPECT_EQ(t.Find(0, 1), 2u);
+  EXPECT_EQ(t.Find(2, 1), 3u);
+  EXPECT_EQ(t.Find(0, 4), 3u);
+  EXPECT_EQ(t.Find(1, 1), 4u);
+  EXPECT_EQ(t.Find(1, 0), Trie::kNoValue);
+  EXPECT_EQ(t.Find(5, 5), Trie::kNoValue);
+  EXPECT_EQ(t.Find(PairTable::kMaxId, 0), Trie::kNoValue);
+  EXPECT_EQ(t.Find(Trie::kNoValue, 0), Trie::kNoValue);
+}
+
+TEST(PairTableTest, DuplicatesMapToTheLowestId) {
+  // "ab" twice (ids 2 and 3): the trie keeps 2, and so does the table.
+  const std::vector<std::string> tokens = {"a", "b", "ab", "ab", "", "abab"};
+  const Trie trie = MakeTrie(tokens);
+  const PairTable t = PairTable::Build(trie, tokens);
+  EXPECT_EQ(t.Find(0, 1), 2u);
+  EXPECT_EQ(t.Find(2, 2), 5u);
+  EXPECT_EQ(t.Find(3, 3), Trie::kNoValue);  // 3 is never a part's id
+}
+
+TEST(PairTableTest, IdsTooLargeGiveAnEmptyTable) {
+  std::vector<std::string> tokens(PairTable::kMaxId + 1);
+  tokens[0] = "a";
+  tokens[1] = "b";
+  tokens[PairTable::kMaxId] = "ab";
+  const Trie trie = MakeTrie(tokens);
+  const PairTable t = PairTable::Build(trie, tokens);
+  EXPECT_TRUE(t.empty());
+  EXPECT_EQ(t.Find(0, 1), Trie::kNoValue);
+}
+
+TEST(PairTableTest, EveryPairAgreesWithTheTrieOnRandomVocabularies) {
+  std::mt19937 rng(11);
+  for (int round = 0; round < 4; ++round) {
+    std::vector<std::string> tokens = {"a", "b", "c"};
+    while (tokens.size() < 400) {
+      std::string s = tokens[rng() % tokens.size()] + tokens[rng() % tokens.size()];
+      if (s.size() <= 10) tokens.push_back(std::move(s));  // duplicates included
+    }
+    const Trie trie = MakeTrie(tokens);
+    const PairTable t = PairTable::Build(trie, tokens);
+    for (uint32_t l = 0; l < tokens.size(); ++l) {
+      for (uint32_t r = 0; r < tokens.size(); ++r) {
+        if (trie.Find(tokens[l]) != l || trie.Find(tokens[r]) != r) continue;  // not canonical
+        ASSERT_EQ(t.Find(l, r), trie.Find(tokens[l] + tokens[r])) << l << " " << r;
+      }
+    }
+  }
+}
+
+class RealVocab : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RealVocab, AgreesWithTheTrie) {
+  const std::string path = llm::testing::SharedDir() + "/tokenizer/" + GetParam() + ".tiktoken";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing " << path;
+  auto vocab = LoadTiktokenVocab(path, {});
+  ASSERT_TRUE(vocab.ok()) << vocab.status();
+  std::vector<std::string> tokens;
+  for (size_t id = 0; id < vocab->size(); ++id) {
+    tokens.push_back(vocab->token_types[id] == TokenType::kNormal ? vocab->token_bytes[id] : "");
+  }
+  const Trie trie = MakeTrie(tokens);
+  const PairTable t = PairTable::Build(trie, tokens);
+  ASSERT_FALSE(t.empty());
+  // Complete: every split of every token into two tokens is in the table.
+  size_t splits = 0;
+  for (uint32_t id = 0; id < tokens.size(); ++id) {
+    const std::string& s = tokens[id];
+    for (size_t k = 1; k < s.size(); ++k) {
+      const uint32_t l = trie.Find(s.substr(0, k));
+      const uint32_t r = trie.Find(s.substr(k));
+      if (l == Trie::kNoValue || r == Trie::kNoValue) continue;
+      ++splits;
+      ASSERT_EQ(t.Find(l, r), trie.Find(s)) << id << " at " << k;
+    }
+  }
+  EXPECT_EQ(splits, t.size());
+  // Sound: random pairs, and pairs with a single byte, agree with the trie.
+  std::vector<uint32_t> byte_ids;
+  for (int b = 0; b < 256; ++b) byte_ids.push_back(trie.Find(std::string(1, static_cast<char>(b))));
+  std::mt19937 rng(5);
+  const auto n = static_cast<uint32_t>(tokens.size());
+  for (int i = 0; i < 1'000'000; ++i) {
+    uint32_t l = rng() % n;
+    uint32_t r = i % 2 == 0 ? rng() % n : byte_ids[rng() % 256];
+    if (i % 4 == 1) std::swap(l, r);
+    if (l >= n || r >= n || tokens[l].empty() || tokens[r].empty()) continue;
+    ASSERT_EQ(t.Find(l, r), trie.Find(tokens[l] + tokens[r])) << l << " " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiktoken, RealVocab, ::testing::Values("cl100k_base", "o200k_base"));
+
+}  // namespace
+}  // namespace llm::tok
