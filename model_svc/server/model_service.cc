@@ -495,6 +495,7 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Info(grpc::CallbackServerContext* co
   response->set_session_ttl_seconds(absl::ToDoubleSeconds(o.session_ttl));
   response->set_replica_id(options_.replica_id);
   response->set_max_streams(options_.max_streams);
+  response->set_draining(draining_.load(std::memory_order_acquire));
   return FinishNow(metrics_, &log, context, absl::OkStatus());
 }
 
