@@ -21,12 +21,16 @@
 #include "client/chat_template.h"
 #include "client/generator.h"
 #include "client/health.h"
+#include "client/model_target.h"
 #include "client/security_flags.h"
 #include "common/strings.h"
 
 ABSL_FLAG(std::string, tokenizer, "127.0.0.1:50051",
           "generate/chat/health: tokenizer service address.");
-ABSL_FLAG(std::string, model, "127.0.0.1:50052", "generate/chat/health: model service address.");
+ABSL_FLAG(std::string, model, "127.0.0.1:50052",
+          "generate/chat/health: model service: HOST:PORT, a comma-separated list of replicas "
+          "(sessions are spread over them and each call goes to its session's replica), or "
+          "dns:///NAME:PORT (every address NAME resolves to, e.g. a headless Service).");
 ABSL_FLAG(std::string, prompt, "",
           "generate: the prompt (the user message in chat mode). Empty: read stdin.");
 ABSL_FLAG(std::string, system, "",
@@ -380,10 +384,24 @@ int RunChat(const std::vector<std::string>& stop) {
 
 int RunHealth() {
   const absl::Duration wait = absl::Seconds(std::max(0.0, absl::GetFlag(FLAGS_wait)));
+  std::vector<std::pair<std::string, std::string>> checks = {
+      {"tokenizer", absl::GetFlag(FLAGS_tokenizer)}};
+  // Every model replica the target names.
+  absl::StatusOr<client::ModelTarget> target = client::ParseModelTarget(absl::GetFlag(FLAGS_model));
+  if (!target.ok()) {
+    std::fprintf(stderr, "llm health: --model: %s\n",
+                 std::string(target.status().message()).c_str());
+    return 2;
+  }
+  absl::StatusOr<std::vector<std::string>> replicas = client::TargetAddresses(*target);
+  if (!replicas.ok()) {
+    std::printf("model %s: NOT SERVING (%s)\n", absl::GetFlag(FLAGS_model).c_str(),
+                std::string(replicas.status().message()).c_str());
+    return 1;
+  }
+  for (const std::string& address : *replicas) checks.emplace_back("model", address);
   int exit_code = 0;
-  for (const auto& [name, address] :
-       {std::pair<std::string, std::string>{"tokenizer", absl::GetFlag(FLAGS_tokenizer)},
-        std::pair<std::string, std::string>{"model", absl::GetFlag(FLAGS_model)}}) {
+  for (const auto& [name, address] : checks) {
     absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = client::ChannelFromFlags(address);
     if (!channel.ok()) {
       std::fprintf(stderr, "llm health: %s\n", std::string(channel.status().message()).c_str());

@@ -27,11 +27,18 @@ constexpr absl::Duration kCancelPoll = absl::Milliseconds(20);
 constexpr absl::Duration kFirstBackoff = absl::Milliseconds(100);
 constexpr absl::Duration kMaxBackoff = absl::Seconds(1);
 
+// `server_name`: the name to verify a TLS certificate against when
+// options.tls_server_name is empty ("": the address's host).
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& address,
-                                         const std::shared_ptr<grpc::ChannelCredentials>& creds,
-                                         const ClientOptions& options) {
+                                          const std::shared_ptr<grpc::ChannelCredentials>& creds,
+                                          const ClientOptions& options,
+                                          const std::string& server_name = "") {
   grpc::ChannelArguments args;
-  if (!options.tls_server_name.empty()) args.SetSslTargetNameOverride(options.tls_server_name);
+  if (!options.tls_server_name.empty()) {
+    args.SetSslTargetNameOverride(options.tls_server_name);
+  } else if (!server_name.empty()) {
+    args.SetSslTargetNameOverride(server_name);
+  }
   // Loopback and cluster peers come back fast: retry connecting often.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
@@ -102,9 +109,18 @@ absl::Status Generator::Init() {
       MakeChannelCredentials(options_.tls);
   if (!creds.ok()) return creds.status();
   tokenizer_channel_ = NewChannel(options_.tokenizer_address, *creds, options_);
-  model_channel_ = NewChannel(options_.model_address, *creds, options_);
   tokenizer_ = v1::Tokenizer::NewStub(tokenizer_channel_);
-  model_ = v1::Model::NewStub(model_channel_);
+  ModelPoolOptions pool_options;
+  pool_options.probe_timeout = std::min(options_.rpc_timeout, absl::Seconds(5));
+  pool_options.refresh_interval = options_.model_refresh_interval;
+  absl::StatusOr<std::unique_ptr<ModelPool>> pool = ModelPool::Create(
+      options_.model_address,
+      [this, creds = *creds](const std::string& address, const std::string& server_name) {
+        return NewChannel(address, creds, options_, server_name);
+      },
+      pool_options);
+  if (!pool.ok()) return pool.status();
+  pool_ = std::move(*pool);
 
   // Info from one service; a server that answers UNAVAILABLE over a live
   // connection is loading, and is waited for.
@@ -134,10 +150,18 @@ absl::Status Generator::Init() {
                            [&](grpc::ClientContext* c) {
                              return tokenizer_->Info(c, v1::InfoRequest(), &tokenizer_info_);
                            }));
-  LLM_RETURN_IF_ERROR(
-      info(model_channel_, "model", options_.model_address, [&](grpc::ClientContext* c) {
-        return model_->Info(c, v1::ModelInfoRequest(), &model_info_);
-      }));
+  {  // The model replicas: wait for one that is loading.
+    const absl::Time give_up = absl::Now() + options_.reconnect_timeout;
+    absl::Status s;
+    while (!(s = pool_->Refresh()).ok() && pool_->any_loading() && absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(200));
+    }
+    if (!s.ok()) {
+      return absl::UnavailableError(
+          StrCat("cannot reach the model service at ", options_.model_address, ": ", s.message()));
+    }
+    model_info_ = pool_->info();
+  }
   if (tokenizer_info_.vocab_size() > model_info_.vocab_size()) {
     return absl::FailedPreconditionError(
         StrCat("the tokenizer at ", options_.tokenizer_address, " has ",
@@ -188,14 +212,20 @@ absl::StatusOr<std::string> Generator::Decode(std::span<const int32_t> ids) {
 
 absl::Status Generator::Release(Session& session) {
   absl::Status result;
-  if (!session.id.empty()) {
+  // A session whose replica is gone is released already.
+  absl::StatusOr<ModelPool::Endpoint*> owner =
+      session.id.empty() ? absl::NotFoundError("") : pool_->ForSession(session.id);
+  if (owner.ok()) {
     v1::ReleaseRequest request;
     request.set_session_id(session.id);
     v1::ReleaseResponse response;
     auto context = NewContext();
-    const grpc::Status s = model_->Release(context.get(), request, &response);
+    const grpc::Status s = (*owner)->stub->Release(context.get(), request, &response);
     if (!s.ok() && s.error_code() != grpc::StatusCode::NOT_FOUND) {
-      result = WithContext(FromGrpcStatus(s), StrCat("model service at ", options_.model_address));
+      if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+        pool_->MarkDown(*owner, FromGrpcStatus(s));
+      }
+      result = WithContext(FromGrpcStatus(s), StrCat("model service at ", (*owner)->address));
     }
   }
   session = Session();
@@ -203,23 +233,35 @@ absl::Status Generator::Release(Session& session) {
 }
 
 absl::StatusOr<v1::ListSessionsResponse> Generator::ListSessions() {
-  v1::ListSessionsResponse response;
-  auto context = NewContext();
-  const grpc::Status s = model_->ListSessions(context.get(), v1::ListSessionsRequest(), &response);
-  if (!s.ok()) {
-    return WithContext(FromGrpcStatus(s), StrCat("model service at ", options_.model_address));
+  v1::ListSessionsResponse all;
+  for (const auto& e : pool_->endpoints()) {
+    if (!e->up) continue;
+    v1::ListSessionsResponse response;
+    auto context = NewContext();
+    const grpc::Status s =
+        e->stub->ListSessions(context.get(), v1::ListSessionsRequest(), &response);
+    if (!s.ok()) {
+      return WithContext(FromGrpcStatus(s), StrCat("model service at ", e->address));
+    }
+    for (v1::SessionInfo& info : *response.mutable_sessions()) {
+      *all.add_sessions() = std::move(info);
+    }
   }
-  return response;
+  return all;
 }
 
 grpc::Status Generator::PrefillOnce(const v1::PrefillRequest& request,
                                     v1::PrefillResponse* response) {
+  absl::StatusOr<ModelPool::Endpoint*> endpoint = request.session_id().empty()
+                                                      ? pool_->ForNewSession()
+                                                      : pool_->ForSession(request.session_id());
+  if (!endpoint.ok()) return ToGrpcStatus(endpoint.status());
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
   grpc::CompletionQueue queue;
   grpc::Status status;
   {
-    auto call = model_->PrepareAsyncPrefill(&context, request, &queue);
+    auto call = (*endpoint)->stub->PrepareAsyncPrefill(&context, request, &queue);
     call->StartCall();
     int tag = 0;
     call->Finish(response, &status, &tag);
@@ -241,6 +283,11 @@ grpc::Status Generator::PrefillOnce(const v1::PrefillRequest& request,
   bool ok;
   while (queue.Next(&tag, &ok)) {
   }
+  if (status.ok() && request.session_id().empty()) {
+    pool_->Learned(*endpoint, response->session_id());
+  } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    pool_->MarkDown(*endpoint, FromGrpcStatus(status));
+  }
   return status;
 }
 
@@ -251,6 +298,7 @@ absl::StatusOr<v1::PrefillResponse> Generator::PrefillWithRecovery(Session& sess
   const absl::Time give_up = absl::Now() + options_.reconnect_timeout;
   absl::Duration backoff = kFirstBackoff;
   int lost = 0;
+  int new_session_refusals = 0;
   while (true) {
     v1::PrefillRequest request;
     request.set_session_id(session.id);
@@ -271,17 +319,25 @@ absl::StatusOr<v1::PrefillResponse> Generator::PrefillWithRecovery(Session& sess
       session.unsynced = !session.id.empty();
       return absl::CancelledError("cancelled during the prefill");
     }
-    if (s.error_code() == grpc::StatusCode::NOT_FOUND && !session.id.empty() &&
-        lost < kMaxRebuildsPerCall) {
-      session.id.clear();  // lost: rebuild from the history
+    // A lost session: gone from its replica (NOT_FOUND) or its replica gone
+    // (UNAVAILABLE, marked down by PrefillOnce): rebuild it from the
+    // history, on any replica.
+    if ((s.error_code() == grpc::StatusCode::NOT_FOUND ||
+         s.error_code() == grpc::StatusCode::UNAVAILABLE) &&
+        !session.id.empty() && lost < kMaxRebuildsPerCall) {
+      session.id.clear();
       ++lost;
       ++*rebuilds;
       continue;
     }
+    // No replica took the new session: another may (the one that refused is
+    // marked down), or after a while.
     if (s.error_code() == grpc::StatusCode::UNAVAILABLE && absl::Now() + backoff < give_up &&
         !cancel_requested()) {
-      absl::SleepFor(backoff);
-      backoff = std::min(backoff * 2, kMaxBackoff);
+      if (++new_session_refusals % static_cast<int>(pool_->endpoints().size() + 1) == 0) {
+        absl::SleepFor(backoff);
+        backoff = std::min(backoff * 2, kMaxBackoff);
+      }
       continue;
     }
     return WithContext(FromGrpcStatus(s), StrCat("model service at ", options_.model_address));
@@ -297,7 +353,6 @@ class Generator::Run {
   absl::StatusOr<GenerateResult> Go(std::span<const int32_t> new_tokens);
 
  private:
-  std::string ModelWhat() const { return StrCat("model service at ", g_.options_.model_address); }
   std::string TokenizerWhat() const {
     return StrCat("tokenizer service at ", g_.options_.tokenizer_address);
   }
@@ -329,6 +384,7 @@ class Generator::Run {
   GenerateResult result_;
   DecodedLogits logits_;
   std::unique_ptr<ModelStream> model_stream_;
+  ModelPool::Endpoint* stream_endpoint_ = nullptr;     // model_stream_'s replica
   absl::Status send_error_;                            // a failed SendStep, reported by AwaitStep
   std::unique_ptr<TokenizerStream> tokenizer_stream_;  // kDecodeStream
   std::optional<Detokenizer> detokenizer_;             // kCachedDecode
@@ -341,11 +397,18 @@ void Generator::Run::Emit(std::string_view text, int32_t token, float logprob) {
 
 void Generator::Run::SendStep(int32_t token) {
   send_error_ = absl::OkStatus();
-  if (model_stream_ == nullptr) {
+  if (model_stream_ == nullptr) {  // to the session's replica
+    absl::StatusOr<ModelPool::Endpoint*> owner = g_.pool_->ForSession(session_.id);
+    if (!owner.ok()) {
+      send_error_ = owner.status();  // lost: AwaitStep rebuilds it
+      return;
+    }
+    stream_endpoint_ = *owner;
     model_stream_ =
-        std::make_unique<ModelStream>(ModelWhat(), g_.options_.rpc_timeout, StreamDeadline());
+        std::make_unique<ModelStream>(StrCat("model service at ", stream_endpoint_->address),
+                                      g_.options_.rpc_timeout, StreamDeadline());
     send_error_ = model_stream_->Start([&](grpc::ClientContext* c, grpc::CompletionQueue* q) {
-      return g_.model_->PrepareAsyncDecodeStream(c, q);
+      return stream_endpoint_->stub->PrepareAsyncDecodeStream(c, q);
     });
     if (!send_error_.ok()) return;
   }
@@ -366,6 +429,11 @@ absl::Status Generator::Run::AwaitStep(int32_t token, bool need_logits) {
     return logits_.Decode(model_stream_->response().logits(), g_.model_info_.vocab_size());
   }
   model_stream_.reset();  // finished (or aborted by the destructor)
+  // Its replica went away or is shutting down (it cancels streams then).
+  if (stream_endpoint_ != nullptr && (absl::IsUnavailable(s) || absl::IsCancelled(s))) {
+    g_.pool_->MarkDown(stream_endpoint_, s);
+  }
+  stream_endpoint_ = nullptr;
   if (!IsRecoverable(s) || result_.session_rebuilds >= kMaxRebuildsPerCall) {
     session_.pending.push_back(token);
     session_.unsynced = !session_.id.empty();

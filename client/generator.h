@@ -17,13 +17,20 @@
 // Stops on the vocabulary's EOS / EOT ids (tokenizer Info), on a stop string
 // (which never reaches the output), at max_tokens, or on Cancel().
 //
+// Replicas: ClientOptions::model_address may name several model servers (a
+// comma-separated list, or dns:///NAME:PORT for every address of a headless
+// Service); model_pool.h routes each session's calls to the replica that
+// holds it (its id names the replica) and spreads new sessions round robin.
+//
 // Sessions: the client keeps its own copy of each session's tokens
-// (Session::tokens). When the model service answers NOT_FOUND (the session
-// expired, was evicted, or the server restarted), the whole history is
-// prefilled into a new session and generation goes on where it was: the
-// caller sees no error and no repeated text. UNAVAILABLE (the server is
-// restarting, loading, or unreachable for a moment) is retried with backoff
-// for ClientOptions::reconnect_timeout, then rebuilt the same way.
+// (Session::tokens). When the session is lost (NOT_FOUND: it expired, was
+// evicted, or its replica restarted, which the id's epoch shows; UNAVAILABLE
+// or a cancelled stream: its replica went away or is shutting down), the
+// whole history is prefilled into a new session, on any replica that is up,
+// and generation goes on where it was: the caller sees no error and no
+// repeated text. When no replica takes new sessions (all restarting, loading
+// or unreachable for a moment), that is retried with backoff for
+// ClientOptions::reconnect_timeout.
 //
 // Pipelining: a sampled token is sent to the model first and detokenized
 // while the model computes the next logits. So at a stop string the token
@@ -63,6 +70,7 @@
 #include "absl/time/time.h"
 #include "client/detokenizer.h"
 #include "client/logits.h"
+#include "client/model_pool.h"
 #include "common/grpc/security.h"
 #include "llm/v1/model.grpc.pb.h"
 #include "llm/v1/tokenizer.grpc.pb.h"
@@ -72,7 +80,12 @@ namespace llm::client {
 
 struct ClientOptions {
   std::string tokenizer_address = "127.0.0.1:50051";
+  // One model server "host:port", several "h1:p1,h2:p2", or "dns:///name:port"
+  // (every A / AAAA record: one per pod of a headless Service).
   std::string model_address = "127.0.0.1:50052";
+  // How often a dns:/// target is re-resolved and the replicas' Info re-read
+  // (also done at once when a session's replica or every replica is missing).
+  absl::Duration model_refresh_interval = absl::Seconds(30);
   // Deadline of each unary call, and of each step of a stream.
   absl::Duration rpc_timeout = absl::Seconds(60);
   // How long UNAVAILABLE answers are retried (server restarting or loading).
@@ -185,8 +198,10 @@ class Generator {
   // clears `session`.
   absl::Status Release(Session& session);
 
-  // The model service's sessions (for tests and tools).
+  // The sessions of every model replica that is up (for tests and tools).
   absl::StatusOr<v1::ListSessionsResponse> ListSessions();
+  // The model replicas (for tests and tools).
+  const ModelPool& model_pool() const { return *pool_; }
 
   // Stops the current or next generation (see above). Async-signal-safe.
   void Cancel() { cancel_.store(true, std::memory_order_relaxed); }
@@ -206,16 +221,17 @@ class Generator {
                                                           std::span<const int32_t> tokens,
                                                           const v1::LogitsOptions& logits,
                                                           int32_t* rebuilds);
-  // One Prefill call, cancellable.
+  // One Prefill call, cancellable, to the session's replica (a new one's
+  // from the pool). Marks a replica that answers UNAVAILABLE down, and
+  // learns the replica id of a new session.
   grpc::Status PrefillOnce(const v1::PrefillRequest& request, v1::PrefillResponse* response);
 
   std::unique_ptr<grpc::ClientContext> NewContext() const;
 
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> tokenizer_channel_;
-  std::shared_ptr<grpc::Channel> model_channel_;
   std::unique_ptr<v1::Tokenizer::Stub> tokenizer_;
-  std::unique_ptr<v1::Model::Stub> model_;
+  std::unique_ptr<ModelPool> pool_;
   v1::InfoResponse tokenizer_info_;
   v1::ModelInfo model_info_;
   std::vector<int32_t> end_ids_;

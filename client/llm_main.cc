@@ -48,6 +48,8 @@ constexpr char kUsage[] =
     "Defaults: --tokenizer 127.0.0.1:50051 --model 127.0.0.1:50052 --max-tokens 256\n"
     "--temperature 0.8 --top-k 40 --top-p 0.95 --min-p 0.05 --seed -1 (random)\n"
     "--timeout 60. --temperature 0 is greedy. --stop may be repeated.\n"
+    "--model also takes several replicas, HOST:PORT,HOST:PORT, or dns:///NAME:PORT (every\n"
+    "address of NAME): sessions are spread over them, each call goes to its session's one.\n"
     "Exit status: 0 done; 1 a service failed or cannot be reached; 2 bad usage or values.\n"
     "Flags may be written --max-tokens or --max_tokens. Run 'llm --helpfull' for all flags.";
 

@@ -3,6 +3,9 @@
 // processes on port 0, with their stdout port lines read here.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -20,229 +23,31 @@
 #include <utility>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
-
 #include "common/grpc/security.h"
 #include "common/strings.h"
 #include "common/test_paths.h"
 #include "llm/v1/model.grpc.pb.h"
 #include "llm/v1/tokenizer.grpc.pb.h"
 #include "model_svc/testing/random_model.h"
+#include "tests/ops_server.h"
 #include "tests/server_process.h"
 
 namespace llm {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::Clock;
-
-// ---------------------------------------------------------------------------
-// A server process whose stdout lines (port lines) are read here.
-
-class OpsServer {
- public:
-  // Starts build/bin/<binary> with `flags` on 127.0.0.1:0 and reads its
-  // stdout until the gRPC port line and, with `want_metrics`, the metrics
-  // port line. Null with *error set on failure.
-  // `stderr_path`: where the server's stderr goes ("" = the test's).
-  static std::unique_ptr<OpsServer> Start(const std::string& binary,
-                                          const std::vector<std::string>& flags,
-                                          bool want_metrics, std::string* error,
-                                          const std::string& stderr_path = "") {
-    // A short drain: the tests' idle channels would hold the default 5 s.
-    std::vector<std::string> argv = {testing::BinPath(binary), "--listen", "127.0.0.1:0",
-                                     "--drain_seconds", "1"};
-    argv.insert(argv.end(), flags.begin(), flags.end());
-    int out_pipe[2];
-    if (pipe2(out_pipe, O_CLOEXEC) != 0) {
-      *error = "pipe2 failed";
-      return nullptr;
-    }
-    // The child inherits fd 2: point it at the file around the fork.
-    int saved_stderr = -1;
-    if (!stderr_path.empty()) {
-      const int file = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      saved_stderr = dup(STDERR_FILENO);
-      dup2(file, STDERR_FILENO);
-      close(file);
-    }
-    const pid_t pid = testing::Spawn(argv, -1, out_pipe[1], error);
-    if (saved_stderr >= 0) {
-      dup2(saved_stderr, STDERR_FILENO);
-      close(saved_stderr);
-    }
-    close(out_pipe[1]);
-    if (pid < 0) {
-      close(out_pipe[0]);
-      return nullptr;
-    }
-    std::unique_ptr<OpsServer> s(new OpsServer(pid, out_pipe[0]));
-    const std::string prefix = binary + ": ";
-    while (s->port_ == 0 || (want_metrics && s->metrics_port_ == 0)) {
-      const std::string line = s->ReadLine(std::chrono::seconds(60));
-      if (line.empty()) {
-        *error = StrCat("no port lines from ", binary);
-        return nullptr;
-      }
-      int* target = nullptr;
-      std::string rest;
-      if (line.rfind(prefix + "listening on port ", 0) == 0) {
-        target = &s->port_;
-        rest = line.substr(prefix.size() + 18);
-      } else if (line.rfind(prefix + "metrics on port ", 0) == 0) {
-        target = &s->metrics_port_;
-        rest = line.substr(prefix.size() + 16);
-      }
-      if (target != nullptr) *target = std::atoi(rest.c_str());
-    }
-    return s;
-  }
-
-  ~OpsServer() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      testing::WaitForExit(pid_, std::chrono::seconds(10));
-    }
-    close(fd_);
-  }
-
-  int port() const { return port_; }
-  int metrics_port() const { return metrics_port_; }
-  std::string address() const { return StrCat("127.0.0.1:", port_); }
-
-  // Sends SIGTERM; the wait status, or nullopt if it had to be killed.
-  std::optional<int> Terminate() {
-    kill(pid_, SIGTERM);
-    const std::optional<int> status = testing::WaitForExit(pid_, std::chrono::seconds(15));
-    pid_ = -1;
-    return status;
-  }
-
- private:
-  OpsServer(pid_t pid, int fd) : pid_(pid), fd_(fd) {}
-
-  std::string ReadLine(std::chrono::milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    std::string line;
-    while (Clock::now() < deadline) {
-      pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, 100) <= 0) continue;
-      char c;
-      if (read(fd_, &c, 1) != 1) return line;
-      if (c == '\n') return line;
-      line.push_back(c);
-    }
-    return "";
-  }
-
-  pid_t pid_;
-  int fd_;
-  int port_ = 0;
-  int metrics_port_ = 0;
-};
-
-// ---------------------------------------------------------------------------
-// Metrics.
-
-// GET http://127.0.0.1:port/path; the response (headers and body), "" on failure.
-std::string HttpGet(int port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return "";
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string out;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request = StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
-    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
-      char buf[4096];
-      ssize_t n;
-      while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
-    }
-  }
-  close(fd);
-  return out;
-}
-
-// The value of the sample `series` (name plus labels, as written, e.g.
-// `x_total{code="NOT_FOUND"}`) in a text-format scrape; nullopt if absent.
-std::optional<double> Sample(const std::string& scrape, const std::string& series) {
-  size_t pos = 0;
-  const std::string needle = series + " ";
-  while ((pos = scrape.find(needle, pos)) != std::string::npos) {
-    if (pos == 0 || scrape[pos - 1] == '\n') {
-      return std::strtod(scrape.c_str() + pos + needle.size(), nullptr);
-    }
-    pos += needle.size();
-  }
-  return std::nullopt;
-}
-
-std::string Describe(const grpc::Status& s) {
-  return StrCat(static_cast<int>(s.error_code()), ": ", s.error_message());
-}
+using testing::Describe;
+using ::testing::HasSubstr;
+using testing::HttpGet;
+using testing::OpsServer;
+using testing::Sample;
 
 std::string MptVocab() {
   return testing::SharedDir() + "/conformance/llama-vocab/ggml-vocab-mpt.gguf";
 }
 
-// A random Llama model written to a temporary file.
-std::string WriteModel() {
-  model::testing::RandomModelSpec spec;
-  spec.name = "random-llama-ops-test";
-  spec.seed = 11;
-  const std::string path = StrCat(::testing::TempDir(), "ops_test_", getpid(), ".gguf");
-  absl::StatusOr<std::string> bytes = model::testing::RandomModelGguf(spec);
-  if (!bytes.ok()) return "";
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
-  return out ? path : "";
-}
-
-TEST(MetricsTest, TokenizerServerCountsRequestsAndBytes) {
-  if (!std::filesystem::exists(MptVocab())) GTEST_SKIP() << "missing " << MptVocab();
-  std::string error;
-  auto server = OpsServer::Start(
-      "tokenizer_server", {"--vocab", MptVocab(), "--metrics_listen", "127.0.0.1:0"}, true, &error);
-  ASSERT_NE(server, nullptr) << error;
-  ASSERT_GT(server->metrics_port(), 0);
-
-  const std::string before = HttpGet(server->metrics_port(), "/metrics");
-  ASSERT_THAT(before, HasSubstr("200 OK"));
-  EXPECT_THAT(before, HasSubstr("# TYPE llm_tokenizer_bytes_total counter"));
-  EXPECT_THAT(before, HasSubstr("# TYPE llm_tokenizer_request_seconds histogram"));
-  EXPECT_EQ(Sample(before, "llm_tokenizer_bytes_total"), 0.0);
-
-  auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
-  auto stub = v1::Tokenizer::NewStub(channel);
-  for (int i = 0; i < 3; ++i) {
-    grpc::ClientContext context;
-    v1::EncodeRequest request;
-    request.set_text("hello world");  // 11 bytes
-    v1::EncodeResponse response;
-    const grpc::Status status = stub->Encode(&context, request, &response);
-    ASSERT_TRUE(status.ok()) << Describe(status);
-  }
-  {
-    grpc::ClientContext context;
-    v1::InfoResponse info;
-    ASSERT_TRUE(stub->Info(&context, v1::InfoRequest(), &info).ok());
-  }
-  const std::string after = HttpGet(server->metrics_port(), "/metrics");
-  EXPECT_EQ(Sample(after, "llm_tokenizer_requests_total{method=\"Encode\"}"), 3.0);
-  EXPECT_EQ(Sample(after, "llm_tokenizer_requests_total{method=\"Info\"}"), 1.0);
-  EXPECT_EQ(Sample(after, "llm_tokenizer_bytes_total"), 33.0);
-  EXPECT_EQ(Sample(after, "llm_tokenizer_request_seconds_count"), 4.0);
-  const std::optional<int> status = server->Terminate();
-  ASSERT_TRUE(status.has_value());
-  EXPECT_TRUE(testing::ExitedZero(*status)) << testing::DescribeWaitStatus(*status);
-}
-
 TEST(MetricsTest, ModelServerReportsLatenciesTokensSessionsAndRejections) {
-  const std::string model = WriteModel();
+  const std::string model = testing::WriteRandomModel("ops-test", 11);
   ASSERT_FALSE(model.empty());
   std::string error;
   auto server = OpsServer::Start(
@@ -358,18 +163,19 @@ class Certificates : public ::testing::Environment {
   void SetUp() override {
     dir = StrCat(::testing::TempDir(), "ops_test_certs_", getpid());
     std::filesystem::create_directories(dir);
-    const std::string script = StrCat(
-        "set -e; cd '", dir, "'; K='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes'; "
-        "openssl req -x509 $K -keyout ca.key -out ca.pem -days 2 -subj /CN=ops-test-ca; "
-        "openssl req $K -keyout server.key -out server.csr -subj /CN=localhost; "
-        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > server.ext; "
-        "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
-        "-out server.pem -days 2 -extfile server.ext; "
-        "openssl req $K -keyout client.key -out client.csr -subj /CN=ops-test-client; "
-        "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
-        "-out client.pem -days 2; "
-        "openssl req -x509 $K -keyout rogue.key -out rogue.pem -days 2 -subj /CN=rogue; "
-        "printf 's3cret-token\\n' > token; printf 'other-token' > wrong_token");
+    const std::string script =
+        StrCat("set -e; cd '", dir,
+               "'; K='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes'; "
+               "openssl req -x509 $K -keyout ca.key -out ca.pem -days 2 -subj /CN=ops-test-ca; "
+               "openssl req $K -keyout server.key -out server.csr -subj /CN=localhost; "
+               "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > server.ext; "
+               "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+               "-out server.pem -days 2 -extfile server.ext; "
+               "openssl req $K -keyout client.key -out client.csr -subj /CN=ops-test-client; "
+               "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+               "-out client.pem -days 2; "
+               "openssl req -x509 $K -keyout rogue.key -out rogue.pem -days 2 -subj /CN=rogue; "
+               "printf 's3cret-token\\n' > token; printf 'other-token' > wrong_token");
     {
       std::ofstream out(dir + "/make.sh");
       out << script << "\n";
@@ -437,8 +243,8 @@ TEST_F(SecurityTest, TlsServerRefusesPlaintextAndServesTls) {
 }
 
 TEST_F(SecurityTest, MutualTlsRequiresAClientCertificate) {
-  auto server = StartTokenizer({"--tls_cert", P("server.pem"), "--tls_key", P("server.key"),
-                                "--tls_ca", P("ca.pem")});
+  auto server = StartTokenizer(
+      {"--tls_cert", P("server.pem"), "--tls_key", P("server.key"), "--tls_ca", P("ca.pem")});
   ASSERT_NE(server, nullptr);
   EXPECT_FALSE(TokenizerInfo(Channel(*server, {"", "", P("ca.pem")}, "")).ok());
   const grpc::Status mtls =
@@ -475,19 +281,19 @@ TEST_F(SecurityTest, TokenizerBearerToken) {
 }
 
 TEST_F(SecurityTest, ModelServerWithTlsAndToken) {
-  const std::string model = WriteModel();
+  const std::string model = testing::WriteRandomModel("ops-test", 11);
   ASSERT_FALSE(model.empty());
   std::string error;
-  auto server = OpsServer::Start("model_server",
-                                 {"--model", model, "--kv_cache_mb", "8", "--tls_cert",
-                                  P("server.pem"), "--tls_key", P("server.key"),
-                                  "--auth_token_file", P("token")},
-                                 false, &error);
+  auto server =
+      OpsServer::Start("model_server",
+                       {"--model", model, "--kv_cache_mb", "8", "--tls_cert", P("server.pem"),
+                        "--tls_key", P("server.key"), "--auth_token_file", P("token")},
+                       false, &error);
   ASSERT_NE(server, nullptr) << error;
   const TlsFiles tls = {"", "", P("ca.pem")};
   // Health: over TLS, without a token.
-  ASSERT_TRUE(testing::WaitUntilServing(Channel(*server, tls, ""), std::chrono::seconds(60),
-                                        &error))
+  ASSERT_TRUE(
+      testing::WaitUntilServing(Channel(*server, tls, ""), std::chrono::seconds(60), &error))
       << error;
   auto info = [](const std::shared_ptr<grpc::Channel>& channel) {
     auto stub = v1::Model::NewStub(channel);
@@ -534,9 +340,9 @@ TEST_F(SecurityTest, LlmCliTokenizesOverMutualTlsWithAToken) {
   auto server = StartTokenizer({"--tls_cert", P("server.pem"), "--tls_key", P("server.key"),
                                 "--tls_ca", P("ca.pem"), "--auth_token_file", P("token")});
   ASSERT_NE(server, nullptr);
-  const std::vector<std::string> tls = {"--tls_ca", P("ca.pem"), "--tls_cert", P("client.pem"),
-                                        "--tls_key", P("client.key"), "--tls_server_name",
-                                        "localhost"};
+  const std::vector<std::string> tls = {"--tls_ca",          P("ca.pem"), "--tls_cert",
+                                        P("client.pem"),     "--tls_key", P("client.key"),
+                                        "--tls_server_name", "localhost"};
   std::vector<std::string> args = {"tokenize", "--server", server->address()};
   args.insert(args.end(), tls.begin(), tls.end());
   std::vector<std::string> with_token = args;
@@ -551,9 +357,9 @@ TEST_F(SecurityTest, LlmCliTokenizesOverMutualTlsWithAToken) {
 TEST_F(SecurityTest, LlmGenerateAndHealthOverMutualTlsWithAToken) {
   const std::string model = testing::SourceDir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
   if (!std::filesystem::exists(model)) GTEST_SKIP() << "missing " << model;
-  const std::vector<std::string> server_tls = {
-      "--tls_cert", P("server.pem"), "--tls_key", P("server.key"), "--tls_ca", P("ca.pem"),
-      "--auth_token_file", P("token")};
+  const std::vector<std::string> server_tls = {"--tls_cert",        P("server.pem"), "--tls_key",
+                                               P("server.key"),     "--tls_ca",      P("ca.pem"),
+                                               "--auth_token_file", P("token")};
   std::vector<std::string> tflags = {"--vocab", model};
   tflags.insert(tflags.end(), server_tls.begin(), server_tls.end());
   std::vector<std::string> mflags = {"--model", model, "--kv_cache_mb", "64"};
@@ -564,17 +370,17 @@ TEST_F(SecurityTest, LlmGenerateAndHealthOverMutualTlsWithAToken) {
   auto model_server = OpsServer::Start("model_server", mflags, false, &error);
   ASSERT_NE(model_server, nullptr) << error;
   const std::vector<std::string> client_tls = {
-      "--tokenizer", tokenizer->address(), "--model", model_server->address(), "--tls_ca",
-      P("ca.pem"), "--tls_cert", P("client.pem"), "--tls_key", P("client.key"),
-      "--tls_server_name", "localhost"};
+      "--tokenizer", tokenizer->address(), "--model",           model_server->address(),
+      "--tls_ca",    P("ca.pem"),          "--tls_cert",        P("client.pem"),
+      "--tls_key",   P("client.key"),      "--tls_server_name", "localhost"};
   std::vector<std::string> health = {"health", "--wait", "60"};
   health.insert(health.end(), client_tls.begin(), client_tls.end());
   const auto [health_status, health_out] = RunLlm(health, "");
   ASSERT_EQ(health_status, 0) << health_out;
   EXPECT_THAT(health_out, HasSubstr("model " + model_server->address() + ": SERVING"));
 
-  std::vector<std::string> generate = {"generate", "--prompt", "Hi", "--max-tokens", "3",
-                                       "--temperature", "0", "--json"};
+  std::vector<std::string> generate = {"generate", "--prompt",      "Hi", "--max-tokens",
+                                       "3",        "--temperature", "0",  "--json"};
   generate.insert(generate.end(), client_tls.begin(), client_tls.end());
   const auto [no_token_status, no_token_out] = RunLlm(generate, "");
   EXPECT_NE(no_token_status, 0) << no_token_out;
@@ -611,7 +417,7 @@ std::string ReadAll(const std::string& path) {
 }
 
 TEST(RequestLogTest, ModelServerLogsOneLinePerCall) {
-  const std::string model = WriteModel();
+  const std::string model = testing::WriteRandomModel("ops-test", 11);
   ASSERT_FALSE(model.empty());
   const std::string log_path = StrCat(::testing::TempDir(), "ops_test_model_log_", getpid());
   std::string error;
@@ -657,9 +463,8 @@ TEST(RequestLogTest, TokenizerLogLevelFilters) {
     const std::string log_path =
         StrCat(::testing::TempDir(), "ops_test_tokenizer_log_", getpid(), "_", level);
     std::string error;
-    auto server = OpsServer::Start("tokenizer_server",
-                                   {"--vocab", MptVocab(), "--log_level", level}, false, &error,
-                                   log_path);
+    auto server = OpsServer::Start(
+        "tokenizer_server", {"--vocab", MptVocab(), "--log_level", level}, false, &error, log_path);
     ASSERT_NE(server, nullptr) << error;
     auto stub = v1::Tokenizer::NewStub(
         grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
@@ -672,9 +477,9 @@ TEST(RequestLogTest, TokenizerLogLevelFilters) {
     const std::string log = ReadAll(log_path);
     EXPECT_THAT(log, HasSubstr("tokenizer_server: loaded "));  // start-up lines stay
     if (std::string(level) == "info") {
-      EXPECT_THAT(log, ::testing::ContainsRegex(StrCat(
-                           "level=info service=tokenizer method=Encode tokens=",
-                           response.ids_size(), " duration_ms=[0-9.]+ status=OK")));
+      EXPECT_THAT(log, ::testing::ContainsRegex(
+                           StrCat("level=info service=tokenizer method=Encode tokens=",
+                                  response.ids_size(), " duration_ms=[0-9.]+ status=OK")));
     } else {
       EXPECT_THAT(log, ::testing::Not(HasSubstr("method=Encode")));
     }

@@ -28,8 +28,8 @@ EXPECTED = [
 
 
 def main() -> None:
-    if len(sys.argv) != 2 or sys.argv[1] not in m.OVERLAYS:
-        sys.exit(f"usage: {sys.argv[0]} {'|'.join(m.OVERLAYS)}")
+    if len(sys.argv) != 2 or sys.argv[1] not in m.ALL_OVERLAYS:
+        sys.exit(f"usage: {sys.argv[0]} {'|'.join(m.ALL_OVERLAYS)}")
     overlay = sys.argv[1]
     test = f"kustomize_build_test[{overlay}]"
     objs = m.objects(test, overlay)

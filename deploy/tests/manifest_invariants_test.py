@@ -6,7 +6,7 @@ For deploy/k8s/overlays/{cpu,gpu}, rendered with `kubectl kustomize`:
 - every object is in one namespace and carries app.kubernetes.io/part-of;
 - the tokenizer is a Deployment scaled by a CPU-utilization HPA (and has no
   `replicas` of its own); the model server is a StatefulSet whose serviceName
-  is a headless Service, and whose --session_prefix is $(POD_NAME). with
+  is a headless Service, and whose --pod_name is $(POD_NAME) with
   POD_NAME from the downward API (metadata.name);
 - each workload: selector matches its pod labels; the container port `grpc`
   is the port of --listen (on all interfaces), of the startup, readiness and
@@ -30,6 +30,7 @@ import manifests as m
 
 TEST = "manifest_invariants_test"
 CLIENT_LABEL = ("llm.example/client", "true")
+SCRAPER_LABEL = ("llm.example/metrics-scraper", "true")
 PART_OF = ("app.kubernetes.io/part-of", "llm-inference")
 GPU = "nvidia.com/gpu"
 
@@ -66,6 +67,16 @@ def check_workload(objs: list[dict], w: dict, where: str) -> None:
     if not expect("grpc" in ports, f"{where}: no container port named grpc"):
         return
     port = ports["grpc"]
+    # Metrics: --metrics_listen on the `metrics` port, announced to Prometheus.
+    metrics_port = ports.get("metrics")
+    if expect(metrics_port is not None, f"{where}: no container port named metrics"):
+        metrics = m.flag_value(args, "metrics_listen") or ""
+        expect(metrics.rpartition(":")[2] == str(metrics_port),
+               f"{where}: --metrics_listen={metrics} is not port {metrics_port}")
+        notes = w["spec"]["template"]["metadata"].get("annotations", {})
+        expect(notes.get("prometheus.io/scrape") == "true" and
+               notes.get("prometheus.io/port") == str(metrics_port),
+               f"{where}: the pod template lacks the prometheus.io scrape annotations")
     listen = m.flag_value(args, "listen") or ""
     host, _, listen_port = listen.rpartition(":")
     expect(listen_port == str(port), f"{where}: --listen={listen} is not port {port}")
@@ -122,14 +133,20 @@ def check_workload(objs: list[dict], w: dict, where: str) -> None:
             expect(bool(rules), f"{where}: NetworkPolicy {name} admits nothing")
             for rule in rules:
                 peers = rule.get("from", [])
+                rule_ports = [q.get("port") for q in rule.get("ports", [])]
+                # Clients reach the gRPC port; scrapers the metrics port.
+                allowed = CLIENT_LABEL
+                if metrics_port is not None and rule_ports in ([metrics_port], ["metrics"]):
+                    allowed = SCRAPER_LABEL
+                else:
+                    expect(rule_ports in ([port], ["grpc"]),
+                           f"{where}: NetworkPolicy {name}: an ingress rule opens other ports "
+                           f"than {port}")
                 expect(bool(peers) and all(
-                    peer.get("podSelector", {}).get("matchLabels") == dict([CLIENT_LABEL])
+                    peer.get("podSelector", {}).get("matchLabels") == dict([allowed])
                     and "ipBlock" not in peer for peer in peers),
                     f"{where}: NetworkPolicy {name}: an ingress rule admits more than pods "
-                    f"labelled {CLIENT_LABEL[0]}={CLIENT_LABEL[1]}")
-                expect([q.get("port") for q in rule.get("ports", [])] in ([port], ["grpc"]),
-                       f"{where}: NetworkPolicy {name}: an ingress rule opens other ports "
-                       f"than {port}")
+                    f"labelled {allowed[0]}={allowed[1]}")
 
 
 def check_overlay(overlay: str) -> int:
@@ -173,8 +190,8 @@ def check_overlay(overlay: str) -> int:
         expect(selects(svc[0]["spec"].get("selector"), pod_labels(model)),
                f"{overlay}: the headless Service does not select the model pods")
     c = model["spec"]["template"]["spec"]["containers"][0]
-    expect(m.flag_value(c.get("args", []), "session_prefix") == "$(POD_NAME).",
-           f"{overlay}: model_server's --session_prefix is not $(POD_NAME).")
+    expect(m.flag_value(c.get("args", []), "pod_name") == "$(POD_NAME)",
+           f"{overlay}: model_server's --pod_name is not $(POD_NAME)")
     pod_name = [e for e in c.get("env", []) if e["name"] == "POD_NAME"]
     expect(bool(pod_name) and pod_name[0].get("valueFrom", {}).get("fieldRef", {})
            .get("fieldPath") == "metadata.name",

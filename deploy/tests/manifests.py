@@ -20,6 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent.parent
 K8S = ROOT / "deploy" / "k8s"
 OVERLAYS = ("cpu", "gpu")
+# Every overlay: the ones above, whose invariants and flags the other tests
+# check, and cpu-tls (the cpu overlay with mutual TLS and exec probes), which
+# must build and validate.
+ALL_OVERLAYS = OVERLAYS + ("cpu-tls",)
 SKIP = 77  # ctest's SKIP_RETURN_CODE for these tests
 VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 

@@ -15,8 +15,9 @@ command[0] (tokenizer_server or model_server), and:
    parses every flag and value exactly as at start-up (an unknown flag or a
    bad value exits non-zero) and exits 0 without opening any file;
 4. the servers start with them: for each overlay, tokenizer_server and
-   model_server are started with the resolved arguments (only --listen moved
-   to 127.0.0.1:0 and /models/NAME mapped to the repository's models/NAME),
+   model_server are started with the resolved arguments (only --listen and
+   --metrics_listen moved to 127.0.0.1:0 and /models/NAME mapped to the
+   repository's models/NAME),
    `llm health` must see both SERVING, and on SIGTERM each must exit 0 within
    its --drain_seconds plus 10 s. (Skipped, with a note, when models/ has not
    been fetched: scripts/fetch-model.sh.)
@@ -102,13 +103,13 @@ def dockerfile_cmds() -> list[tuple[str, list[str]]]:
 
 
 def local_args(args: list[str]) -> list[str] | None:
-    """The arguments with --listen on a free loopback port and /models/NAME
+    """The arguments with --listen and --metrics_listen on free loopback ports and /models/NAME
     mapped to the repository's models/NAME (None when that file is missing)."""
     out = []
     for a in args:
         key = a.lstrip("-").split("=", 1)[0].replace("-", "_")
-        if a.startswith("-") and key == "listen":
-            out.append("--listen=127.0.0.1:0")
+        if a.startswith("-") and key in ("listen", "metrics_listen"):
+            out.append(f"--{key}=127.0.0.1:0")
             continue
         match = re.search(r"/models/([^/\s]+)$", a)
         if match:

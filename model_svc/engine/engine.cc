@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "common/strings.h"
+#include "model_svc/engine/limits.h"
 #include "model_svc/kv/block_manager.h"
 
 namespace llm::engine {
@@ -178,8 +179,10 @@ class Engine::Impl {
 
   absl::Status CheckSessionLimit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (static_cast<int64_t>(sessions_.size()) >= options_.max_sessions) {
-      return absl::ResourceExhaustedError(
-          StrCat("session limit reached (", options_.max_sessions, " sessions); retry later"));
+      return WithLimit(
+          absl::ResourceExhaustedError(
+              StrCat("session limit reached (", options_.max_sessions, " sessions); retry later")),
+          Limit::kMaxSessions);
     }
     return absl::OkStatus();
   }
@@ -228,13 +231,17 @@ class Engine::Impl {
     const int64_t have = s != nullptr ? static_cast<int64_t>(s->tokens.size()) : 0;
     const int64_t total = have + static_cast<int64_t>(request.tokens.size());
     if (total > max_context_) {
-      return absl::OutOfRangeError(StrCat("the session would hold ", total,
-                                          " tokens, past the context length of ", max_context_));
+      return WithLimit(
+          absl::OutOfRangeError(StrCat("the session would hold ", total,
+                                       " tokens, past the context length of ", max_context_)),
+          Limit::kContext);
     }
     if (total > pool_tokens) {
-      return absl::ResourceExhaustedError(StrCat("the session would hold ", total,
-                                                 " tokens, more than the whole KV cache (",
-                                                 pool_tokens, " tokens); raise --kv_cache_mb"));
+      return WithLimit(
+          absl::ResourceExhaustedError(StrCat("the session would hold ", total,
+                                              " tokens, more than the whole KV cache (",
+                                              pool_tokens, " tokens); raise --kv_cache_mb")),
+          Limit::kKvCache);
     }
     if (s == nullptr) {
       s = NewSession();
@@ -344,9 +351,11 @@ class Engine::Impl {
       Pending* p = it->get();
       const bool is_failed = std::find(failed.begin(), failed.end(), p) != failed.end();
       if (p->cancelled() || is_failed) {
-        absl::Status st = is_failed ? absl::ResourceExhaustedError(
-                                          "KV cache full and no idle session to evict; retry later")
-                                    : absl::CancelledError("request cancelled");
+        absl::Status st =
+            is_failed ? WithLimit(absl::ResourceExhaustedError(
+                                      "KV cache full and no idle session to evict; retry later"),
+                                  Limit::kKvCache)
+                      : absl::CancelledError("request cancelled");
         std::unique_ptr<Pending> owned = std::move(*it);
         it = active_.erase(it);
         Finish(std::move(owned), std::move(st), completions);

@@ -11,6 +11,8 @@
 // of range or an empty request INVALID_ARGUMENT; past the context
 // OUT_OF_RANGE; KV pool or session limit full RESOURCE_EXHAUSTED; a session
 // that already has a request in flight ABORTED; shutting down UNAVAILABLE.
+// The session limit, the KV pool and the context marks their statuses with
+// the limit (limits.h: LimitOf), for the service's metrics.
 // A cancelled request ends with CANCELLED at the next step; its session
 // keeps the tokens of the chunks already computed and stays usable.
 //
@@ -39,7 +41,9 @@ struct EngineOptions {
   int64_t max_sessions = 256;
   absl::Duration session_ttl = absl::Minutes(10);  // idle time before expiry
   int64_t max_context = 0;     // tokens per session; 0: the model's context length
-  std::string session_prefix;  // prepended to session ids (pod identity)
+  // Prepended to the 16 hex characters of every session id; the model server
+  // passes "<--session_prefix><pod>.<epoch>." (its replica id and a dot).
+  std::string session_prefix;
   // Tests only: called on the step-loop thread before each forward step
   // (with no lock held), e.g. to hold the loop while a test races a call.
   std::function<void()> before_step;

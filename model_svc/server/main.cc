@@ -3,13 +3,24 @@
 // Start-up: the file's header and configuration are read first (a bad path or
 // file fails at once, exit status 1); then the server starts, NOT_SERVING,
 // and prints its port; then the weights load and the server turns SERVING.
-// Calls made while loading get UNAVAILABLE. SIGTERM or SIGINT at any time:
-// stop admitting requests, let in-flight calls finish for --drain_seconds,
-// exit 0.
+// Calls made while loading get UNAVAILABLE.
+//
+// Drain: on SIGTERM or SIGINT health turns NOT_SERVING and a new session
+// (Prefill without a session_id, Fork) gets UNAVAILABLE, while calls on
+// existing sessions and open DecodeStreams go on. Once no call is in flight,
+// or after --drain_seconds, the server stops (cancelling what is left) and
+// exits 0.
+//
+// Identity: the replica id "<--session_prefix><--pod_name>.<epoch>" (epoch:
+// the start time in Unix milliseconds, hex) begins every session id, so a
+// client can route a session to its replica and tell a restarted one's ids
+// from the old ones.
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -22,12 +33,13 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/flags.h"
-#include "common/grpc/server_flags.h"
 #include "common/gguf/gguf.h"
 #include "common/grpc/request_log.h"
 #include "common/grpc/security.h"
+#include "common/grpc/server_flags.h"
 #include "common/grpc/server_runner.h"
 #include "common/metrics/metrics_http.h"
+#include "common/strings.h"
 #include "model_svc/backend/backend.h"
 #include "model_svc/engine/engine.h"
 #include "model_svc/engine/loader.h"
@@ -44,11 +56,12 @@ ABSL_FLAG(std::string, backend, "auto",
 ABSL_FLAG(bool, cuda_graphs, true, "CUDA backend: replay decode steps as CUDA graphs.");
 ABSL_FLAG(std::string, kv_cache_type, "f16",
           "KV cache element type: f16 (half the memory; llama.cpp's default) or f32.");
-ABSL_FLAG(int64_t, kv_cache_mb, 512,
-          "KV cache size in MiB: the pool holds kv_cache_mb MiB / block bytes blocks of 16 "
-          "positions, a block holding the keys and values of every layer (--kv_cache_type). A request "
-          "that needs more than the whole pool gets RESOURCE_EXHAUSTED; idle sessions are "
-          "evicted, least recently used first, when it is full.");
+ABSL_FLAG(
+    int64_t, kv_cache_mb, 512,
+    "KV cache size in MiB: the pool holds kv_cache_mb MiB / block bytes blocks of 16 "
+    "positions, a block holding the keys and values of every layer (--kv_cache_type). A request "
+    "that needs more than the whole pool gets RESOURCE_EXHAUSTED; idle sessions are "
+    "evicted, least recently used first, when it is full.");
 ABSL_FLAG(int64_t, max_batch_tokens, 512,
           "Tokens computed per forward step, all sessions together (decodes plus prefill "
           "chunks); a longer prompt is prefilled over several steps.");
@@ -60,21 +73,63 @@ ABSL_FLAG(int64_t, max_context, 0,
           "Most tokens per session; 0: the model's context length (a larger value is capped "
           "to it). Growing past it is OUT_OF_RANGE.");
 ABSL_FLAG(std::string, session_prefix, "",
-          "Prepended to every session id (e.g. the pod name, so that a router can send a "
-          "session's calls to the replica that holds it).");
+          "Prepended to the replica id that begins every session id.");
+ABSL_FLAG(std::string, pod_name, "",
+          "This replica's name in its session ids and Info.replica_id "
+          "(\"<session_prefix><pod_name>.<epoch>\", epoch: the start time), so that a client "
+          "sends a session's calls to the replica that holds it; empty: the host name. Letters, "
+          "digits, '-', '_' and '.' only.");
 ABSL_FLAG(double, drain_seconds, 5,
-          "On SIGTERM/SIGINT, time given to in-flight calls before they are cancelled.");
+          "On SIGTERM/SIGINT (the drain; the issue's --drain-timeout): health turns NOT_SERVING, "
+          "new sessions get UNAVAILABLE, calls on existing sessions and open streams go on for "
+          "up to this many seconds (the server exits as soon as none is in flight), then what "
+          "is left is cancelled.");
+ABSL_FLAG(int64_t, max_streams, 1024,
+          "Most DecodeStreams open at once; one more gets RESOURCE_EXHAUSTED. 0: no limit.");
 ABSL_FLAG(double, step_watchdog_seconds, 10,
           "Readiness follows a live step loop: health turns NOT_SERVING while requests are "
           "pending and the engine's step loop has not gone round for this many seconds (a hung "
           "step), and SERVING again when it does. 0: off.");
 ABSL_FLAG(int, max_message_bytes, 16 << 20,
-          "Largest request or response message; a larger request gets RESOURCE_EXHAUSTED.");
+          "Largest request or response message; a larger request gets RESOURCE_EXHAUSTED "
+          "(counted in llm_limit_rejected_total{reason=\"message_size\"}; gRPC itself refuses, "
+          "uncounted, requests over twice this).");
 
 namespace llm {
 namespace {
 
 constexpr int32_t kKvBlockSize = 16;
+constexpr absl::Duration kDrainPoll = absl::Milliseconds(20);
+
+// --pod_name, or the host name; INVALID_ARGUMENT for characters that do not
+// belong in a session id.
+absl::StatusOr<std::string> PodName() {
+  std::string name = absl::GetFlag(FLAGS_pod_name);
+  if (name.empty()) {
+    char host[256] = {};
+    if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') {
+      return absl::FailedPreconditionError("no host name: set --pod_name");
+    }
+    name = host;
+  }
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_' || c == '.';
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          StrCat("--pod_name \"", name, "\": only letters, digits, '-', '_' and '.' are allowed"));
+    }
+  }
+  return name;
+}
+
+// "<prefix><pod>.<start time in Unix milliseconds, hex>".
+std::string ReplicaId(const std::string& prefix, const std::string& pod, absl::Time start) {
+  char epoch[32];
+  std::snprintf(epoch, sizeof(epoch), "%llx",
+                static_cast<unsigned long long>(absl::ToUnixMillis(start)));
+  return StrCat(prefix, pod, ".", epoch);
+}
 
 void PrintError(const absl::Status& status) {
   std::fprintf(stderr, "model_server: %s\n", std::string(status.message()).c_str());
@@ -107,11 +162,17 @@ int Main() {
       absl::GetFlag(FLAGS_max_sessions) < 1 || absl::GetFlag(FLAGS_max_context) < 0 ||
       absl::GetFlag(FLAGS_session_ttl) <= absl::ZeroDuration() ||
       absl::GetFlag(FLAGS_max_message_bytes) < 1 || absl::GetFlag(FLAGS_kv_cache_mb) < 1 ||
-      absl::GetFlag(FLAGS_drain_seconds) < 0 || absl::GetFlag(FLAGS_step_watchdog_seconds) < 0) {
+      absl::GetFlag(FLAGS_drain_seconds) < 0 || absl::GetFlag(FLAGS_step_watchdog_seconds) < 0 ||
+      absl::GetFlag(FLAGS_max_streams) < 0) {
     std::fprintf(stderr,
-                 "model_server: --threads and --max_context must be >= 0; --max_batch_tokens, "
-                 "--max_sessions, --session_ttl, --kv_cache_mb and --max_message_bytes > 0; "
-                 "--drain_seconds and --step_watchdog_seconds >= 0\n");
+                 "model_server: --threads, --max_context and --max_streams must be >= 0; "
+                 "--max_batch_tokens, --max_sessions, --session_ttl, --kv_cache_mb and "
+                 "--max_message_bytes > 0; --drain_seconds and --step_watchdog_seconds >= 0\n");
+    return 2;
+  }
+  const absl::StatusOr<std::string> pod = PodName();
+  if (!pod.ok()) {
+    PrintError(pod.status());
     return 2;
   }
   const absl::StatusOr<LogLevel> log_level = ParseLogLevel(absl::GetFlag(FLAGS_log_level));
@@ -143,9 +204,10 @@ int Main() {
   shape.block_size = kKvBlockSize;
   shape.layers = config->block_count;
   shape.kv_dim = config->kv_dim();
-  shape.type = absl::GetFlag(FLAGS_kv_cache_type) == "f32" ? model::KvType::kF32 : model::KvType::kF16;
-  const int64_t kv_blocks = absl::GetFlag(FLAGS_kv_cache_mb) * (int64_t{1} << 20) /
-                            shape.block_bytes();
+  shape.type =
+      absl::GetFlag(FLAGS_kv_cache_type) == "f32" ? model::KvType::kF32 : model::KvType::kF16;
+  const int64_t kv_blocks =
+      absl::GetFlag(FLAGS_kv_cache_mb) * (int64_t{1} << 20) / shape.block_bytes();
   if (kv_blocks < 1) {
     std::fprintf(stderr, "model_server: --kv_cache_mb %lld holds no KV block of %lld bytes\n",
                  static_cast<long long>(absl::GetFlag(FLAGS_kv_cache_mb)),
@@ -185,7 +247,10 @@ int Main() {
   service.SetAuth(auth.get());
   ServerOptions server_options;
   server_options.listen = absl::GetFlag(FLAGS_listen);
-  server_options.max_receive_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  // The service checks --max_message_bytes itself (answering and counting);
+  // gRPC's own limit, twice that, bounds the memory a request may take.
+  server_options.max_receive_bytes = static_cast<int>(
+      std::min<int64_t>(int64_t{2} * absl::GetFlag(FLAGS_max_message_bytes), INT32_MAX));
   server_options.max_send_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   server_options.credentials = *credentials;
   absl::StatusOr<std::unique_ptr<ServerRunner>> started =
@@ -223,7 +288,8 @@ int Main() {
   load.engine.max_sessions = absl::GetFlag(FLAGS_max_sessions);
   load.engine.session_ttl = absl::GetFlag(FLAGS_session_ttl);
   load.engine.max_context = absl::GetFlag(FLAGS_max_context);
-  load.engine.session_prefix = absl::GetFlag(FLAGS_session_prefix);
+  const std::string replica_id = ReplicaId(absl::GetFlag(FLAGS_session_prefix), *pod, start);
+  load.engine.session_prefix = StrCat(replica_id, ".");
   absl::StatusOr<std::unique_ptr<engine::Engine>> loaded = engine::LoadEngine(load);
   std::unique_ptr<engine::Engine> engine;
   std::unique_ptr<StepWatchdog> watchdog;
@@ -233,9 +299,8 @@ int Main() {
     const model::ModelConfig& c = engine->config();
     const std::string name = c.name.empty() ? path.substr(path.rfind('/') + 1) : c.name;
     std::fprintf(stderr, "model_server: loaded %s (%lld layers, %s) on %s in %.1f s\n",
-                 name.c_str(), static_cast<long long>(c.block_count),
-                 DescribeParams(*file).c_str(), engine->backend_description().c_str(),
-                 absl::ToDoubleSeconds(absl::Now() - start));
+                 name.c_str(), static_cast<long long>(c.block_count), DescribeParams(*file).c_str(),
+                 engine->backend_description().c_str(), absl::ToDoubleSeconds(absl::Now() - start));
     std::fprintf(stderr,
                  "model_server: context %lld tokens, KV cache %d blocks of %d (%.1f MiB), "
                  "%lld tokens per step, %lld sessions\n",
@@ -245,18 +310,22 @@ int Main() {
                      (1024.0 * 1024.0),
                  static_cast<long long>(absl::GetFlag(FLAGS_max_batch_tokens)),
                  static_cast<long long>(absl::GetFlag(FLAGS_max_sessions)));
+    std::fprintf(stderr, "model_server: replica %s\n", replica_id.c_str());
     ModelServiceOptions service_options;
     service_options.kv_block_size = kKvBlockSize;
+    service_options.replica_id = replica_id;
+    service_options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+    service_options.max_streams = absl::GetFlag(FLAGS_max_streams);
     service.SetEngine(engine.get(), service_options);
     if (metrics != nullptr) metrics->SetEngine(engine.get());
     if (!stop.load()) runner->SetServing(true);
     if (absl::GetFlag(FLAGS_step_watchdog_seconds) > 0) {
-      watchdog = std::make_unique<StepWatchdog>(
-          [e = engine.get()] { return e->Stats(); },
-          [&runner, &stop](bool serving) {
-            if (!stop.load()) runner->SetServing(serving);
-          },
-          absl::Seconds(absl::GetFlag(FLAGS_step_watchdog_seconds)));
+      watchdog =
+          std::make_unique<StepWatchdog>([e = engine.get()] { return e->Stats(); },
+                                         [&runner, &stop](bool serving) {
+                                           if (!stop.load()) runner->SetServing(serving);
+                                         },
+                                         absl::Seconds(absl::GetFlag(FLAGS_step_watchdog_seconds)));
       watchdog->Start(absl::Milliseconds(500));
     }
   } else if (!stop.load()) {
@@ -266,15 +335,26 @@ int Main() {
   }
   signals.join();
   if (watchdog != nullptr) watchdog->Stop();  // before the drain: it must not say SERVING again
+  // The drain: no new sessions, the rest goes on while any call is in flight.
+  runner->SetServing(false);
+  service.StartDrain();
+  const absl::Time drain_end = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_drain_seconds));
   if (exit_code == 0) {
-    std::fprintf(stderr, "model_server: signal %d, shutting down\n", signal_number);
+    std::fprintf(stderr, "model_server: signal %d, draining (%lld calls in flight, up to %.1f s)\n",
+                 signal_number, static_cast<long long>(service.calls_in_flight()),
+                 absl::GetFlag(FLAGS_drain_seconds));
+    while (engine != nullptr && service.calls_in_flight() > 0 && absl::Now() < drain_end) {
+      absl::SleepFor(kDrainPoll);
+    }
+    std::fprintf(stderr, "model_server: shutting down (%lld calls cancelled)\n",
+                 static_cast<long long>(service.calls_in_flight()));
   }
   if (engine != nullptr) engine->StopAdmission();
-  runner->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)));
+  runner->Shutdown(absl::ZeroDuration());  // cancels what is still in flight
   runner.reset();
   if (metrics != nullptr) metrics->SetEngine(nullptr);  // a scrape no longer reads the engine
   metrics_http.reset();  // stops the HTTP server before the engine goes
-  engine.reset();  // every call has ended: no engine callback is pending
+  engine.reset();        // every call has ended: no engine callback is pending
   return exit_code;
 }
 

@@ -1,9 +1,9 @@
 #include "model_svc/server/model_metrics.h"
 
+#include <prometheus/metric_family.h>
+
 #include <string>
 #include <vector>
-
-#include <prometheus/metric_family.h>
 
 namespace llm {
 
@@ -36,8 +36,8 @@ class ModelMetrics::EngineCollector final : public prometheus::Collectable {
         static_cast<double>(s.prefill_tokens));
     add("llm_generation_tokens_total", "Tokens decoded (generated).", MetricType::Counter,
         static_cast<double>(s.decode_tokens));
-    add("llm_num_requests_running", "Requests being computed by the step loop.",
-        MetricType::Gauge, static_cast<double>(s.running));
+    add("llm_num_requests_running", "Requests being computed by the step loop.", MetricType::Gauge,
+        static_cast<double>(s.running));
     add("llm_num_requests_waiting", "Requests queued for the step loop.", MetricType::Gauge,
         static_cast<double>(s.waiting));
     add("llm_kv_cache_usage_perc", "Fraction of KV cache blocks in use (0 to 1).",
@@ -48,8 +48,8 @@ class ModelMetrics::EngineCollector final : public prometheus::Collectable {
     add("llm_sessions", "Sessions held.", MetricType::Gauge, static_cast<double>(s.sessions));
     add("llm_sessions_evicted_total", "Idle sessions evicted (least recently used) for KV space.",
         MetricType::Counter, static_cast<double>(s.evicted_sessions));
-    add("llm_sessions_expired_total", "Sessions expired after their idle TTL.",
-        MetricType::Counter, static_cast<double>(s.expired_sessions));
+    add("llm_sessions_expired_total", "Sessions expired after their idle TTL.", MetricType::Counter,
+        static_cast<double>(s.expired_sessions));
     add("llm_engine_steps_total", "Forward steps run by the step loop.", MetricType::Counter,
         static_cast<double>(s.steps));
     return out;
@@ -60,20 +60,21 @@ class ModelMetrics::EngineCollector final : public prometheus::Collectable {
 };
 
 ModelMetrics::ModelMetrics(prometheus::Registry& registry)
-    : ttft_(prometheus::BuildHistogram()
-                .Name("llm_time_to_first_token_seconds")
-                .Help("Latency of a Prefill (prompt in, first logits out), in seconds.")
-                .Register(registry)
-                .Add({}, prometheus::Histogram::BucketBoundaries{
-                             0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
-                             1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0})),
+    : ttft_(
+          prometheus::BuildHistogram()
+              .Name("llm_time_to_first_token_seconds")
+              .Help("Latency of a Prefill (prompt in, first logits out), in seconds.")
+              .Register(registry)
+              .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.01, 0.02, 0.04, 0.06,
+                                                               0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
+                                                               5.0, 7.5, 10.0, 20.0, 40.0, 80.0})),
       itl_(prometheus::BuildHistogram()
                .Name("llm_inter_token_latency_seconds")
                .Help("Latency of one Decode or DecodeStream step, in seconds.")
                .Register(registry)
-               .Add({}, prometheus::Histogram::BucketBoundaries{
-                            0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4,
-                            0.5, 0.75, 1.0, 2.5, 5.0})),
+               .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.01, 0.025, 0.05,
+                                                                0.075, 0.1, 0.15, 0.2, 0.3, 0.4,
+                                                                0.5, 0.75, 1.0, 2.5, 5.0})),
       reuse_(prometheus::BuildCounter()
                  .Name("llm_session_reuse_total")
                  .Help("Prefills that appended to an existing session (its KV cache reused).")
@@ -83,6 +84,11 @@ ModelMetrics::ModelMetrics(prometheus::Registry& registry)
                     .Name("llm_requests_rejected_total")
                     .Help("Calls that ended with a non-OK status, by gRPC status code.")
                     .Register(registry)),
+      limited_(prometheus::BuildCounter()
+                   .Name("llm_limit_rejected_total")
+                   .Help("Calls refused by a server limit, by reason (max_sessions, max_streams, "
+                         "message_size, kv_cache, prompt_tokens, context_length).")
+                   .Register(registry)),
       collector_(std::make_shared<EngineCollector>()) {}
 
 std::shared_ptr<prometheus::Collectable> ModelMetrics::engine_collectable() const {
@@ -103,6 +109,10 @@ void ModelMetrics::ObserveDecodeStep(absl::Duration latency) {
 void ModelMetrics::CountStatus(absl::StatusCode code) {
   if (code == absl::StatusCode::kOk) return;
   rejected_.Add({{"code", absl::StatusCodeToString(code)}}).Increment();
+}
+
+void ModelMetrics::CountLimit(std::string_view reason) {
+  limited_.Add({{"reason", std::string(reason)}}).Increment();
 }
 
 }  // namespace llm

@@ -12,20 +12,26 @@
 //   llm_sessions_expired_total        counter: sessions expired by TTL (engine)
 //   llm_session_reuse_total           counter: Prefills that appended to an existing session
 //   llm_requests_rejected_total{code} counter: calls that ended with a non-OK status
+//   llm_limit_rejected_total{reason}  counter: calls refused by a server limit, reason one of
+//       max_sessions (RESOURCE_EXHAUSTED), max_streams (RESOURCE_EXHAUSTED),
+//       message_size (RESOURCE_EXHAUSTED), kv_cache (RESOURCE_EXHAUSTED),
+//       prompt_tokens (a Prefill past the context, OUT_OF_RANGE),
+//       context_length (a Decode past the context, OUT_OF_RANGE)
 // The engine's values are read from Engine::Stats() at scrape time.
 //
 // Threads: every method may be called concurrently; SetEngine() once.
 #ifndef LLM_MODEL_SVC_SERVER_MODEL_METRICS_H_
 #define LLM_MODEL_SVC_SERVER_MODEL_METRICS_H_
 
-#include <atomic>
-#include <memory>
-
 #include <prometheus/collectable.h>
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+
+#include <atomic>
+#include <memory>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -48,6 +54,8 @@ class ModelMetrics {
   void ObserveDecodeStep(absl::Duration latency);
   // A call that ended with `code` (OK is not counted).
   void CountStatus(absl::StatusCode code);
+  // A call refused by the limit `reason` (one of the names above).
+  void CountLimit(std::string_view reason);
 
  private:
   class EngineCollector;
@@ -56,6 +64,7 @@ class ModelMetrics {
   prometheus::Histogram& itl_;
   prometheus::Counter& reuse_;
   prometheus::Family<prometheus::Counter>& rejected_;
+  prometheus::Family<prometheus::Counter>& limited_;
   std::shared_ptr<EngineCollector> collector_;
 };
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "common/grpc/grpc_status.h"
 #include "common/grpc/request_log.h"
 #include "common/strings.h"
+#include "model_svc/engine/limits.h"
 
 namespace llm {
 namespace {
@@ -23,13 +25,77 @@ absl::Status Loading() {
   return absl::UnavailableError("the model is still loading; retry when the server is SERVING");
 }
 
-// The call's final status, counted in the metrics and written to the call's
-// log line (either may be null).
-grpc::Status Counted(ModelMetrics* metrics, RequestLog* log, const absl::Status& status) {
-  if (metrics != nullptr) metrics->CountStatus(status.code());
+absl::Status Draining() {
+  return absl::UnavailableError(
+      "the server is draining (shutting down): start new sessions on another replica");
+}
+
+// The limit an engine status was refused by, as a metrics reason; "" if none.
+// A context overflow is a prompt that does not fit when it comes from a
+// Prefill (`prefill`), the context itself from a Decode.
+std::string_view LimitReason(const absl::Status& status, bool prefill) {
+  switch (engine::LimitOf(status)) {
+    case engine::Limit::kMaxSessions:
+      return "max_sessions";
+    case engine::Limit::kKvCache:
+      return "kv_cache";
+    case engine::Limit::kContext:
+      return prefill ? "prompt_tokens" : "context_length";
+    case engine::Limit::kNone:
+      break;
+  }
+  return "";
+}
+
+// The call's final status, counted in the metrics (with the engine limit
+// that refused it, if any) and written to the call's log line (either may be
+// null).
+grpc::Status Counted(ModelMetrics* metrics, RequestLog* log, const absl::Status& status,
+                     bool prefill = false) {
+  if (metrics != nullptr) {
+    metrics->CountStatus(status.code());
+    if (std::string_view reason = LimitReason(status, prefill); !reason.empty()) {
+      metrics->CountLimit(reason);
+    }
+  }
   if (log != nullptr) log->Finish(status);
   return ToGrpcStatus(status);
 }
+
+// A refusal by one of the service's own limits, counted under `reason`.
+absl::Status OverLimit(ModelMetrics* metrics, std::string_view reason, absl::Status status) {
+  if (metrics != nullptr) metrics->CountLimit(reason);
+  return status;
+}
+
+// RESOURCE_EXHAUSTED (counted as message_size) for a request over `max_bytes`
+// (0: no limit).
+absl::Status CheckMessageSize(ModelMetrics* metrics, const google::protobuf::MessageLite& request,
+                              int64_t max_bytes) {
+  if (max_bytes <= 0) return absl::OkStatus();
+  const size_t bytes = request.ByteSizeLong();
+  if (bytes <= static_cast<size_t>(max_bytes)) return absl::OkStatus();
+  return OverLimit(metrics, "message_size",
+                   absl::ResourceExhaustedError(StrCat("the request has ", bytes,
+                                                       " bytes, more than the server's limit of ",
+                                                       max_bytes, " (--max_message_bytes)")));
+}
+
+// Counts itself in a counter for its lifetime; moves, never copies.
+class CallCount {
+ public:
+  explicit CallCount(std::atomic<int64_t>* n) : n_(n) {
+    n_->fetch_add(1, std::memory_order_acq_rel);
+  }
+  CallCount(CallCount&& other) noexcept : n_(std::exchange(other.n_, nullptr)) {}
+  CallCount& operator=(CallCount&&) = delete;
+  ~CallCount() {
+    if (n_ != nullptr) n_->fetch_sub(1, std::memory_order_acq_rel);
+  }
+
+ private:
+  std::atomic<int64_t>* n_;
+};
 
 grpc::ServerUnaryReactor* FinishNow(ModelMetrics* metrics, RequestLog* log,
                                     grpc::CallbackServerContext* context,
@@ -105,15 +171,16 @@ class AppendReactor final : public grpc::ServerUnaryReactor {
 class DecodeStreamReactor final
     : public grpc::ServerBidiReactor<v1::DecodeTokenRequest, v1::DecodeTokenResponse> {
  public:
-  // `auth`: the call's authentication; not OK ends the call with it.
-  DecodeStreamReactor(engine::Engine* engine, ModelMetrics* metrics, const grpc::Status& auth)
-      : engine_(engine), metrics_(metrics) {
-    if (!auth.ok()) {
-      Finish(Counted(metrics_, &log_, FromGrpcStatus(auth)));
-      return;
-    }
-    if (engine_ == nullptr) {
-      Finish(Counted(metrics_, &log_, Loading()));
+  // `admitted`: not OK ends the call with it at once (authentication,
+  // loading, the stream limit). The counts last as long as the reactor.
+  DecodeStreamReactor(engine::Engine* engine, ModelMetrics* metrics, int64_t max_message_bytes,
+                      const absl::Status& admitted, std::vector<CallCount> counts)
+      : engine_(engine),
+        metrics_(metrics),
+        max_message_bytes_(max_message_bytes),
+        counts_(std::move(counts)) {
+    if (!admitted.ok()) {
+      Finish(Counted(metrics_, &log_, admitted));
       return;
     }
     StartRead(&request_);
@@ -127,6 +194,10 @@ class DecodeStreamReactor final
     }
     log_.set_session(request_.session_id());
     log_.add_tokens(1);
+    if (absl::Status s = CheckMessageSize(metrics_, request_, max_message_bytes_); !s.ok()) {
+      Finish(Counted(metrics_, &log_, s));
+      return;
+    }
     absl::StatusOr<engine::AppendRequest> request =
         DecodeRequestOf(request_, engine_->config().vocab_size, NewCancelFlag());
     if (!request.ok()) {
@@ -185,20 +256,21 @@ class DecodeStreamReactor final
 
   engine::Engine* const engine_;
   ModelMetrics* const metrics_;
+  const int64_t max_message_bytes_;
+  const std::vector<CallCount> counts_;      // in flight, open streams: released with the reactor
   RequestLog log_{"model", "DecodeStream"};  // the whole stream: session, steps
-  absl::Time submitted_;  // of the request in flight
-  std::atomic<int> refs_{1};  // OnDone's, plus one per engine request in flight
+  absl::Time submitted_;                     // of the request in flight
+  std::atomic<int> refs_{1};                 // OnDone's, plus one per engine request in flight
   std::mutex cancel_mu_;
-  bool cancelled_ = false;      // guarded by cancel_mu_
-  engine::CancelFlag cancel_;   // the current request's; guarded by cancel_mu_
+  bool cancelled_ = false;     // guarded by cancel_mu_
+  engine::CancelFlag cancel_;  // the current request's; guarded by cancel_mu_
   v1::DecodeTokenRequest request_;
   v1::DecodeTokenResponse response_;
 };
 
 }  // namespace
 
-absl::StatusOr<model::LogitsSpec> FromProto(const v1::LogitsOptions& options,
-                                            int64_t vocab_size) {
+absl::StatusOr<model::LogitsSpec> FromProto(const v1::LogitsOptions& options, int64_t vocab_size) {
   model::LogitsSpec spec;
   switch (options.encoding()) {
     case v1::LogitsOptions::LOGITS_FLOAT32:
@@ -209,8 +281,8 @@ absl::StatusOr<model::LogitsSpec> FromProto(const v1::LogitsOptions& options,
       return spec;
     case v1::LogitsOptions::LOGITS_TOP_N:
       if (options.top_n() < 1 || options.top_n() > static_cast<uint64_t>(vocab_size)) {
-        return absl::InvalidArgumentError(StrCat("top_n ", options.top_n(),
-                                                 " is out of range [1, ", vocab_size, "]"));
+        return absl::InvalidArgumentError(
+            StrCat("top_n ", options.top_n(), " is out of range [1, ", vocab_size, "]"));
       }
       spec.encoding = model::LogitsEncoding::kTopN;
       spec.top_n = static_cast<int32_t>(options.top_n());
@@ -246,23 +318,35 @@ void ModelServiceImpl::SetEngine(engine::Engine* engine, const ModelServiceOptio
 }
 
 absl::StatusOr<engine::Engine*> ModelServiceImpl::Admit(
-    const grpc::CallbackServerContext& context, const std::string* session_id) const {
+    const grpc::CallbackServerContext& context, const google::protobuf::MessageLite& request,
+    const std::string* session_id) const {
   if (grpc::Status auth = CheckAuth(auth_, context); !auth.ok()) return FromGrpcStatus(auth);
   engine::Engine* e = engine();
   if (e == nullptr) return Loading();
   if (session_id != nullptr) {
     if (absl::Status s = RequireSessionId(*session_id); !s.ok()) return s;
   }
+  if (absl::Status s = CheckMessageSize(metrics_, request, options_.max_message_bytes); !s.ok()) {
+    return s;
+  }
   return e;
+}
+
+absl::Status ModelServiceImpl::CheckNotDraining() const {
+  return draining_.load(std::memory_order_acquire) ? Draining() : absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* ModelServiceImpl::Prefill(grpc::CallbackServerContext* context,
                                                     const v1::PrefillRequest* request,
                                                     v1::PrefillResponse* response) {
+  CallCount in_flight(&in_flight_);
   RequestLog log("model", "Prefill");
   log.set_session(request->session_id());
   log.add_tokens(request->tokens_size());
-  absl::StatusOr<engine::Engine*> admitted = Admit(*context);
+  absl::StatusOr<engine::Engine*> admitted = Admit(*context, *request);
+  if (admitted.ok() && request->session_id().empty()) {
+    if (absl::Status s = CheckNotDraining(); !s.ok()) admitted = s;
+  }
   if (!admitted.ok()) return FinishNow(metrics_, &log, context, admitted.status());
   engine::Engine* e = *admitted;
   absl::StatusOr<model::LogitsSpec> spec = FromProto(request->logits(), e->config().vocab_size);
@@ -274,30 +358,31 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Prefill(grpc::CallbackServerContext*
   append.logits = *spec;
   append.cancel = reactor->cancel();
   const bool reused = !request->session_id().empty();
-  e->Submit(std::move(append),
-            [reactor, response, metrics = metrics_, reused, start = absl::Now(),
-             log = std::move(log)](absl::StatusOr<engine::AppendResult> result) mutable {
-              if (result.ok()) {
-                if (metrics != nullptr) metrics->ObservePrefill(absl::Now() - start, reused);
-                log.set_session(result->session_id);
-                response->set_session_id(std::move(result->session_id));
-                response->set_num_tokens(result->num_tokens);
-                if (!result->logits.empty()) {
-                  ToProto(result->logits.back(), response->mutable_logits());
-                }
-              }
-              reactor->Finish(Counted(metrics, &log, result.status()));
-            });
+  e->Submit(std::move(append), [reactor, response, metrics = metrics_, reused, start = absl::Now(),
+                                log = std::move(log), in_flight = std::move(in_flight)](
+                                   absl::StatusOr<engine::AppendResult> result) mutable {
+    if (result.ok()) {
+      if (metrics != nullptr) metrics->ObservePrefill(absl::Now() - start, reused);
+      log.set_session(result->session_id);
+      response->set_session_id(std::move(result->session_id));
+      response->set_num_tokens(result->num_tokens);
+      if (!result->logits.empty()) {
+        ToProto(result->logits.back(), response->mutable_logits());
+      }
+    }
+    reactor->Finish(Counted(metrics, &log, result.status(), /*prefill=*/true));
+  });
   return reactor;
 }
 
 grpc::ServerUnaryReactor* ModelServiceImpl::Decode(grpc::CallbackServerContext* context,
                                                    const v1::DecodeTokenRequest* request,
                                                    v1::DecodeTokenResponse* response) {
+  CallCount in_flight(&in_flight_);
   RequestLog log("model", "Decode");
   log.set_session(request->session_id());
   log.add_tokens(1);
-  absl::StatusOr<engine::Engine*> admitted = Admit(*context);
+  absl::StatusOr<engine::Engine*> admitted = Admit(*context, *request);
   if (!admitted.ok()) return FinishNow(metrics_, &log, context, admitted.status());
   engine::Engine* e = *admitted;
   auto* reactor = new AppendReactor();
@@ -307,24 +392,42 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Decode(grpc::CallbackServerContext* 
     reactor->Finish(Counted(metrics_, &log, append.status()));
     return reactor;
   }
-  e->Submit(std::move(*append),
-            [reactor, response, metrics = metrics_, start = absl::Now(),
-             log = std::move(log)](absl::StatusOr<engine::AppendResult> result) mutable {
-              if (result.ok()) {
-                if (metrics != nullptr) metrics->ObserveDecodeStep(absl::Now() - start);
-                response->set_num_tokens(result->num_tokens);
-                if (!result->logits.empty()) {
-                  ToProto(result->logits.back(), response->mutable_logits());
-                }
-              }
-              reactor->Finish(Counted(metrics, &log, result.status()));
-            });
+  e->Submit(std::move(*append), [reactor, response, metrics = metrics_, start = absl::Now(),
+                                 log = std::move(log), in_flight = std::move(in_flight)](
+                                    absl::StatusOr<engine::AppendResult> result) mutable {
+    if (result.ok()) {
+      if (metrics != nullptr) metrics->ObserveDecodeStep(absl::Now() - start);
+      response->set_num_tokens(result->num_tokens);
+      if (!result->logits.empty()) {
+        ToProto(result->logits.back(), response->mutable_logits());
+      }
+    }
+    reactor->Finish(Counted(metrics, &log, result.status()));
+  });
   return reactor;
 }
 
 grpc::ServerBidiReactor<v1::DecodeTokenRequest, v1::DecodeTokenResponse>*
 ModelServiceImpl::DecodeStream(grpc::CallbackServerContext* context) {
-  return new DecodeStreamReactor(engine(), metrics_, CheckAuth(auth_, *context));
+  std::vector<CallCount> counts;
+  counts.emplace_back(&in_flight_);
+  absl::Status admitted = FromGrpcStatus(CheckAuth(auth_, *context));
+  engine::Engine* e = engine();
+  if (admitted.ok() && e == nullptr) admitted = Loading();
+  if (admitted.ok()) {
+    CallCount stream(&open_streams_);  // this one included
+    if (options_.max_streams > 0 &&
+        open_streams_.load(std::memory_order_acquire) > options_.max_streams) {
+      admitted = OverLimit(metrics_, "max_streams",
+                           absl::ResourceExhaustedError(StrCat(
+                               "too many open DecodeStreams (the limit is ", options_.max_streams,
+                               ", --max_streams); retry later or use unary Decode")));
+    } else {
+      counts.push_back(std::move(stream));
+    }
+  }
+  return new DecodeStreamReactor(e, metrics_, options_.max_message_bytes, admitted,
+                                 std::move(counts));
 }
 
 grpc::ServerUnaryReactor* ModelServiceImpl::Truncate(grpc::CallbackServerContext* context,
@@ -332,10 +435,11 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Truncate(grpc::CallbackServerContext
                                                      v1::TruncateResponse* response) {
   RequestLog log("model", "Truncate");
   log.set_session(request->session_id());
-  absl::StatusOr<engine::Engine*> admitted = Admit(*context, &request->session_id());
+  absl::StatusOr<engine::Engine*> admitted = Admit(*context, *request, &request->session_id());
   if (!admitted.ok()) return FinishNow(metrics_, &log, context, admitted.status());
   engine::Engine* e = *admitted;
-  return FinishNow(metrics_, &log, context, e->Truncate(request->session_id(), request->num_tokens()));
+  return FinishNow(metrics_, &log, context,
+                   e->Truncate(request->session_id(), request->num_tokens()));
 }
 
 grpc::ServerUnaryReactor* ModelServiceImpl::Fork(grpc::CallbackServerContext* context,
@@ -343,7 +447,10 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Fork(grpc::CallbackServerContext* co
                                                  v1::ForkResponse* response) {
   RequestLog log("model", "Fork");
   log.set_session(request->session_id());
-  absl::StatusOr<engine::Engine*> admitted = Admit(*context, &request->session_id());
+  absl::StatusOr<engine::Engine*> admitted = Admit(*context, *request, &request->session_id());
+  if (admitted.ok()) {
+    if (absl::Status s = CheckNotDraining(); !s.ok()) admitted = s;
+  }
   if (!admitted.ok()) return FinishNow(metrics_, &log, context, admitted.status());
   engine::Engine* e = *admitted;
   absl::StatusOr<std::string> id = e->Fork(request->session_id());
@@ -356,7 +463,7 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Release(grpc::CallbackServerContext*
                                                     v1::ReleaseResponse* response) {
   RequestLog log("model", "Release");
   log.set_session(request->session_id());
-  absl::StatusOr<engine::Engine*> admitted = Admit(*context, &request->session_id());
+  absl::StatusOr<engine::Engine*> admitted = Admit(*context, *request, &request->session_id());
   if (!admitted.ok()) return FinishNow(metrics_, &log, context, admitted.status());
   engine::Engine* e = *admitted;
   return FinishNow(metrics_, &log, context, e->Release(request->session_id()));
@@ -366,7 +473,7 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Info(grpc::CallbackServerContext* co
                                                  const v1::ModelInfoRequest* request,
                                                  v1::ModelInfo* response) {
   RequestLog log("model", "Info");
-  absl::StatusOr<engine::Engine*> admitted = Admit(*context);
+  absl::StatusOr<engine::Engine*> admitted = Admit(*context, *request);
   if (!admitted.ok()) return FinishNow(metrics_, &log, context, admitted.status());
   engine::Engine* e = *admitted;
   const model::ModelConfig& c = e->config();
@@ -386,6 +493,9 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Info(grpc::CallbackServerContext* co
   response->set_kv_cache_blocks(e->Stats().kv_blocks_total);
   response->set_kv_block_size(options_.kv_block_size);
   response->set_session_ttl_seconds(absl::ToDoubleSeconds(o.session_ttl));
+  response->set_replica_id(options_.replica_id);
+  response->set_max_streams(options_.max_streams);
+  response->set_draining(draining_.load(std::memory_order_acquire));
   return FinishNow(metrics_, &log, context, absl::OkStatus());
 }
 
@@ -393,7 +503,7 @@ grpc::ServerUnaryReactor* ModelServiceImpl::ListSessions(grpc::CallbackServerCon
                                                          const v1::ListSessionsRequest* request,
                                                          v1::ListSessionsResponse* response) {
   RequestLog log("model", "ListSessions");
-  absl::StatusOr<engine::Engine*> admitted = Admit(*context);
+  absl::StatusOr<engine::Engine*> admitted = Admit(*context, *request);
   if (!admitted.ok()) return FinishNow(metrics_, &log, context, admitted.status());
   engine::Engine* e = *admitted;
   for (const engine::SessionInfo& s : e->ListSessions()) {

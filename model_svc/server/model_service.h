@@ -12,14 +12,26 @@
 // the server answers health checks meanwhile); until SetEngine() every call
 // fails with UNAVAILABLE.
 //
+// Draining: after StartDrain() a new session (Prefill without a session_id,
+// Fork) is UNAVAILABLE, while calls on existing sessions and open streams go
+// on; calls_in_flight() tells the server when they are all done.
+//
+// Limits (ModelServiceOptions): requests over max_message_bytes and streams
+// beyond max_streams are RESOURCE_EXHAUSTED; with the engine's limits
+// (sessions, KV pool, context) they are counted in
+// llm_limit_rejected_total{reason} (model_metrics.h).
+//
 // Ownership: borrows the Engine, which must outlive every call (shut the
 // server down before destroying the engine).
 // Threads: all methods may run concurrently; SetEngine() once, from any thread.
 #ifndef LLM_MODEL_SVC_SERVER_MODEL_SERVICE_H_
 #define LLM_MODEL_SVC_SERVER_MODEL_SERVICE_H_
 
+#include <google/protobuf/message_lite.h>
+
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "common/grpc/security.h"
@@ -30,9 +42,15 @@
 
 namespace llm {
 
-// What Info reports that the engine does not know.
+// What Info reports that the engine does not know, and the service's limits.
 struct ModelServiceOptions {
   int32_t kv_block_size = 16;  // positions per KV block
+  std::string replica_id;      // Info.replica_id: the prefix of this server's session ids
+  // Largest request (serialized bytes) the service accepts; 0: no check here
+  // (gRPC's transport limit still applies).
+  int64_t max_message_bytes = 0;
+  // Most DecodeStreams open at once; 0: no limit.
+  int64_t max_streams = 0;
 };
 
 class ModelServiceImpl final : public v1::Model::CallbackService {
@@ -46,6 +64,12 @@ class ModelServiceImpl final : public v1::Model::CallbackService {
 
   // Starts serving `engine` (non-null).
   void SetEngine(engine::Engine* engine, const ModelServiceOptions& options);
+  // From now on a new session is UNAVAILABLE (the server is shutting down);
+  // calls on existing sessions go on.
+  void StartDrain() { draining_.store(true, std::memory_order_release); }
+  // Calls in progress: Prefill and Decode from arrival until the engine has
+  // answered, DecodeStreams from opening until they end. Cost: one load.
+  int64_t calls_in_flight() const { return in_flight_.load(std::memory_order_acquire); }
   // Records calls in `metrics` (optional; it must outlive the service). Call
   // before the server starts.
   void SetMetrics(ModelMetrics* metrics) { metrics_ = metrics; }
@@ -83,13 +107,20 @@ class ModelServiceImpl final : public v1::Model::CallbackService {
   // What every unary call checks first: the bearer token (UNAUTHENTICATED),
   // that the model is loaded (UNAVAILABLE) and, when `session_id` is given,
   // that it is not empty (INVALID_ARGUMENT). Returns the engine.
+  // Then the request's size (RESOURCE_EXHAUSTED, counted as message_size).
   absl::StatusOr<engine::Engine*> Admit(const grpc::CallbackServerContext& context,
+                                        const google::protobuf::MessageLite& request,
                                         const std::string* session_id = nullptr) const;
+  // UNAVAILABLE while draining (for calls that would create a session).
+  absl::Status CheckNotDraining() const;
 
   ModelServiceOptions options_;  // written before engine_ is published
   std::atomic<engine::Engine*> engine_{nullptr};
   ModelMetrics* metrics_ = nullptr;
   const BearerAuth* auth_ = nullptr;
+  std::atomic<bool> draining_{false};
+  std::atomic<int64_t> in_flight_{0};     // calls_in_flight()
+  std::atomic<int64_t> open_streams_{0};  // DecodeStreams admitted and not ended
 };
 
 // Wire logits options to the engine's; INVALID_ARGUMENT for an unknown

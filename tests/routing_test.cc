@@ -1,0 +1,239 @@
+// Session-affine routing in the client library over two real model_server
+// processes (the real default model) and a tokenizer_server on loopback:
+//   - new sessions are spread over both replicas, every call on a session
+//     reaches the replica that holds it (checked with each server's
+//     ListSessions), and no session is rebuilt;
+//   - SIGKILLing the replica of a session in the middle of its generation
+//     loses only that replica's sessions: the client rebuilds the session on
+//     the other replica and the greedy output is the one it gives without
+//     the kill; sessions on the survivor go on untouched;
+//   - a dns:/// target resolves to the replicas.
+//
+// Needs models/SmolLM2-135M-Instruct.Q4_1.gguf (scripts/fetch-model.sh).
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "client/generator.h"
+#include "common/strings.h"
+#include "common/test_paths.h"
+#include "llm/v1/model.grpc.pb.h"
+#include "llm/v1/tokenizer.grpc.pb.h"
+#include "tests/server_process.h"
+
+namespace llm {
+namespace {
+
+using ::testing::StartsWith;
+
+std::string ModelPath() { return testing::SourceDir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf"; }
+
+std::vector<v1::SessionInfo> ListSessions(v1::Model::Stub& stub) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::ListSessionsResponse response;
+  const grpc::Status s = stub.ListSessions(&context, v1::ListSessionsRequest(), &response);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return {response.sessions().begin(), response.sessions().end()};
+}
+
+std::string ReplicaId(v1::Model::Stub& stub) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::ModelInfo info;
+  const grpc::Status s = stub.Info(&context, v1::ModelInfoRequest(), &info);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return info.replica_id();
+}
+
+client::GenerateParams Greedy(int max_tokens) {
+  client::GenerateParams p;
+  p.sampling.temperature = 0;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;  // a fixed length, whatever the model says
+  return p;
+}
+
+class RoutingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "missing " << ModelPath();
+    testing::StartServer(&tokenizer_, "tokenizer_server", {"--vocab", ModelPath()},
+                         std::chrono::seconds(60));
+    ASSERT_NE(tokenizer_.stub, nullptr) << tokenizer_.error;
+    const char* pods[] = {"pod-a", "pod-b"};
+    for (int i = 0; i < 2; ++i) {
+      testing::StartServer(&models_[i], "model_server",
+                           {"--model", ModelPath(), "--kv_cache_mb", "32", "--threads", "1",
+                            "--pod_name", pods[i], "--drain_seconds", "1"},
+                           std::chrono::seconds(120));
+      ASSERT_NE(models_[i].stub, nullptr) << models_[i].error;
+      replica_[i] = ReplicaId(*models_[i].stub);
+      ASSERT_THAT(replica_[i], StartsWith(StrCat(pods[i], ".")));
+    }
+  }
+
+  std::unique_ptr<client::Generator> Connect(const std::string& model_address) {
+    client::ClientOptions o;
+    o.tokenizer_address = tokenizer_.process->address();
+    o.model_address = model_address;
+    o.rpc_timeout = absl::Seconds(120);
+    o.reconnect_timeout = absl::Seconds(30);
+    absl::StatusOr<std::unique_ptr<client::Generator>> g = client::Generator::Connect(o);
+    EXPECT_TRUE(g.ok()) << g.status();
+    return g.ok() ? std::move(*g) : nullptr;
+  }
+  std::string BothAddresses() const {
+    return StrCat(models_[0].process->address(), ",", models_[1].process->address());
+  }
+  // Which server (0 or 1) holds `session_id`, by its replica id; -1: neither.
+  int Owner(const std::string& session_id) const {
+    for (int i = 0; i < 2; ++i) {
+      if (session_id.rfind(replica_[i] + ".", 0) == 0) return i;
+    }
+    return -1;
+  }
+  std::vector<int32_t> Encode(client::Generator& g, const std::string& text) {
+    absl::StatusOr<std::vector<int32_t>> ids = g.Encode(text);
+    EXPECT_TRUE(ids.ok()) << ids.status();
+    return ids.ok() ? *ids : std::vector<int32_t>{};
+  }
+
+  testing::ServerState<v1::Tokenizer> tokenizer_;
+  testing::ServerState<v1::Model> models_[2];
+  std::string replica_[2];
+};
+
+TEST_F(RoutingTest, SpreadsNewSessionsAndSendsEveryCallToItsReplica) {
+  std::unique_ptr<client::Generator> g = Connect(BothAddresses());
+  ASSERT_NE(g, nullptr);
+  ASSERT_EQ(g->model_pool().endpoints().size(), 2u);
+  const std::vector<std::string> prompts = {"The sea is", "A lighthouse", "Once upon a time",
+                                            "The capital of France"};
+  std::vector<client::Session> sessions(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    absl::StatusOr<client::GenerateResult> r =
+        g->Generate(sessions[i], Encode(*g, prompts[i]), Greedy(6), nullptr);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->session_rebuilds, 0);
+  }
+  // A second call on every session (Prefill on the session, then its stream).
+  for (client::Session& s : sessions) {
+    const std::string before = s.id;
+    absl::StatusOr<client::GenerateResult> r =
+        g->Generate(s, Encode(*g, " and"), Greedy(4), nullptr);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->session_rebuilds, 0);
+    EXPECT_EQ(s.id, before);
+  }
+  // Each server holds two of them, the ones whose ids name it, with every
+  // token the client sent: a call that reached the other server would have
+  // failed (NOT_FOUND) and rebuilt the session.
+  int per_server[2] = {0, 0};
+  for (const client::Session& s : sessions) {
+    const int owner = Owner(s.id);
+    ASSERT_GE(owner, 0) << s.id;
+    ++per_server[owner];
+  }
+  EXPECT_EQ(per_server[0], 2);
+  EXPECT_EQ(per_server[1], 2);
+  for (int i = 0; i < 2; ++i) {
+    std::map<std::string, v1::SessionInfo> held;
+    for (const v1::SessionInfo& info : ListSessions(*models_[i].stub)) {
+      EXPECT_THAT(info.session_id(), StartsWith(replica_[i] + "."));
+      held[info.session_id()] = info;
+    }
+    EXPECT_EQ(held.size(), 2u);
+    for (const client::Session& s : sessions) {
+      if (Owner(s.id) != i) continue;
+      ASSERT_TRUE(held.contains(s.id)) << s.id << " not on server " << i;
+      EXPECT_EQ(held[s.id].num_tokens(), static_cast<int64_t>(s.tokens.size()));
+      EXPECT_GT(held[s.id].decoded_tokens(), 0);
+    }
+  }
+  // The generator's own view agrees.
+  absl::StatusOr<v1::ListSessionsResponse> all = g->ListSessions();
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->sessions_size(), 4);
+}
+
+TEST_F(RoutingTest, KillingAReplicaLosesOnlyItsSessionsAndGenerationGoesOn) {
+  std::unique_ptr<client::Generator> g = Connect(BothAddresses());
+  ASSERT_NE(g, nullptr);
+  const std::vector<int32_t> prompt = Encode(*g, "Lighthouses guide ships because");
+  constexpr int kTokens = 24;
+  // The reference, on one replica; the next session goes to the other.
+  client::Session reference;
+  absl::StatusOr<client::GenerateResult> expected =
+      g->Generate(reference, prompt, Greedy(kTokens), nullptr);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  const int survivor = Owner(reference.id);
+  ASSERT_GE(survivor, 0);
+  const int victim = 1 - survivor;
+
+  // The same prompt on the other replica, SIGKILLed after the 8th token.
+  client::Session session;
+  int seen = 0;
+  bool killed = false;
+  absl::StatusOr<client::GenerateResult> result =
+      g->Generate(session, prompt, Greedy(kTokens), [&](const client::TokenEvent& e) {
+        if (e.token < 0 || ++seen != 8) return;
+        EXPECT_EQ(Owner(session.id), victim);
+        models_[victim].stub.reset();
+        models_[victim].process->Terminate(std::chrono::seconds(30), SIGKILL);
+        killed = true;
+      });
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_TRUE(killed);
+  EXPECT_GE(result->session_rebuilds, 1);
+  EXPECT_EQ(result->tokens, expected->tokens);
+  EXPECT_EQ(result->text, expected->text);
+  // Rebuilt on the survivor, with the whole history.
+  EXPECT_EQ(Owner(session.id), survivor);
+  bool found = false;
+  for (const v1::SessionInfo& info : ListSessions(*models_[survivor].stub)) {
+    if (info.session_id() != session.id) continue;
+    found = true;
+    EXPECT_EQ(info.num_tokens(), static_cast<int64_t>(session.tokens.size()));
+  }
+  EXPECT_TRUE(found);
+
+  // The survivor's session was not lost, and new sessions go there now.
+  const std::string reference_id = reference.id;
+  absl::StatusOr<client::GenerateResult> more =
+      g->Generate(reference, Encode(*g, " Also,"), Greedy(4), nullptr);
+  ASSERT_TRUE(more.ok()) << more.status();
+  EXPECT_EQ(more->session_rebuilds, 0);
+  EXPECT_EQ(reference.id, reference_id);
+  for (int i = 0; i < 2; ++i) {
+    client::Session fresh;
+    absl::StatusOr<client::GenerateResult> r = g->Generate(fresh, prompt, Greedy(2), nullptr);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->session_rebuilds, 0);
+    EXPECT_EQ(Owner(fresh.id), survivor);
+  }
+}
+
+TEST_F(RoutingTest, DnsTargetResolvesToTheReplicas) {
+  // localhost resolves to 127.0.0.1 (and maybe ::1, where nothing listens:
+  // that endpoint is simply down).
+  const std::string target = StrCat("dns:///localhost:", models_[0].process->port());
+  std::unique_ptr<client::Generator> g = Connect(target);
+  ASSERT_NE(g, nullptr);
+  client::Session session;
+  absl::StatusOr<client::GenerateResult> r =
+      g->Generate(session, Encode(*g, "Hello"), Greedy(3), nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Owner(session.id), 0);
+}
+
+}  // namespace
+}  // namespace llm
