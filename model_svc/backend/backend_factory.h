@@ -23,8 +23,13 @@ struct BackendOptions {
 // which).
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options);
 
-// True when this build includes the CUDA backend.
+// True when this build includes the CUDA backend (the plugin libllm_cuda.so
+// beside the executables).
 bool CudaBackendBuilt();
+
+// OK when the CUDA backend can be created here: the plugin loads and a
+// device is usable. Otherwise FailedPrecondition saying why. Cached.
+absl::Status CudaBackendStatus();
 
 }  // namespace llm::model
 

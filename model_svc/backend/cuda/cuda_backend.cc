@@ -7,10 +7,13 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
@@ -113,7 +116,8 @@ class CudaBackend : public model::Backend {
   std::string name() const override { return "cuda"; }
   std::string description() const override {
     return StrCat("cuda (", device_name_, ", sm_", sm_major_, sm_minor_, ", ", sm_count_,
-                  " SMs, graphs ", options_.graphs ? "on" : "off", ")");
+                  " SMs, graphs ",
+                  options_.graphs ? StrCat("on, ", graphs_.captured(), " captured") : "off", ")");
   }
 
   absl::Status CheckModel(const AttentionParams& attention, const RopeParams& rope) override {
@@ -147,9 +151,11 @@ class CudaBackend : public model::Backend {
       return absl::UnimplementedError(StrCat("tensor ", view.name, ": unsupported type"));
     }
     // A tied LM head is the embedding table's view: upload it once.
-    auto cached = uploaded_.find(view.data);
-    if (cached != uploaded_.end() && cached->second.second == type) {
-      return std::make_unique<CudaWeight>(view, cached->second.first, type);
+    const UploadKey key{view.data, view.type, view.rows, view.cols};
+    if (auto it = uploaded_.find(key); it != uploaded_.end()) {
+      if (std::shared_ptr<DeviceBuffer> buffer = it->second.lock()) {
+        return std::make_unique<CudaWeight>(view, std::move(buffer), type);
+      }
     }
     const size_t elements = static_cast<size_t>(view.rows) * view.cols;
     LLM_ASSIGN_OR_RETURN(DeviceBuffer buffer, DeviceBuffer::Allocate(elements * DTypeBytes(type),
@@ -157,13 +163,12 @@ class CudaBackend : public model::Backend {
     auto shared = std::make_shared<DeviceBuffer>(std::move(buffer));
     if (view.type == TensorType::kF32 || view.type == TensorType::kF16 ||
         view.type == TensorType::kBF16) {
-      LLM_CUDA_RETURN_IF_ERROR(
-          cudaMemcpy(shared->get(), view.data, view.row_bytes * view.rows, cudaMemcpyHostToDevice),
-          StrCat("upload of tensor ", view.name));
+      LLM_RETURN_IF_ERROR(CopyToDevice(shared->get(), view.data, view.row_bytes * view.rows,
+                                       StrCat("upload of tensor ", view.name)));
     } else {
       LLM_RETURN_IF_ERROR(UploadDequantized(view, shared->as<uint16_t>()));
     }
-    uploaded_[view.data] = {shared, type};
+    uploaded_[key] = shared;
     return std::make_unique<CudaWeight>(view, std::move(shared), type);
   }
 
@@ -193,23 +198,22 @@ class CudaBackend : public model::Backend {
     if (static_cast<int64_t>(values.size()) != t.rows * t.cols) {
       return absl::InvalidArgumentError("WriteTensor: size mismatch");
     }
-    LLM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-    return CudaStatus(
-        cudaMemcpy(t.data, values.data(), values.size_bytes(), cudaMemcpyHostToDevice),
-        "WriteTensor");
+    return CopyToDevice(t.data, values.data(), values.size_bytes(), "WriteTensor");
   }
 
   absl::Status ReadTensor(const Tensor& t, std::span<float> values) override {
     if (static_cast<int64_t>(values.size()) != t.rows * t.cols) {
       return absl::InvalidArgumentError("ReadTensor: size mismatch");
     }
-    LLM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-    return CudaStatus(
-        cudaMemcpy(values.data(), t.data, values.size_bytes(), cudaMemcpyDeviceToHost),
-        "ReadTensor");
+    LLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device), "cudaSetDevice");
+    LLM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(values.data(), t.data, values.size_bytes(),
+                                             cudaMemcpyDeviceToHost, stream_),
+                             "ReadTensor");
+    return CudaStatus(cudaStreamSynchronize(stream_), "ReadTensor");
   }
 
   void CopyKvBlock(int32_t src, int32_t dst) override {
+    Check(cudaSetDevice(options_.device), "cudaSetDevice");
     const size_t bytes = kv_.block_bytes();
     uint8_t* base = cache_.as<uint8_t>();
     Check(cudaMemcpyAsync(base + dst * bytes, base + src * bytes, bytes, cudaMemcpyDeviceToDevice,
@@ -254,12 +258,17 @@ class CudaBackend : public model::Backend {
         "step input upload");
 
     batch_ = &batch;
-    ops_ = 0;
+    signature_ = 0;
     mode_ = StepGraphs::Mode::kEager;
     if (options_.graphs && decode_only && n <= options_.max_graph_batch) {
       mode_ = graphs_.Plan(n, n_out);
       if (mode_ == StepGraphs::Mode::kReplay) {
-        LLM_RETURN_IF_ERROR(graphs_.Launch(stream_, n, n_out));
+        if (absl::Status s = graphs_.Launch(stream_, n, n_out); !s.ok()) {
+          cudaStreamSynchronize(stream_);  // the step inputs' copy reads meta_host_
+          mode_ = StepGraphs::Mode::kEager;
+          batch_ = nullptr;
+          return s;
+        }
       } else if (mode_ == StepGraphs::Mode::kCapture) {
         if (!graphs_.BeginCapture(stream_).ok()) mode_ = StepGraphs::Mode::kEager;
       }
@@ -268,7 +277,7 @@ class CudaBackend : public model::Backend {
   }
 
   void Embed(const model::Weight& table, Tensor out) override {
-    if (Skip()) return;
+    if (Skip("embed", &table, out.data, out.rows, out.cols)) return;
     const CudaWeight& w = AsCuda(table);
     Check(LaunchEmbed(w.data(), w.type(), out.cols, Meta(meta_.tokens()), out.rows, out.data,
                       stream_),
@@ -276,7 +285,7 @@ class CudaBackend : public model::Backend {
   }
 
   void RmsNorm(const Tensor& x, const model::Weight& weight, float eps, Tensor out) override {
-    if (Skip()) return;
+    if (Skip("rms_norm", x.data, x.rows, x.cols, &weight, eps, out.data)) return;
     const CudaWeight& w = AsCuda(weight);
     if (w.type() != DType::kF32) return Fail("RMSNorm weight is not F32");
     Check(LaunchRmsNorm(x.data, static_cast<const float*>(w.data()), eps, x.rows, x.cols, out.data,
@@ -285,7 +294,9 @@ class CudaBackend : public model::Backend {
   }
 
   void MatMul(const Tensor& x, std::span<const MatMulTarget> targets) override {
-    if (Skip()) return;
+    bool skip = Skip("matmul", x.data, x.rows, x.cols);
+    for (const MatMulTarget& t : targets) skip = Skip("target", t.weight, t.out.data, t.out.cols);
+    if (skip) return;
     bool converted[3] = {false, false, false};
     for (const MatMulTarget& t : targets) {
       const CudaWeight& w = AsCuda(*t.weight);
@@ -294,9 +305,14 @@ class CudaBackend : public model::Backend {
       if (w.type() != DType::kF32) {
         const int i = static_cast<int>(w.type());
         DeviceBuffer& scratch = act_[i];
-        if (scratch.get() == nullptr) {
-          if (mode_ != StepGraphs::Mode::kEager) return Fail("activation scratch missing");
-          auto buffer = DeviceBuffer::Allocate(max_elements_ * 2, "converted activations");
+        const size_t need = static_cast<size_t>(x.rows * x.cols) * 2;
+        if (scratch.size() < need) {
+          // Only eagerly: a graph captured the old buffer's address.
+          if (mode_ != StepGraphs::Mode::kEager) return Fail("activation scratch too small");
+          graphs_.Clear();
+          scratch = DeviceBuffer();
+          auto buffer = DeviceBuffer::Allocate(std::max<size_t>(need, max_elements_ * 2),
+                                               "converted activations");
           if (!buffer.ok()) return Fail(buffer.status());
           scratch = *std::move(buffer);
         }
@@ -319,7 +335,10 @@ class CudaBackend : public model::Backend {
   }
 
   void Rope(Tensor q, Tensor k, const RopeParams& p) override {
-    if (Skip()) return;
+    if (Skip("rope", q.data, q.rows, q.cols, k.data, k.cols, p.head_dim, p.rope_dim, p.freq_base,
+             p.freq_scale)) {
+      return;
+    }
     // The same float expression as the CPU backend's, so the angles match.
     const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.rope_dim));
     Check(LaunchRope(q.data, q.cols, k.data, k.cols, q.rows, Meta(meta_.positions()),
@@ -330,7 +349,10 @@ class CudaBackend : public model::Backend {
 
   void Attention(int64_t layer, const Tensor& q, const Tensor& k, const Tensor& v,
                  const AttentionParams& p, Tensor out) override {
-    if (Skip()) return;
+    if (Skip("attention", layer, q.data, q.rows, k.data, v.data, p.head_count, p.head_count_kv,
+             p.head_dim, p.scale, out.data)) {
+      return;
+    }
     const RowKv meta{Meta(meta_.kv_pos()), Meta(meta_.table_offset()), Meta(meta_.block_ids())};
     const KvCacheView cache{cache_.get(), kv_.layers, kv_.kv_dim, kv_.block_size,
                             kv_.type == model::KvType::kF16};
@@ -343,17 +365,17 @@ class CudaBackend : public model::Backend {
   }
 
   void SiluMul(const Tensor& gate, const Tensor& up, Tensor out) override {
-    if (Skip()) return;
+    if (Skip("silu_mul", gate.data, gate.rows, gate.cols, up.data, out.data)) return;
     Check(LaunchSiluMul(gate.data, up.data, out.data, gate.rows * gate.cols, stream_), "SwiGLU");
   }
 
   void Add(Tensor x, const Tensor& y) override {
-    if (Skip()) return;
+    if (Skip("add", x.data, x.rows, x.cols, y.data)) return;
     Check(LaunchAdd(x.data, y.data, x.rows * x.cols, stream_), "residual add");
   }
 
   void GatherLogitRows(const Tensor& x, Tensor out) override {
-    if (Skip()) return;
+    if (Skip("gather", x.data, x.cols, out.data, out.rows)) return;
     Check(LaunchGatherRows(x.data, x.cols, Meta(meta_.logit_rows()), out.rows, out.data, stream_),
           "logit row gather");
   }
@@ -365,14 +387,23 @@ class CudaBackend : public model::Backend {
     batch_ = nullptr;
     if (mode_ == StepGraphs::Mode::kCapture) {
       if (error_.ok()) {
-        absl::Status s = graphs_.EndCaptureAndLaunch(stream_, n, n_out, ops_);
-        if (!s.ok()) error_ = s;
+        absl::Status s = graphs_.EndCaptureAndLaunch(stream_, n, n_out, signature_);
+        if (!s.ok()) {
+          // This step is lost (its ops were captured, not run); the backend
+          // stays usable and never captures this shape again.
+          cudaGetLastError();
+          cudaStreamSynchronize(stream_);
+          mode_ = StepGraphs::Mode::kEager;
+          return s;
+        }
       } else {
         graphs_.AbortCapture(stream_, n, n_out);
       }
-    } else if (mode_ == StepGraphs::Mode::kReplay && ops_ != graphs_.ops(n, n_out)) {
-      error_ = absl::InternalError(StrCat("CUDA graph replay: the step made ", ops_,
-                                          " op calls, the captured graph ", graphs_.ops(n, n_out)));
+    } else if (mode_ == StepGraphs::Mode::kReplay && signature_ != graphs_.signature(n, n_out)) {
+      // The model called other ops, or the same ops on other tensors, than
+      // when the graph was captured: what ran is not what was asked for.
+      error_ = absl::InternalError(
+          "CUDA graph replay: the step's op calls differ from the captured graph's");
     }
     mode_ = StepGraphs::Mode::kEager;
     if (error_.ok()) error_ = Readout(logits, specs, out);
@@ -383,8 +414,13 @@ class CudaBackend : public model::Backend {
  private:
   // In replay mode the op is already in the launched graph: count it and
   // skip. After an error: skip.
-  bool Skip() {
-    ++ops_;
+  //
+  // Every op hashes its kind and arguments (tensor addresses, shapes,
+  // weights) into the step's signature: a replayed graph must have been
+  // captured from the same calls.
+  template <typename... Args>
+  bool Skip(const char* op, const Args&... args) {
+    signature_ = absl::HashOf(signature_, std::string_view(op), args...);
     return mode_ == StepGraphs::Mode::kReplay || !error_.ok();
   }
   void Fail(absl::Status s) {
@@ -400,6 +436,17 @@ class CudaBackend : public model::Backend {
 
   const int32_t* Meta(int64_t offset) const { return meta_dev_.as<int32_t>() + offset; }
 
+  // A synchronous host-to-device copy ordered after the stream's work (a
+  // plain cudaMemcpy runs on the legacy stream, which the backend's
+  // non-blocking stream does not wait for, and may return before the DMA
+  // from pageable memory is done).
+  absl::Status CopyToDevice(void* dst, const void* src, size_t bytes, std::string_view what) {
+    LLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device), "cudaSetDevice");
+    LLM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_),
+                             what);
+    return CudaStatus(cudaStreamSynchronize(stream_), what);
+  }
+
   absl::Status UploadDequantized(const WeightView& view, uint16_t* device) {
     const int64_t chunk_rows =
         std::max<int64_t>(1, static_cast<int64_t>(kUploadChunkElements) / view.cols);
@@ -412,9 +459,8 @@ class CudaBackend : public model::Backend {
         uint16_t* h = halves.data() + r * view.cols;
         for (int64_t c = 0; c < view.cols; ++c) h[c] = cpu::FloatToHalf(row[c]);
       }
-      LLM_CUDA_RETURN_IF_ERROR(cudaMemcpy(device + r0 * view.cols, halves.data(),
-                                          rows * view.cols * 2, cudaMemcpyHostToDevice),
-                               StrCat("upload of tensor ", view.name));
+      LLM_RETURN_IF_ERROR(CopyToDevice(device + r0 * view.cols, halves.data(), rows * view.cols * 2,
+                                       StrCat("upload of tensor ", view.name)));
     }
     return absl::OkStatus();
   }
@@ -474,9 +520,11 @@ class CudaBackend : public model::Backend {
       }
     }
     const int64_t chunks = TopChunks(vocab);
-    const size_t lse_bytes = n * sizeof(float);
-    const size_t top_bytes = top_rows.size() * chunks * keep * sizeof(TopCandidate);
-    const size_t half_bytes = half_rows.size() * vocab * sizeof(uint16_t);
+    // Sections of the readback buffer, each 64-byte aligned.
+    auto align = [](size_t bytes) { return (bytes + 63) / 64 * 64; };
+    const size_t lse_bytes = align(n * sizeof(float));
+    const size_t top_bytes = align(top_rows.size() * chunks * keep * sizeof(TopCandidate));
+    const size_t half_bytes = align(half_rows.size() * vocab * sizeof(uint16_t));
     const size_t full_bytes = full_rows.size() * vocab * sizeof(float);
     LLM_RETURN_IF_ERROR(Reserve(top_dev_, top_bytes, "top-N candidates"));
     LLM_RETURN_IF_ERROR(Reserve(half_dev_, half_bytes, "fp16 logits"));
@@ -510,9 +558,15 @@ class CudaBackend : public model::Backend {
           cudaMemcpyAsync(const_cast<void*>(dst), src, bytes, cudaMemcpyDeviceToHost, stream_),
           "logits readback");
     };
-    LLM_RETURN_IF_ERROR(d2h(lse, lse_dev_.get(), lse_bytes));
-    if (top_bytes > 0) LLM_RETURN_IF_ERROR(d2h(top, top_dev_.get(), top_bytes));
-    if (half_bytes > 0) LLM_RETURN_IF_ERROR(d2h(halves, half_dev_.get(), half_bytes));
+    LLM_RETURN_IF_ERROR(d2h(lse, lse_dev_.get(), n * sizeof(float)));
+    if (!top_rows.empty()) {
+      LLM_RETURN_IF_ERROR(
+          d2h(top, top_dev_.get(), top_rows.size() * chunks * keep * sizeof(TopCandidate)));
+    }
+    if (!half_rows.empty()) {
+      LLM_RETURN_IF_ERROR(
+          d2h(halves, half_dev_.get(), half_rows.size() * vocab * sizeof(uint16_t)));
+    }
     for (size_t i = 0; i < full_rows.size(); ++i) {
       LLM_RETURN_IF_ERROR(
           d2h(full + i * vocab, logits.data + full_rows[i] * vocab, vocab * sizeof(float)));
@@ -568,7 +622,8 @@ class CudaBackend : public model::Backend {
   DeviceBuffer workspace_;
 
   // Uploaded weights by host address (a tied LM head shares the embedding's).
-  absl::flat_hash_map<const uint8_t*, std::pair<std::shared_ptr<DeviceBuffer>, DType>> uploaded_;
+  using UploadKey = std::tuple<const uint8_t*, TensorType, int64_t, int64_t>;
+  absl::flat_hash_map<UploadKey, std::weak_ptr<DeviceBuffer>> uploaded_;
   std::vector<DeviceBuffer> tensors_;
   int64_t max_rows_ = 0, max_elements_ = 0;
   DeviceBuffer act_[3];  // x converted to fp16 / bf16 for GEMMs, by DType
@@ -583,7 +638,7 @@ class CudaBackend : public model::Backend {
 
   StepGraphs graphs_;
   StepGraphs::Mode mode_ = StepGraphs::Mode::kEager;
-  int64_t ops_ = 0;
+  size_t signature_ = 0;  // of the step's op calls so far (Skip)
   const StepBatch* batch_ = nullptr;
   // The first error of the step (sticky: a CUDA error may leave the context
   // unusable); returned by ReadLogits and every later BeginStep.

@@ -17,7 +17,7 @@ absl::Status StepGraphs::BeginCapture(cudaStream_t stream) {
 }
 
 absl::Status StepGraphs::EndCaptureAndLaunch(cudaStream_t stream, int64_t rows, int64_t logit_rows,
-                                             int64_t ops) {
+                                             size_t signature) {
   Entry& e = entries_[Key{rows, logit_rows}];
   cudaGraph_t graph = nullptr;
   absl::Status s = CudaStatus(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
@@ -30,7 +30,7 @@ absl::Status StepGraphs::EndCaptureAndLaunch(cudaStream_t stream, int64_t rows, 
     e.failed = true;
     return s;
   }
-  e.ops = ops;
+  e.signature = signature;
   return CudaStatus(cudaGraphLaunch(e.exec, stream), "cudaGraphLaunch");
 }
 
@@ -46,9 +46,15 @@ absl::Status StepGraphs::Launch(cudaStream_t stream, int64_t rows, int64_t logit
   return CudaStatus(cudaGraphLaunch(e.exec, stream), "cudaGraphLaunch");
 }
 
-int64_t StepGraphs::ops(int64_t rows, int64_t logit_rows) const {
+size_t StepGraphs::signature(int64_t rows, int64_t logit_rows) const {
   auto it = entries_.find(Key{rows, logit_rows});
-  return it == entries_.end() ? 0 : it->second.ops;
+  return it == entries_.end() ? 0 : it->second.signature;
+}
+
+int64_t StepGraphs::captured() const {
+  int64_t n = 0;
+  for (const auto& [key, e] : entries_) n += e.exec != nullptr;
+  return n;
 }
 
 void StepGraphs::Clear() {

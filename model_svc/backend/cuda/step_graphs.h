@@ -39,17 +39,20 @@ class StepGraphs {
 
   // Starts capturing `stream` (thread-local capture mode).
   absl::Status BeginCapture(cudaStream_t stream);
-  // Ends the capture, instantiates the graph of `ops` op calls for the shape
-  // and launches it. On failure the shape is never captured again.
+  // Ends the capture, instantiates the graph for the shape, remembering the
+  // signature of the op calls it was captured from, and launches it. On
+  // failure the shape is never captured again.
   absl::Status EndCaptureAndLaunch(cudaStream_t stream, int64_t rows, int64_t logit_rows,
-                                   int64_t ops);
+                                   size_t signature);
   // Ends a capture whose ops failed, discarding it; the shape is never
   // captured again.
   void AbortCapture(cudaStream_t stream, int64_t rows, int64_t logit_rows);
   // Launches the shape's graph (Plan said kReplay).
   absl::Status Launch(cudaStream_t stream, int64_t rows, int64_t logit_rows);
-  // Op calls the shape's graph holds.
-  int64_t ops(int64_t rows, int64_t logit_rows) const;
+  // The signature of the op calls the shape's graph was captured from.
+  size_t signature(int64_t rows, int64_t logit_rows) const;
+  // Graphs captured and usable.
+  int64_t captured() const;
 
   // Forgets every graph (device buffers they use were reallocated).
   void Clear();
@@ -60,7 +63,7 @@ class StepGraphs {
     int64_t seen = 0;
     bool failed = false;
     cudaGraphExec_t exec = nullptr;
-    int64_t ops = 0;
+    size_t signature = 0;
   };
   using Key = std::pair<int64_t, int64_t>;
 
