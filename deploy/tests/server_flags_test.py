@@ -16,8 +16,8 @@ command[0] (tokenizer_server or model_server), and:
    bad value exits non-zero) and exits 0 without opening any file;
 4. the servers start with them: for each overlay, tokenizer_server and
    model_server are started with the resolved arguments (only --listen and
-   --metrics_listen moved to 127.0.0.1:0 and /models/NAME mapped to the
-   repository's models/NAME),
+   --metrics_listen moved to 127.0.0.1:0, /models/NAME mapped to the
+   repository's models/NAME, and --backend=cuda run as --backend=auto),
    `llm health` must see both SERVING, and on SIGTERM each must exit 0 within
    its --drain_seconds plus 10 s. (Skipped, with a note, when models/ has not
    been fetched: scripts/fetch-model.sh.)
@@ -103,13 +103,18 @@ def dockerfile_cmds() -> list[tuple[str, list[str]]]:
 
 
 def local_args(args: list[str]) -> list[str] | None:
-    """The arguments with --listen and --metrics_listen on free loopback ports and /models/NAME
-    mapped to the repository's models/NAME (None when that file is missing)."""
+    """The arguments with --listen and --metrics_listen on free loopback ports, /models/NAME
+    mapped to the repository's models/NAME (None when that file is missing), and
+    --backend=cuda as --backend=auto (CUDA where this machine has a GPU, else the CPU: the
+    flag is still parsed, and the gpu overlay's servers still start here)."""
     out = []
     for a in args:
         key = a.lstrip("-").split("=", 1)[0].replace("-", "_")
         if a.startswith("-") and key in ("listen", "metrics_listen"):
             out.append(f"--{key}=127.0.0.1:0")
+            continue
+        if a.startswith("-") and key == "backend" and a.endswith("=cuda"):
+            out.append("--backend=auto")
             continue
         match = re.search(r"/models/([^/\s]+)$", a)
         if match:
