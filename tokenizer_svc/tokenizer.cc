@@ -39,7 +39,7 @@ struct Tokenizer::Impl {
     BpeScratch scratch;
     std::vector<uint32_t>* ids;
     absl::Status status;
-    PieceCache* cache = nullptr;
+    PieceCache* cache = nullptr;  // nullptr: options.use_piece_cache is false
   };
 
   bool Matchable(const Call& call, uint32_t id) const {
@@ -96,16 +96,18 @@ struct Tokenizer::Impl {
     }
     // The cache first: it holds recent pieces whether they are whole tokens or
     // merged, and one probe of it is cheaper than a walk down the trie.
-    const std::span<const uint32_t> cached = call.cache->Lookup(piece);
-    if (!cached.empty()) {
-      call.ids->insert(call.ids->end(), cached.begin(), cached.end());
-      return;
+    if (call.cache != nullptr) {
+      const std::span<const uint32_t> cached = call.cache->Lookup(piece);
+      if (!cached.empty()) {
+        call.ids->insert(call.ids->end(), cached.begin(), cached.end());
+        return;
+      }
     }
     if (vocab.whole_piece_shortcut) {
       const uint32_t id = trie.Find(piece);
       if (id != Trie::kNoValue) {
         call.ids->push_back(id);
-        call.cache->Insert(piece, std::span(&id, 1));
+        if (call.cache != nullptr) call.cache->Insert(piece, std::span(&id, 1));
         return;
       }
     }
@@ -119,7 +121,7 @@ struct Tokenizer::Impl {
         PushFallback(call, static_cast<uint8_t>(piece[begin]));
       }
     });
-    if (all_tokens) {
+    if (all_tokens && call.cache != nullptr) {
       call.cache->Insert(piece, std::span(*call.ids).subspan(before));
     }
   }
@@ -228,9 +230,12 @@ absl::StatusOr<std::vector<uint32_t>> Tokenizer::Encode(std::string_view text,
 absl::Status Tokenizer::EncodeTo(std::string_view text, const EncodeOptions& options,
                                  std::vector<uint32_t>* ids) const {
   const Impl& im = *impl_;
-  Impl::Call call{options, {}, {}, ids, absl::OkStatus(), &ThreadPieceCache(im.cache_owner)};
-  // Long pieces are remembered within one call only (see piece_cache.h).
-  call.cache->ForgetLong();
+  Impl::Call call{options, {}, {}, ids, absl::OkStatus(), nullptr};
+  if (options.use_piece_cache) {
+    call.cache = &ThreadPieceCache(im.cache_owner);
+    // Long pieces are remembered within one call only (see piece_cache.h).
+    call.cache->ForgetLong();
+  }
   for (const std::string& name : options.allowed_special) {
     const uint32_t id = im.special_trie.Find(name);
     if (id == Trie::kNoValue) {

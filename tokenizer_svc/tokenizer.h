@@ -56,6 +56,10 @@ struct EncodeOptions {
   // Prepend the vocabulary's BOS token (FailedPrecondition if it has none).
   bool add_bos = false;
   Algorithm algorithm = Algorithm::kBpe;
+  // false: this call neither reads nor fills the thread's piece cache, so
+  // every piece goes through the merge loop (benchmarks measure the encoder
+  // without the cache's help this way). The ids are the same either way.
+  bool use_piece_cache = true;
 };
 
 struct LoadOptions {
