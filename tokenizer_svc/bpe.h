@@ -14,7 +14,9 @@
 // for n < ~100) over fixed arrays on the stack; longer pieces use a binary
 // heap over a linked list of parts, O(n log n), so 20,000 repeated letters
 // take milliseconds, not seconds. Both pick the same merge at every step, so
-// their results are identical.
+// their results are identical. Under the concatenation rule with a pair
+// table, the initial ranks (pairs of single bytes) come from its direct byte-
+// pair table, and the two re-ranks after each merge are prefetched together.
 // Threads: a BpeScratch belongs to one thread; BpeModel is shared read-only.
 #ifndef LLM_TOKENIZER_SVC_BPE_H_
 #define LLM_TOKENIZER_SVC_BPE_H_

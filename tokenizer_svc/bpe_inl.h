@@ -36,6 +36,26 @@ inline bool PairRank(const BpeModel& m, std::string_view piece, uint32_t a, uint
   return true;
 }
 
+// The pair table when the concatenation rule can use it, else nullptr.
+inline const PairTable* UsablePairs(const BpeModel& m) {
+  return m.merges == nullptr && m.pairs != nullptr && !m.pairs->empty() ? m.pairs : nullptr;
+}
+
+// Rank and merged id of the single bytes piece[i], piece[i + 1] (the initial
+// parts): the direct byte-pair table when there is one.
+inline bool InitialRank(const BpeModel& m, const PairTable* pairs, std::string_view piece,
+                        uint32_t i, uint32_t a, uint32_t b, uint32_t* rank, uint32_t* merged) {
+  if (pairs != nullptr) {
+    const uint32_t id =
+        pairs->FindBytes(static_cast<uint8_t>(piece[i]), static_cast<uint8_t>(piece[i + 1]));
+    if (id == Trie::kNoValue) return false;
+    *rank = id;
+    *merged = id;
+    return true;
+  }
+  return PairRank(m, piece, a, b, i, i + 2, rank, merged);
+}
+
 // tiktoken's loop on arrays on the stack: scan for the minimum rank each round,
 // erase the merged part by shifting the (short) tails.
 template <typename Emit>
@@ -52,11 +72,15 @@ void ScanMerge(const BpeModel& m, std::string_view piece, Emit& emit) {
   }
   start[n] = n;
   uint32_t k = n;  // live parts
+  const PairTable* pairs = UsablePairs(m);
   auto rerank = [&](uint32_t i) {
     rank[i] = kNoRank;
     PairRank(m, piece, id[i], id[i + 1], start[i], start[i + 2], &rank[i], &merged[i]);
   };
-  for (uint32_t i = 0; i + 1 < k; ++i) rerank(i);
+  for (uint32_t i = 0; i + 1 < k; ++i) {
+    rank[i] = kNoRank;
+    InitialRank(m, pairs, piece, i, id[i], id[i + 1], &rank[i], &merged[i]);
+  }
   while (k > 1) {
     uint32_t best = kNoRank;
     uint32_t at = 0;
@@ -74,6 +98,10 @@ void ScanMerge(const BpeModel& m, std::string_view piece, Emit& emit) {
     std::copy(rank + at + 2, rank + k, rank + at + 1);
     std::copy(merged + at + 2, merged + k, merged + at + 1);
     --k;
+    if (pairs != nullptr) {  // both lookups' cache misses at once
+      if (at + 1 < k) pairs->Prefetch(id[at], id[at + 1]);
+      if (at > 0) pairs->Prefetch(id[at - 1], id[at]);
+    }
     if (at + 1 < k) {
       rerank(at);
     } else {
@@ -99,7 +127,13 @@ void HeapMerge(const BpeModel& m, std::string_view piece, BpeScratch& s, Emit& e
     parts.push_back({i, state, kNoRank, i + 1, i - 1});
   }
   // parts[n] is the end sentinel; the last real part's next is n.
+  const PairTable* pairs = UsablePairs(m);
   auto end_of = [&](uint32_t i) { return parts[parts[i].next].start; };
+  auto push = [&](uint32_t i, uint32_t r) {
+    parts[i].rank = r;
+    heap.push_back((static_cast<uint64_t>(r) << 32) | i);
+    std::push_heap(heap.begin(), heap.end(), std::greater<>());
+  };
   auto rerank = [&](uint32_t i) {
     parts[i].rank = kNoRank;
     const uint32_t j = parts[i].next;
@@ -108,12 +142,19 @@ void HeapMerge(const BpeModel& m, std::string_view piece, BpeScratch& s, Emit& e
     uint32_t unused = 0;
     if (PairRank(m, piece, parts[i].state, parts[j].state, parts[i].start, end_of(j), &r,
                  &unused)) {
-      parts[i].rank = r;
-      heap.push_back((static_cast<uint64_t>(r) << 32) | i);
-      std::push_heap(heap.begin(), heap.end(), std::greater<>());
+      push(i, r);
     }
   };
-  for (uint32_t i = 0; i + 1 < n; ++i) rerank(i);
+  // The initial ranks go in unordered and are heapified once, in O(n).
+  for (uint32_t i = 0; i + 1 < n; ++i) {
+    uint32_t r = kNoRank;
+    uint32_t unused = 0;
+    if (InitialRank(m, pairs, piece, i, parts[i].state, parts[i + 1].state, &r, &unused)) {
+      parts[i].rank = r;
+      heap.push_back((static_cast<uint64_t>(r) << 32) | i);
+    }
+  }
+  std::make_heap(heap.begin(), heap.end(), std::greater<>());
   while (!heap.empty()) {
     std::pop_heap(heap.begin(), heap.end(), std::greater<>());
     const uint64_t top = heap.back();
@@ -129,6 +170,10 @@ void HeapMerge(const BpeModel& m, std::string_view piece, BpeScratch& s, Emit& e
     parts[i].next = parts[j].next;
     parts[parts[j].next].prev = i;
     parts[j].rank = kNoRank;  // j is gone: its heap entries become stale
+    if (pairs != nullptr) {  // both lookups' cache misses at once
+      if (parts[i].next < n) pairs->Prefetch(merged, parts[parts[i].next].state);
+      if (parts[i].start > 0) pairs->Prefetch(parts[parts[i].prev].state, merged);
+    }
     rerank(i);
     if (parts[i].start > 0) rerank(parts[i].prev);
   }
