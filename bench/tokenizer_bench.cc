@@ -133,8 +133,8 @@ size_t EncodeAll(const llm::tok::Tokenizer& tok, const std::vector<std::string_v
 // once `budget_s` is spent (0: no budget).
 std::vector<double> TimePasses(const llm::tok::Tokenizer& tok,
                                const std::vector<std::string_view>& chunks,
-                               const llm::tok::EncodeOptions& options, int repeat,
-                               double budget_s, size_t* tokens) {
+                               const llm::tok::EncodeOptions& options, int repeat, double budget_s,
+                               size_t* tokens) {
   *tokens = EncodeAll(tok, chunks, options, nullptr);
   std::vector<double> times;
   double spent = 0;

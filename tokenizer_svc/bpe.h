@@ -14,10 +14,11 @@
 // for n < ~100) over fixed arrays on the stack; longer pieces use a priority
 // queue (FlatHeap, or MergeQueue from kBpeQueueThreshold bytes) over a linked
 // list of parts, O(n log n) at worst and O(n) for runs of a repeated letter,
-// so 20,000 repeated letters take milliseconds, not seconds. Both pick the same merge at every step, so
-// their results are identical. Under the concatenation rule with a pair
-// table, the initial ranks (pairs of single bytes) come from its direct byte-
-// pair table, and the two re-ranks after each merge are prefetched together.
+// so 20,000 repeated letters take milliseconds, not seconds. All paths pick
+// the same merge at every step, so their results are identical. Under the
+// concatenation rule with a pair table, the initial ranks (pairs of single
+// bytes) come from its direct byte-pair table, and the two re-ranks after
+// each merge are prefetched together.
 // Threads: a BpeScratch belongs to one thread; BpeModel is shared read-only.
 #ifndef LLM_TOKENIZER_SVC_BPE_H_
 #define LLM_TOKENIZER_SVC_BPE_H_
@@ -85,14 +86,14 @@ class MergeQueue {
 
  private:
   struct PerRank {
-    std::vector<uint32_t> run;       // increasing; run[head..] are queued
+    std::vector<uint32_t> run;  // increasing; run[head..] are queued
     size_t head = 0;
     std::vector<uint32_t> overflow;  // min-heap of the others
   };
   // The PerRank of `rank`, created empty on first use.
   PerRank& Find(uint32_t rank);
 
-  std::vector<uint32_t> ranks_;  // min-heap of ranks with queued entries
+  std::vector<uint32_t> ranks_;                      // min-heap of ranks with queued entries
   absl::flat_hash_map<uint32_t, uint32_t> slot_of_;  // rank -> index in per_rank_
   // Direct-mapped memo in front of slot_of_: [rank % 256] = (rank + 1) << 32
   // | slot, 0 if empty. A long piece has few hot ranks.

@@ -243,8 +243,7 @@ void ScanMerge(const BpeModel& m, std::string_view piece, Emit& emit) {
 // a doubly linked list of parts. Part indices grow with byte position, so the
 // queue's tie-break on index is tiktoken's leftmost rule.
 template <typename Queue, typename Emit>
-void HeapMerge(const BpeModel& m, std::string_view piece, BpeScratch& s, Queue& queue,
-               Emit& emit) {
+void HeapMerge(const BpeModel& m, std::string_view piece, BpeScratch& s, Queue& queue, Emit& emit) {
   auto& parts = s.parts;
   const auto n = static_cast<uint32_t>(piece.size());
   parts.resize(n + 1);
@@ -289,7 +288,7 @@ void HeapMerge(const BpeModel& m, std::string_view piece, BpeScratch& s, Queue& 
     parts[i].next = parts[j].next;
     parts[parts[j].next].prev = i;
     parts[j].rank = kNoRank;  // j is gone: its heap entries become stale
-    if (pairs != nullptr) {  // both lookups' cache misses at once
+    if (pairs != nullptr) {   // both lookups' cache misses at once
       if (parts[i].next < n) pairs->Prefetch(merged, parts[parts[i].next].state);
       if (i > 0) pairs->Prefetch(parts[parts[i].prev].state, merged);
     }

@@ -17,8 +17,9 @@
 // direct 256 x 256 table (FindBytes), which stays in the CPU's L2 cache where
 // the hash table's probes go to L3 or memory.
 // Memory: 16 bytes per pair rounded up to a power of two (cl100k_base: 233 K
-// pairs, 4 MiB; o200k_base: 446 K pairs, 8 MiB), plus 256 KiB for byte pairs. Build cost: O(sum of squared
-// token lengths) trie steps (well under 100 ms for 200 K tokens).
+// pairs, 4 MiB; o200k_base: 446 K pairs, 8 MiB), plus 256 KiB for byte
+// pairs. Build cost: O(sum of squared token lengths) trie steps (well under
+// 100 ms for 200 K tokens).
 // Threads: immutable after Build(); Find may run concurrently.
 #ifndef LLM_TOKENIZER_SVC_PAIR_TABLE_H_
 #define LLM_TOKENIZER_SVC_PAIR_TABLE_H_

@@ -51,7 +51,7 @@ TEST(PairTableTest, SmallExample) {
 
 TEST(PairTableTest, BytePairsWhoseBytesAreNotTokens) {
   // "\xFF" alone is no token, "\xFFa" is: FindBytes sees it, Find cannot.
-  const std::vector<std::string> tokens = {"a", "b", "ab", "\xFF" "a"};
+  const std::vector<std::string> tokens = {"a", "b", "ab", std::string("\xFF") + "a"};
   const Trie trie = MakeTrie(tokens);
   const PairTable t = PairTable::Build(trie, tokens);
   EXPECT_EQ(t.FindBytes(0xFF, 'a'), 3u);
