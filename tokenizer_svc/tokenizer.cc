@@ -15,6 +15,7 @@
 #include "tokenizer_svc/piece_cache.h"
 #include "tokenizer_svc/pretokenizer.h"
 #include "tokenizer_svc/tiktoken_loader.h"
+#include "tokenizer_svc/token_index.h"
 #include "tokenizer_svc/trie.h"
 
 namespace llm::tok {
@@ -24,6 +25,7 @@ struct Tokenizer::Impl {
   Trie trie;          // normal tokens: bytes -> id
   Trie special_trie;  // control, unknown and user-defined tokens: text -> id
   PairTable pairs;    // concatenation rule: (left id, right id) -> merged id
+  TokenIndex tokens;  // whole-piece shortcut: bytes -> id in one probe (empty: use the trie)
   bool has_user_defined = false;
   BpeModel model;
   std::array<uint32_t, 256> byte_fallback{};  // <0xNN> token ids
@@ -104,7 +106,7 @@ struct Tokenizer::Impl {
       }
     }
     if (vocab.whole_piece_shortcut) {
-      const uint32_t id = trie.Find(piece);
+      const uint32_t id = tokens.empty() ? trie.Find(piece) : tokens.Find(piece);
       if (id != Trie::kNoValue) {
         call.ids->push_back(id);
         if (call.cache != nullptr) call.cache->Insert(piece, std::span(&id, 1));
@@ -207,6 +209,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(Vocab vocab) {
   impl->trie.Freeze();
   impl->special_trie.Freeze();
   impl->model.trie = &impl->trie;
+  if (vocab.whole_piece_shortcut) impl->tokens = TokenIndex::Build(impl->trie, vocab.token_bytes);
   if (vocab.merge_rule == MergeRule::kConcatenationRank) {
     impl->pairs = PairTable::Build(impl->trie, vocab.token_bytes);
     impl->model.pairs = &impl->pairs;
