@@ -40,6 +40,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tokenizer_svc/hash_bytes.h"
+
 namespace llm::tok {
 
 class PieceCache {
@@ -118,21 +120,7 @@ class PieceCache {
 
   // Index of the first slot of `piece`'s set in a table of `slots` slots.
   static size_t SetOf(std::string_view piece, size_t slots) {
-    constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
-    uint64_t h = piece.size() * kMul;
-    size_t i = 0;
-    for (; i + 8 <= piece.size(); i += 8) {
-      uint64_t w;
-      std::memcpy(&w, piece.data() + i, 8);
-      h = (h ^ w) * kMul;
-      h ^= h >> 29;
-    }
-    if (i < piece.size()) {
-      uint64_t w = 0;
-      std::memcpy(&w, piece.data() + i, piece.size() - i);
-      h = (h ^ w) * kMul;
-    }
-    return static_cast<size_t>(h >> 40) & (slots - 2);
+    return static_cast<size_t>(HashBytes(piece) >> 40) & (slots - 2);
   }
 
   std::unique_ptr<Entry[]> slots_;

@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tokenizer_svc/hash_bytes.h"
 #include "tokenizer_svc/trie.h"
 
 namespace llm::tok {
@@ -67,23 +68,7 @@ class TokenIndex {
   };
   static_assert(sizeof(Slot) == 16);
 
-  static uint64_t Hash(std::string_view bytes) {
-    constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
-    uint64_t h = bytes.size() * kMul;
-    size_t i = 0;
-    for (; i + 8 <= bytes.size(); i += 8) {
-      uint64_t w;
-      std::memcpy(&w, bytes.data() + i, 8);
-      h = (h ^ w) * kMul;
-      h ^= h >> 29;
-    }
-    if (i < bytes.size()) {
-      uint64_t w = 0;
-      std::memcpy(&w, bytes.data() + i, bytes.size() - i);
-      h = (h ^ w) * kMul;
-    }
-    return (h ^ (h >> 32)) * kMul;
-  }
+  static uint64_t Hash(std::string_view bytes) { return HashBytes(bytes); }
 
   std::vector<Slot> slots_;
   std::string arena_;  // bytes of the tokens longer than kInlineBytes
