@@ -183,60 +183,57 @@ inline bool InitialRank(const BpeModel& m, const PairTable* pairs, std::string_v
   return PairRank(m, piece, a, b, i, i + 2, rank, merged);
 }
 
-// tiktoken's loop on arrays on the stack: scan for the minimum rank each round,
-// erase the merged part by shifting the (short) tails.
+// tiktoken's loop on arrays on the stack. Part i starts at byte i; a part
+// merged away stays in the arrays, unlinked, with rank kNoRank, so a merge
+// shifts nothing and each round's minimum is one pass over a padded array
+// that the compiler vectorizes (then the first index holding it: leftmost).
 template <typename Emit>
 void ScanMerge(const BpeModel& m, std::string_view piece, Emit& emit) {
   constexpr uint32_t kMax = kBpeHeapThreshold;
+  static_assert(kMax % 8 == 0);
   const auto n = static_cast<uint32_t>(piece.size());
-  uint32_t start[kMax + 1];  // start[i]: first byte of part i; start[k] == n
-  uint32_t id[kMax];         // token id of part i
-  uint32_t rank[kMax];       // rank of merging parts i and i + 1 (kNoRank: none)
-  uint32_t merged[kMax];     // the id they merge into
+  const uint32_t padded = (n + 7) & ~7u;  // <= kMax
+  uint32_t id[kMax];                      // token id of part i
+  uint32_t rank[kMax];                    // rank of merging part i with the next live part
+  uint32_t merged[kMax];                  // the id they merge into
+  uint32_t next[kMax];                    // next live part (n: none)
+  uint32_t prev[kMax];                    // previous live part
   for (uint32_t i = 0; i < n; ++i) {
-    start[i] = i;
     id[i] = m.byte_ids[static_cast<uint8_t>(piece[i])];
+    next[i] = i + 1;
+    prev[i] = i - 1;
   }
-  start[n] = n;
-  uint32_t k = n;  // live parts
+  for (uint32_t i = n > 0 ? n - 1 : 0; i < padded; ++i) rank[i] = kNoRank;
   const PairTable* pairs = UsablePairs(m);
-  auto rerank = [&](uint32_t i) {
-    rank[i] = kNoRank;
-    PairRank(m, piece, id[i], id[i + 1], start[i], start[i + 2], &rank[i], &merged[i]);
-  };
-  for (uint32_t i = 0; i + 1 < k; ++i) {
+  for (uint32_t i = 0; i + 1 < n; ++i) {
     rank[i] = kNoRank;
     InitialRank(m, pairs, piece, i, id[i], id[i + 1], &rank[i], &merged[i]);
   }
-  while (k > 1) {
+  auto rerank = [&](uint32_t i) {
+    rank[i] = kNoRank;
+    const uint32_t j = next[i];
+    if (j >= n) return;
+    PairRank(m, piece, id[i], id[j], i, next[j], &rank[i], &merged[i]);
+  };
+  for (;;) {
     uint32_t best = kNoRank;
-    uint32_t at = 0;
-    for (uint32_t i = 0; i + 1 < k; ++i) {
-      if (rank[i] < best) {
-        best = rank[i];
-        at = i;
-      }
-    }
+    for (uint32_t i = 0; i < padded; ++i) best = std::min(best, rank[i]);
     if (best == kNoRank) break;
+    uint32_t at = 0;
+    while (rank[at] != best) ++at;
+    const uint32_t j = next[at];
     id[at] = merged[at];
-    // Erase part at + 1.
-    std::copy(start + at + 2, start + k + 1, start + at + 1);
-    std::copy(id + at + 2, id + k, id + at + 1);
-    std::copy(rank + at + 2, rank + k, rank + at + 1);
-    std::copy(merged + at + 2, merged + k, merged + at + 1);
-    --k;
+    next[at] = next[j];
+    if (next[j] < n) prev[next[j]] = at;
+    rank[j] = kNoRank;
     if (pairs != nullptr) {  // both lookups' cache misses at once
-      if (at + 1 < k) pairs->Prefetch(id[at], id[at + 1]);
-      if (at > 0) pairs->Prefetch(id[at - 1], id[at]);
+      if (next[at] < n) pairs->Prefetch(id[at], id[next[at]]);
+      if (at > 0) pairs->Prefetch(id[prev[at]], id[at]);
     }
-    if (at + 1 < k) {
-      rerank(at);
-    } else {
-      rank[at] = kNoRank;
-    }
-    if (at > 0) rerank(at - 1);
+    rerank(at);
+    if (at > 0) rerank(prev[at]);
   }
-  for (uint32_t i = 0; i < k; ++i) emit(id[i], start[i], start[i + 1]);
+  for (uint32_t i = 0; i < n; i = next[i]) emit(id[i], i, next[i]);
 }
 
 // The same merges: a MergeQueue of (rank, part index) with lazy deletion over
