@@ -8,8 +8,8 @@
 //                   [--inputs-out DIR]
 //
 // Output: JSON lines on stdout, one for the corpus
-//   {"impl":"llm","kind":"corpus","encoding":"cl100k_base","bytes":...,"tokens":...,
-//    "chunks":...,"chunking":"newline-65536","median_s":...,"mb_s":...}
+//   {"impl":"llm","kind":"corpus","encoding":"cl100k_base","cache":true,"bytes":...,
+//    "tokens":...,"chunks":...,"chunking":"newline-65536","median_s":...,"mb_s":...}
 // and with --worst-case one per generated input pair
 //   {"impl":"llm","kind":"worst_case","case":"a","small_bytes":100000,
 //    "large_bytes":1000000,"small_s":...,"large_s":...,"ratio":...}
@@ -20,6 +20,12 @@
 // each the shortest prefix of the rest that is at least --chunk-bytes long and
 // ends just after a '\n' (or all of the rest when it is no longer than
 // --chunk-bytes or has no '\n' past that point). --chunk-bytes 0: one call.
+//
+// With --no-cache-pass (the default) the corpus is timed a second time with
+// the piece cache off (EncodeOptions::use_piece_cache = false): the corpus
+// repeats its texts, which flatters the cache, so this line shows what every
+// piece costs through the merge loop; it prints "cache":false (the main line
+// "cache":true). The ids of both must be identical (else exit status 1).
 //
 // Timing: one untimed warm-up pass, then --repeat timed passes over all chunks
 // (each chunk one Encode call that returns a fresh vector, as a caller would
@@ -53,6 +59,9 @@ ABSL_FLAG(std::string, ids_out, "",
           "Write the corpus's token ids here (uint32 little-endian, chunks in order).");
 ABSL_FLAG(std::string, inputs_out, "",
           "--worst-case: write each generated input to DIR/<case>_<bytes>.txt.");
+ABSL_FLAG(bool, no_cache_pass, true,
+          "Also time the corpus with EncodeOptions::use_piece_cache = false (every piece "
+          "through the merge loop), printed as a second line with \"cache\":false.");
 ABSL_FLAG(double, case_budget_s, 10.0,
           "--worst-case: stop repeating one input once its timed runs took this long "
           "(at least one run).");
@@ -109,10 +118,10 @@ double Median(std::vector<double> v) {
 
 // Encodes every chunk once; returns the number of tokens.
 size_t EncodeAll(const llm::tok::Tokenizer& tok, const std::vector<std::string_view>& chunks,
-                 std::vector<uint32_t>* keep) {
+                 const llm::tok::EncodeOptions& options, std::vector<uint32_t>* keep) {
   size_t tokens = 0;
   for (std::string_view chunk : chunks) {
-    auto ids = tok.Encode(chunk, {});
+    auto ids = tok.Encode(chunk, options);
     if (!ids.ok()) Die(llm::StrCat("Encode failed: ", ids.status().ToString()));
     tokens += ids->size();
     if (keep != nullptr) keep->insert(keep->end(), ids->begin(), ids->end());
@@ -123,14 +132,15 @@ size_t EncodeAll(const llm::tok::Tokenizer& tok, const std::vector<std::string_v
 // Seconds of `repeat` timed passes (after one warm-up pass), stopping early
 // once `budget_s` is spent (0: no budget).
 std::vector<double> TimePasses(const llm::tok::Tokenizer& tok,
-                               const std::vector<std::string_view>& chunks, int repeat,
-                               double budget_s, size_t* tokens) {
-  *tokens = EncodeAll(tok, chunks, nullptr);
+                               const std::vector<std::string_view>& chunks,
+                               const llm::tok::EncodeOptions& options, int repeat, double budget_s,
+                               size_t* tokens) {
+  *tokens = EncodeAll(tok, chunks, options, nullptr);
   std::vector<double> times;
   double spent = 0;
   for (int r = 0; r < repeat; ++r) {
     const auto t0 = Clock::now();
-    const size_t n = EncodeAll(tok, chunks, nullptr);
+    const size_t n = EncodeAll(tok, chunks, options, nullptr);
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     if (n != *tokens) Die("token count changed between passes");
     times.push_back(s);
@@ -217,7 +227,7 @@ Json WorstCase(const llm::tok::Tokenizer& tok, const std::string& encoding,
     }
     size_t tokens = 0;
     const std::vector<std::string_view> one{input};
-    const std::vector<double> times = TimePasses(tok, one, repeat, budget_s, &tokens);
+    const std::vector<double> times = TimePasses(tok, one, {}, repeat, budget_s, &tokens);
     const double median = Median(times);
     medians.push_back(median);
     line[llm::StrCat(label, "_bytes")] = input.size();
@@ -265,7 +275,7 @@ int main(int argc, char** argv) {
   const std::string ids_out = absl::GetFlag(FLAGS_ids_out);
   if (!ids_out.empty()) {
     std::vector<uint32_t> ids;
-    EncodeAll(tok, chunks, &ids);
+    EncodeAll(tok, chunks, {}, &ids);
     std::string bytes;
     bytes.reserve(ids.size() * 4);
     for (uint32_t id : ids) {
@@ -274,23 +284,35 @@ int main(int argc, char** argv) {
     WriteFile(ids_out, bytes);
   }
 
-  size_t tokens = 0;
-  const std::vector<double> times = TimePasses(tok, chunks, repeat, 0, &tokens);
-  const double median = Median(times);
-  Json line;
-  line["impl"] = "llm";
-  line["kind"] = "corpus";
-  line["encoding"] = encoding;
-  line["bytes"] = corpus.size();
-  line["tokens"] = tokens;
-  line["chunks"] = chunks.size();
-  line["chunking"] = split ? llm::StrCat("newline-", target) : std::string("whole");
-  line["repeat"] = repeat;
-  line["load_s"] = load_s;
-  line["median_s"] = median;
-  line["min_s"] = *std::min_element(times.begin(), times.end());
-  line["mb_s"] = median > 0 ? static_cast<double>(corpus.size()) / median / 1e6 : 0.0;
-  std::cout << line.dump() << std::endl;
+  auto corpus_line = [&](bool cache) {
+    size_t tokens = 0;
+    const std::vector<double> times =
+        TimePasses(tok, chunks, {.use_piece_cache = cache}, repeat, 0, &tokens);
+    const double median = Median(times);
+    Json line;
+    line["impl"] = "llm";
+    line["kind"] = "corpus";
+    line["encoding"] = encoding;
+    line["cache"] = cache;
+    line["bytes"] = corpus.size();
+    line["tokens"] = tokens;
+    line["chunks"] = chunks.size();
+    line["chunking"] = split ? llm::StrCat("newline-", target) : std::string("whole");
+    line["repeat"] = repeat;
+    line["load_s"] = load_s;
+    line["median_s"] = median;
+    line["min_s"] = *std::min_element(times.begin(), times.end());
+    line["mb_s"] = median > 0 ? static_cast<double>(corpus.size()) / median / 1e6 : 0.0;
+    std::cout << line.dump() << std::endl;
+  };
+  corpus_line(true);
+  if (absl::GetFlag(FLAGS_no_cache_pass)) {
+    std::vector<uint32_t> with_cache, without_cache;
+    EncodeAll(tok, chunks, {}, &with_cache);
+    EncodeAll(tok, chunks, {.use_piece_cache = false}, &without_cache);
+    if (with_cache != without_cache) Die("the ids differ with and without the piece cache");
+    corpus_line(false);
+  }
 
   if (absl::GetFlag(FLAGS_worst_case)) {
     const double budget_s = absl::GetFlag(FLAGS_case_budget_s);

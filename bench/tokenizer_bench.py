@@ -365,7 +365,9 @@ def main() -> int:
         inputs_dir = OUT / "inputs" / name
         lines = run_ours(BENCH_BIN, vocab, corpus_path, args.repeat, args.chunk_bytes, ids_path,
                          inputs_dir)
-        ours = next(l for l in lines if l["kind"] == "corpus")
+        ours = next(l for l in lines if l["kind"] == "corpus" and l.get("cache", True))
+        ours_nc = next((l for l in lines if l["kind"] == "corpus" and not l.get("cache", True)),
+                       None)
         ours_wc = [l for l in lines if l["kind"] == "worst_case"]
 
         # tiktoken on the same chunks.
@@ -393,9 +395,11 @@ def main() -> int:
                 f"{len(str_chunks)}")
         del tk_ids, arr
         summary["throughput"].append({
-            "encoding": name, "llm": ours, "tiktoken": tk,
+            "encoding": name, "llm": ours, "llm_no_cache": ours_nc, "tiktoken": tk,
             "same_token_count": same_count, "same_ids": same_ids,
-            "ratio_mb_s_llm_over_tiktoken": ours["mb_s"] / tk["mb_s"]})
+            "ratio_mb_s_llm_over_tiktoken": ours["mb_s"] / tk["mb_s"],
+            "ratio_mb_s_llm_no_cache_over_tiktoken":
+                ours_nc["mb_s"] / tk["mb_s"] if ours_nc else None})
 
         # Worst case: tiktoken on the inputs tokenizer_bench wrote.
         for wc in ours_wc:
@@ -448,14 +452,22 @@ def main() -> int:
     print(hdr)
     print("-" * len(hdr))
     for t in summary["throughput"]:
-        for impl in ("llm", "tiktoken"):
+        for impl, label in (("llm", "llm"), ("llm_no_cache", "llm-nc"), ("tiktoken", "tiktoken")):
             r = t[impl]
-            print(f"{t['encoding']:<12} {impl:<9} {r['tokens']:>10,} {r['median_s']:>9.3f} "
+            if r is None:
+                continue
+            print(f"{t['encoding']:<12} {label:<9} {r['tokens']:>10,} {r['median_s']:>9.3f} "
                   f"{r['mb_s']:>8.2f} {str(t['same_ids']):>9}")
+    print("(llm-nc: ours with the piece cache off, EncodeOptions::use_piece_cache = false; "
+          "its ids are checked equal to llm's by tokenizer_bench)")
     print()
     for t in summary["throughput"]:
-        print(f"{t['encoding']}: ours / tiktoken MB/s = "
-              f"{t['ratio_mb_s_llm_over_tiktoken']:.2f}")
+        line = (f"{t['encoding']}: ours / tiktoken MB/s = "
+                f"{t['ratio_mb_s_llm_over_tiktoken']:.2f}")
+        if t["ratio_mb_s_llm_no_cache_over_tiktoken"] is not None:
+            line += (f"; with the piece cache off "
+                     f"{t['ratio_mb_s_llm_no_cache_over_tiktoken']:.2f}")
+        print(line)
     print("\nworst case (no whitespace), one call per input; ratio = time(1 MB) / time(100 KB): "
           "10 = linear, 100 = quadratic")
     hdr = (f"{'encoding':<12} {'case':<13} {'impl':<9} {'t(100KB) s':>11} {'t(1MB) s':>10} "

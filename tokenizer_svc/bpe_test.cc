@@ -1,9 +1,11 @@
 // The merge loop against a deliberately naive reference (tiktoken's algorithm
-// on byte strings and a map), for both rank rules and both code paths (the
-// O(n^2) scan and the O(n log n) heap).
+// on byte strings and a map), for both rank rules and all three code paths
+// (the O(n^2) scan, and the heap path with FlatHeap or MergeQueue), and the
+// two queues against std::priority_queue.
 #include "tokenizer_svc/bpe.h"
 
 #include <map>
+#include <queue>
 #include <random>
 #include <string>
 #include <vector>
@@ -117,44 +119,116 @@ std::unique_ptr<Models> BuildModels(const RandomVocab& v) {
   return m;
 }
 
-template <bool kHeap>
-std::vector<uint32_t> RunMerge(const BpeModel& model, const std::string& s) {
+enum class Path { kScan, kFlatHeap, kMergeQueue };
+
+// One code path, whatever the piece's length; each path is checked against
+// the reference and emits every byte exactly once.
+std::vector<uint32_t> RunMerge(const BpeModel& model, const std::string& s, Path path) {
   std::vector<uint32_t> out;
   BpeScratch scratch;
-  auto emit = [&](uint32_t id, uint32_t, uint32_t) { out.push_back(id); };
-  if constexpr (kHeap) {
-    bpe_internal::HeapMerge(model, s, scratch, emit);
-  } else {
-    bpe_internal::ScanMerge(model, s, emit);
+  uint32_t covered = 0;
+  auto emit = [&](uint32_t id, uint32_t begin, uint32_t end) {
+    EXPECT_EQ(begin, covered);
+    EXPECT_LT(begin, end);
+    covered = end;
+    out.push_back(id);
+  };
+  switch (path) {
+    case Path::kScan:
+      bpe_internal::ScanMerge(model, s, emit);
+      break;
+    case Path::kFlatHeap:
+      bpe_internal::HeapMerge(model, s, scratch, scratch.heap, emit);
+      break;
+    case Path::kMergeQueue:
+      bpe_internal::HeapMerge(model, s, scratch, scratch.queue, emit);
+      break;
   }
+  EXPECT_EQ(covered, s.size());
   return out;
 }
 
-TEST(BpeTest, BothPathsEqualTheReferenceOnRandomVocabularies) {
+TEST(FlatHeapTest, PopsInRankThenIndexOrder) {
+  std::mt19937 rng(9);
+  FlatHeap h;
+  std::priority_queue<std::pair<uint32_t, uint32_t>, std::vector<std::pair<uint32_t, uint32_t>>,
+                      std::greater<>>
+      want;
+  for (int step = 0; step < 20000; ++step) {
+    if (want.empty() || rng() % 3 != 0) {
+      const uint32_t rank = rng() % 1000;
+      const uint32_t index = rng();
+      h.Push(rank, index);
+      want.emplace(rank, index);
+    } else {
+      ASSERT_EQ(h.Pop(), want.top());
+      want.pop();
+    }
+  }
+  while (!want.empty()) {
+    ASSERT_EQ(h.Pop(), want.top());
+    want.pop();
+  }
+  EXPECT_TRUE(h.empty());
+}
+
+TEST(BpeTest, EveryPathEqualsTheReferenceOnRandomVocabularies) {
   std::mt19937 rng(42);
   for (uint32_t seed = 0; seed < 8; ++seed) {
     const RandomVocab v = MakeVocab(seed, 300);
     const auto m = BuildModels(v);
     for (int trial = 0; trial < 200; ++trial) {
-      std::string s(1 + rng() % (trial < 150 ? 40 : 600), 'a');
-      for (char& c : s) c = static_cast<char>('a' + rng() % 4);
+      std::string s(1 + rng() % (trial < 150 ? 40 : trial < 190 ? 600 : 3000), 'a');
+      // Random letters, or (one trial in five) long runs of one letter, where
+      // the heap path's queue keeps sorted runs per rank.
+      const bool runs = trial % 5 == 4;
+      for (size_t i = 0; i < s.size(); ++i) {
+        s[i] = runs && i > 0 && rng() % 16 != 0 ? s[i - 1] : static_cast<char>('a' + rng() % 4);
+      }
       // The scan works on stack arrays and only takes short pieces.
       const bool scan = s.size() < kBpeHeapThreshold;
       const auto concat = ReferenceConcat(v, s);
-      if (scan) {
-        ASSERT_EQ(RunMerge<false>(m->concat, s), concat) << s;
-      }
-      ASSERT_EQ(RunMerge<true>(m->concat, s), concat) << s;
-      if (scan) {
-        ASSERT_EQ(RunMerge<false>(m->concat_table, s), concat) << s;
-      }
-      ASSERT_EQ(RunMerge<true>(m->concat_table, s), concat) << s;
       const auto listed = ReferenceMergeList(v, s);
-      if (scan) {
-        ASSERT_EQ(RunMerge<false>(m->merge_list, s), listed) << s;
+      for (const Path path : {Path::kScan, Path::kFlatHeap, Path::kMergeQueue}) {
+        if (path == Path::kScan && !scan) continue;
+        ASSERT_EQ(RunMerge(m->concat, s, path), concat) << s;
+        ASSERT_EQ(RunMerge(m->concat_table, s, path), concat) << s;
+        ASSERT_EQ(RunMerge(m->merge_list, s, path), listed) << s;
       }
-      ASSERT_EQ(RunMerge<true>(m->merge_list, s), listed) << s;
     }
+  }
+}
+
+TEST(MergeQueueTest, PopsInRankThenIndexOrderLikeAHeap) {
+  std::mt19937 rng(7);
+  MergeQueue q;
+  for (int round = 0; round < 50; ++round) {
+    q.Clear();  // reuse across rounds, as the scratch does across pieces
+    std::priority_queue<std::pair<uint32_t, uint32_t>, std::vector<std::pair<uint32_t, uint32_t>>,
+                        std::greater<>>
+        want;
+    // Few ranks and mostly increasing indices (the runs), some out of order
+    // (the overflow heaps); pops interleaved with pushes.
+    const uint32_t ranks = 1 + rng() % (round % 2 == 0 ? 3 : 200);
+    uint32_t next_index = 0;
+    for (int step = 0; step < 2000; ++step) {
+      if (want.empty() || rng() % 3 != 0) {
+        const uint32_t rank = rng() % ranks;
+        const uint32_t index = rng() % 4 == 0 ? rng() % (next_index + 1) : next_index++;
+        q.Push(rank, index);
+        want.emplace(rank, index);
+      } else {
+        ASSERT_FALSE(q.empty());
+        ASSERT_EQ(q.Pop(), want.top());
+        want.pop();
+      }
+    }
+    while (!want.empty()) {
+      ASSERT_FALSE(q.empty());
+      ASSERT_EQ(q.Pop(), want.top());
+      want.pop();
+    }
+    EXPECT_TRUE(q.empty());
   }
 }
 

@@ -40,6 +40,15 @@ PairTable PairTable::Build(const Trie& trie, const std::vector<std::string>& tok
   for (const auto& [key, merged] : pairs) {
     t.Insert(static_cast<uint32_t>(key >> kIdBits), static_cast<uint32_t>(key & kMaxId), merged);
   }
+  t.byte_pairs_.assign(256 * 256, Trie::kNoValue);
+  for (int a = 0; a < 256; ++a) {
+    const uint32_t node = trie.Child(Trie::kRoot, static_cast<uint8_t>(a));
+    if (node == Trie::kNoNode) continue;
+    for (int b = 0; b < 256; ++b) {
+      const uint32_t child = trie.Child(node, static_cast<uint8_t>(b));
+      if (child != Trie::kNoNode) t.byte_pairs_[(a << 8) | b] = trie.Value(child);
+    }
+  }
   return t;
 }
 

@@ -39,6 +39,24 @@ TEST(PairTableTest, SmallExample) {
   EXPECT_EQ(t.Find(5, 5), Trie::kNoValue);
   EXPECT_EQ(t.Find(PairTable::kMaxId, 0), Trie::kNoValue);
   EXPECT_EQ(t.Find(Trie::kNoValue, 0), Trie::kNoValue);
+  EXPECT_EQ(t.FindBytes('a', 'b'), 2u);
+  EXPECT_EQ(t.FindBytes('b', 'b'), 4u);
+  EXPECT_EQ(t.FindBytes('b', 'a'), Trie::kNoValue);
+  EXPECT_EQ(t.FindBytes('a', 'a'), Trie::kNoValue);
+  EXPECT_EQ(t.FindBytes('c', 0), Trie::kNoValue);
+  // Prefetch only hints; it never reads past the table.
+  t.Prefetch(0, 1);
+  t.Prefetch(PairTable::kMaxId, 0);
+}
+
+TEST(PairTableTest, BytePairsWhoseBytesAreNotTokens) {
+  // "\xFF" alone is no token, "\xFFa" is: FindBytes sees it, Find cannot.
+  const std::vector<std::string> tokens = {"a", "b", "ab", std::string("\xFF") + "a"};
+  const Trie trie = MakeTrie(tokens);
+  const PairTable t = PairTable::Build(trie, tokens);
+  EXPECT_EQ(t.FindBytes(0xFF, 'a'), 3u);
+  EXPECT_EQ(t.FindBytes('a', 0xFF), Trie::kNoValue);
+  EXPECT_EQ(t.FindBytes('a', 'b'), 2u);
 }
 
 TEST(PairTableTest, DuplicatesMapToTheLowestId) {
@@ -108,6 +126,14 @@ TEST_P(RealVocab, AgreesWithTheTrie) {
     }
   }
   EXPECT_EQ(splits, t.size());
+  // Every byte pair, against the trie.
+  for (int a = 0; a < 256; ++a) {
+    for (int b = 0; b < 256; ++b) {
+      const std::string two = {static_cast<char>(a), static_cast<char>(b)};
+      ASSERT_EQ(t.FindBytes(static_cast<uint8_t>(a), static_cast<uint8_t>(b)), trie.Find(two))
+          << a << " " << b;
+    }
+  }
   // Sound: random pairs, and pairs with a single byte, agree with the trie.
   std::vector<uint32_t> byte_ids;
   for (int b = 0; b < 256; ++b) byte_ids.push_back(trie.Find(std::string(1, static_cast<char>(b))));

@@ -5,8 +5,12 @@
 
 namespace llm::tok {
 
-PieceCache::PieceCache() : slots_(new Entry[kSlots]), long_slots_(new LongEntry[kLongSlots]) {
+PieceCache::PieceCache()
+    : slots_(new Entry[kSlots]),
+      wide_slots_(new WideEntry[kWideSlots]),
+      long_slots_(new LongEntry[kLongSlots]) {
   std::memset(slots_.get(), 0, kSlots * sizeof(Entry));
+  std::memset(wide_slots_.get(), 0, kWideSlots * sizeof(WideEntry));
 }
 
 void PieceCache::Reset(uint64_t owner) {
@@ -15,6 +19,7 @@ void PieceCache::Reset(uint64_t owner) {
   if (++generation_ == 0) {
     // 2^32 owner changes: clear for real rather than reuse generation 0.
     std::memset(slots_.get(), 0, kSlots * sizeof(Entry));
+    std::memset(wide_slots_.get(), 0, kWideSlots * sizeof(WideEntry));
     for (size_t i = 0; i < kLongSlots; ++i) long_slots_[i].generation = 0;
     generation_ = 1;
   }
@@ -32,6 +37,18 @@ std::span<const uint32_t> PieceCache::LookupLong(std::string_view piece) const {
   return {};
 }
 
+std::span<const uint32_t> PieceCache::LookupWide(std::string_view piece) const {
+  const WideEntry* set = &wide_slots_[SetOf(piece, kWideSlots)];
+  for (int way = 0; way < 2; ++way) {
+    const WideEntry& e = set[way];
+    if (e.generation == generation_ && e.size == piece.size() &&
+        std::memcmp(e.bytes, piece.data(), piece.size()) == 0) {
+      return {e.ids, e.num_ids};
+    }
+  }
+  return {};
+}
+
 void PieceCache::Insert(std::string_view piece, std::span<const uint32_t> ids) {
   if (!Fits(piece, ids.size())) return;
   if (piece.size() > kMaxPieceBytes) {
@@ -42,6 +59,17 @@ void PieceCache::Insert(std::string_view piece, std::span<const uint32_t> ids) {
     e.long_generation = long_generation_;
     e.bytes.assign(piece);
     e.ids.assign(ids.begin(), ids.end());
+    return;
+  }
+  if (ids.size() > kMaxIds) {
+    WideEntry* set = &wide_slots_[SetOf(piece, kWideSlots)];
+    set[1] = set[0];
+    WideEntry& e = set[0];
+    e.generation = generation_;
+    e.size = static_cast<uint8_t>(piece.size());
+    e.num_ids = static_cast<uint8_t>(ids.size());
+    std::memcpy(e.bytes, piece.data(), piece.size());
+    std::copy(ids.begin(), ids.end(), e.ids);
     return;
   }
   Entry* set = &slots_[SetOf(piece, kSlots)];

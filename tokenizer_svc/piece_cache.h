@@ -2,11 +2,14 @@
 // piece seen recently (" the", "ing", "    ") skips the BPE merge loop. Hugging
 // Face's tokenizers keep a similar cache; tiktoken does not.
 //
-// Layout: two 2-way set-associative tables. Short pieces (at most
-// kMaxPieceBytes bytes, at most kMaxIds ids) live in kSlots fixed 64-byte
-// entries (one cache line each); longer ones, up to kMaxLongPieceBytes, in
-// kLongSlots entries that own their bytes and ids (heap memory, reused by the
-// next occupant). Longer pieces are never cached. The tokenizer calls
+// Layout: three 2-way set-associative tables. Short pieces (at most
+// kMaxPieceBytes bytes) with at most kMaxIds ids live in kSlots fixed 64-byte
+// entries (one cache line each), those with up to kMaxWideIds ids (runs of
+// CJK, emoji, combining marks: two or three ids per character) in kWideSlots
+// fixed 128-byte entries, looked at after a miss in the first table; longer
+// pieces, up to kMaxLongPieceBytes, in kLongSlots entries that own their bytes
+// and ids (heap memory, reused by the next occupant). Longer pieces are never
+// cached. The tokenizer calls
 // ForgetLong() at the start of every Encode, so long entries serve repeats
 // within one call only: kept across calls they made a call's time depend on
 // what the thread encoded before (a 100 KB text encoded again hit on all its
@@ -17,13 +20,14 @@
 // cached: an entry holds exactly what the merge loop produced for those bytes
 // under one owner (a tokenizer instance); Reset() for another owner
 // invalidates every entry in O(1).
-// Memory: kSlots * 64 bytes = 512 KiB, plus at most kLongSlots * 5 *
-// kMaxLongPieceBytes = 640 KiB for long entries (only as long pieces occur).
+// Memory: kSlots * 64 + kWideSlots * 128 bytes = 768 KiB, plus at most
+// kLongSlots * 5 * kMaxLongPieceBytes = 640 KiB for long entries (only as
+// long pieces occur).
 // Threads: not thread-safe. ThreadPieceCache() gives each thread its own
 // cache (created on the thread's first call, freed at thread exit), so
 // concurrent Encode calls on any number of threads never share one.
 // Cost: Lookup and Insert hash the piece once (a few ns for short pieces) and
-// touch one set (two cache lines).
+// touch one set (two cache lines; a short piece's miss, two sets).
 #ifndef LLM_TOKENIZER_SVC_PIECE_CACHE_H_
 #define LLM_TOKENIZER_SVC_PIECE_CACHE_H_
 
@@ -36,6 +40,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tokenizer_svc/hash_bytes.h"
+
 namespace llm::tok {
 
 class PieceCache {
@@ -43,6 +49,8 @@ class PieceCache {
   static constexpr size_t kSlots = 8192;  // 2 per set
   static constexpr size_t kMaxPieceBytes = 26;
   static constexpr size_t kMaxIds = 8;
+  static constexpr size_t kWideSlots = 2048;  // 2 per set
+  static constexpr size_t kMaxWideIds = 24;
   static constexpr size_t kLongSlots = 512;  // 2 per set
   static constexpr size_t kMaxLongPieceBytes = 256;
 
@@ -69,7 +77,7 @@ class PieceCache {
         return {e.ids, e.num_ids};
       }
     }
-    return {};
+    return LookupWide(piece);
   }
 
   // Caches `ids` (non-empty) for `piece`, evicting the older entry of its
@@ -79,12 +87,12 @@ class PieceCache {
   // Whether Insert(piece, ids) would store anything.
   static bool Fits(std::string_view piece, size_t num_ids) {
     if (num_ids == 0) return false;
-    if (piece.size() <= kMaxPieceBytes) return num_ids <= kMaxIds;
+    if (piece.size() <= kMaxPieceBytes) return num_ids <= kMaxWideIds;
     return piece.size() <= kMaxLongPieceBytes && num_ids <= piece.size();
   }
 
  private:
-  struct Entry {
+  struct alignas(64) Entry {
     uint32_t generation;  // valid only when equal to generation_
     uint8_t size;
     uint8_t num_ids;
@@ -92,6 +100,14 @@ class PieceCache {
     uint32_t ids[kMaxIds];
   };
   static_assert(sizeof(Entry) == 64);
+  struct alignas(64) WideEntry {
+    uint32_t generation;
+    uint8_t size;
+    uint8_t num_ids;
+    char bytes[kMaxPieceBytes];
+    uint32_t ids[kMaxWideIds];
+  };
+  static_assert(sizeof(WideEntry) == 128);
   struct LongEntry {
     uint32_t generation = 0;
     uint32_t long_generation = 0;
@@ -100,27 +116,15 @@ class PieceCache {
   };
 
   std::span<const uint32_t> LookupLong(std::string_view piece) const;
+  std::span<const uint32_t> LookupWide(std::string_view piece) const;
 
   // Index of the first slot of `piece`'s set in a table of `slots` slots.
   static size_t SetOf(std::string_view piece, size_t slots) {
-    constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
-    uint64_t h = piece.size() * kMul;
-    size_t i = 0;
-    for (; i + 8 <= piece.size(); i += 8) {
-      uint64_t w;
-      std::memcpy(&w, piece.data() + i, 8);
-      h = (h ^ w) * kMul;
-      h ^= h >> 29;
-    }
-    if (i < piece.size()) {
-      uint64_t w = 0;
-      std::memcpy(&w, piece.data() + i, piece.size() - i);
-      h = (h ^ w) * kMul;
-    }
-    return static_cast<size_t>(h >> 40) & (slots - 2);
+    return static_cast<size_t>(HashBytes(piece) >> 40) & (slots - 2);
   }
 
   std::unique_ptr<Entry[]> slots_;
+  std::unique_ptr<WideEntry[]> wide_slots_;
   std::unique_ptr<LongEntry[]> long_slots_;
   uint32_t generation_ = 1;  // entries start at 0: all invalid
   uint32_t long_generation_ = 1;

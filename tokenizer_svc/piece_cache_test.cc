@@ -60,13 +60,37 @@ TEST(PieceCacheTest, TooLongIsNeverCached) {
   const std::string too_long(PieceCache::kMaxLongPieceBytes + 1, 'x');
   c.Insert(too_long, std::vector<uint32_t>{1});
   EXPECT_TRUE(c.Lookup(too_long).empty());
-  const std::vector<uint32_t> many(PieceCache::kMaxIds + 1, 7);
-  c.Insert("abcdefghi", many);
-  EXPECT_TRUE(c.Lookup("abcdefghi").empty());
   const std::string longest(PieceCache::kMaxPieceBytes, 'y');
-  const std::vector<uint32_t> most(PieceCache::kMaxIds, 9);
+  const std::vector<uint32_t> too_many(PieceCache::kMaxWideIds + 1, 7);
+  c.Insert(longest, too_many);
+  EXPECT_TRUE(c.Lookup(longest).empty());
+  const std::vector<uint32_t> most(PieceCache::kMaxWideIds, 9);
   c.Insert(longest, most);
   EXPECT_EQ(Ids(c.Lookup(longest)), most);
+}
+
+TEST(PieceCacheTest, ShortPiecesWithManyIdsUseTheWideTable) {
+  PieceCache c;
+  c.Reset(1);
+  // Nine ids (one more than a 64-byte entry holds) and the most a wide one holds.
+  const std::vector<uint32_t> nine = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  c.Insert("abcdefghi", nine);
+  EXPECT_EQ(Ids(c.Lookup("abcdefghi")), nine);
+  std::vector<uint32_t> most(PieceCache::kMaxWideIds);
+  for (size_t i = 0; i < most.size(); ++i) most[i] = 1000 + static_cast<uint32_t>(i);
+  const std::string piece(PieceCache::kMaxPieceBytes, '\xE4');
+  c.Insert(piece, most);
+  EXPECT_EQ(Ids(c.Lookup(piece)), most);
+  // Both tables hold entries at once; wide entries live across ForgetLong and
+  // die with Reset for another owner.
+  c.Insert("abc", std::vector<uint32_t>{42});
+  c.ForgetLong();
+  EXPECT_EQ(Ids(c.Lookup("abc")), std::vector<uint32_t>{42});
+  EXPECT_EQ(Ids(c.Lookup("abcdefghi")), nine);
+  EXPECT_TRUE(c.Lookup("abcdefgh").empty());
+  c.Reset(2);
+  EXPECT_TRUE(c.Lookup("abcdefghi").empty());
+  EXPECT_TRUE(c.Lookup(piece).empty());
 }
 
 TEST(PieceCacheTest, ResetForAnotherOwnerForgetsEverything) {

@@ -15,6 +15,7 @@
 #include "tokenizer_svc/piece_cache.h"
 #include "tokenizer_svc/pretokenizer.h"
 #include "tokenizer_svc/tiktoken_loader.h"
+#include "tokenizer_svc/token_index.h"
 #include "tokenizer_svc/trie.h"
 
 namespace llm::tok {
@@ -24,6 +25,7 @@ struct Tokenizer::Impl {
   Trie trie;          // normal tokens: bytes -> id
   Trie special_trie;  // control, unknown and user-defined tokens: text -> id
   PairTable pairs;    // concatenation rule: (left id, right id) -> merged id
+  TokenIndex tokens;  // whole-piece shortcut: bytes -> id in one probe (empty: use the trie)
   bool has_user_defined = false;
   BpeModel model;
   std::array<uint32_t, 256> byte_fallback{};  // <0xNN> token ids
@@ -39,7 +41,7 @@ struct Tokenizer::Impl {
     BpeScratch scratch;
     std::vector<uint32_t>* ids;
     absl::Status status;
-    PieceCache* cache = nullptr;
+    PieceCache* cache = nullptr;  // nullptr: options.use_piece_cache is false
   };
 
   bool Matchable(const Call& call, uint32_t id) const {
@@ -96,16 +98,19 @@ struct Tokenizer::Impl {
     }
     // The cache first: it holds recent pieces whether they are whole tokens or
     // merged, and one probe of it is cheaper than a walk down the trie.
-    const std::span<const uint32_t> cached = call.cache->Lookup(piece);
-    if (!cached.empty()) {
-      call.ids->insert(call.ids->end(), cached.begin(), cached.end());
-      return;
+    if (call.cache != nullptr) {
+      const std::span<const uint32_t> cached = call.cache->Lookup(piece);
+      if (!cached.empty()) {
+        // Mostly one to three ids: a loop, not vector::insert's memmove call.
+        for (const uint32_t id : cached) call.ids->push_back(id);
+        return;
+      }
     }
     if (vocab.whole_piece_shortcut) {
-      const uint32_t id = trie.Find(piece);
+      const uint32_t id = tokens.empty() ? trie.Find(piece) : tokens.Find(piece);
       if (id != Trie::kNoValue) {
         call.ids->push_back(id);
-        call.cache->Insert(piece, std::span(&id, 1));
+        if (call.cache != nullptr) call.cache->Insert(piece, std::span(&id, 1));
         return;
       }
     }
@@ -119,7 +124,7 @@ struct Tokenizer::Impl {
         PushFallback(call, static_cast<uint8_t>(piece[begin]));
       }
     });
-    if (all_tokens) {
+    if (all_tokens && call.cache != nullptr) {
       call.cache->Insert(piece, std::span(*call.ids).subspan(before));
     }
   }
@@ -205,6 +210,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(Vocab vocab) {
   impl->trie.Freeze();
   impl->special_trie.Freeze();
   impl->model.trie = &impl->trie;
+  if (vocab.whole_piece_shortcut) impl->tokens = TokenIndex::Build(impl->trie, vocab.token_bytes);
   if (vocab.merge_rule == MergeRule::kConcatenationRank) {
     impl->pairs = PairTable::Build(impl->trie, vocab.token_bytes);
     impl->model.pairs = &impl->pairs;
@@ -228,9 +234,12 @@ absl::StatusOr<std::vector<uint32_t>> Tokenizer::Encode(std::string_view text,
 absl::Status Tokenizer::EncodeTo(std::string_view text, const EncodeOptions& options,
                                  std::vector<uint32_t>* ids) const {
   const Impl& im = *impl_;
-  Impl::Call call{options, {}, {}, ids, absl::OkStatus(), &ThreadPieceCache(im.cache_owner)};
-  // Long pieces are remembered within one call only (see piece_cache.h).
-  call.cache->ForgetLong();
+  Impl::Call call{options, {}, {}, ids, absl::OkStatus(), nullptr};
+  if (options.use_piece_cache) {
+    call.cache = &ThreadPieceCache(im.cache_owner);
+    // Long pieces are remembered within one call only (see piece_cache.h).
+    call.cache->ForgetLong();
+  }
   for (const std::string& name : options.allowed_special) {
     const uint32_t id = im.special_trie.Find(name);
     if (id == Trie::kNoValue) {

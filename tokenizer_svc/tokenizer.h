@@ -21,7 +21,7 @@
 // Threads: immutable after Load()/Create(); Encode and Decode may be called
 // concurrently from any number of threads. Encoding remembers recent pieces'
 // ids in a cache that belongs to the calling thread (piece_cache.h: at most
-// ~1.1 MiB per thread that has encoded, freed when the thread exits; shared by
+// ~1.4 MiB per thread that has encoded, freed when the thread exits; shared by
 // all tokenizers, a thread switching tokenizers starts it afresh). Results
 // never depend on the cache.
 // Cost: linear in the input on ordinary text; O(n log n) in the length of a
@@ -56,6 +56,10 @@ struct EncodeOptions {
   // Prepend the vocabulary's BOS token (FailedPrecondition if it has none).
   bool add_bos = false;
   Algorithm algorithm = Algorithm::kBpe;
+  // false: this call neither reads nor fills the thread's piece cache, so
+  // every piece goes through the merge loop (benchmarks measure the encoder
+  // without the cache's help this way). The ids are the same either way.
+  bool use_piece_cache = true;
 };
 
 struct LoadOptions {

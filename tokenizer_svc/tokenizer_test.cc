@@ -206,6 +206,23 @@ TEST(TokenizerTest, PieceCacheHitsEqualMisses) {
   EXPECT_EQ(*(*other)->Decode(other_first), text);
 }
 
+TEST(TokenizerTest, EncodingWithoutThePieceCacheGivesTheSameIds) {
+  const std::string text = RepetitiveText();
+  const Tokenizer& tok = Cl100k();
+  // Fill the cache, then compare with calls that bypass it, in both orders.
+  const std::vector<uint32_t> cached = *tok.Encode(text, {});
+  const std::vector<uint32_t> uncached = *tok.Encode(text, {.use_piece_cache = false});
+  EXPECT_EQ(uncached, cached);
+  EXPECT_EQ(*tok.Encode(text, {}), cached);
+  EXPECT_EQ(*tok.Decode(uncached), text);
+  std::thread t([&] {
+    // A fresh thread's first call, with the cache off, then on.
+    EXPECT_EQ(*tok.Encode(text, {.use_piece_cache = false}), cached);
+    EXPECT_EQ(*tok.Encode(text, {}), cached);
+  });
+  t.join();
+}
+
 TEST(TokenizerTest, ConcurrentEncodesAgree) {
   const std::string text = RepetitiveText();
   const std::vector<uint32_t> want = *Cl100k().Encode(text, {});

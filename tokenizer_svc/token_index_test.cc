@@ -1,0 +1,95 @@
+// The token index against the trie it is built from: Find(bytes) ==
+// trie.Find(bytes) for every token, duplicates, non-tokens near tokens
+// (prefixes, extensions, one byte changed) and random strings.
+#include "tokenizer_svc/token_index.h"
+
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/test_paths.h"
+#include "tokenizer_svc/tiktoken_loader.h"
+
+namespace llm::tok {
+namespace {
+
+Trie MakeTrie(const std::vector<std::string>& tokens) {
+  Trie t;
+  for (uint32_t id = 0; id < tokens.size(); ++id) {
+    if (!tokens[id].empty()) t.Insert(tokens[id], id);
+  }
+  t.Freeze();
+  return t;
+}
+
+TEST(TokenIndexTest, SmallExample) {
+  // Id 3 duplicates id 1; id 4 is a hole; id 5 is longer than the inline bytes.
+  const std::string long_token(TokenIndex::kInlineBytes + 5, 'z');
+  const std::vector<std::string> tokens = {"a", "ab", "abc", "ab", "", long_token};
+  const Trie trie = MakeTrie(tokens);
+  const TokenIndex t = TokenIndex::Build(trie, tokens);
+  EXPECT_EQ(t.size(), 4u);
+  EXPECT_EQ(t.Find("a"), 0u);
+  EXPECT_EQ(t.Find("ab"), 1u);
+  EXPECT_EQ(t.Find("abc"), 2u);
+  EXPECT_EQ(t.Find(long_token), 5u);
+  EXPECT_EQ(t.Find(long_token.substr(1)), Trie::kNoValue);
+  EXPECT_EQ(t.Find(long_token + "z"), Trie::kNoValue);
+  EXPECT_EQ(t.Find(""), Trie::kNoValue);
+  EXPECT_EQ(t.Find("b"), Trie::kNoValue);
+  EXPECT_EQ(t.Find("abcd"), Trie::kNoValue);
+  EXPECT_EQ(t.Find(std::string(300, 'a')), Trie::kNoValue);
+}
+
+TEST(TokenIndexTest, TooLongTokensGiveAnEmptyIndex) {
+  const std::vector<std::string> tokens = {"a", std::string(TokenIndex::kMaxTokenBytes + 1, 'a')};
+  const Trie trie = MakeTrie(tokens);
+  const TokenIndex t = TokenIndex::Build(trie, tokens);
+  EXPECT_TRUE(t.empty());
+  EXPECT_EQ(t.Find("a"), Trie::kNoValue);
+}
+
+class RealVocabIndex : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RealVocabIndex, AgreesWithTheTrie) {
+  const std::string path = llm::testing::SharedDir() + "/tokenizer/" + GetParam() + ".tiktoken";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing " << path;
+  auto vocab = LoadTiktokenVocab(path, {});
+  ASSERT_TRUE(vocab.ok()) << vocab.status();
+  std::vector<std::string> tokens;
+  for (size_t id = 0; id < vocab->size(); ++id) {
+    tokens.push_back(vocab->token_types[id] == TokenType::kNormal ? vocab->token_bytes[id] : "");
+  }
+  const Trie trie = MakeTrie(tokens);
+  const TokenIndex t = TokenIndex::Build(trie, tokens);
+  ASSERT_FALSE(t.empty());
+  std::mt19937 rng(3);
+  size_t found = 0;
+  for (const std::string& s : tokens) {
+    if (s.empty()) continue;
+    ASSERT_EQ(t.Find(s), trie.Find(s)) << s;
+    found += t.Find(s) != Trie::kNoValue;
+    // Near misses: a prefix, an extension, one byte changed.
+    const std::string prefix = s.substr(0, s.size() - 1);
+    ASSERT_EQ(t.Find(prefix), trie.Find(prefix));
+    const std::string longer = s + static_cast<char>(rng());
+    ASSERT_EQ(t.Find(longer), trie.Find(longer));
+    std::string changed = s;
+    changed[rng() % changed.size()] ^= static_cast<char>(1 + rng() % 255);
+    ASSERT_EQ(t.Find(changed), trie.Find(changed));
+  }
+  EXPECT_EQ(found, t.size());
+  for (int i = 0; i < 200'000; ++i) {
+    std::string s(1 + rng() % 6, ' ');
+    for (char& c : s) c = static_cast<char>(i % 2 == 0 ? 'a' + rng() % 26 : rng());
+    ASSERT_EQ(t.Find(s), trie.Find(s)) << s;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiktoken, RealVocabIndex, ::testing::Values("cl100k_base", "o200k_base"));
+
+}  // namespace
+}  // namespace llm::tok
