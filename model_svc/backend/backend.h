@@ -144,6 +144,9 @@ class Backend {
   virtual void CopyKvBlock(int32_t src, int32_t dst) = 0;
 
   // --- One step ----------------------------------------------------------
+  // A step is about to start (the scheduler has work): get ready, e.g. wake
+  // worker threads, while the caller builds the batch. Optional.
+  virtual void Prewarm() {}
   // Makes the batch's tokens, positions and block tables visible to the ops
   // below (the CUDA backend copies them to the device). `batch` must outlive
   // the step.

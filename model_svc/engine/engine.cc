@@ -19,6 +19,15 @@ namespace {
 
 // Longest wait for the sessions of the last step to come back (see Loop).
 constexpr absl::Duration kMaxGatherWindow = absl::Milliseconds(2);
+// After a step of decodes, how long the step loop watches for their next
+// tokens before it sleeps.
+constexpr absl::Duration kDecodeSpin = absl::Milliseconds(2);
+
+inline void CpuRelaxHint() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
 
 struct Session {
   std::string id;
@@ -252,6 +261,7 @@ class Engine::Impl {
     pending->request = std::move(request);
     pending->done = std::move(done);
     active_.push_back(std::move(pending));
+    submitted_.fetch_add(1, std::memory_order_release);
     return absl::OkStatus();
   }
 
@@ -374,16 +384,29 @@ class Engine::Impl {
     std::vector<Completion> completions;
     absl::Time last_sweep = absl::Now();
     bool stopping = false;
+    absl::Time spin_until = absl::InfinitePast();
+    uint64_t submitted_seen = 0;
     for (;;) {
       step.clear();
       copies.clear();
       completions.clear();
+      if (spin_until > absl::Now()) {
+        // After a step of decodes: their next tokens come back within a round
+        // trip. Watching for them here, instead of sleeping on the mutex,
+        // spares that round trip a thread wake-up.
+        while (submitted_.load(std::memory_order_acquire) == submitted_seen &&
+               absl::Now() < spin_until) {
+          CpuRelaxHint();
+        }
+      }
       {
         absl::MutexLock lock(&mu_);
         auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
           return stop_ || !active_.empty();
         };
         mu_.AwaitWithTimeout(absl::Condition(&has_work), absl::Seconds(1));
+        // Work is here: let the backend's threads wake while the step is built.
+        if (!stop_ && !active_.empty()) model_->backend().Prewarm();
         // Gather window: the sessions of the last step usually come back
         // with their next token within microseconds (in process) or a round
         // trip (over gRPC). Starting the step with whoever is back first
@@ -416,6 +439,7 @@ class Engine::Impl {
           running_ = static_cast<int64_t>(step.size());
           last_step_requests_ = running_;
         }
+        submitted_seen = submitted_.load(std::memory_order_acquire);
       }
       for (Completion& c : completions) c.done(std::move(c.result));
       completions.clear();
@@ -455,7 +479,11 @@ class Engine::Impl {
       if (options_.before_step) options_.before_step();
       const absl::Time step_start = absl::Now();
       absl::Status status = model_->Forward(batch, specs, &logits);
-      const absl::Duration step_time = absl::Now() - step_start;
+      const absl::Time step_end = absl::Now();
+      const absl::Duration step_time = step_end - step_start;
+      bool had_decode = false;
+      for (const Scheduled& sc : step) had_decode |= sc.pending->request.decode;
+      spin_until = had_decode ? step_end + kDecodeSpin : absl::InfinitePast();
 
       {
         absl::MutexLock lock(&mu_);
@@ -512,6 +540,7 @@ class Engine::Impl {
   int64_t running_ ABSL_GUARDED_BY(mu_) = 0;
   // The last step: how many requests it computed and how long it took.
   int64_t last_step_requests_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> submitted_{0};  // requests admitted, ever
   absl::Duration last_step_time_ ABSL_GUARDED_BY(mu_);
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
   bool admitting_ ABSL_GUARDED_BY(mu_) = true;

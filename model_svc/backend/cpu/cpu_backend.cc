@@ -133,6 +133,8 @@ class CpuBackend : public model::Backend {
     std::memcpy(cache_.get() + dst * bytes, cache_.get() + src * bytes, bytes);
   }
 
+  void Prewarm() override { pool_.Wake(); }
+
   absl::Status BeginStep(const StepBatch& batch) override {
     batch_ = &batch;
     rope_ready_ = false;

@@ -29,7 +29,8 @@ ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads))
 ThreadPool::~ThreadPool() {
   stop_.store(true, std::memory_order_release);
   generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
+  wake_.fetch_add(1, std::memory_order_acq_rel);
+  wake_.notify_all();
   for (std::thread& t : workers_) t.join();
 }
 
@@ -42,7 +43,8 @@ void ThreadPool::Run(absl::FunctionRef<void(int, int)> fn) {
   idle_.store(false, std::memory_order_relaxed);
   pending_.store(num_threads_ - 1, std::memory_order_relaxed);
   generation_.fetch_add(1, std::memory_order_release);
-  generation_.notify_all();
+  wake_.fetch_add(1, std::memory_order_release);
+  wake_.notify_all();
   fn(0, num_threads_);
   // Spin while the workers finish; yield now and then in case one of them was
   // descheduled (an oversubscribed machine).
@@ -57,6 +59,13 @@ void ThreadPool::Run(absl::FunctionRef<void(int, int)> fn) {
 }
 
 void ThreadPool::Idle() { idle_.store(true, std::memory_order_relaxed); }
+
+void ThreadPool::Wake() {
+  if (num_threads_ == 1) return;
+  idle_.store(false, std::memory_order_relaxed);
+  wake_.fetch_add(1, std::memory_order_release);
+  wake_.notify_all();
+}
 
 void ThreadPool::ParallelFor(int64_t n, int64_t grain,
                              absl::FunctionRef<void(int64_t, int64_t)> fn) {
@@ -84,7 +93,12 @@ void ThreadPool::WorkerLoop(int index) {
       now = generation_.load(std::memory_order_acquire);
     }
     if (now == seen) {
-      generation_.wait(seen, std::memory_order_acquire);
+      // Sleep until Run() or Wake() bumps wake_ (read before the last look
+      // at generation_, so that a bump in between is not missed).
+      const uint32_t w = wake_.load(std::memory_order_acquire);
+      if (generation_.load(std::memory_order_acquire) == seen) {
+        wake_.wait(w, std::memory_order_acquire);
+      }
       continue;
     }
     seen = now;

@@ -39,6 +39,11 @@ class ThreadPool {
   // wakes them.
   void Idle();
 
+  // Tells the workers that a loop follows soon (a step is about to start):
+  // sleeping ones wake and spin, so that the first Run() finds them awake.
+  // The wake-up's latency then overlaps the caller's work before that Run().
+  void Wake();
+
   // Splits [0, n) into contiguous ranges, one per thread, each a multiple of
   // `grain` long (except the last), and calls fn(begin, end) for the
   // non-empty ones. Runs inline when n <= grain.
@@ -53,6 +58,7 @@ class ThreadPool {
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
   std::atomic<bool> idle_{false};
+  std::atomic<uint32_t> wake_{0};  // bumped by Run() and Wake(); sleepers wait on it
   const absl::FunctionRef<void(int, int)>* task_ = nullptr;
 };
 
