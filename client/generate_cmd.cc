@@ -263,7 +263,8 @@ std::optional<Connection> ConnectOrFail(int* exit_code) {
   absl::StatusOr<std::unique_ptr<Generator>> g = Generator::Connect(*options);
   if (!g.ok()) {
     Fail(g.status());
-    *exit_code = 1;
+    // A malformed --model is a usage error; anything else is the services'.
+    *exit_code = absl::IsInvalidArgument(g.status()) ? 2 : 1;
     return std::nullopt;
   }
   absl::StatusOr<ChatTemplate> tmpl = ChooseTemplate(**g);
@@ -393,21 +394,31 @@ int RunHealth() {
                  std::string(target.status().message()).c_str());
     return 2;
   }
+  // A headless Service lists no address until a pod is ready: resolve until
+  // --wait runs out.
+  const absl::Time give_up = absl::Now() + wait;
   absl::StatusOr<std::vector<std::string>> replicas = client::TargetAddresses(*target);
-  if (!replicas.ok()) {
-    std::printf("model %s: NOT SERVING (%s)\n", absl::GetFlag(FLAGS_model).c_str(),
-                std::string(replicas.status().message()).c_str());
-    return 1;
+  while ((!replicas.ok() || replicas->empty()) && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(500));
+    replicas = client::TargetAddresses(*target);
   }
-  for (const std::string& address : *replicas) checks.emplace_back("model", address);
   int exit_code = 0;
+  if (!replicas.ok() || replicas->empty()) {
+    std::printf("model %s: NOT SERVING (%s)\n", absl::GetFlag(FLAGS_model).c_str(),
+                replicas.ok() ? "no address" : std::string(replicas.status().message()).c_str());
+    exit_code = 1;  // the tokenizer is still checked
+  } else {
+    for (const std::string& address : *replicas) checks.emplace_back("model", address);
+  }
   for (const auto& [name, address] : checks) {
-    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = client::ChannelFromFlags(address);
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+        client::ChannelFromFlags(address, name == "model" ? target->dns_host : "");
     if (!channel.ok()) {
       std::fprintf(stderr, "llm health: %s\n", std::string(channel.status().message()).c_str());
       return 2;
     }
-    absl::Status s = client::WaitUntilServing(address, wait, *channel);
+    absl::Status s = client::WaitUntilServing(
+        address, std::max(give_up - absl::Now(), absl::ZeroDuration()), *channel);
     if (s.ok()) {
       std::printf("%s %s: SERVING\n", name.c_str(), address.c_str());
     } else {

@@ -156,10 +156,11 @@ absl::Status Generator::Init() {
     while (!(s = pool_->Refresh()).ok() && pool_->any_loading() && absl::Now() < give_up) {
       absl::SleepFor(absl::Milliseconds(200));
     }
-    if (!s.ok()) {
+    if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) {
       return absl::UnavailableError(
           StrCat("cannot reach the model service at ", options_.model_address, ": ", s.message()));
     }
+    LLM_RETURN_IF_ERROR(s);  // the replicas refused us: their own code
     model_info_ = pool_->info();
   }
   if (tokenizer_info_.vocab_size() > model_info_.vocab_size()) {
@@ -285,7 +286,10 @@ grpc::Status Generator::PrefillOnce(const v1::PrefillRequest& request,
   }
   if (status.ok() && request.session_id().empty()) {
     pool_->Learned(*endpoint, response->session_id());
-  } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+  } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+             (status.error_code() == grpc::StatusCode::CANCELLED && !cancel_requested())) {
+    // Gone, or cancelled by the server (its drain ran out): either way the
+    // replica no longer serves this session.
     pool_->MarkDown(*endpoint, FromGrpcStatus(status));
   }
   return status;
@@ -320,11 +324,12 @@ absl::StatusOr<v1::PrefillResponse> Generator::PrefillWithRecovery(Session& sess
       return absl::CancelledError("cancelled during the prefill");
     }
     // A lost session: gone from its replica (NOT_FOUND) or its replica gone
-    // (UNAVAILABLE, marked down by PrefillOnce): rebuild it from the
-    // history, on any replica.
-    if ((s.error_code() == grpc::StatusCode::NOT_FOUND ||
-         s.error_code() == grpc::StatusCode::UNAVAILABLE) &&
-        !session.id.empty() && lost < kMaxRebuildsPerCall) {
+    // (UNAVAILABLE, or CANCELLED by a server whose drain ran out; marked
+    // down by PrefillOnce): rebuild it from the history, on any replica.
+    const bool replica_gone = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                              s.error_code() == grpc::StatusCode::CANCELLED;
+    if ((s.error_code() == grpc::StatusCode::NOT_FOUND || replica_gone) && !session.id.empty() &&
+        lost < kMaxRebuildsPerCall) {
       session.id.clear();
       ++lost;
       ++*rebuilds;
@@ -332,8 +337,7 @@ absl::StatusOr<v1::PrefillResponse> Generator::PrefillWithRecovery(Session& sess
     }
     // No replica took the new session: another may (the one that refused is
     // marked down), or after a while.
-    if (s.error_code() == grpc::StatusCode::UNAVAILABLE && absl::Now() + backoff < give_up &&
-        !cancel_requested()) {
+    if (replica_gone && absl::Now() + backoff < give_up && !cancel_requested()) {
       if (++new_session_refusals % static_cast<int>(pool_->endpoints().size() + 1) == 0) {
         absl::SleepFor(backoff);
         backoff = std::min(backoff * 2, kMaxBackoff);

@@ -101,6 +101,11 @@ absl::Status ModelPool::Refresh() {
     }
   }
   if (any_up) return absl::OkStatus();
+  // A refusal that is the caller's own (a wrong token, a vocabulary that does
+  // not fit) keeps its code; only unreachable replicas are UNAVAILABLE.
+  if (!last.ok() && !absl::IsUnavailable(last) && !absl::IsDeadlineExceeded(last)) {
+    return absl::Status(last.code(), StrCat("model service at ", spec_, ": ", last.message()));
+  }
   return absl::UnavailableError(StrCat("no model server is up at ", spec_, ": ", last.message()));
 }
 

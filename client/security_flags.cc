@@ -26,14 +26,19 @@ absl::StatusOr<SecurityFlags> SecurityFromFlags() {
   return out;
 }
 
-absl::StatusOr<std::shared_ptr<grpc::Channel>> ChannelFromFlags(const std::string& address) {
+absl::StatusOr<std::shared_ptr<grpc::Channel>> ChannelFromFlags(const std::string& address,
+                                                                const std::string& server_name) {
   absl::StatusOr<SecurityFlags> flags = SecurityFromFlags();
   if (!flags.ok()) return flags.status();
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds =
       MakeChannelCredentials(flags->tls);
   if (!creds.ok()) return creds.status();
   grpc::ChannelArguments args;
-  if (!flags->server_name.empty()) args.SetSslTargetNameOverride(flags->server_name);
+  if (!flags->server_name.empty()) {
+    args.SetSslTargetNameOverride(flags->server_name);
+  } else if (!server_name.empty() && !flags->tls.ca.empty()) {
+    args.SetSslTargetNameOverride(server_name);
+  }
   return CreateAuthChannel(address, *creds, args, flags->token);
 }
 

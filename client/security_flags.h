@@ -4,10 +4,10 @@
 #ifndef LLM_CLIENT_SECURITY_FLAGS_H_
 #define LLM_CLIENT_SECURITY_FLAGS_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <memory>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
 #include "common/grpc/security.h"
@@ -23,8 +23,11 @@ struct SecurityFlags {
 // The flags' values (the token file read); errors name the flag.
 absl::StatusOr<SecurityFlags> SecurityFromFlags();
 
-// A channel to `address` with the flags' TLS and token.
-absl::StatusOr<std::shared_ptr<grpc::Channel>> ChannelFromFlags(const std::string& address);
+// A channel to `address` with the flags' TLS and token. `server_name`, when
+// given and --tls_server_name is not, is the name TLS verifies (a replica
+// resolved from a DNS name, reached by its IP address).
+absl::StatusOr<std::shared_ptr<grpc::Channel>> ChannelFromFlags(
+    const std::string& address, const std::string& server_name = "");
 
 }  // namespace llm::client
 

@@ -311,18 +311,28 @@ TEST_F(DrainTest, DrainTimeoutCancelsWhatIsLeftAndExitsZero) {
   EXPECT_FALSE(stream->Finish().ok());
 }
 
-TEST(PodNameTest, BadPodNameIsAUsageError) {
-  const std::string model = testing::WriteRandomModel("limits_drain_pod_name", 5);
+// model_server with `flags` must exit 2 (a usage error) without serving.
+void ExpectUsageError(const std::vector<std::string>& flags) {
+  const std::string model = testing::WriteRandomModel("limits_drain_id_flags", 5);
   ASSERT_FALSE(model.empty());
+  std::vector<std::string> argv = {testing::BinPath("model_server"), "--model", model};
+  argv.insert(argv.end(), flags.begin(), flags.end());
   std::string error;
-  const pid_t pid = testing::Spawn(
-      {testing::BinPath("model_server"), "--model", model, "--pod_name", "a/b"}, -1, -1, &error);
+  const pid_t pid = testing::Spawn(argv, -1, -1, &error);
   ASSERT_GT(pid, 0) << error;
   const std::optional<int> status = testing::WaitForExit(pid, std::chrono::seconds(30));
   std::filesystem::remove(model);
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2)
       << testing::DescribeWaitStatus(*status);
+}
+
+TEST(PodNameTest, BadPodNameIsAUsageError) { ExpectUsageError({"--pod_name", "a/b"}); }
+
+// The prefix goes into every session id too (proto strings: no invalid UTF-8).
+TEST(PodNameTest, BadSessionPrefixIsAUsageError) {
+  ExpectUsageError({"--session_prefix", "tenant\xff"});
+  ExpectUsageError({"--session_prefix", "a b"});
 }
 
 }  // namespace

@@ -390,6 +390,23 @@ TEST_F(SecurityTest, LlmGenerateAndHealthOverMutualTlsWithAToken) {
   EXPECT_THAT(out, HasSubstr("\"stop_reason\""));
 }
 
+// A malformed --model is a usage error (2) in every subcommand; health with
+// a name that resolves to nothing still checks the tokenizer, and fails (1).
+TEST(ModelTargetFlagTest, MalformedTargetIsAUsageErrorEverywhere) {
+  for (const char* command : {"generate", "health"}) {
+    const auto [status, out] = RunLlm({command, "--model", "dns:///no-port", "--tokenizer",
+                                       "127.0.0.1:1", "--prompt", "x", "--wait", "0"},
+                                      "");
+    EXPECT_EQ(status, 2) << command << ": " << out;
+  }
+  const auto [status, out] = RunLlm({"health", "--model", "dns:///no-such-host.invalid:50052",
+                                     "--tokenizer", "127.0.0.1:1", "--wait", "1"},
+                                    "");
+  EXPECT_EQ(status, 1) << out;
+  EXPECT_THAT(out, HasSubstr("model dns:///no-such-host.invalid:50052: NOT SERVING"));
+  EXPECT_THAT(out, HasSubstr("tokenizer 127.0.0.1:1: NOT SERVING"));
+}
+
 TEST_F(SecurityTest, BadSecurityFlagsAreUsageErrors) {
   for (const std::vector<std::string>& flags :
        std::vector<std::vector<std::string>>{{"--tls_cert", P("server.pem")},

@@ -439,7 +439,6 @@ class Engine::Impl {
           running_ = static_cast<int64_t>(step.size());
           last_step_requests_ = running_;
         }
-        submitted_seen = submitted_.load(std::memory_order_acquire);
       }
       for (Completion& c : completions) c.done(std::move(c.result));
       completions.clear();
@@ -483,7 +482,6 @@ class Engine::Impl {
       const absl::Duration step_time = step_end - step_start;
       bool had_decode = false;
       for (const Scheduled& sc : step) had_decode |= sc.pending->request.decode;
-      spin_until = had_decode ? step_end + kDecodeSpin : absl::InfinitePast();
 
       {
         absl::MutexLock lock(&mu_);
@@ -523,6 +521,11 @@ class Engine::Impl {
           }
         }
         running_ = 0;
+        // Watch for the next tokens only when nothing else is queued (a
+        // queued prefill chunk must not wait for the watch to end).
+        spin_until = had_decode && active_.empty() ? step_end + kDecodeSpin : absl::InfinitePast();
+        // Admissions up to now are in active_ or done; watch for later ones.
+        submitted_seen = submitted_.load(std::memory_order_acquire);
       }
       for (Completion& c : completions) c.done(std::move(c.result));
     }

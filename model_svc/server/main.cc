@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -101,25 +102,34 @@ namespace {
 constexpr int32_t kKvBlockSize = 16;
 constexpr absl::Duration kDrainPoll = absl::Milliseconds(20);
 
+// OK when `value` (from `what`) holds only characters that belong in a
+// session id (which travels in proto strings and log lines).
+absl::Status CheckIdPart(std::string_view what, const std::string& value) {
+  for (char c : value) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_' || c == '.';
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          StrCat(what, " \"", value, "\": only letters, digits, '-', '_' and '.' are allowed"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // --pod_name, or the host name; INVALID_ARGUMENT for characters that do not
 // belong in a session id.
 absl::StatusOr<std::string> PodName() {
   std::string name = absl::GetFlag(FLAGS_pod_name);
+  std::string what = "--pod_name";
   if (name.empty()) {
     char host[256] = {};
     if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') {
       return absl::FailedPreconditionError("no host name: set --pod_name");
     }
     name = host;
+    what = "the host name (set --pod_name)";
   }
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '-' || c == '_' || c == '.';
-    if (!ok) {
-      return absl::InvalidArgumentError(
-          StrCat("--pod_name \"", name, "\": only letters, digits, '-', '_' and '.' are allowed"));
-    }
-  }
+  if (absl::Status s = CheckIdPart(what, name); !s.ok()) return s;
   return name;
 }
 
@@ -173,6 +183,11 @@ int Main() {
   const absl::StatusOr<std::string> pod = PodName();
   if (!pod.ok()) {
     PrintError(pod.status());
+    return 2;
+  }
+  if (absl::Status s = CheckIdPart("--session_prefix", absl::GetFlag(FLAGS_session_prefix));
+      !s.ok()) {
+    PrintError(s);
     return 2;
   }
   const absl::StatusOr<LogLevel> log_level = ParseLogLevel(absl::GetFlag(FLAGS_log_level));
@@ -336,8 +351,8 @@ int Main() {
   signals.join();
   if (watchdog != nullptr) watchdog->Stop();  // before the drain: it must not say SERVING again
   // The drain: no new sessions, the rest goes on while any call is in flight.
+  service.StartDrain();  // first: nothing new is admitted once health says NOT_SERVING
   runner->SetServing(false);
-  service.StartDrain();
   const absl::Time drain_end = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_drain_seconds));
   if (exit_code == 0) {
     std::fprintf(stderr, "model_server: signal %d, draining (%lld calls in flight, up to %.1f s)\n",

@@ -84,10 +84,13 @@ absl::Status CheckMessageSize(ModelMetrics* metrics, const google::protobuf::Mes
 // Counts itself in a counter for its lifetime; moves, never copies.
 class CallCount {
  public:
-  explicit CallCount(std::atomic<int64_t>* n) : n_(n) {
-    n_->fetch_add(1, std::memory_order_acq_rel);
-  }
-  CallCount(CallCount&& other) noexcept : n_(std::exchange(other.n_, nullptr)) {}
+  explicit CallCount(std::atomic<int64_t>* n)
+      : n_(n), count_(n_->fetch_add(1, std::memory_order_acq_rel) + 1) {}
+  // The count this call made (itself included): one atomic step, so two
+  // calls arriving together see different counts.
+  int64_t count() const { return count_; }
+  CallCount(CallCount&& other) noexcept
+      : n_(std::exchange(other.n_, nullptr)), count_(other.count_) {}
   CallCount& operator=(CallCount&&) = delete;
   ~CallCount() {
     if (n_ != nullptr) n_->fetch_sub(1, std::memory_order_acq_rel);
@@ -95,6 +98,7 @@ class CallCount {
 
  private:
   std::atomic<int64_t>* n_;
+  int64_t count_;
 };
 
 grpc::ServerUnaryReactor* FinishNow(ModelMetrics* metrics, RequestLog* log,
@@ -416,8 +420,7 @@ ModelServiceImpl::DecodeStream(grpc::CallbackServerContext* context) {
   if (admitted.ok() && e == nullptr) admitted = Loading();
   if (admitted.ok()) {
     CallCount stream(&open_streams_);  // this one included
-    if (options_.max_streams > 0 &&
-        open_streams_.load(std::memory_order_acquire) > options_.max_streams) {
+    if (options_.max_streams > 0 && stream.count() > options_.max_streams) {
       admitted = OverLimit(metrics_, "max_streams",
                            absl::ResourceExhaustedError(StrCat(
                                "too many open DecodeStreams (the limit is ", options_.max_streams,
