@@ -156,6 +156,22 @@ def check_runtime_packages(build_dir: Path) -> str:
     return f"runtime-packages.sh: {' '.join(pkgs)}"
 
 
+def check_chroot_stand_in(path: Path) -> None:
+    """deploy/docker/chroot_build.py, which runs the Dockerfiles' steps where
+    Docker is absent, knows every instruction and has a stand-in for every
+    base image of `path`."""
+    import sys
+    sys.path.insert(0, str(DOCKER))
+    import chroot_build
+    unknown = {k for k, _ in chroot_build.instructions(path)} - chroot_build.SUPPORTED
+    expect(not unknown, f"{path.name}: chroot_build.py does not run {sorted(unknown)}")
+    for image in chroot_build.base_images(path):
+        try:
+            chroot_build.stand_in(image)
+        except SystemExit as e:
+            expect(False, f"{path.name}: {e}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--build-dir", type=Path, default=m.ROOT / "build")
@@ -168,6 +184,7 @@ def main() -> None:
         m.fail(TEST, "deploy/docker has no Dockerfile.*")
     for d in dockerfiles:
         check_dockerfile(d, needed, dirs, models)
+        check_chroot_stand_in(d)
     summary = check_runtime_packages(args.build_dir)
     if errors:
         m.fail(TEST, f"{len(errors)} problem(s):\n  " + "\n  ".join(errors))
