@@ -182,9 +182,9 @@ int32_t DecodeUtf8(std::string_view text, size_t i, size_t* len) {
 
 // Unicode White_Space, the set tiktoken's `\s` matches.
 bool IsWhiteSpace(int32_t cp) {
-  return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 ||
-         cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
-         cp == 0x202F || cp == 0x205F || cp == 0x3000;
+  return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
+         cp == 0x205F || cp == 0x3000;
 }
 
 std::string RemoveWhiteSpace(std::string_view text) {
@@ -211,16 +211,16 @@ std::string RepeatToSize(std::string_view base, size_t size) {
   return out;
 }
 
-Json WorstCase(const llm::tok::Tokenizer& tok, const std::string& encoding,
-               const std::string& name, std::string_view base, int repeat, double budget_s,
-               const std::string& inputs_dir) {
+Json WorstCase(const llm::tok::Tokenizer& tok, const std::string& encoding, const std::string& name,
+               std::string_view base, int repeat, double budget_s, const std::string& inputs_dir) {
   Json line;
   line["impl"] = "llm";
   line["kind"] = "worst_case";
   line["encoding"] = encoding;
   line["case"] = name;
   std::vector<double> medians;
-  for (const auto& [label, size] : {std::pair{"small", kSmallBytes}, std::pair{"large", kLargeBytes}}) {
+  for (const auto& [label, size] :
+       {std::pair{"small", kSmallBytes}, std::pair{"large", kLargeBytes}}) {
     const std::string input = RepeatToSize(base, size);
     if (!inputs_dir.empty()) {
       WriteFile(llm::StrCat(inputs_dir, "/", name, "_", size, ".txt"), input);
@@ -327,8 +327,8 @@ int main(int argc, char** argv) {
       std::cerr << "tokenizer_bench: " << encoding << " worst case " << name << ": "
                 << wc["small_s"].get<double>() << " s for " << wc["small_bytes"].get<size_t>()
                 << " B, " << wc["large_s"].get<double>() << " s for "
-                << wc["large_bytes"].get<size_t>() << " B, ratio "
-                << wc["ratio"].get<double>() << "\n";
+                << wc["large_bytes"].get<size_t>() << " B, ratio " << wc["ratio"].get<double>()
+                << "\n";
     }
   }
   return 0;

@@ -81,7 +81,8 @@ absl::StatusOr<ServingStatus> CheckHealth(const std::shared_ptr<grpc::Channel>& 
 
 absl::Status WaitUntilServing(const std::string& address, absl::Duration timeout,
                               std::shared_ptr<grpc::Channel> channel) {
-  if (channel == nullptr) channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  if (channel == nullptr)
+    channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
   const absl::Time give_up = absl::Now() + timeout;
   std::string last;
   while (true) {

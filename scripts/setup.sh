@@ -9,7 +9,7 @@ PACKAGES=(
   libabsl-dev libpcre2-dev nlohmann-json3-dev prometheus-cpp-dev openssl
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-grpcio python3-grpc-tools python3-yaml
-  clang-14 libclang-rt-14-dev
+  clang-14 libclang-rt-14-dev clang-format
   python3 python3-venv python3-pip ca-certificates
 )
 

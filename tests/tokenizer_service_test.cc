@@ -510,7 +510,9 @@ class LockstepStream {
 
 TEST_F(Cl100kServerTest, DecodeStreamOneIdPerRequestNeverSplitsACharacter) {
   const std::string text =
-      "你好，世界！🌍🚀 Grüße aus Köln — naïve café. 日本語のテキスト🤖👍🏽 ∑∫≈ "
+      "你好，世界！🌍🚀 Grüße aus Köln — naïve café. "
+      "日本語のテキスト🤖👍🏽 "
+      "∑∫≈ "
       "한국어 "
       "emoji-run:😀😃😄😁🫠🦀🧬";
   ASSERT_TRUE(IsValidUtf8(text));

@@ -4,20 +4,20 @@
 // two queues against std::priority_queue.
 #include "tokenizer_svc/bpe.h"
 
+#include <gtest/gtest.h>
+
 #include <map>
 #include <queue>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 namespace llm::tok {
 namespace {
 
 struct RandomVocab {
-  std::vector<std::string> tokens;          // id -> bytes
-  std::map<std::string, uint32_t> id_of;    // bytes -> id
+  std::vector<std::string> tokens;        // id -> bytes
+  std::map<std::string, uint32_t> id_of;  // bytes -> id
   std::map<std::pair<uint32_t, uint32_t>, Merge> merges;
 };
 
@@ -238,7 +238,9 @@ TEST(BpeTest, MissingBytesComeOutAsNoValueParts) {
   for (const BpeModel* model : {&m->concat, &m->concat_table}) {
     std::vector<std::pair<uint32_t, std::string>> parts;
     BpeScratch scratch;
-    const std::string s = "ab\xFF" "cd";
+    const std::string s =
+        "ab\xFF"
+        "cd";
     BytePairEncode(*model, s, scratch, [&](uint32_t id, uint32_t b, uint32_t e) {
       parts.emplace_back(id, s.substr(b, e - b));
     });

@@ -15,8 +15,8 @@ struct Tables {
     from_cp.fill(-1);
     int extra = 0;
     for (int b = 0; b < 256; ++b) {
-      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) ||
-                             (b >= 0xAE && b <= 0xFF);
+      const bool printable =
+          (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
       to_cp[b] = printable ? b : 256 + extra++;
       from_cp[to_cp[b]] = static_cast<int16_t>(b);
     }

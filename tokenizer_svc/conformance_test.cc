@@ -5,22 +5,22 @@
 //    46 texts in 8 GGUF vocabularies (no BOS, special tokens not parsed).
 // Plus round trips: Decode(Encode(s)) == s, and incremental decoding equals
 // full decoding however the ids are split.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/str_split.h"
 #include "common/mapped_file.h"
 #include "common/test_paths.h"
-#include "tokenizer_svc/testing/vectors.h"
 #include "tokenizer_svc/incremental_decoder.h"
+#include "tokenizer_svc/testing/vectors.h"
 #include "tokenizer_svc/tokenizer.h"
 
 namespace llm::tok {
@@ -65,8 +65,8 @@ TEST_P(TiktokenVectors, IdsEqualTiktokenAndRoundTrip) {
       ++mismatches;
       ADD_FAILURE() << GetParam() << ": mismatch for text of " << v.text.size()
                     << " bytes: " << ::testing::PrintToString(v.text.substr(0, 80))
-                    << "\n expected " << ::testing::PrintToString(v.ids)
-                    << "\n got      " << ::testing::PrintToString(*ids);
+                    << "\n expected " << ::testing::PrintToString(v.ids) << "\n got      "
+                    << ::testing::PrintToString(*ids);
       if (mismatches > 5) return;
     }
     auto text = (*tok)->Decode(v.ids);
@@ -77,14 +77,13 @@ TEST_P(TiktokenVectors, IdsEqualTiktokenAndRoundTrip) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllEncodings, TiktokenVectors,
-                         ::testing::Values("r50k_base", "p50k_base", "cl100k_base",
-                                           "o200k_base"));
+                         ::testing::Values("r50k_base", "p50k_base", "cl100k_base", "o200k_base"));
 
 class LlamaVocab : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LlamaVocab, IdsEqualReference) {
-  const std::string base = testing::SharedDir() + "/conformance/llama-vocab/ggml-vocab-" +
-                           GetParam() + ".gguf";
+  const std::string base =
+      testing::SharedDir() + "/conformance/llama-vocab/ggml-vocab-" + GetParam() + ".gguf";
   if (!std::filesystem::exists(base)) GTEST_SKIP() << "missing " << base;
   auto tok = Tokenizer::Load({.path = base});
   ASSERT_TRUE(tok.ok()) << tok.status();

@@ -3,9 +3,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
-#include "common/strings.h"
-
 #include "common/status_macros.h"
+#include "common/strings.h"
 #include "tokenizer_svc/byte_level.h"
 #include "tokenizer_svc/pretokenizer.h"
 
@@ -54,7 +53,7 @@ absl::StatusOr<Vocab> ReadVocab(const gguf::File& f,
   if (model != "gpt2") {
     return KeyError(f, "tokenizer.ggml.model",
                     llm::StrCat("tokenizer model '", model,
-                                 "' is not supported (only byte-level BPE, 'gpt2')"));
+                                "' is not supported (only byte-level BPE, 'gpt2')"));
   }
   const gguf::Value* tokens_value = f.Find("tokenizer.ggml.tokens");
   if (tokens_value == nullptr) return KeyError(f, "tokenizer.ggml.tokens", "missing");
@@ -139,8 +138,8 @@ absl::StatusOr<Vocab> ReadVocab(const gguf::File& f,
   const PretokenizerPreset* preset = FindGgufPreset(pre);
   if (preset == nullptr) {
     return KeyError(f, "tokenizer.ggml.pre",
-                    llm::StrCat("unknown pre-tokenizer '", pre, "'; known: ",
-                                 llm::StrJoin(GgufPresetNames(), ", ")));
+                    llm::StrCat("unknown pre-tokenizer '", pre,
+                                "'; known: ", llm::StrJoin(GgufPresetNames(), ", ")));
   }
   v.pretokenizer = std::string(preset->name);
   for (std::string_view re : preset->regexes) v.pre_regexes.emplace_back(re);

@@ -1,10 +1,10 @@
 #include "tokenizer_svc/hash_bytes.h"
 
+#include <gtest/gtest.h>
+
 #include <random>
 #include <set>
 #include <string>
-
-#include <gtest/gtest.h>
 
 namespace llm::tok {
 namespace {

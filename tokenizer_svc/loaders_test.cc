@@ -1,8 +1,8 @@
 // Malformed vocabulary files: each gets an error naming the problem and where.
-#include <string>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "common/gguf/gguf_writer.h"
 #include "tokenizer_svc/gguf_vocab_loader.h"
@@ -63,9 +63,9 @@ TEST(TiktokenLoaderTest, SidecarErrors) {
   EXPECT_FALSE(ParseTiktokenSidecar("{", "x.json", &o).ok());
   EXPECT_FALSE(ParseTiktokenSidecar(R"({"pat_str": 3})", "x.json", &o).ok());
   EXPECT_FALSE(ParseTiktokenSidecar(R"({"special_tokens": {"<a>": -1}})", "x.json", &o).ok());
-  ASSERT_TRUE(ParseTiktokenSidecar(R"({"pat_str": "\\s+", "special_tokens": {"<a>": 5}})",
-                                   "x.json", &o)
-                  .ok());
+  ASSERT_TRUE(
+      ParseTiktokenSidecar(R"({"pat_str": "\\s+", "special_tokens": {"<a>": 5}})", "x.json", &o)
+          .ok());
   EXPECT_EQ(*o.pattern, "\\s+");
   EXPECT_EQ(o.special_tokens.size(), 1u);
 }

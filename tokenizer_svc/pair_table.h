@@ -87,7 +87,7 @@ class PairTable {
   }
   void Insert(uint32_t left, uint32_t right, uint32_t merged);
 
-  std::vector<uint64_t> slots_;  // (KeyOf(left, right) << kIdBits) | merged, or kEmpty
+  std::vector<uint64_t> slots_;       // (KeyOf(left, right) << kIdBits) | merged, or kEmpty
   std::vector<uint32_t> byte_pairs_;  // [a << 8 | b]: id of bytes a, b
   size_t mask_ = 0;
   int shift_ = 64;

@@ -3,12 +3,12 @@
 // pairs on the real ones) Find(l, r) == trie.Find(bytes(l) + bytes(r)).
 #include "tokenizer_svc/pair_table.h"
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "common/test_paths.h"
 #include "tokenizer_svc/tiktoken_loader.h"

@@ -1,10 +1,10 @@
 #include "tokenizer_svc/piece_cache.h"
 
+#include <gtest/gtest.h>
+
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace llm::tok {
 namespace {

@@ -84,16 +84,16 @@ absl::StatusOr<std::unique_ptr<Pretokenizer>> Pretokenizer::Create(std::vector<s
     int error = 0;
     PCRE2_SIZE offset = 0;
     auto compiled = std::make_unique<Compiled>();
-    compiled->code = pcre2_compile(
-        reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-        PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_DOLLAR_ENDONLY, &error, &offset,
-        nullptr);
+    compiled->code =
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                      PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_DOLLAR_ENDONLY,
+                      &error, &offset, nullptr);
     if (compiled->code == nullptr) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(error, message, sizeof(message));
       return absl::InvalidArgumentError(llm::StrCat("pre-tokenizer regex '", source,
-                                                     "' does not compile at offset ", offset,
-                                                     ": ", reinterpret_cast<char*>(message)));
+                                                    "' does not compile at offset ", offset, ": ",
+                                                    reinterpret_cast<char*>(message)));
     }
     // JIT is an optimization: without it (an unsupported platform) matching
     // still works through the interpreter.

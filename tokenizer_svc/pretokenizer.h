@@ -55,8 +55,7 @@ class Pretokenizer {
 
   // Calls `piece` for each piece of `text`, in order; the pieces concatenate
   // to `text`. Empty text gives no pieces.
-  void ForEachPiece(std::string_view text,
-                    absl::FunctionRef<void(std::string_view)> piece) const;
+  void ForEachPiece(std::string_view text, absl::FunctionRef<void(std::string_view)> piece) const;
 
   const std::vector<std::string>& regexes() const { return sources_; }
 

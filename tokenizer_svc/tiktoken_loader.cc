@@ -1,16 +1,15 @@
 #include "tokenizer_svc/tiktoken_loader.h"
 
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
-#include "common/strings.h"
 #include "common/mapped_file.h"
 #include "common/status_macros.h"
+#include "common/strings.h"
 
 namespace llm::tok {
 namespace {
@@ -23,8 +22,8 @@ absl::Status LineError(std::string_view source, size_t line, std::string_view wh
 }
 
 bool IsBase64Char(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-         c == '+' || c == '/' || c == '=';
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+         c == '/' || c == '=';
 }
 
 }  // namespace
@@ -51,8 +50,7 @@ absl::Status ParseTiktokenSidecar(std::string_view json, std::string_view source
   auto it = doc.find("special_tokens");
   if (it != doc.end()) {
     if (!it->is_object()) {
-      return absl::InvalidArgumentError(
-          llm::StrCat(source, ": special_tokens is not an object"));
+      return absl::InvalidArgumentError(llm::StrCat(source, ": special_tokens is not an object"));
     }
     for (const auto& [text, id] : it->items()) {
       if (!id.is_number_unsigned() || id.get<uint64_t>() >= kMaxId) {
@@ -68,9 +66,10 @@ absl::Status ParseTiktokenSidecar(std::string_view json, std::string_view source
 absl::StatusOr<Vocab> ParseTiktoken(std::string_view contents, std::string_view source,
                                     const TiktokenOptions& options) {
   if (!options.pattern.has_value()) {
-    return absl::InvalidArgumentError(llm::StrCat(
-        source, ": no pre-tokenizer pattern: put a JSON sidecar with \"pat_str\" beside the "
-                "file or pass --pattern"));
+    return absl::InvalidArgumentError(
+        llm::StrCat(source,
+                    ": no pre-tokenizer pattern: put a JSON sidecar with \"pat_str\" beside the "
+                    "file or pass --pattern"));
   }
   std::vector<std::pair<uint32_t, std::string>> entries;
   absl::flat_hash_map<std::string, uint32_t> rank_of_bytes;
@@ -128,9 +127,9 @@ absl::StatusOr<Vocab> ParseTiktoken(std::string_view contents, std::string_view 
       return absl::InvalidArgumentError(llm::StrCat(source, ": empty special token"));
     }
     if (line_of_rank.contains(id)) {
-      return absl::InvalidArgumentError(llm::StrCat(
-          source, ": special token '", text, "' id ", id, " is also the rank on line ",
-          line_of_rank[id]));
+      return absl::InvalidArgumentError(llm::StrCat(source, ": special token '", text, "' id ", id,
+                                                    " is also the rank on line ",
+                                                    line_of_rank[id]));
     }
     specials[id] = text;
     size = std::max(size, id + 1);

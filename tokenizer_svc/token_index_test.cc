@@ -3,12 +3,12 @@
 // (prefixes, extensions, one byte changed) and random strings.
 #include "tokenizer_svc/token_index.h"
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "common/test_paths.h"
 #include "tokenizer_svc/tiktoken_loader.h"

@@ -6,9 +6,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
-#include "common/strings.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "common/strings.h"
 #include "tokenizer_svc/bpe.h"
 #include "tokenizer_svc/gguf_vocab_loader.h"
 #include "tokenizer_svc/pair_table.h"
@@ -80,9 +80,9 @@ struct Tokenizer::Impl {
     } else if (vocab.unk_id.has_value()) {
       call.ids->push_back(*vocab.unk_id);
     } else if (call.status.ok()) {
-      call.status = absl::InvalidArgumentError(absl::StrFormat(
-          "byte 0x%02X has no token in vocabulary %s (no byte token, no <unk>)", byte,
-          vocab.source));
+      call.status = absl::InvalidArgumentError(
+          absl::StrFormat("byte 0x%02X has no token in vocabulary %s (no byte token, no <unk>)",
+                          byte, vocab.source));
     }
   }
 
@@ -255,9 +255,9 @@ absl::Status Tokenizer::EncodeTo(std::string_view text, const EncodeOptions& opt
       return im.vocab.token_types[id] != TokenType::kUserDefined && !im.Matchable(call, id);
     });
     if (pos != std::string_view::npos) {
-      return absl::InvalidArgumentError(llm::StrCat(
-          "text contains the disallowed special token '", text.substr(pos, len), "' at byte ",
-          pos, "; allow it or encode it as ordinary text"));
+      return absl::InvalidArgumentError(llm::StrCat("text contains the disallowed special token '",
+                                                    text.substr(pos, len), "' at byte ", pos,
+                                                    "; allow it or encode it as ordinary text"));
     }
   }
 
@@ -325,9 +325,7 @@ absl::StatusOr<std::string> Tokenizer::Decode(std::span<const uint32_t> ids) con
   return out;
 }
 
-bool Tokenizer::HasByteToken(uint8_t b) const {
-  return impl_->model.byte_ids[b] != Trie::kNoValue;
-}
+bool Tokenizer::HasByteToken(uint8_t b) const { return impl_->model.byte_ids[b] != Trie::kNoValue; }
 
 const Vocab& Tokenizer::vocab() const { return impl_->vocab; }
 size_t Tokenizer::vocab_size() const { return impl_->vocab.size(); }

@@ -1,13 +1,13 @@
 #include "tokenizer_svc/tokenizer.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "common/test_paths.h"
 #include "tokenizer_svc/incremental_decoder.h"
@@ -73,15 +73,15 @@ TEST(TokenizerTest, AllowedSpecialTokensAreRecognized) {
 
 TEST(TokenizerTest, DisallowedSpecialTokenIsAnErrorNamingIt) {
   const Tokenizer& tok = Cl100k();
-  auto ids = tok.Encode("hi <|fim_middle|>", {.allowed_special = {"<|endoftext|>"},
-                                              .disallow_special = true});
+  auto ids = tok.Encode("hi <|fim_middle|>",
+                        {.allowed_special = {"<|endoftext|>"}, .disallow_special = true});
   ASSERT_FALSE(ids.ok());
   EXPECT_EQ(ids.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(ids.status().message(), HasSubstr("<|fim_middle|>"));
   // Allowed ones pass the check.
-  EXPECT_TRUE(tok.Encode("<|endoftext|>", {.allowed_special = {"<|endoftext|>"},
-                                            .disallow_special = true})
-                  .ok());
+  EXPECT_TRUE(
+      tok.Encode("<|endoftext|>", {.allowed_special = {"<|endoftext|>"}, .disallow_special = true})
+          .ok());
   auto unknown = tok.Encode("x", {.allowed_special = {"<|nope|>"}});
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
 }
@@ -157,8 +157,8 @@ TEST(TokenizerTest, PathologicalInputsEncodeAndRoundTrip) {
   // 1 MB without whitespace: one piece for the pre-tokenizer; the heap path
   // keeps this O(n log n).
   const Tokenizer& tok = Cl100k();
-  for (const std::string& text : {std::string(1 << 20, 'a'), std::string(300000, '7'),
-                                  std::string(200000, '!')}) {
+  for (const std::string& text :
+       {std::string(1 << 20, 'a'), std::string(300000, '7'), std::string(200000, '!')}) {
     auto ids = tok.Encode(text, {});
     ASSERT_TRUE(ids.ok());
     EXPECT_LT(ids->size(), text.size());
@@ -238,8 +238,7 @@ TEST(TokenizerTest, ConcurrentEncodesAgree) {
 }
 
 TEST(TokenizerTest, UserDefinedTokensAreMatchedBeforePreTokenization) {
-  const std::string path =
-      testing::SharedDir() + "/conformance/llama-vocab/ggml-vocab-mpt.gguf";
+  const std::string path = testing::SharedDir() + "/conformance/llama-vocab/ggml-vocab-mpt.gguf";
   if (!std::filesystem::exists(path)) GTEST_SKIP();
   auto tok = Tokenizer::Load({.path = path});
   ASSERT_TRUE(tok.ok()) << tok.status();

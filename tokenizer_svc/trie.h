@@ -65,9 +65,7 @@ class Trie {
   }
 
   // Value stored at `node` (kNoValue for none, or for kNoNode).
-  uint32_t Value(uint32_t node) const {
-    return node == kNoNode ? kNoValue : nodes_[node].value;
-  }
+  uint32_t Value(uint32_t node) const { return node == kNoNode ? kNoValue : nodes_[node].value; }
 
   // Value of `key`, or kNoValue.
   uint32_t Find(std::string_view key) const { return Value(Walk(kRoot, key)); }

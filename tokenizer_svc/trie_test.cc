@@ -1,10 +1,10 @@
 #include "tokenizer_svc/trie.h"
 
+#include <gtest/gtest.h>
+
 #include <map>
 #include <random>
 #include <string>
-
-#include <gtest/gtest.h>
 
 namespace llm::tok {
 namespace {

@@ -35,11 +35,16 @@ size_t SequenceLength(uint8_t b) {
 // Valid range of the second byte given the first (RFC 3629 table 3-7).
 bool SecondByteOk(uint8_t first, uint8_t second) {
   switch (first) {
-    case 0xE0: return second >= 0xA0 && second <= 0xBF;
-    case 0xED: return second >= 0x80 && second <= 0x9F;
-    case 0xF0: return second >= 0x90 && second <= 0xBF;
-    case 0xF4: return second >= 0x80 && second <= 0x8F;
-    default: return second >= 0x80 && second <= 0xBF;
+    case 0xE0:
+      return second >= 0xA0 && second <= 0xBF;
+    case 0xED:
+      return second >= 0x80 && second <= 0x9F;
+    case 0xF0:
+      return second >= 0x90 && second <= 0xBF;
+    case 0xF4:
+      return second >= 0x80 && second <= 0x8F;
+    default:
+      return second >= 0x80 && second <= 0xBF;
   }
 }
 
@@ -70,7 +75,7 @@ size_t CompleteUtf8Prefix(std::string_view s) {
     const auto b = static_cast<uint8_t>(s[size - back]);
     if ((b & 0xC0) == 0x80) continue;  // continuation byte: keep looking
     const size_t n = SequenceLength(b);
-    if (n <= back) return size;        // complete, ASCII, or never valid
+    if (n <= back) return size;  // complete, ASCII, or never valid
     // The tail s[size-back..] is a prefix of an n-byte sequence: hold it only
     // if every byte so far is valid for that sequence.
     if (back >= 2 && !SecondByteOk(b, static_cast<uint8_t>(s[size - back + 1]))) return size;

@@ -10,14 +10,14 @@ namespace {
 TEST(Utf8Test, CompletePrefixHoldsOnlyAnUnfinishedCharacter) {
   EXPECT_EQ(CompleteUtf8Prefix(""), 0u);
   EXPECT_EQ(CompleteUtf8Prefix("abc"), 3u);
-  EXPECT_EQ(CompleteUtf8Prefix("a\xE4"), 1u);           // 1 of 3 bytes of 中
-  EXPECT_EQ(CompleteUtf8Prefix("a\xE4\xB8"), 1u);       // 2 of 3
-  EXPECT_EQ(CompleteUtf8Prefix("a\xE4\xB8\xAD"), 4u);   // complete
-  EXPECT_EQ(CompleteUtf8Prefix("\xF0\x9F\x98"), 0u);    // 3 of 4 bytes of an emoji
-  EXPECT_EQ(CompleteUtf8Prefix("a\x80"), 2u);           // stray continuation: never valid
-  EXPECT_EQ(CompleteUtf8Prefix("a\xFF"), 2u);           // never valid
-  EXPECT_EQ(CompleteUtf8Prefix("a\xE0\x80"), 3u);       // overlong start: never valid
-  EXPECT_EQ(CompleteUtf8Prefix("a\xED\xA0"), 3u);       // surrogate: never valid
+  EXPECT_EQ(CompleteUtf8Prefix("a\xE4"), 1u);          // 1 of 3 bytes of 中
+  EXPECT_EQ(CompleteUtf8Prefix("a\xE4\xB8"), 1u);      // 2 of 3
+  EXPECT_EQ(CompleteUtf8Prefix("a\xE4\xB8\xAD"), 4u);  // complete
+  EXPECT_EQ(CompleteUtf8Prefix("\xF0\x9F\x98"), 0u);   // 3 of 4 bytes of an emoji
+  EXPECT_EQ(CompleteUtf8Prefix("a\x80"), 2u);          // stray continuation: never valid
+  EXPECT_EQ(CompleteUtf8Prefix("a\xFF"), 2u);          // never valid
+  EXPECT_EQ(CompleteUtf8Prefix("a\xE0\x80"), 3u);      // overlong start: never valid
+  EXPECT_EQ(CompleteUtf8Prefix("a\xED\xA0"), 3u);      // surrogate: never valid
 }
 
 TEST(Utf8Test, DecodeRejectsInvalidSequences) {

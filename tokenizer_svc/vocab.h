@@ -24,7 +24,7 @@ enum class TokenType : uint8_t {
   kControl = 3,      // special tokens such as <|endoftext|>; matched only when allowed
   kUserDefined = 4,  // matched in raw text before pre-tokenization, always
   kUnused = 5,
-  kByte = 6,         // <0xNN> byte-fallback tokens
+  kByte = 6,  // <0xNN> byte-fallback tokens
 };
 
 // How the rank of an adjacent pair of parts is found during the merge loop.
@@ -59,8 +59,8 @@ struct Vocab {
   // always; llama.cpp's ignore_merges for Llama 3).
   bool whole_piece_shortcut = true;
 
-  std::string pretokenizer;               // name: "cl100k_base", "smollm", ...
-  std::vector<std::string> pre_regexes;   // applied in order, each splitting every fragment
+  std::string pretokenizer;              // name: "cl100k_base", "smollm", ...
+  std::vector<std::string> pre_regexes;  // applied in order, each splitting every fragment
 
   std::optional<uint32_t> bos_id, eos_id, eot_id, unk_id, pad_id;
   bool add_bos = false;

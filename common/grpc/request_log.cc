@@ -12,10 +12,14 @@ std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
 
 const char* LevelName(LogLevel level) {
   switch (level) {
-    case LogLevel::kError: return "error";
-    case LogLevel::kWarning: return "warning";
-    case LogLevel::kInfo: return "info";
-    case LogLevel::kDebug: return "debug";
+    case LogLevel::kError:
+      return "error";
+    case LogLevel::kWarning:
+      return "warning";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kDebug:
+      return "debug";
   }
   return "info";
 }
@@ -65,17 +69,22 @@ void RequestLog::Finish(const absl::Status& status) {
   finished_ = true;
   LogLevel level = LogLevel::kInfo;
   switch (status.code()) {
-    case absl::StatusCode::kOk: break;
+    case absl::StatusCode::kOk:
+      break;
     case absl::StatusCode::kInternal:
     case absl::StatusCode::kUnknown:
-    case absl::StatusCode::kDataLoss: level = LogLevel::kError; break;
-    default: level = LogLevel::kWarning; break;
+    case absl::StatusCode::kDataLoss:
+      level = LogLevel::kError;
+      break;
+    default:
+      level = LogLevel::kWarning;
+      break;
   }
   if (!LogEnabled(level)) return;
   const absl::Time now = absl::Now();
-  std::string line = StrCat(
-      "ts=", absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", now, absl::UTCTimeZone()),
-      " level=", LevelName(level), " service=", service_, " method=", method_);
+  std::string line =
+      StrCat("ts=", absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", now, absl::UTCTimeZone()),
+             " level=", LevelName(level), " service=", service_, " method=", method_);
   if (!session_.empty()) line += StrCat(" session=", Quote(session_));
   line += StrCat(" tokens=", tokens_);
   char ms[32];

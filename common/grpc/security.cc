@@ -1,13 +1,13 @@
 #include "common/grpc/security.h"
 
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/support/client_interceptor.h>
+
 #include <fstream>
 #include <sstream>
 #include <utility>
 #include <vector>
-
-#include <grpcpp/security/credentials.h>
-#include <grpcpp/security/server_credentials.h>
-#include <grpcpp/support/client_interceptor.h>
 
 #include "absl/status/status.h"
 #include "common/strings.h"
@@ -39,8 +39,7 @@ class AuthInterceptor final : public grpc::experimental::Interceptor {
   const std::string* header_;
 };
 
-class AuthInterceptorFactory final
-    : public grpc::experimental::ClientInterceptorFactoryInterface {
+class AuthInterceptorFactory final : public grpc::experimental::ClientInterceptorFactoryInterface {
  public:
   explicit AuthInterceptorFactory(std::string token) : header_("Bearer " + std::move(token)) {}
   grpc::experimental::Interceptor* CreateClientInterceptor(
@@ -60,7 +59,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     return grpc::InsecureServerCredentials();
   }
   if (files.cert.empty() || files.key.empty()) {
-    return absl::InvalidArgumentError("--tls_cert and --tls_key go together (and --tls_ca needs them)");
+    return absl::InvalidArgumentError(
+        "--tls_cert and --tls_key go together (and --tls_ca needs them)");
   }
   absl::StatusOr<std::string> cert = ReadFile(files.cert);
   if (!cert.ok()) return cert.status();
@@ -107,7 +107,8 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
   absl::StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) return text.status();
   const size_t begin = text->find_first_not_of(" \t\r\n");
-  if (begin == std::string::npos) return absl::InvalidArgumentError(StrCat(path, " holds no token"));
+  if (begin == std::string::npos)
+    return absl::InvalidArgumentError(StrCat(path, " holds no token"));
   const size_t end = text->find_last_not_of(" \t\r\n");
   return text->substr(begin, end - begin + 1);
 }

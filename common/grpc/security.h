@@ -11,10 +11,10 @@
 #ifndef LLM_COMMON_GRPC_SECURITY_H_
 #define LLM_COMMON_GRPC_SECURITY_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <memory>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
 
@@ -44,10 +44,9 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
 
 // A channel whose calls carry `authorization: Bearer <token>` (none if the
 // token is empty).
-std::shared_ptr<grpc::Channel> CreateAuthChannel(const std::string& address,
-                                                 const std::shared_ptr<grpc::ChannelCredentials>& creds,
-                                                 const grpc::ChannelArguments& args,
-                                                 const std::string& token);
+std::shared_ptr<grpc::Channel> CreateAuthChannel(
+    const std::string& address, const std::shared_ptr<grpc::ChannelCredentials>& creds,
+    const grpc::ChannelArguments& args, const std::string& token);
 
 // Server-side check of the bearer token. Threads: immutable.
 class BearerAuth {

@@ -1,12 +1,11 @@
 #include "common/grpc/server_runner.h"
 
-#include <signal.h>
-
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/impl/server_builder_option.h>
 #include <grpcpp/impl/server_builder_plugin.h>
 #include <grpcpp/impl/server_initializer.h>
+#include <signal.h>
 
 #include "absl/status/status.h"
 #include "common/strings.h"
@@ -58,10 +57,10 @@ absl::StatusOr<std::unique_ptr<ServerRunner>> ServerRunner::Start(
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   std::unique_ptr<ServerRunner> runner(new ServerRunner());
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen,
-                           options.credentials != nullptr ? options.credentials
-                                                          : grpc::InsecureServerCredentials(),
-                           &runner->port_);
+  builder.AddListeningPort(
+      options.listen,
+      options.credentials != nullptr ? options.credentials : grpc::InsecureServerCredentials(),
+      &runner->port_);
   builder.SetMaxReceiveMessageSize(options.max_receive_bytes);
   builder.SetMaxSendMessageSize(options.max_send_bytes);
   for (grpc::Service* s : services) builder.RegisterService(s);

@@ -14,11 +14,11 @@
 #ifndef LLM_COMMON_GRPC_SERVER_RUNNER_H_
 #define LLM_COMMON_GRPC_SERVER_RUNNER_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"

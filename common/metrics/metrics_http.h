@@ -12,12 +12,12 @@
 #ifndef LLM_COMMON_METRICS_METRICS_HTTP_H_
 #define LLM_COMMON_METRICS_METRICS_HTTP_H_
 
-#include <memory>
-#include <string>
-
 #include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
+
+#include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 

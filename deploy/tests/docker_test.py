@@ -38,6 +38,7 @@ BINARIES = ("tokenizer_server", "model_server", "llm")
 TEST_ONLY = {
     "ccache", "git", "ca-certificates", "openssl",
     "libgtest-dev", "libgmock-dev", "libbenchmark-dev", "clang-14", "libclang-rt-14-dev",
+    "clang-format",
     "python3", "python3-venv", "python3-pip", "python3-grpcio", "python3-grpc-tools",
     "python3-yaml",
 }

@@ -40,7 +40,7 @@ struct EngineOptions {
   int64_t max_batch_tokens = 512;  // tokens per step (decodes + prefill chunks)
   int64_t max_sessions = 256;
   absl::Duration session_ttl = absl::Minutes(10);  // idle time before expiry
-  int64_t max_context = 0;     // tokens per session; 0: the model's context length
+  int64_t max_context = 0;  // tokens per session; 0: the model's context length
   // Prepended to the 16 hex characters of every session id; the model server
   // passes "<--session_prefix><pod>.<epoch>." (its replica id and a dot).
   std::string session_prefix;

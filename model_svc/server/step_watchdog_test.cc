@@ -1,8 +1,8 @@
 #include "model_svc/server/step_watchdog.h"
 
-#include <vector>
-
 #include <gtest/gtest.h>
+
+#include <vector>
 
 namespace llm {
 namespace {

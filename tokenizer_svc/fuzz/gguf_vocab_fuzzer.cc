@@ -9,8 +9,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace llm;
-  auto file = gguf::File::FromBytes(std::string(reinterpret_cast<const char*>(data), size),
-                                    "fuzz.gguf");
+  auto file =
+      gguf::File::FromBytes(std::string(reinterpret_cast<const char*>(data), size), "fuzz.gguf");
   if (!file.ok()) return 0;
   auto vocab = tok::VocabFromGguf(**file, std::nullopt);
   if (!vocab.ok()) return 0;

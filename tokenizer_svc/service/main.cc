@@ -4,11 +4,11 @@
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "common/flags.h"
-#include "common/grpc/server_flags.h"
 #include "absl/time/clock.h"
+#include "common/flags.h"
 #include "common/grpc/request_log.h"
 #include "common/grpc/security.h"
+#include "common/grpc/server_flags.h"
 #include "common/grpc/server_runner.h"
 #include "common/metrics/metrics_http.h"
 #include "tokenizer_svc/service/tokenizer_service.h"
@@ -32,9 +32,11 @@ int main(int argc, char** argv) {
   llm::ParseFlags(argc, argv,
                   "Serves the llm.v1.Tokenizer gRPC service (exact BPE over a trie) for one "
                   "vocabulary.\nUsage: tokenizer_server --vocab PATH [--listen 127.0.0.1:50051]");
-  const absl::StatusOr<llm::LogLevel> log_level = llm::ParseLogLevel(absl::GetFlag(FLAGS_log_level));
+  const absl::StatusOr<llm::LogLevel> log_level =
+      llm::ParseLogLevel(absl::GetFlag(FLAGS_log_level));
   if (!log_level.ok()) {
-    std::fprintf(stderr, "tokenizer_server: %s\n", std::string(log_level.status().message()).c_str());
+    std::fprintf(stderr, "tokenizer_server: %s\n",
+                 std::string(log_level.status().message()).c_str());
     return 2;
   }
   llm::SetLogLevel(*log_level);
@@ -52,7 +54,8 @@ int main(int argc, char** argv) {
   const absl::Time start = absl::Now();
   auto tokenizer = llm::tok::Tokenizer::Load(load);
   if (!tokenizer.ok()) {
-    std::fprintf(stderr, "tokenizer_server: %s\n", std::string(tokenizer.status().message()).c_str());
+    std::fprintf(stderr, "tokenizer_server: %s\n",
+                 std::string(tokenizer.status().message()).c_str());
     return 1;
   }
   std::fprintf(stderr, "tokenizer_server: loaded %s (%zu tokens, pre-tokenizer %s) in %.0f ms\n",
@@ -68,7 +71,8 @@ int main(int argc, char** argv) {
   if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
     auto started = llm::MetricsHttp::Start(absl::GetFlag(FLAGS_metrics_listen));
     if (!started.ok()) {
-      std::fprintf(stderr, "tokenizer_server: %s\n", std::string(started.status().message()).c_str());
+      std::fprintf(stderr, "tokenizer_server: %s\n",
+                   std::string(started.status().message()).c_str());
       return 1;
     }
     metrics = std::move(*started);

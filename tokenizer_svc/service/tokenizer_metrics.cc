@@ -17,11 +17,10 @@ TokenizerMetrics::TokenizerMetrics(prometheus::Registry& registry)
                    .Help("Handling time of unary tokenizer calls, in seconds.")
                    .Register(registry)
                    .Add({}, prometheus::Histogram::BucketBoundaries{
-                                0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001,
-                                0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0})) {}
+                                0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+                                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0})) {}
 
-void TokenizerMetrics::Observe(const std::string& method, uint64_t bytes,
-                               absl::Duration latency) {
+void TokenizerMetrics::Observe(const std::string& method, uint64_t bytes, absl::Duration latency) {
   requests_.Add({{"method", method}}).Increment();
   if (bytes > 0) bytes_.Increment(static_cast<double>(bytes));
   if (latency >= absl::ZeroDuration()) seconds_.Observe(absl::ToDoubleSeconds(latency));

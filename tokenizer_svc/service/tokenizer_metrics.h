@@ -6,13 +6,13 @@
 #ifndef LLM_TOKENIZER_SVC_SERVICE_TOKENIZER_METRICS_H_
 #define LLM_TOKENIZER_SVC_SERVICE_TOKENIZER_METRICS_H_
 
-#include <cstdint>
-#include <string>
-
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+
+#include <cstdint>
+#include <string>
 
 #include "absl/time/time.h"
 

@@ -36,9 +36,12 @@ std::span<const uint32_t> IdsOf(const google::protobuf::RepeatedField<uint32_t>&
 
 const char* KindName(tok::TokenType type) {
   switch (type) {
-    case tok::TokenType::kUserDefined: return "user_defined";
-    case tok::TokenType::kUnknown: return "unknown";
-    default: return "control";
+    case tok::TokenType::kUserDefined:
+      return "user_defined";
+    case tok::TokenType::kUnknown:
+      return "unknown";
+    default:
+      return "control";
   }
 }
 
@@ -110,7 +113,7 @@ class DecodeStreamReactor final
  private:
   tok::IncrementalDecoder decoder_;
   TokenizerMetrics* const metrics_;
-  uint64_t bytes_ = 0;  // text written
+  uint64_t bytes_ = 0;                           // text written
   RequestLog log_{"tokenizer", "DecodeStream"};  // tokens: ids decoded
   absl::Status status_;                          // the final status, for the log
   v1::DecodeStreamRequest request_;
@@ -126,14 +129,13 @@ tok::EncodeOptions FromProto(const v1::EncodeOptions& options) {
   out.allow_all_special = options.allow_all_special();
   out.disallow_special = options.disallow_special();
   out.add_bos = options.add_bos();
-  out.algorithm = options.algorithm() == v1::ALGORITHM_LONGEST_MATCH
-                      ? tok::Algorithm::kLongestMatch
-                      : tok::Algorithm::kBpe;
+  out.algorithm = options.algorithm() == v1::ALGORITHM_LONGEST_MATCH ? tok::Algorithm::kLongestMatch
+                                                                     : tok::Algorithm::kBpe;
   return out;
 }
 
-void TokenizerService::Observe(const char* method, uint64_t bytes, absl::Time start,
-                               int64_t tokens, const absl::Status& status) const {
+void TokenizerService::Observe(const char* method, uint64_t bytes, absl::Time start, int64_t tokens,
+                               const absl::Status& status) const {
   if (metrics_ != nullptr) metrics_->Observe(method, bytes, absl::Now() - start);
   RequestLog log("tokenizer", method, start);
   log.add_tokens(tokens);
@@ -182,7 +184,8 @@ absl::Status TokenizerService::EncodeBatchInto(const v1::EncodeBatchRequest& req
   const tok::EncodeOptions options = FromProto(request.options());
   for (int i = 0; i < request.texts_size(); ++i) {
     if (context->IsCancelled()) return absl::CancelledError("cancelled by the client");
-    absl::Status status = EncodeInto(tokenizer_, request.texts(i), options, response->add_results());
+    absl::Status status =
+        EncodeInto(tokenizer_, request.texts(i), options, response->add_results());
     if (!status.ok()) {
       return absl::Status(status.code(), StrCat("text ", i, ": ", status.message()));
     }

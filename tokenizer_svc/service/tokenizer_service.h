@@ -14,7 +14,6 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-
 #include "common/grpc/security.h"
 #include "llm/v1/tokenizer.grpc.pb.h"
 #include "tokenizer_svc/service/tokenizer_metrics.h"

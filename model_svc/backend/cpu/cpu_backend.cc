@@ -177,7 +177,8 @@ class CpuBackend : public model::Backend {
       });
     }
     for (int64_t r = 0; r < n; ++r) {
-      act_rows_[r] = ActRow{x.data + r * x.cols, need_q8 ? q8_.get() + r * blocks_per_row : nullptr};
+      act_rows_[r] =
+          ActRow{x.data + r * x.cols, need_q8 ? q8_.get() + r * blocks_per_row : nullptr};
     }
     // Work is split by rows of the targets' concatenated output features; the
     // kernels' results do not depend on the split (batch invariance).
@@ -359,8 +360,8 @@ class CpuBackend : public model::Backend {
       const int64_t num_new = batch_->sequences[s].num_new;
       for (int64_t h = 0; h < p.head_count; ++h) {
         for (int64_t t = 0; t < num_new; t += kChunk) {
-          items_.push_back(Item{static_cast<int32_t>(s), static_cast<int32_t>(h),
-                                static_cast<int32_t>(t)});
+          items_.push_back(
+              Item{static_cast<int32_t>(s), static_cast<int32_t>(h), static_cast<int32_t>(t)});
         }
       }
     }
@@ -414,7 +415,7 @@ class CpuBackend : public model::Backend {
   AlignedArray<uint8_t> cache_;
   std::vector<std::vector<float>> scores_;  // per thread, one per cached position
   std::vector<std::vector<float>> qh_;      // per thread, one query head
-  std::vector<float> rope_table_;  // (cos, sin) per row and pair, computed once per step
+  std::vector<float> rope_table_;           // (cos, sin) per row and pair, computed once per step
   bool rope_ready_ = false;
   std::vector<Item> items_;
   const StepBatch* batch_ = nullptr;

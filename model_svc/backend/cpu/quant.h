@@ -105,9 +105,8 @@ float DotRow(TensorType type, const void* w, const ActRow& x, int64_t n);
 // streams the rows in order; contiguous row ranges per thread suit it best.
 // x[t].q8 is required for quantized types, x[t].f32 for F32/F16/BF16; n must
 // be a multiple of 32 (and of 256 for the K-quants), see CheckWeightShape.
-void MatMulTile(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n,
-                int64_t r0, int64_t r1, const ActRow* x, int64_t num_tokens,
-                float* out, int64_t out_stride);
+void MatMulTile(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0,
+                int64_t r1, const ActRow* x, int64_t num_tokens, float* out, int64_t out_stride);
 
 // Which kernel set is active: "avx512vnni", "avx2" or "scalar".
 std::string_view KernelIsa();
