@@ -11,19 +11,12 @@
 #include <vector>
 
 #include "common/test_paths.h"
-#include "tokenizer_svc/tiktoken_loader.h"
+#include "tokenizer_svc/testing/token_tables.h"
 
 namespace llm::tok {
 namespace {
 
-Trie MakeTrie(const std::vector<std::string>& tokens) {
-  Trie t;
-  for (uint32_t id = 0; id < tokens.size(); ++id) {
-    if (!tokens[id].empty()) t.Insert(tokens[id], id);
-  }
-  t.Freeze();
-  return t;
-}
+using testing::MakeTrie;
 
 TEST(TokenIndexTest, SmallExample) {
   // Id 3 duplicates id 1; id 4 is a hole; id 5 is longer than the inline bytes.
@@ -57,12 +50,9 @@ class RealVocabIndex : public ::testing::TestWithParam<std::string> {};
 TEST_P(RealVocabIndex, AgreesWithTheTrie) {
   const std::string path = llm::testing::SharedDir() + "/tokenizer/" + GetParam() + ".tiktoken";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing " << path;
-  auto vocab = LoadTiktokenVocab(path, {});
-  ASSERT_TRUE(vocab.ok()) << vocab.status();
-  std::vector<std::string> tokens;
-  for (size_t id = 0; id < vocab->size(); ++id) {
-    tokens.push_back(vocab->token_types[id] == TokenType::kNormal ? vocab->token_bytes[id] : "");
-  }
+  absl::StatusOr<std::vector<std::string>> loaded = testing::NormalTokens(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const std::vector<std::string>& tokens = *loaded;
   const Trie trie = MakeTrie(tokens);
   const TokenIndex t = TokenIndex::Build(trie, tokens);
   ASSERT_FALSE(t.empty());

@@ -122,6 +122,39 @@ class Writer {
 
 }  // namespace
 
+RandomModelSpec SmolLm2Shapes() {
+  RandomModelSpec spec;
+  spec.name = "random-smollm2-135m";
+  spec.vocab = 49152;
+  spec.d_model = 576;
+  spec.layers = 30;
+  spec.heads = 9;
+  spec.kv_heads = 3;
+  spec.ff = 1536;
+  spec.context = 8192;
+  spec.rope_base = 100000.0f;
+  spec.matrix_type = TensorType::kQ4_1;
+  spec.embd_type = TensorType::kQ8_0;
+  spec.tied = true;
+  return spec;
+}
+
+RandomModelSpec Llama3_8bShapes() {
+  RandomModelSpec spec;
+  spec.name = "random-llama3-8b";
+  spec.vocab = 128256;
+  spec.d_model = 4096;
+  spec.layers = 32;
+  spec.heads = 32;
+  spec.kv_heads = 8;
+  spec.ff = 14336;
+  spec.context = 8192;
+  spec.rope_base = 500000.0f;
+  spec.matrix_type = TensorType::kBF16;
+  spec.embd_type = TensorType::kBF16;
+  return spec;
+}
+
 absl::StatusOr<std::string> RandomModelGguf(const RandomModelSpec& spec) {
   if (spec.vocab < 1 || spec.d_model < 1 || spec.layers < 0 || spec.heads < 1 ||
       spec.kv_heads < 1 || spec.ff < 1) {

@@ -72,6 +72,12 @@ struct RandomModelSpec {
   int64_t head_dim_or_default() const { return head_dim > 0 ? head_dim : d_model / heads; }
 };
 
+// SmolLM2-135M-Instruct.Q4_1.gguf's shapes and types (the default model):
+// Q4_1 matrices, a Q8_0 embedding tied to the LM head, F32 norms.
+RandomModelSpec SmolLm2Shapes();
+// Llama-3-8B's shapes (32 layers, vocabulary 128,256), every matrix BF16.
+RandomModelSpec Llama3_8bShapes();
+
 // The bytes of the GGUF file. Errors: the quantizer cannot write a type or
 // shape (e.g. a K-quant with cols not a multiple of 256).
 absl::StatusOr<std::string> RandomModelGguf(const RandomModelSpec& spec);

@@ -16,8 +16,9 @@
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "common/flags.h"
+#include "common/gguf/gguf.h"
 #include "model_svc/testing/random_model.h"
 
 ABSL_FLAG(std::string, shape, "smollm2", "smollm2, llama3-8b or small.");
@@ -37,16 +38,13 @@ constexpr char kUsage[] =
 using llm::gguf::TensorType;
 using llm::model::testing::RandomModelSpec;
 
-bool ParseType(std::string name, TensorType* type) {
-  name = absl::AsciiStrToLower(name);
-  const std::pair<const char*, TensorType> types[] = {
-      {"f32", TensorType::kF32},   {"f16", TensorType::kF16},   {"bf16", TensorType::kBF16},
-      {"q4_0", TensorType::kQ4_0}, {"q4_1", TensorType::kQ4_1}, {"q5_0", TensorType::kQ5_0},
-      {"q5_1", TensorType::kQ5_1}, {"q8_0", TensorType::kQ8_0}, {"q4_k", TensorType::kQ4_K},
-      {"q6_k", TensorType::kQ6_K}};
-  for (const auto& [n, t] : types) {
-    if (name == n) {
-      *type = t;
+// A GGUF tensor type by its name, any case ("q4_1", "BF16").
+bool ParseType(const std::string& name, TensorType* type) {
+  for (uint32_t id = 0; id < 64; ++id) {
+    const llm::gguf::TensorTypeTraits* traits = llm::gguf::FindTensorTypeTraits(id);
+    if (traits != nullptr &&
+        absl::EqualsIgnoreCase(absl::string_view(traits->name.data(), traits->name.size()), name)) {
+      *type = static_cast<TensorType>(id);
       return true;
     }
   }
@@ -64,30 +62,9 @@ int main(int argc, char** argv) {
   }
   RandomModelSpec spec;
   if (shape == "smollm2") {
-    spec.name = "random-smollm2-135m";
-    spec.vocab = 49152;
-    spec.d_model = 576;
-    spec.layers = 30;
-    spec.heads = 9;
-    spec.kv_heads = 3;
-    spec.ff = 1536;
-    spec.context = 8192;
-    spec.rope_base = 100000.0f;
-    spec.matrix_type = TensorType::kQ4_1;
-    spec.embd_type = TensorType::kQ8_0;
-    spec.tied = true;
+    spec = llm::model::testing::SmolLm2Shapes();
   } else if (shape == "llama3-8b") {
-    spec.name = "random-llama3-8b";
-    spec.vocab = 128256;
-    spec.d_model = 4096;
-    spec.layers = 32;
-    spec.heads = 32;
-    spec.kv_heads = 8;
-    spec.ff = 14336;
-    spec.context = 8192;
-    spec.rope_base = 500000.0f;
-    spec.matrix_type = TensorType::kBF16;
-    spec.embd_type = TensorType::kBF16;
+    spec = llm::model::testing::Llama3_8bShapes();
   } else if (shape != "small") {
     std::fprintf(stderr, "llm-random-model: unknown --shape %s\n%s\n", shape.c_str(), kUsage);
     return 2;

@@ -486,12 +486,12 @@ class CudaBackend : public model::Backend {
   }
 
   // Grows `buffer` to at least `bytes` (contents are not kept).
-  template <typename Buffer>
-  static absl::Status Reserve(Buffer& buffer, size_t bytes, std::string_view what) {
+  template <typename Memory>
+  static absl::Status Reserve(Buffer<Memory>& buffer, size_t bytes, std::string_view what) {
     if (buffer.size() >= bytes) return absl::OkStatus();
     const size_t grown = std::max(bytes, buffer.size() * 2);
-    buffer = Buffer();  // free first: the device may not hold both
-    LLM_ASSIGN_OR_RETURN(buffer, Buffer::Allocate(grown, what));
+    buffer = Buffer<Memory>();  // free first: the device may not hold both
+    LLM_ASSIGN_OR_RETURN(buffer, Buffer<Memory>::Allocate(grown, what));
     return absl::OkStatus();
   }
 
@@ -501,11 +501,23 @@ class CudaBackend : public model::Backend {
   absl::Status Readout(const Tensor& logits, std::span<const LogitsSpec> specs,
                        std::vector<Logits>* out) {
     const int64_t n = logits.rows, vocab = logits.cols;
-    out->assign(n, Logits{});
+    out->resize(n);
+    for (Logits& l : *out) {  // keep the vectors' capacity from the last step
+      l.values.clear();
+      l.halves.clear();
+      l.top_ids.clear();
+      l.top_logits.clear();
+    }
     if (n == 0) {
       return CudaStatus(cudaStreamSynchronize(stream_), "step");
     }
-    std::vector<int32_t> top_rows, half_rows, full_rows;
+    // The rows of each kind (members, reused: no allocation per step).
+    std::vector<int32_t>& top_rows = top_rows_;
+    std::vector<int32_t>& half_rows = half_rows_;
+    std::vector<int32_t>& full_rows = full_rows_;
+    top_rows.clear();
+    half_rows.clear();
+    full_rows.clear();
     int64_t keep = 0;
     for (int64_t i = 0; i < n; ++i) {
       const LogitsSpec& spec = specs[i];
@@ -590,7 +602,7 @@ class CudaBackend : public model::Backend {
       l.halves.assign(halves + i * vocab, halves + (i + 1) * vocab);
       l.log_sum_exp = lse[half_rows[i]];
     }
-    std::vector<TopCandidate> candidates;
+    std::vector<TopCandidate>& candidates = candidates_;
     for (size_t i = 0; i < top_rows.size(); ++i) {
       Logits& l = (*out)[top_rows[i]];
       const int64_t want = std::clamp<int64_t>(specs[top_rows[i]].top_n, 1, vocab);
@@ -635,6 +647,8 @@ class CudaBackend : public model::Backend {
   PinnedBuffer meta_host_;
   DeviceBuffer plan_dev_, lse_dev_, top_dev_, half_dev_;
   PinnedBuffer plan_host_, readback_;
+  std::vector<int32_t> top_rows_, half_rows_, full_rows_;  // Readout's scratch
+  std::vector<TopCandidate> candidates_;
 
   StepGraphs graphs_;
   StepGraphs::Mode mode_ = StepGraphs::Mode::kEager;

@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "model_svc/backend/backend.h"
 #include "model_svc/backend/cpu/cpu_backend.h"
+#include "model_svc/backend/cuda/skip_without_cuda.h"
 #include "model_svc/testing/reference_quant.h"
 
 namespace llm::cuda {
@@ -36,11 +37,6 @@ using model::LogitsSpec;
 using model::StepBatch;
 using model::Tensor;
 using model::WeightView;
-
-#define SKIP_WITHOUT_CUDA()                                                        \
-  do {                                                                             \
-    if (absl::Status s = CudaDeviceStatus(); !s.ok()) GTEST_SKIP() << s.message(); \
-  } while (0)
 
 std::vector<float> RandomValues(int64_t n, uint64_t seed, float scale = 1.0f) {
   std::mt19937_64 gen(seed);

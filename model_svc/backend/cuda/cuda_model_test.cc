@@ -31,6 +31,7 @@
 #include "gtest/gtest.h"
 #include "model_svc/backend/cpu/cpu_backend.h"
 #include "model_svc/backend/cuda/cuda_backend.h"
+#include "model_svc/backend/cuda/skip_without_cuda.h"
 #include "model_svc/model/llama_model.h"
 #include "model_svc/testing/random_model.h"
 
@@ -47,11 +48,6 @@ using model::testing::RandomModelSpec;
 
 using LogitRows = std::vector<std::vector<float>>;
 
-#define SKIP_WITHOUT_CUDA()                                                        \
-  do {                                                                             \
-    if (absl::Status s = CudaDeviceStatus(); !s.ok()) GTEST_SKIP() << s.message(); \
-  } while (0)
-
 RandomModelSpec SmallSpec(TensorType type) {
   RandomModelSpec spec;
   spec.matrix_type = type;
@@ -66,22 +62,9 @@ RandomModelSpec SmallSpec(TensorType type) {
   return spec;
 }
 
-// SmolLM2-135M-Instruct.Q4_1.gguf's shapes and types: Q4_1 matrices, a Q8_0
-// embedding tied to the LM head, F32 norms.
+// SmolLM2-135M-Instruct.Q4_1.gguf's shapes and types.
 RandomModelSpec SmolLm2Spec() {
-  RandomModelSpec spec;
-  spec.name = "random-smollm2-135m";
-  spec.vocab = 49152;
-  spec.d_model = 576;
-  spec.layers = 30;
-  spec.heads = 9;
-  spec.kv_heads = 3;
-  spec.ff = 1536;
-  spec.context = 8192;
-  spec.rope_base = 100000.0f;
-  spec.matrix_type = TensorType::kQ4_1;
-  spec.embd_type = TensorType::kQ8_0;
-  spec.tied = true;
+  RandomModelSpec spec = model::testing::SmolLm2Shapes();
   spec.seed = 135;
   return spec;
 }

@@ -7,52 +7,27 @@
 
 namespace llm::cuda {
 
-absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes, std::string_view what) {
-  DeviceBuffer b;
-  if (bytes == 0) return b;
-  LLM_CUDA_RETURN_IF_ERROR(cudaMalloc(&b.data_, bytes),
+absl::Status DeviceMemory::Allocate(void** data, size_t bytes, std::string_view what) {
+  LLM_CUDA_RETURN_IF_ERROR(cudaMalloc(data, bytes),
                            StrCat("cudaMalloc of ", bytes, " bytes for ", what));
-  b.bytes_ = bytes;
-  LLM_CUDA_RETURN_IF_ERROR(cudaMemset(b.data_, 0, bytes), StrCat("cudaMemset of ", what));
+  absl::Status s = CudaStatus(cudaMemset(*data, 0, bytes), StrCat("cudaMemset of ", what));
   // The memset runs on the legacy default stream, which the backend's
   // non-blocking stream does not wait for.
-  LLM_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize(), StrCat("cudaMemset of ", what));
-  return b;
-}
-
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
-  if (this != &other) {
-    if (data_ != nullptr) cudaFree(data_);
-    data_ = std::exchange(other.data_, nullptr);
-    bytes_ = std::exchange(other.bytes_, 0);
+  if (s.ok()) s = CudaStatus(cudaDeviceSynchronize(), StrCat("cudaMemset of ", what));
+  if (!s.ok()) {
+    cudaFree(*data);
+    *data = nullptr;
   }
-  return *this;
+  return s;
 }
 
-DeviceBuffer::~DeviceBuffer() {
-  if (data_ != nullptr) cudaFree(data_);
+void DeviceMemory::Free(void* data) { cudaFree(data); }
+
+absl::Status PinnedMemory::Allocate(void** data, size_t bytes, std::string_view what) {
+  return CudaStatus(cudaHostAlloc(data, bytes, cudaHostAllocDefault),
+                    StrCat("cudaHostAlloc of ", bytes, " bytes for ", what));
 }
 
-absl::StatusOr<PinnedBuffer> PinnedBuffer::Allocate(size_t bytes, std::string_view what) {
-  PinnedBuffer b;
-  if (bytes == 0) return b;
-  LLM_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&b.data_, bytes, cudaHostAllocDefault),
-                           StrCat("cudaHostAlloc of ", bytes, " bytes for ", what));
-  b.bytes_ = bytes;
-  return b;
-}
-
-PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
-  if (this != &other) {
-    if (data_ != nullptr) cudaFreeHost(data_);
-    data_ = std::exchange(other.data_, nullptr);
-    bytes_ = std::exchange(other.bytes_, 0);
-  }
-  return *this;
-}
-
-PinnedBuffer::~PinnedBuffer() {
-  if (data_ != nullptr) cudaFreeHost(data_);
-}
+void PinnedMemory::Free(void* data) { cudaFreeHost(data); }
 
 }  // namespace llm::cuda

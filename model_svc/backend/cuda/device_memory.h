@@ -11,22 +11,49 @@
 #include <string_view>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace llm::cuda {
 
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  // `bytes` of zeroed device memory; ResourceExhausted naming `what` when
-  // the device is full.
-  static absl::StatusOr<DeviceBuffer> Allocate(size_t bytes, std::string_view what);
+// Where a buffer lives: how it is allocated and freed.
+struct DeviceMemory {
+  // Zeroed; ResourceExhausted naming `what` when the device is full.
+  static absl::Status Allocate(void** data, size_t bytes, std::string_view what);
+  static void Free(void* data);
+};
+struct PinnedMemory {
+  static absl::Status Allocate(void** data, size_t bytes, std::string_view what);
+  static void Free(void* data);
+};
 
-  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer();
+template <typename Memory>
+class Buffer {
+ public:
+  Buffer() = default;
+  // `bytes` of memory (none for 0).
+  static absl::StatusOr<Buffer> Allocate(size_t bytes, std::string_view what) {
+    Buffer b;
+    if (bytes == 0) return b;
+    if (absl::Status s = Memory::Allocate(&b.data_, bytes, what); !s.ok()) return s;
+    b.bytes_ = bytes;
+    return b;
+  }
+
+  Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+  Buffer& operator=(Buffer&& other) noexcept {
+    if (this != &other) {
+      if (data_ != nullptr) Memory::Free(data_);
+      data_ = std::exchange(other.data_, nullptr);
+      bytes_ = std::exchange(other.bytes_, 0);
+    }
+    return *this;
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() {
+    if (data_ != nullptr) Memory::Free(data_);
+  }
 
   void* get() const { return data_; }
   template <typename T>
@@ -40,28 +67,8 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  static absl::StatusOr<PinnedBuffer> Allocate(size_t bytes, std::string_view what);
-
-  PinnedBuffer(PinnedBuffer&& other) noexcept { *this = std::move(other); }
-  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  ~PinnedBuffer();
-
-  void* get() const { return data_; }
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(data_);
-  }
-  size_t size() const { return bytes_; }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
+using DeviceBuffer = Buffer<DeviceMemory>;
+using PinnedBuffer = Buffer<PinnedMemory>;
 
 }  // namespace llm::cuda
 
