@@ -7,12 +7,16 @@
 // Each test runs once as a warm-up, then --repetitions times; the figure is
 // the mean of the repetitions' rates (llama-bench's avg_ts), with the
 // standard deviation beside it.
+//   sessions (--sessions 1,4,16): K sessions decode M tokens each at once,
+//       from K threads, through the step loop; aggregate tokens / second, and
+//       the speedup over one session.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -35,7 +39,9 @@ ABSL_FLAG(int, repetitions, 5, "Timed repetitions of each test (after one warm-u
 ABSL_FLAG(std::vector<std::string>, sessions, {},
           "Also measure aggregate decode throughput with these numbers of concurrent "
           "sessions (comma-separated, e.g. 1,4,16): each session decodes -n tokens "
-          "from its own thread, all at once, through the step loop.");
+          "from its own thread, all at once, through the step loop (warm-up, then "
+          "--repetitions runs); with 1 in the list, aggregate_speedup gives each count's "
+          "rate over one session's.");
 ABSL_FLAG(int, max_batch_tokens, 512, "Tokens per engine step.");
 ABSL_FLAG(double, roofline_gb_s, 0,
           "Memory bandwidth in GB/s (e.g. 4800 for an H200): also print the decode rate's "
@@ -176,9 +182,11 @@ int main(int argc, char** argv) {
       out["decode_roofline_fraction"] = std::round(gb_s / roof * 1000) / 1000;
     }
   }
-  for (const std::string& value : absl::GetFlag(FLAGS_sessions)) {
-    const int count = std::atoi(value.c_str());
-    if (count < 1 || n < 1) continue;
+  // Aggregate decode: `count` sessions decode n tokens each from their own
+  // threads, all at once; a warm-up, then `reps` timed runs (mean, like the
+  // others), and the mean tokens per forward step (how well the step loop
+  // batched them).
+  auto run_sessions = [&](int count) -> std::pair<double, int64_t> {
     std::vector<std::vector<int32_t>> tokens(count);
     for (auto& t : tokens) t = random_tokens(n);
     std::vector<std::thread> threads;
@@ -189,10 +197,31 @@ int main(int argc, char** argv) {
     }
     for (std::thread& t : threads) t.join();
     const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-    out["aggregate_decode_tok_s"][value] = std::round(count * n / seconds * 100) / 100;
-    // Mean tokens per forward step: how well the step loop batched them.
+    return {count * n / seconds, (*engine)->Stats().steps - steps_before};
+  };
+  for (const std::string& value : absl::GetFlag(FLAGS_sessions)) {
+    const int count = std::atoi(value.c_str());
+    if (count < 1 || n < 1) continue;
+    run_sessions(count);
+    std::vector<double> rates;
+    int64_t steps = 0;
+    for (int i = 0; i < reps; ++i) {
+      const auto [rate, run_steps] = run_sessions(count);
+      rates.push_back(rate);
+      steps += run_steps;
+    }
+    const Rate r = Summarize(rates);
+    out["aggregate_decode_tok_s"][value] = std::round(r.mean * 100) / 100;
+    out["aggregate_decode_tok_s_stddev"][value] = std::round(r.stddev * 100) / 100;
     out["aggregate_tokens_per_step"][value] =
-        std::round(10.0 * count * n / ((*engine)->Stats().steps - steps_before)) / 10;
+        std::round(10.0 * count * n * reps / std::max<int64_t>(steps, 1)) / 10;
+  }
+  // The scaling figure: each count's aggregate rate over one session's.
+  if (out.contains("aggregate_decode_tok_s") && out["aggregate_decode_tok_s"].contains("1")) {
+    const double one = out["aggregate_decode_tok_s"]["1"].get<double>();
+    for (const auto& [key, rate] : out["aggregate_decode_tok_s"].items()) {
+      out["aggregate_speedup"][key] = std::round(rate.get<double>() / one * 100) / 100;
+    }
   }
   out["model"] = options.model_path;
   out["threads"] = options.threads > 0 ? options.threads : llm::cpu::AvailableCores();

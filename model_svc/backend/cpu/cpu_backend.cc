@@ -1,6 +1,7 @@
 #include "model_svc/backend/cpu/cpu_backend.h"
 
 #include <sched.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
@@ -41,19 +42,35 @@ using model::WeightView;
 constexpr int64_t kRowGrain = 256;
 constexpr int64_t kTokenTile = 64;
 
+// Least elements per task of the element-wise loops (norms, RoPE, SwiGLU):
+// below that, handing work to another thread costs more than it saves (a
+// single decode token runs inline), while a batched decode step of 16 tokens
+// splits. With the grains in rows these loops ran on one thread at 16
+// sessions, the other spinning: ~15% of the step.
+constexpr int64_t kElementGrain = 4096;
+inline int64_t RowGrain(int64_t cols) { return std::max<int64_t>(1, kElementGrain / cols); }
+
 struct FreeDeleter {
   void operator()(void* p) const { std::free(p); }
 };
 template <typename T>
 using AlignedArray = std::unique_ptr<T[], FreeDeleter>;
 
+// Zeroed, 64-byte aligned. Arrays of 2 MiB or more are aligned to 2 MiB and
+// asked for transparent huge pages: the KV cache is read a few KiB here and
+// there across the whole pool every step, and with 4 KiB pages nearly every
+// block visited was a TLB miss (attention took ~1/4 of a 16-session decode
+// step, mostly in page walks; huge pages cut it to ~1/6).
 template <typename T>
 absl::StatusOr<AlignedArray<T>> AllocAligned(size_t count, const char* what) {
-  const size_t bytes = ((count * sizeof(T) + 63) / 64) * 64;
-  void* p = std::aligned_alloc(64, std::max<size_t>(bytes, 64));
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const size_t align = count * sizeof(T) >= kHugePage ? kHugePage : 64;
+  const size_t bytes = ((count * sizeof(T) + align - 1) / align) * align;
+  void* p = std::aligned_alloc(align, std::max<size_t>(bytes, 64));
   if (p == nullptr) {
     return absl::ResourceExhaustedError(StrCat("cannot allocate ", bytes, " bytes for ", what));
   }
+  if (align == kHugePage) madvise(p, bytes, MADV_HUGEPAGE);  // advice only: failure is harmless
   std::memset(p, 0, bytes);
   return AlignedArray<T>(static_cast<T*>(p));
 }
@@ -153,7 +170,7 @@ class CpuBackend : public model::Backend {
 
   void RmsNorm(const Tensor& x, const model::Weight& weight, float eps, Tensor out) override {
     const float* w = reinterpret_cast<const float*>(weight.view().data);
-    pool_.ParallelFor(x.rows, 32, [&](int64_t begin, int64_t end) {
+    pool_.ParallelFor(x.rows, RowGrain(x.cols), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const float* in = x.data + r * x.cols;
         float* o = out.data + r * out.cols;
@@ -205,14 +222,24 @@ class CpuBackend : public model::Backend {
     constexpr int64_t kRowAlign = 8;
     const int threads = pool_.num_threads();
     if (n <= 2) {
-      // Decode: one contiguous range per thread, so that each thread's weight
-      // prefetching follows a single stream.
-      pool_.Run([&](int thread, int num_threads) {
-        auto bound = [&](int i) {
-          const int64_t r = (total_rows * i / num_threads + kRowAlign - 1) / kRowAlign * kRowAlign;
-          return std::min(total_rows, r);
-        };
-        run_rows(bound(thread), bound(thread + 1));
+      // Decode: kDecodeChunks contiguous ranges per thread, taken in turn.
+      // Long ranges keep each thread's weight prefetching on one stream; more
+      // than one per thread lets a thread that the OS preempted (for the
+      // server's RPC threads, on a machine whose cores all compute) hand its
+      // remaining ranges to the others instead of stalling the step. With one
+      // range per thread, e2e decode lost twice the CPU time those threads
+      // took.
+      constexpr int64_t kDecodeChunks = 4;
+      const int64_t chunks = threads * kDecodeChunks;
+      auto bound = [&](int64_t i) {
+        const int64_t r = (total_rows * i / chunks + kRowAlign - 1) / kRowAlign * kRowAlign;
+        return std::min(total_rows, r);
+      };
+      std::atomic<int64_t> next{0};
+      pool_.Run([&](int, int) {
+        for (int64_t c = next.fetch_add(1); c < chunks; c = next.fetch_add(1)) {
+          run_rows(bound(c), bound(c + 1));
+        }
       });
       return;
     }
@@ -269,7 +296,7 @@ class CpuBackend : public model::Backend {
         }
       }
     };
-    pool_.ParallelFor(q.rows, 16, [&](int64_t begin, int64_t end) {
+    pool_.ParallelFor(q.rows, RowGrain(q.cols + k.cols), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         rotate(q, r);
         rotate(k, r);
@@ -287,11 +314,8 @@ class CpuBackend : public model::Backend {
   }
 
   void SiluMul(const Tensor& gate, const Tensor& up, Tensor out) override {
-    pool_.ParallelFor(gate.rows, 16, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin * gate.cols; i < end * gate.cols; ++i) {
-        const float g = gate.data[i];
-        out.data[i] = g / (1.0f + std::exp(-g)) * up.data[i];
-      }
+    pool_.ParallelFor(gate.rows * gate.cols, kElementGrain, [&](int64_t begin, int64_t end) {
+      llm::cpu::SiluMul(gate.data + begin, up.data + begin, out.data + begin, end - begin);
     });
   }
 
@@ -322,19 +346,29 @@ class CpuBackend : public model::Backend {
 
  private:
   struct Item {
-    int32_t seq, head, token;
+    int32_t seq, head, token;  // head: a KV head, or a query head (see AttentionImpl)
   };
 
-  // Keys of (block, layer, slot): kv_dim elements of type T; the values
-  // follow the block's keys of the same layer.
+  // The cache holds, per (block, layer), the keys then the values, each
+  // [KV head][slot][head_dim]: the block_size positions of one head are
+  // contiguous, so that attention reads each head's rows as one stream
+  // (with [slot][kv_dim] rows, one head's 16 rows were 16 strided reads, and
+  // attention ~1/3 longer at 16 sessions).
   template <typename T>
-  T* KeyAt(int64_t block, int64_t layer, int64_t slot) {
+  T* KeyAt(int64_t block, int64_t layer, int64_t head, int64_t head_dim) {
     return reinterpret_cast<T*>(cache_.get()) +
-           ((block * kv_.layers + layer) * 2 * kv_.block_size + slot) * kv_.kv_dim;
+           (block * kv_.layers + layer) * 2 * kv_.block_size * kv_.kv_dim +
+           head * kv_.block_size * head_dim;
   }
+  // Asks for [p, p + bytes) in the cache, a line at a time.
+  static void Prefetch(const void* p, int64_t bytes) {
+    const char* c = static_cast<const char*>(p);
+    for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(c + i);
+  }
+
   template <typename T>
-  T* ValueAt(int64_t block, int64_t layer, int64_t slot) {
-    return KeyAt<T>(block, layer, slot) + kv_.block_size * kv_.kv_dim;
+  T* ValueAt(int64_t block, int64_t layer, int64_t head, int64_t head_dim) {
+    return KeyAt<T>(block, layer, head, head_dim) + kv_.block_size * kv_.kv_dim;
   }
 
   static void Store(const float* x, float* out, int64_t n) { std::memcpy(out, x, n * 4); }
@@ -344,28 +378,42 @@ class CpuBackend : public model::Backend {
   template <typename T>
   void AttentionImpl(int64_t layer, const Tensor& q, const Tensor& k, const Tensor& v,
                      const AttentionParams& p, Tensor out) {
-    const int64_t kv_dim = kv_.kv_dim, bs = kv_.block_size;
+    const int64_t kv_dim = kv_.kv_dim, bs = kv_.block_size, hd = p.head_dim;
     // 1. Store the new keys and values.
     for (const model::SequenceStep& s : batch_->sequences) {
       for (int64_t t = 0; t < s.num_new; ++t) {
         const int64_t pos = s.start_pos + t, row = s.first_row + t;
-        Store(k.data + row * kv_dim, KeyAt<T>(s.blocks[pos / bs], layer, pos % bs), kv_dim);
-        Store(v.data + row * kv_dim, ValueAt<T>(s.blocks[pos / bs], layer, pos % bs), kv_dim);
+        const int64_t block = s.blocks[pos / bs], slot = (pos % bs) * hd;
+        for (int64_t h = 0; h < p.head_count_kv; ++h) {
+          Store(k.data + row * kv_dim + h * hd, KeyAt<T>(block, layer, h, hd) + slot, hd);
+          Store(v.data + row * kv_dim + h * hd, ValueAt<T>(block, layer, h, hd) + slot, hd);
+        }
       }
     }
-    // 2. Work items: (sequence, query head, chunk of up to kChunk new tokens).
+    // 2. Work items: (sequence, KV head, chunk of up to kChunk new tokens).
+    // An item computes the query heads that share its KV head one after the
+    // other, so their key and value rows come from memory once and from the
+    // core's cache for the others. With few items for the threads (one
+    // session decoding: 3 KV heads, 2 threads), an item is one query head
+    // instead, so that the threads finish together.
     constexpr int64_t kChunk = 16;
+    int64_t num_items = 0;
+    for (const model::SequenceStep& s : batch_->sequences) {
+      num_items += p.head_count_kv * ((s.num_new + kChunk - 1) / kChunk);
+    }
+    const int64_t group = num_items < 4 * pool_.num_threads() ? 1 : p.head_count / p.head_count_kv;
+    const int64_t item_heads = p.head_count / group;  // query heads (group 1) or KV heads
     items_.clear();
     for (size_t s = 0; s < batch_->sequences.size(); ++s) {
       const int64_t num_new = batch_->sequences[s].num_new;
-      for (int64_t h = 0; h < p.head_count; ++h) {
+      for (int64_t h = 0; h < item_heads; ++h) {
         for (int64_t t = 0; t < num_new; t += kChunk) {
           items_.push_back(
               Item{static_cast<int32_t>(s), static_cast<int32_t>(h), static_cast<int32_t>(t)});
         }
       }
     }
-    const int64_t group = p.head_count / p.head_count_kv;
+    const int64_t kv_group = p.head_count / p.head_count_kv;
     std::atomic<int64_t> next{0};
     pool_.Run([&](int thread, int) {
       float* scores = scores_[thread].data();
@@ -374,32 +422,40 @@ class CpuBackend : public model::Backend {
            i = next.fetch_add(1)) {
         const Item& item = items_[i];
         const model::SequenceStep& s = batch_->sequences[item.seq];
-        const int64_t kv_head = item.head / group;
         const int64_t t_end = std::min<int64_t>(s.num_new, item.token + kChunk);
         for (int64_t t = item.token; t < t_end; ++t) {
-          const int64_t row = s.first_row + t, pos = s.start_pos + t;
-          // With an fp16 cache the query is rounded to fp16 as well, as
-          // llama.cpp does (its K·Q product runs in fp16 x fp16).
-          const float* qsrc = q.data + row * q.cols + item.head * p.head_dim;
-          if constexpr (std::is_same_v<T, uint16_t>) {
-            for (int64_t d = 0; d < p.head_dim; ++d) qh[d] = HalfToFloat(FloatToHalf(qsrc[d]));
-          } else {
-            std::memcpy(qh, qsrc, p.head_dim * 4);
-          }
-          // Scores block by block (the positions of a block are kv_dim apart).
-          const int64_t n_pos = pos + 1;
-          for (int64_t j = 0; j < n_pos; j += bs) {
-            const T* kj = KeyAt<T>(s.blocks[j / bs], layer, 0) + kv_head * p.head_dim;
-            DotRows(qh, kj, kv_dim, std::min(bs, n_pos - j), p.head_dim, p.scale, scores + j);
-          }
-          const float max = MaxF32(scores, n_pos);
-          const float inv = static_cast<float>(1.0 / ExpInPlace(scores, n_pos, max));
-          for (int64_t j = 0; j < n_pos; ++j) scores[j] *= inv;
-          float* o = out.data + row * out.cols + item.head * p.head_dim;
-          std::fill(o, o + p.head_dim, 0.0f);
-          for (int64_t j = 0; j < n_pos; j += bs) {
-            const T* vj = ValueAt<T>(s.blocks[j / bs], layer, 0) + kv_head * p.head_dim;
-            AxpyRows(scores + j, vj, kv_dim, std::min(bs, n_pos - j), p.head_dim, o);
+          for (int64_t head = item.head * group; head < (item.head + 1) * group; ++head) {
+            const int64_t kv_head = head / kv_group;
+            const int64_t row = s.first_row + t, pos = s.start_pos + t;
+            // With an fp16 cache the query is rounded to fp16 as well, as
+            // llama.cpp does (its K·Q product runs in fp16 x fp16).
+            const float* qsrc = q.data + row * q.cols + head * p.head_dim;
+            if constexpr (std::is_same_v<T, uint16_t>) {
+              RoundThroughF16(qsrc, qh, p.head_dim);
+            } else {
+              std::memcpy(qh, qsrc, p.head_dim * 4);
+            }
+            // Scores block by block. The blocks lie anywhere in the pool, so
+            // the next block's keys and this block's values are prefetched
+            // (the hardware prefetcher sees only the run within a block).
+            const int64_t n_pos = pos + 1;
+            const int64_t head_bytes = bs * hd * static_cast<int64_t>(sizeof(T));
+            for (int64_t j = 0; j < n_pos; j += bs) {
+              const T* kj = KeyAt<T>(s.blocks[j / bs], layer, kv_head, hd);
+              if (j + bs < n_pos)
+                Prefetch(KeyAt<T>(s.blocks[j / bs + 1], layer, kv_head, hd), head_bytes);
+              Prefetch(ValueAt<T>(s.blocks[j / bs], layer, kv_head, hd), head_bytes);
+              DotRows(qh, kj, hd, std::min(bs, n_pos - j), hd, p.scale, scores + j);
+            }
+            const float max = MaxF32(scores, n_pos);
+            const float inv = static_cast<float>(1.0 / ExpInPlace(scores, n_pos, max));
+            for (int64_t j = 0; j < n_pos; ++j) scores[j] *= inv;
+            float* o = out.data + row * out.cols + head * p.head_dim;
+            std::fill(o, o + p.head_dim, 0.0f);
+            for (int64_t j = 0; j < n_pos; j += bs) {
+              const T* vj = ValueAt<T>(s.blocks[j / bs], layer, kv_head, hd);
+              AxpyRows(scores + j, vj, hd, std::min(bs, n_pos - j), hd, o);
+            }
           }
         }
       }

@@ -71,28 +71,37 @@ double SumExpF32(const float* x, int64_t n, float shift) {
   return sum;
 }
 
-// One dispatch per block of rows, not per row.
 void DotRows(const float* q, const uint16_t* k, int64_t stride, int64_t rows, int64_t n,
              float scale, float* out) {
-  auto dot = HasAvx2() ? &vec_internal::DotF32F16Avx2 : &DotF32F16;
-  for (int64_t r = 0; r < rows; ++r) out[r] = dot(q, k + r * stride, n) * scale;
+  if (HasAvx2()) return vec_internal::DotRowsAvx2(q, k, stride, rows, n, scale, out);
+  for (int64_t r = 0; r < rows; ++r) out[r] = DotF32F16(q, k + r * stride, n) * scale;
 }
 
 void DotRows(const float* q, const float* k, int64_t stride, int64_t rows, int64_t n, float scale,
              float* out) {
-  auto dot = HasAvx2() ? &vec_internal::DotF32Avx2 : &DotF32;
-  for (int64_t r = 0; r < rows; ++r) out[r] = dot(q, k + r * stride, n) * scale;
+  if (HasAvx2()) return vec_internal::DotRowsAvx2(q, k, stride, rows, n, scale, out);
+  for (int64_t r = 0; r < rows; ++r) out[r] = DotF32(q, k + r * stride, n) * scale;
 }
 
 void AxpyRows(const float* w, const uint16_t* v, int64_t stride, int64_t rows, int64_t n,
               float* acc) {
-  auto axpy = HasAvx2() ? &vec_internal::AxpyF16Avx2 : &AxpyF16;
-  for (int64_t r = 0; r < rows; ++r) axpy(w[r], v + r * stride, acc, n);
+  if (HasAvx2()) return vec_internal::AxpyRowsAvx2(w, v, stride, rows, n, acc);
+  for (int64_t r = 0; r < rows; ++r) AxpyF16(w[r], v + r * stride, acc, n);
 }
 
 void AxpyRows(const float* w, const float* v, int64_t stride, int64_t rows, int64_t n, float* acc) {
-  auto axpy = HasAvx2() ? &vec_internal::AxpyF32Avx2 : &AxpyF32;
-  for (int64_t r = 0; r < rows; ++r) axpy(w[r], v + r * stride, acc, n);
+  if (HasAvx2()) return vec_internal::AxpyRowsAvx2(w, v, stride, rows, n, acc);
+  for (int64_t r = 0; r < rows; ++r) AxpyF32(w[r], v + r * stride, acc, n);
+}
+
+void SiluMul(const float* gate, const float* up, float* out, int64_t n) {
+  if (HasAvx2()) return vec_internal::SiluMulAvx2(gate, up, out, n);
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void RoundThroughF16(const float* x, float* out, int64_t n) {
+  if (HasAvx2()) return vec_internal::RoundThroughF16Avx2(x, out, n);
+  for (int64_t i = 0; i < n; ++i) out[i] = HalfToFloat(FloatToHalf(x[i]));
 }
 
 double ExpInPlace(float* x, int64_t n, float shift) {

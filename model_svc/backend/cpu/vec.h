@@ -30,8 +30,9 @@ double SumExpF32(const float* x, int64_t n, float shift);
 // elements apart:
 //   out[r] = scale * sum_i q[i] * k[r * stride + i]          (DotRows)
 //   acc[i] += sum_r w[r] * v[r * stride + i], r in order      (AxpyRows)
-// for fp16 (uint16_t) or fp32 caches. The query and the accumulator stay in
-// registers across the rows.
+// for fp16 (uint16_t) or fp32 caches. For n = 64 and 128 (the usual head
+// dimensions) the accumulators stay in registers across the rows; every n
+// gives the bits of DotF32F16/DotF32 and AxpyF16/AxpyF32 row by row.
 void DotRows(const float* q, const uint16_t* k, int64_t stride, int64_t rows, int64_t n,
              float scale, float* out);
 void DotRows(const float* q, const float* k, int64_t stride, int64_t rows, int64_t n, float scale,
@@ -39,6 +40,12 @@ void DotRows(const float* q, const float* k, int64_t stride, int64_t rows, int64
 void AxpyRows(const float* w, const uint16_t* v, int64_t stride, int64_t rows, int64_t n,
               float* acc);
 void AxpyRows(const float* w, const float* v, int64_t stride, int64_t rows, int64_t n, float* acc);
+// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)) (SwiGLU). The
+// AVX2 version uses the polynomial exp (relative error < 1e-6). out may
+// alias gate or up.
+void SiluMul(const float* gate, const float* up, float* out, int64_t n);
+// out[i] = float(half(x[i])): x rounded to fp16 (nearest even). x may be out.
+void RoundThroughF16(const float* x, float* out, int64_t n);
 // x[i] = exp(x[i] - shift) for x[i] <= shift; returns the sum (in double).
 double ExpInPlace(float* x, int64_t n, float shift);
 
@@ -52,6 +59,16 @@ void F32ToF16Avx2(const float* x, uint16_t* out, int64_t n);
 float MaxF32Avx2(const float* x, int64_t n);
 double SumExpF32Avx2(const float* x, int64_t n, float shift);
 double ExpInPlaceAvx2(float* x, int64_t n, float shift);
+void DotRowsAvx2(const float* q, const uint16_t* k, int64_t stride, int64_t rows, int64_t n,
+                 float scale, float* out);
+void DotRowsAvx2(const float* q, const float* k, int64_t stride, int64_t rows, int64_t n,
+                 float scale, float* out);
+void AxpyRowsAvx2(const float* w, const uint16_t* v, int64_t stride, int64_t rows, int64_t n,
+                  float* acc);
+void AxpyRowsAvx2(const float* w, const float* v, int64_t stride, int64_t rows, int64_t n,
+                  float* acc);
+void RoundThroughF16Avx2(const float* x, float* out, int64_t n);
+void SiluMulAvx2(const float* gate, const float* up, float* out, int64_t n);
 }  // namespace vec_internal
 
 }  // namespace llm::cpu

@@ -165,4 +165,160 @@ double ExpInPlaceAvx2(float* x, int64_t n, float shift) {
   return total;
 }
 
+namespace {
+
+// Row loaders for the two cache element types.
+inline __m256 Load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 Load8(const uint16_t* p) { return LoadHalves(p); }
+inline float Load1(const float* p) { return *p; }
+inline float Load1(const uint16_t* p) { return HalfToFloat(*p); }
+
+// The per-row dot product of DotF32Avx2 / DotF32F16Avx2, inlined, with the
+// length a compile-time constant when kN > 0 (the loop then unrolls and the
+// query's loads can stay in registers across rows). Same operations in the
+// same order, so the same bits.
+template <int kN, typename T>
+inline void DotRowsImpl(const float* q, const T* k, int64_t stride, int64_t rows, int64_t n,
+                        float scale, float* out) {
+  int64_t r = 0;
+  if constexpr (kN > 0) {
+    static_assert(kN % 16 == 0);
+    n = kN;
+    // Four rows at a time: their FMA chains interleave, so the loop is not
+    // bound by one chain's latency. Each row's operations are unchanged.
+    for (; r + 4 <= rows; r += 4) {
+      __m256 acc0[4], acc1[4];
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) acc0[j] = acc1[j] = _mm256_setzero_ps();
+#pragma GCC unroll 16
+      for (int i = 0; i < kN; i += 16) {
+        const __m256 q0 = _mm256_loadu_ps(q + i), q1 = _mm256_loadu_ps(q + i + 8);
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          const T* kr = k + (r + j) * stride;
+          acc0[j] = _mm256_fmadd_ps(q0, Load8(kr + i), acc0[j]);
+          acc1[j] = _mm256_fmadd_ps(q1, Load8(kr + i + 8), acc1[j]);
+        }
+      }
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j)
+        out[r + j] = HorizontalSum(_mm256_add_ps(acc0[j], acc1[j])) * scale;
+    }
+  }
+  for (; r < rows; ++r) {
+    const T* kr = k + r * stride;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), Load8(kr + i), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), Load8(kr + i + 8), acc1);
+    }
+    for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), Load8(kr + i), acc0);
+    float sum = HorizontalSum(_mm256_add_ps(acc0, acc1));
+    for (; i < n; ++i) sum += q[i] * Load1(kr + i);
+    out[r] = sum * scale;
+  }
+}
+
+// AxpyF32Avx2 / AxpyF16Avx2 over the rows in order. With kN a multiple of 8
+// the kN accumulators stay in registers for the whole block; each element
+// still sees acc = fma(w[r], v[r], acc) row by row, so the same bits.
+template <int kN, typename T>
+inline void AxpyRowsImpl(const float* w, const T* v, int64_t stride, int64_t rows, int64_t n,
+                         float* acc) {
+  if constexpr (kN > 0) {
+    static_assert(kN % 8 == 0);
+    __m256 a[kN / 8];
+#pragma GCC unroll 16
+    for (int j = 0; j < kN / 8; ++j) a[j] = _mm256_loadu_ps(acc + 8 * j);
+    for (int64_t r = 0; r < rows; ++r) {
+      const __m256 vw = _mm256_set1_ps(w[r]);
+      const T* vr = v + r * stride;
+#pragma GCC unroll 16
+      for (int j = 0; j < kN / 8; ++j) a[j] = _mm256_fmadd_ps(vw, Load8(vr + 8 * j), a[j]);
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < kN / 8; ++j) _mm256_storeu_ps(acc + 8 * j, a[j]);
+  } else {
+    for (int64_t r = 0; r < rows; ++r) {
+      const __m256 vw = _mm256_set1_ps(w[r]);
+      const T* vr = v + r * stride;
+      int64_t i = 0;
+      for (; i + 8 <= n; i += 8) {
+        _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(vw, Load8(vr + i), _mm256_loadu_ps(acc + i)));
+      }
+      for (; i < n; ++i) acc[i] += w[r] * Load1(vr + i);
+    }
+  }
+}
+
+template <typename T>
+void DotRowsDispatch(const float* q, const T* k, int64_t stride, int64_t rows, int64_t n,
+                     float scale, float* out) {
+  switch (n) {
+    case 64:
+      return DotRowsImpl<64>(q, k, stride, rows, n, scale, out);
+    case 128:
+      return DotRowsImpl<128>(q, k, stride, rows, n, scale, out);
+    default:
+      return DotRowsImpl<0>(q, k, stride, rows, n, scale, out);
+  }
+}
+
+template <typename T>
+void AxpyRowsDispatch(const float* w, const T* v, int64_t stride, int64_t rows, int64_t n,
+                      float* acc) {
+  switch (n) {
+    case 64:
+      return AxpyRowsImpl<64>(w, v, stride, rows, n, acc);
+    case 128:
+      return AxpyRowsImpl<128>(w, v, stride, rows, n, acc);
+    default:
+      return AxpyRowsImpl<0>(w, v, stride, rows, n, acc);
+  }
+}
+
+}  // namespace
+
+void DotRowsAvx2(const float* q, const uint16_t* k, int64_t stride, int64_t rows, int64_t n,
+                 float scale, float* out) {
+  DotRowsDispatch(q, k, stride, rows, n, scale, out);
+}
+void DotRowsAvx2(const float* q, const float* k, int64_t stride, int64_t rows, int64_t n,
+                 float scale, float* out) {
+  DotRowsDispatch(q, k, stride, rows, n, scale, out);
+}
+void AxpyRowsAvx2(const float* w, const uint16_t* v, int64_t stride, int64_t rows, int64_t n,
+                  float* acc) {
+  AxpyRowsDispatch(w, v, stride, rows, n, acc);
+}
+void AxpyRowsAvx2(const float* w, const float* v, int64_t stride, int64_t rows, int64_t n,
+                  float* acc) {
+  AxpyRowsDispatch(w, v, stride, rows, n, acc);
+}
+
+void SiluMulAvx2(const float* gate, const float* up, float* out, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    // e = exp(-|g|) <= 1; silu(g) = g / (1 + e) for g >= 0, g * e / (1 + e) below.
+    const __m256 e = Exp(_mm256_or_ps(g, sign));
+    const __m256 num = _mm256_blendv_ps(g, _mm256_mul_ps(g, e), g);  // sign bit of g picks g * e
+    const __m256 silu = _mm256_div_ps(num, _mm256_add_ps(one, e));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void RoundThroughF16Avx2(const float* x, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i),
+                                                              _MM_FROUND_TO_NEAREST_INT)));
+  }
+  for (; i < n; ++i) out[i] = HalfToFloat(FloatToHalf(x[i]));
+}
+
 }  // namespace llm::cpu::vec_internal

@@ -1,0 +1,115 @@
+// Tests of vec.h's attention kernels: DotRows and AxpyRows give, for every
+// head dimension (the unrolled 64 and 128 and any other), exactly the bits of
+// the one-row DotF32F16/DotF32 and AxpyF16/AxpyF32 they batch, and
+// RoundThroughF16 rounds as FloatToHalf does; SiluMul is within 1e-6 of
+// double precision.
+#include "model_svc/backend/cpu/vec.h"
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "model_svc/backend/cpu/quant.h"
+
+namespace llm::cpu {
+namespace {
+
+constexpr int64_t kRows = 16;
+
+std::vector<float> RandomFloats(int64_t n, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<uint16_t> ToHalves(const std::vector<float>& v) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = FloatToHalf(v[i]);
+  return h;
+}
+
+class VecRowsTest : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(VecRowsTest, DotRowsIsDotPerRow) {
+  const int64_t n = GetParam(), stride = n + 5;
+  std::mt19937 rng(n);
+  const std::vector<float> q = RandomFloats(n, rng), k = RandomFloats(stride * kRows, rng);
+  const std::vector<uint16_t> kh = ToHalves(k);
+  const float scale = 0.125f;
+  std::vector<float> out(kRows), out_h(kRows);
+  DotRows(q.data(), k.data(), stride, kRows, n, scale, out.data());
+  DotRows(q.data(), kh.data(), stride, kRows, n, scale, out_h.data());
+  for (int64_t r = 0; r < kRows; ++r) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(out[r]),
+              std::bit_cast<uint32_t>(DotF32(q.data(), k.data() + r * stride, n) * scale))
+        << "row " << r;
+    EXPECT_EQ(std::bit_cast<uint32_t>(out_h[r]),
+              std::bit_cast<uint32_t>(DotF32F16(q.data(), kh.data() + r * stride, n) * scale))
+        << "row " << r;
+  }
+}
+
+TEST_P(VecRowsTest, AxpyRowsIsAxpyPerRowInOrder) {
+  const int64_t n = GetParam(), stride = n + 3;
+  std::mt19937 rng(n + 1);
+  const std::vector<float> w = RandomFloats(kRows, rng), v = RandomFloats(stride * kRows, rng);
+  const std::vector<uint16_t> vh = ToHalves(v);
+  const std::vector<float> start = RandomFloats(n, rng);
+  std::vector<float> acc = start, acc_h = start, want = start, want_h = start;
+  AxpyRows(w.data(), v.data(), stride, kRows, n, acc.data());
+  AxpyRows(w.data(), vh.data(), stride, kRows, n, acc_h.data());
+  for (int64_t r = 0; r < kRows; ++r) {
+    AxpyF32(w[r], v.data() + r * stride, want.data(), n);
+    AxpyF16(w[r], vh.data() + r * stride, want_h.data(), n);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(acc[i]), std::bit_cast<uint32_t>(want[i])) << i;
+    EXPECT_EQ(std::bit_cast<uint32_t>(acc_h[i]), std::bit_cast<uint32_t>(want_h[i])) << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadDims, VecRowsTest, ::testing::Values(7, 32, 64, 80, 128, 256));
+
+TEST(VecTest, RoundThroughF16RoundsLikeFloatToHalf) {
+  std::mt19937 rng(7);
+  std::vector<float> x = RandomFloats(1000, rng);
+  for (float& v : x) v *= 1000.0f;
+  // Ties, subnormal halves, overflow and the limits.
+  x.insert(x.end(), {1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 3e-6f, -6e-8f, 1e-9f, 65504.0f, 65520.0f,
+                     1e6f, -std::numeric_limits<float>::infinity(), 0.0f, -0.0f});
+  std::vector<float> out(x.size());
+  RoundThroughF16(x.data(), out.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(out[i]),
+              std::bit_cast<uint32_t>(HalfToFloat(FloatToHalf(x[i]))))
+        << x[i];
+  }
+}
+
+TEST(VecTest, SiluMulMatchesDoublePrecision) {
+  std::mt19937 rng(11);
+  std::vector<float> gate = RandomFloats(4099, rng), up = RandomFloats(4099, rng);
+  for (float& g : gate) g *= 8.0f;
+  // Large magnitudes, where exp under- or overflows, and zero.
+  gate.insert(gate.end(), {-100.0f, -88.0f, -30.0f, 0.0f, -0.0f, 30.0f, 88.0f, 100.0f, 1e-8f});
+  up.resize(gate.size(), 1.5f);
+  std::vector<float> out(gate.size());
+  SiluMul(gate.data(), up.data(), out.data(), static_cast<int64_t>(gate.size()));
+  for (size_t i = 0; i < gate.size(); ++i) {
+    const double g = gate[i];
+    const double want = g / (1.0 + std::exp(-g)) * up[i];
+    EXPECT_NEAR(out[i], want, 1e-6 * std::abs(want) + 1e-30) << "gate " << gate[i];
+  }
+  // In place.
+  std::vector<float> in_place = gate;
+  SiluMul(in_place.data(), up.data(), in_place.data(), static_cast<int64_t>(gate.size()));
+  EXPECT_EQ(in_place, out);
+}
+
+}  // namespace
+}  // namespace llm::cpu
