@@ -795,40 +795,57 @@ void DequantizeRowAvx2(TensorType type, const void* row, float* out, int64_t n) 
 void QuantizeQ8Avx2(const float* x, BlockQ8* out, int64_t n) {
   const __m256 sign_mask = _mm256_set1_ps(-0.0f);
   const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
-  for (int64_t b = 0; b < n / kQ8Block; ++b, x += kQ8Block) {
-    __m256 v[4];
-    for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(x + 8 * i);
-    const __m256 amax8 = _mm256_max_ps(
-        _mm256_max_ps(_mm256_andnot_ps(sign_mask, v[0]), _mm256_andnot_ps(sign_mask, v[1])),
-        _mm256_max_ps(_mm256_andnot_ps(sign_mask, v[2]), _mm256_andnot_ps(sign_mask, v[3])));
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax8), _mm256_extractf128_ps(amax8, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    const float amax = _mm_cvtss_f32(m4);
-    // Same scalar arithmetic as QuantizeQ8Scalar, so the blocks match exactly.
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const __m256 idv = _mm256_set1_ps(id);
-    __m256i q[4];
-    for (int i = 0; i < 4; ++i) {
-      // max(v, lo) returns lo for NaN, as fmax does in the scalar code.
-      const __m256 c = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v[i], idv), lo), hi);
-      q[i] = _mm256_cvtps_epi32(_mm256_round_ps(c, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  const int64_t num_blocks = n / kQ8Block;
+  // Blocks go 8 at a time: first their maxima, then d and 1/d for all 8 with
+  // one vector division each (IEEE division rounds alike in every lane and in
+  // QuantizeQ8Scalar, so the blocks match it exactly), then the codes.
+  for (int64_t b0 = 0; b0 < num_blocks; b0 += 8) {
+    const int64_t count = std::min<int64_t>(8, num_blocks - b0);
+    alignas(32) float amax[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t j = 0; j < count; ++j) {
+      const float* xb = x + (b0 + j) * kQ8Block;
+      __m256 m = _mm256_andnot_ps(sign_mask, _mm256_loadu_ps(xb));
+      for (int i = 1; i < 4; ++i)
+        m = _mm256_max_ps(m, _mm256_andnot_ps(sign_mask, _mm256_loadu_ps(xb + 8 * i)));
+      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+      m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+      amax[j] = _mm_cvtss_f32(m4);
     }
-    const __m256i sum8 =
-        _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
-    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum8), _mm256_extracti128_si256(sum8, 1));
-    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
-    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
-    // Pack 4 x 8 int32 to 32 int8; the packs work per 128-bit lane, so the
-    // dwords come out as q0[0..3] q1[0..3] q2[0..3] q3[0..3] q0[4..7] ...
-    const __m256i p8 =
-        _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-    const __m256i ordered =
-        _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].q), ordered);
-    out[b].d = d;
-    out[b].s = d * static_cast<float>(_mm_cvtsi128_si32(s4));
+    // Same arithmetic as QuantizeQ8Scalar: d = amax / 127, id = d != 0 ? 1 / d : 0.
+    const __m256 d8 = _mm256_div_ps(_mm256_load_ps(amax), _mm256_set1_ps(127.0f));
+    const __m256 id8 = _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(1.0f), d8),
+                                     _mm256_cmp_ps(d8, _mm256_setzero_ps(), _CMP_NEQ_OQ));
+    alignas(32) float ds[8], ids[8];
+    _mm256_store_ps(ds, d8);
+    _mm256_store_ps(ids, id8);
+    for (int64_t j = 0; j < count; ++j) {
+      const float* xb = x + (b0 + j) * kQ8Block;
+      const __m256 idv = _mm256_set1_ps(ids[j]);
+      __m256i q[4];
+      for (int i = 0; i < 4; ++i) {
+        // max(v, lo) returns lo for NaN, as fmax does in the scalar code.
+        const __m256 c =
+            _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(_mm256_loadu_ps(xb + 8 * i), idv), lo), hi);
+        q[i] =
+            _mm256_cvtps_epi32(_mm256_round_ps(c, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      }
+      const __m256i sum8 =
+          _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+      __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum8), _mm256_extracti128_si256(sum8, 1));
+      s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+      s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+      // Pack 4 x 8 int32 to 32 int8; the packs work per 128-bit lane, so the
+      // dwords come out as q0[0..3] q1[0..3] q2[0..3] q3[0..3] q0[4..7] ...
+      const __m256i p8 =
+          _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+      const __m256i ordered =
+          _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      BlockQ8& ob = out[b0 + j];
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(ob.q), ordered);
+      ob.d = ds[j];
+      ob.s = ds[j] * static_cast<float>(_mm_cvtsi128_si32(s4));
+    }
   }
 }
 

@@ -886,6 +886,15 @@ TEST(QuantizeQ8Test, Avx2MatchesScalarExactly) {
   EXPECT_EQ(slow[0].q[1], -14);  // -13.5 -> -14
   EXPECT_EQ(slow[0].q[15], 0);   // 0.5 -> 0
   EXPECT_EQ(slow[0].q[16], 2);   // 1.5 -> 2
+  // Block counts that are not multiples of the AVX2 kernel's 8, and an
+  // all-zero block (d = 0).
+  std::fill(x.begin() + 3 * 32, x.begin() + 4 * 32, 0.0f);
+  for (const int64_t blocks : {1, 5, 8, 13, 77}) {
+    std::vector<BlockQ8> f(blocks), s(blocks);
+    internal::QuantizeQ8Avx2(x.data(), f.data(), blocks * 32);
+    internal::QuantizeQ8Scalar(x.data(), s.data(), blocks * 32);
+    EXPECT_EQ(std::memcmp(f.data(), s.data(), f.size() * sizeof(BlockQ8)), 0) << blocks;
+  }
 }
 
 TEST(KernelIsaTest, MatchesCpu) {
