@@ -1,5 +1,7 @@
 #include "client/detokenizer.h"
 
+#include <limits>
+
 #include "client/utf8_text.h"
 #include "common/strings.h"
 
@@ -12,13 +14,35 @@ absl::StatusOr<const std::string*> TokenBytesCache::Get(int32_t id) {
   absl::StatusOr<std::string> fetched = fetch_(id);
   ++fetches_;
   if (!fetched.ok()) return fetched.status();
-  if (i >= known_.size()) {
-    known_.resize(i + 1, false);
-    bytes_.resize(i + 1);
-  }
+  Grow(i);
   bytes_[i] = *std::move(fetched);
   known_[i] = true;
   return &bytes_[i];
+}
+
+absl::Status TokenBytesCache::Preload(int32_t first_id, std::span<std::string> bytes) {
+  if (first_id < 0) {
+    return absl::InvalidArgumentError(StrCat("token id ", first_id, " is negative"));
+  }
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max() - first_id) + 1) {
+    return absl::InvalidArgumentError(
+        StrCat(bytes.size(), " tokens from id ", first_id, " pass the largest id"));
+  }
+  if (bytes.empty()) return absl::OkStatus();
+  const size_t first = static_cast<size_t>(first_id);
+  Grow(first + bytes.size() - 1);
+  for (size_t k = 0; k < bytes.size(); ++k) {
+    bytes_[first + k] = std::move(bytes[k]);
+    known_[first + k] = true;
+  }
+  preloaded_ += static_cast<int64_t>(bytes.size());
+  return absl::OkStatus();
+}
+
+void TokenBytesCache::Grow(size_t id) {
+  if (id < known_.size()) return;
+  known_.resize(id + 1, false);
+  bytes_.resize(id + 1);
 }
 
 absl::StatusOr<std::string> Detokenizer::Add(int32_t id) {

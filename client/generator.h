@@ -3,10 +3,10 @@
 //   Encode (tokenizer) -> Prefill (model: a new session, or append to one)
 //   -> sample (sampler, here) -> DecodeStream (model: one bidi stream per
 //   generation, one request per token) -> incremental detokenize (complete
-//   UTF-8 only; by default over a cache of token bytes that the tokenizer
-//   service's Decode fills, detokenizer.h, or through its DecodeStream) ->
-//   stop strings (held back across tokens) -> the caller's callback, one
-//   call per token.
+//   UTF-8 only; by default over a cache of token bytes that Connect fills
+//   with the whole vocabulary, detokenizer.h, or through the tokenizer's
+//   DecodeStream) -> stop strings (held back across tokens) -> the caller's
+//   callback, one call per token.
 //
 //   auto gen = Generator::Connect(options);            // both services' Info
 //   Session session;                                    // a new model session
@@ -92,10 +92,12 @@ struct ClientOptions {
   absl::Duration reconnect_timeout = absl::Seconds(30);
   // Which logits encoding to ask for (logits.h; default: exact and cheapest).
   LogitsMode logits;
-  // How text is made from ids. kCachedDecode: each distinct token's bytes
-  // are fetched once with Decode and cached, and the incremental UTF-8 work
-  // is done here (no RPC per token once the cache is warm). kDecodeStream:
-  // one tokenizer DecodeStream per generation, one request per token.
+  // How text is made from ids. kCachedDecode: Connect fetches the bytes of
+  // every token with Decode (pieces; a few calls when max_request_bytes
+  // requires) into a cache, and the incremental UTF-8 work is done here: no
+  // RPC per token. A tokenizer without pieces leaves the cache to fill
+  // itself, one Decode per distinct token on first sight. kDecodeStream: one
+  // tokenizer DecodeStream per generation, one request per token.
   enum class Detokenize { kCachedDecode, kDecodeStream };
   Detokenize detokenize = Detokenize::kCachedDecode;
   // TLS to both services (common/grpc/security.h): with tls.ca (or a client
@@ -163,7 +165,9 @@ struct EncodeOptions {
 
 class Generator {
  public:
-  // Opens channels to both services and reads their Info. Fails with
+  // Opens channels to both services and reads their Info; with
+  // kCachedDecode, then fetches the vocabulary's token bytes (best effort:
+  // a failure there only leaves them to be fetched per id). Fails with
   // UNAVAILABLE naming the address of a service that cannot be reached; a
   // server that answers UNAVAILABLE (still loading) is retried for
   // reconnect_timeout. FailedPrecondition when the vocabularies disagree
@@ -202,6 +206,8 @@ class Generator {
   absl::StatusOr<v1::ListSessionsResponse> ListSessions();
   // The model replicas (for tests and tools).
   const ModelPool& model_pool() const { return *pool_; }
+  // The cache of token bytes that kCachedDecode uses (for tests and tools).
+  const TokenBytesCache& token_bytes() const { return *token_bytes_; }
 
   // Stops the current or next generation (see above). Async-signal-safe.
   void Cancel() { cancel_.store(true, std::memory_order_relaxed); }
@@ -227,6 +233,12 @@ class Generator {
   grpc::Status PrefillOnce(const v1::PrefillRequest& request, v1::PrefillResponse* response);
 
   std::unique_ptr<grpc::ClientContext> NewContext() const;
+  // Fills token_bytes_ with every id of the vocabulary that the tokenizer
+  // decodes, by Decode with pieces. Best effort: stops at the first answer
+  // that shows the server does not support pieces or that is not about the
+  // ids (unreachable, UNIMPLEMENTED, ...), leaving the rest to the per-id
+  // fetch.
+  void PrefetchTokenBytes();
 
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> tokenizer_channel_;

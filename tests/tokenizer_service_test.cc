@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -26,6 +27,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -252,6 +254,41 @@ class TokenizerServiceTestBase : public testing::ServerTestBase<v1::Tokenizer> {
     return text;
   }
 
+  // Decode with pieces=true; *pieces gets the pieces, and the response's
+  // text must be empty.
+  grpc::Status DecodePieces(const std::vector<uint32_t>& ids,
+                            std::vector<std::string>* pieces) const {
+    v1::DecodeRequest request;
+    request.mutable_ids()->Assign(ids.begin(), ids.end());
+    request.set_pieces(true);
+    v1::DecodeResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(Deadline());
+    grpc::Status status = stub().Decode(&context, request, &response);
+    EXPECT_EQ(response.text(), "");
+    pieces->assign(response.pieces().begin(), response.pieces().end());
+    return status;
+  }
+
+  std::vector<std::string> MustDecodePieces(const std::vector<uint32_t>& ids) const {
+    std::vector<std::string> pieces;
+    const grpc::Status status = DecodePieces(ids, &pieces);
+    EXPECT_TRUE(status.ok()) << status.error_code() << ": " << status.error_message();
+    return pieces;
+  }
+
+  // Pieces, one per id, each Decode({id}), together Decode(ids).
+  void ExpectPiecesMatchDecode(const std::vector<uint32_t>& ids) const {
+    const std::vector<std::string> pieces = MustDecodePieces(ids);
+    ASSERT_EQ(pieces.size(), ids.size());
+    std::string joined;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      EXPECT_EQ(pieces[i], MustDecode({ids[i]})) << "id " << ids[i];
+      joined += pieces[i];
+    }
+    EXPECT_EQ(joined, MustDecode(ids));
+  }
+
   v1::InfoResponse MustInfo() const {
     v1::InfoResponse response;
     grpc::ClientContext context;
@@ -463,6 +500,83 @@ TEST_F(Cl100kServerTest, DecodeOutOfRangeIsInvalidArgumentNamingTheId) {
   // The largest id decodes.
   EXPECT_EQ(MustDecode({kCl100kVocabSize - 1}), "<|endofprompt|>");
   EXPECT_EQ(MustDecode({}), "");
+}
+
+// Ids of cl100k that name a token: the gaps between the ranks and the special
+// tokens (100256, 100261-100275) do not.
+bool IsCl100kToken(uint32_t id) {
+  return id < 100256 || (id >= 100257 && id <= 100260) || id == 100276;
+}
+
+TEST_F(Cl100kServerTest, DecodePiecesConcatenateToDecode) {
+  // Random id lists (repeats allowed), each with the ids of a character
+  // split over tokens, whose pieces are invalid UTF-8 on their own.
+  const auto [prefix, rest] = SplitCharacterIds();
+  ASSERT_FALSE(prefix.empty());
+  std::vector<std::string> split = MustDecodePieces(prefix);
+  ASSERT_EQ(split.size(), prefix.size());
+  EXPECT_FALSE(IsValidUtf8(split.back()));
+  std::mt19937 rng(20261130);
+  std::uniform_int_distribution<uint32_t> any_id(0, kCl100kVocabSize - 1);
+  std::uniform_int_distribution<int> length(0, 64);
+  for (int round = 0; round < 20; ++round) {
+    std::vector<uint32_t> ids;
+    for (int n = length(rng); static_cast<int>(ids.size()) < n;) {
+      const uint32_t id = any_id(rng);
+      if (IsCl100kToken(id)) ids.push_back(id);
+    }
+    const size_t at = ids.empty() ? 0 : rng() % ids.size();
+    ids.insert(ids.begin() + static_cast<std::ptrdiff_t>(at), prefix.begin(), prefix.end());
+    ids.insert(ids.begin() + static_cast<std::ptrdiff_t>(at + prefix.size()), rest.begin(),
+               rest.end());
+    SCOPED_TRACE(StrCat("round ", round));
+    ExpectPiecesMatchDecode(ids);
+  }
+  // Special tokens, the vectors' ids, and nothing at all.
+  ExpectPiecesMatchDecode({kEndOfText, kCl100kVocabSize - 1, kEndOfText});
+  for (size_t i = 0; i < vectors_->size(); i += 10) ExpectPiecesMatchDecode((*vectors_)[i].ids);
+  EXPECT_THAT(MustDecodePieces({}), SizeIs(0));
+}
+
+TEST_F(Cl100kServerTest, DecodePiecesBadIdIsInvalidArgumentNamingTheId) {
+  // Out of range, and the gaps of cl100k.
+  for (uint32_t bad : {kCl100kVocabSize, 123456789u, 4294967295u, 100256u, 100270u}) {
+    std::vector<std::string> pieces;
+    const grpc::Status status = DecodePieces({9906, bad, 11}, &pieces);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad;
+    EXPECT_THAT(status.error_message(), HasSubstr(std::to_string(bad)));
+    EXPECT_THAT(pieces, SizeIs(0));
+  }
+  // Decode without pieces says the same about a gap.
+  std::string text;
+  EXPECT_EQ(Decode({100256}, &text).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(Cl100kServerTest, DecodePiecesObeysMaxRequestBytes) {
+  // The whole vocabulary is ~300 KB of packed ids (3 bytes each from id
+  // 16384): over this server's 64 KiB, RESOURCE_EXHAUSTED like any request.
+  std::vector<uint32_t> all;
+  for (uint32_t id = 0; id < kCl100kVocabSize; ++id) {
+    if (IsCl100kToken(id)) all.push_back(id);
+  }
+  std::vector<std::string> pieces;
+  const grpc::Status status = DecodePieces(all, &pieces);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  // In chunks under the limit it all comes back, and matches Decode.
+  constexpr size_t kChunk = 20000;  // <= 60 KB
+  size_t total = 0;
+  for (size_t begin = 0; begin < all.size(); begin += kChunk) {
+    const std::vector<uint32_t> chunk(
+        all.begin() + static_cast<std::ptrdiff_t>(begin),
+        all.begin() + static_cast<std::ptrdiff_t>(std::min(all.size(), begin + kChunk)));
+    const std::vector<std::string> got = MustDecodePieces(chunk);
+    ASSERT_EQ(got.size(), chunk.size());
+    std::string joined;
+    for (const std::string& p : got) joined += p;
+    EXPECT_EQ(joined, MustDecode(chunk));
+    total += got.size();
+  }
+  EXPECT_EQ(total, all.size());
 }
 
 // One DecodeStream call driven in lock step: each request gets its response
@@ -924,6 +1038,51 @@ TEST_F(GgufServerTest, DecodeOutOfRangeIsInvalidArgument) {
   const grpc::Status status = Decode({kMptVocabSize}, &text);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), HasSubstr(std::to_string(kMptVocabSize)));
+}
+
+TEST_F(GgufServerTest, DecodePiecesOfTheWholeVocabularyInOneCall) {
+  std::vector<uint32_t> all(kMptVocabSize);
+  for (uint32_t id = 0; id < kMptVocabSize; ++id) all[id] = id;
+  const auto start = Clock::now();
+  const std::vector<std::string> pieces = MustDecodePieces(all);
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  ASSERT_EQ(pieces.size(), all.size());
+  size_t bytes = 0;
+  for (const std::string& p : pieces) bytes += p.size();
+  std::printf("[ pieces  ] %u ids, %zu bytes of pieces, one call: %.1f ms\n", kMptVocabSize, bytes,
+              ms);
+  std::string joined;
+  joined.reserve(bytes);
+  for (const std::string& p : pieces) joined += p;
+  EXPECT_EQ(joined, MustDecode(all));
+  EXPECT_EQ(pieces[50300], "[PAD50300]");
+  // Random lists, including ids that are bytes of a split character.
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<uint32_t> any_id(0, kMptVocabSize - 1);
+  for (int round = 0; round < 10; ++round) {
+    std::vector<uint32_t> ids(static_cast<size_t>(rng() % 50));
+    for (uint32_t& id : ids) id = any_id(rng);
+    const std::vector<uint32_t> emoji = MustEncode("🤖🦀");
+    ids.insert(ids.end(), emoji.begin(), emoji.end());
+    SCOPED_TRACE(StrCat("round ", round));
+    ExpectPiecesMatchDecode(ids);
+  }
+  std::vector<std::string> none;
+  const grpc::Status status = DecodePieces({1, kMptVocabSize}, &none);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr(std::to_string(kMptVocabSize)));
+}
+
+TEST_F(GgufServerTest, DecodePiecesOfTwoHundredThousandIdsFitTheDefaultLimits) {
+  // As many ids as o200k's vocabulary, each of 3 packed bytes (~600 KB, under
+  // the default 8 MiB), answered in one call (~1.5 MB, under the 64 MiB the
+  // server sends and the client's channel takes).
+  constexpr uint32_t kIds = 200019;
+  std::vector<uint32_t> ids(kIds);
+  for (uint32_t i = 0; i < kIds; ++i) ids[i] = 16384 + i % (kMptVocabSize - 16384);
+  const std::vector<std::string> pieces = MustDecodePieces(ids);
+  ASSERT_EQ(pieces.size(), ids.size());
+  EXPECT_EQ(pieces[kIds - 1], MustDecode({ids[kIds - 1]}));
 }
 
 TEST_F(GgufServerTest, ReflectionAndHealth) {
