@@ -32,6 +32,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -56,12 +57,17 @@ def start(name: str, flags: list[str]) -> tuple[subprocess.Popen, str]:
 
 
 def llm_generate(addrs: tuple[str, str], prompt: str, flags: list[str]) -> dict:
-    r = subprocess.run([str(BIN / "llm"), "generate", "--tokenizer", addrs[0], "--model", addrs[1],
-                        "--raw", "--json", "--prompt", prompt, *flags],
-                       capture_output=True, text=True, timeout=600)
-    if r.returncode != 0:
-        sys.exit(f"e2e_bench: llm generate failed: {r.stderr}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    # The streamed JSON lines go to a file, read afterwards: a pipe would wake
+    # this Python process at every token, on the cores the servers compute on,
+    # and the bench would time its own reader.
+    with tempfile.TemporaryFile(mode="w+") as out:
+        r = subprocess.run([str(BIN / "llm"), "generate", "--tokenizer", addrs[0], "--model",
+                            addrs[1], "--raw", "--json", "--prompt", prompt, *flags],
+                           stdout=out, stderr=subprocess.PIPE, text=True, timeout=600)
+        if r.returncode != 0:
+            sys.exit(f"e2e_bench: llm generate failed: {r.stderr}")
+        out.seek(0)
+        return json.loads(out.read().strip().splitlines()[-1])
 
 
 def llm_bench(threads: int, p: int, n: int, reps: int) -> dict:

@@ -108,6 +108,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
 #endif
   cpu::CpuBackendOptions cpu_options;
   cpu_options.threads = options.threads;
+  cpu_options.mmap_weights = options.cpu_mmap_weights;
   return cpu::CreateCpuBackend(cpu_options);
 }
 

@@ -16,6 +16,7 @@ struct BackendOptions {
   int threads = 0;           // CPU threads; 0: every core the process may use
   int cuda_device = 0;
   bool cuda_graphs = true;
+  bool cpu_mmap_weights = false;  // CpuBackendOptions::mmap_weights
 };
 
 // InvalidArgument for an unknown name; FailedPrecondition for "cuda" when

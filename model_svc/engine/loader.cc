@@ -44,6 +44,7 @@ absl::StatusOr<std::unique_ptr<Engine>> LoadEngine(const LoadOptions& options) {
   backend_options.threads = options.threads;
   backend_options.cuda_device = options.cuda_device;
   backend_options.cuda_graphs = options.cuda_graphs;
+  backend_options.cpu_mmap_weights = options.mmap_weights;
   LLM_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,
                        model::CreateBackend(backend_options));
   LLM_ASSIGN_OR_RETURN(std::unique_ptr<model::LlamaModel> model,

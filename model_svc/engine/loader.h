@@ -18,6 +18,7 @@ struct LoadOptions {
   int threads = 0;              // CPU threads; 0: every core the process may use
   int cuda_device = 0;
   bool cuda_graphs = true;            // decode steps as CUDA graphs
+  bool mmap_weights = false;          // CPU: compute from the file mapping (no copy)
   int64_t kv_cache_mb = 512;          // KV pool size; blocks = MiB / block bytes
   int32_t kv_block_size = 16;         // positions per KV block
   std::string kv_cache_type = "f16";  // "f16" or "f32"

@@ -629,6 +629,26 @@ TEST_P(ReferenceTest, AllPositionLogitsMatch) {
   EXPECT_GT(max, 1.0);
 }
 
+// The CPU backend's copy of the weights (the default) and the file mapping
+// (mmap_weights) give the same bits, tied LM head included.
+TEST(CpuWeightsTest, CopyAndMappingGiveTheSameLogits) {
+  RandomModelSpec spec;
+  spec.matrix_type = TensorType::kQ4_1;
+  spec.tied = true;
+  auto file = RandomModelFile(spec);
+  ASSERT_TRUE(file.ok()) << file.status();
+  const std::vector<int32_t> tokens = RandomTokens(12, spec.vocab, spec.seed);
+  LogitRows logits[2];
+  for (bool mmap : {false, true}) {
+    auto model =
+        LlamaModel::Load(*file, cpu::CreateCpuBackend({.threads = 2, .mmap_weights = mmap}),
+                         ModelOptions{.kv_blocks = 2, .kv_block_size = 16});
+    ASSERT_TRUE(model.ok()) << model.status();
+    logits[mmap] = Step(**model, {Part{tokens, 0, {0, 1}}})[0];
+  }
+  EXPECT_EQ(logits[0], logits[1]);
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, ReferenceTest, ::testing::ValuesIn(ReferenceCases()),
                          [](const ::testing::TestParamInfo<ReferenceCase>& info) {
                            return info.param.name;

@@ -55,6 +55,9 @@ ABSL_FLAG(int, threads, 0, "CPU threads for the forward pass; 0: one per availab
 ABSL_FLAG(std::string, backend, "auto",
           "cpu, cuda, or auto (CUDA when this build has it and a GPU is present, else CPU).");
 ABSL_FLAG(bool, cuda_graphs, true, "CUDA backend: replay decode steps as CUDA graphs.");
+ABSL_FLAG(bool, mmap_weights, false,
+          "CPU backend: compute from the model file's memory mapping instead of a copy of "
+          "the weights on huge pages (no extra memory; decode ~15% slower).");
 ABSL_FLAG(std::string, kv_cache_type, "f16",
           "KV cache element type: f16 (half the memory; llama.cpp's default) or f32.");
 ABSL_FLAG(
@@ -296,6 +299,7 @@ int Main() {
   load.threads = absl::GetFlag(FLAGS_threads);
   load.backend = absl::GetFlag(FLAGS_backend);
   load.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
+  load.mmap_weights = absl::GetFlag(FLAGS_mmap_weights);
   load.kv_cache_mb = absl::GetFlag(FLAGS_kv_cache_mb);
   load.kv_cache_type = absl::GetFlag(FLAGS_kv_cache_type);
   load.kv_block_size = kKvBlockSize;

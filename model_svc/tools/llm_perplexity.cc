@@ -32,6 +32,9 @@ ABSL_FLAG(int, threads, 0, "CPU threads; 0: every core the process may use.");
 ABSL_FLAG(std::string, backend, "cpu",
           "cpu, cuda, or auto (CUDA when this build has it and a GPU is present, else CPU).");
 ABSL_FLAG(bool, cuda_graphs, true, "CUDA backend: replay decode steps as CUDA graphs.");
+ABSL_FLAG(bool, mmap_weights, false,
+          "CPU backend: compute from the model file's memory mapping instead of a copy of "
+          "the weights on huge pages (no extra memory; decode ~15% slower).");
 ABSL_FLAG(int, max_windows, 0, "Score at most this many windows (0: all).");
 
 namespace {
@@ -80,6 +83,7 @@ int main(int argc, char** argv) {
   options.threads = absl::GetFlag(FLAGS_threads);
   options.backend = absl::GetFlag(FLAGS_backend);
   options.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
+  options.mmap_weights = absl::GetFlag(FLAGS_mmap_weights);
   options.engine.max_batch_tokens = std::max(ctx, 512);
   options.engine.max_context = ctx;
   options.kv_cache_mb = 64;

@@ -13,7 +13,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "common/status_macros.h"
 #include "common/strings.h"
 #include "model_svc/backend/cpu/quant.h"
 #include "model_svc/backend/cpu/thread_pool.h"
@@ -86,7 +88,8 @@ bool IsFloatType(TensorType t) {
 
 class CpuBackend : public model::Backend {
  public:
-  explicit CpuBackend(int threads) : pool_(threads) {}
+  explicit CpuBackend(const CpuBackendOptions& options)
+      : options_(options), pool_(options.threads) {}
 
   std::string name() const override { return "cpu"; }
   std::string description() const override {
@@ -97,7 +100,10 @@ class CpuBackend : public model::Backend {
     if (view.rows > 1 && !IsSupportedWeightType(view.type)) {
       return absl::UnimplementedError(StrCat("tensor ", view.name, ": unsupported type"));
     }
-    return std::make_unique<CpuWeight>(view);
+    if (options_.mmap_weights) return std::make_unique<CpuWeight>(view);
+    WeightView copy = view;
+    LLM_ASSIGN_OR_RETURN(copy.data, CopyWeight(view.data, view.row_bytes * view.rows));
+    return std::make_unique<CpuWeight>(copy);
   }
 
   absl::StatusOr<Tensor> AllocTensor(int64_t rows, int64_t cols) override {
@@ -360,6 +366,29 @@ class CpuBackend : public model::Backend {
            (block * kv_.layers + layer) * 2 * kv_.block_size * kv_.kv_dim +
            head * kv_.block_size * head_dim;
   }
+  // A copy of `bytes` weight bytes at `src` in the weight arena: chunks of
+  // kArenaChunk bytes (or one tensor's size, if larger) on transparent huge
+  // pages, tensors 64-byte aligned. A tensor uploaded twice (a tied LM head)
+  // is copied once.
+  absl::StatusOr<const uint8_t*> CopyWeight(const uint8_t* src, size_t bytes) {
+    constexpr size_t kArenaChunk = size_t{32} << 20;
+    if (auto it = copies_.find(src); it != copies_.end()) return it->second;
+    const size_t padded = (bytes + 63) / 64 * 64;
+    if (arena_left_ < padded) {
+      const size_t chunk = std::max(padded, kArenaChunk);
+      LLM_ASSIGN_OR_RETURN(AlignedArray<uint8_t> a, AllocAligned<uint8_t>(chunk, "the weights"));
+      arena_next_ = a.get();
+      arena_left_ = chunk;
+      arenas_.push_back(std::move(a));
+    }
+    uint8_t* dst = arena_next_;
+    std::memcpy(dst, src, bytes);
+    arena_next_ += padded;
+    arena_left_ -= padded;
+    copies_.emplace(src, dst);
+    return dst;
+  }
+
   // Asks for [p, p + bytes) in the cache, a line at a time.
   static void Prefetch(const void* p, int64_t bytes) {
     const char* c = static_cast<const char*>(p);
@@ -462,7 +491,12 @@ class CpuBackend : public model::Backend {
     });
   }
 
+  const CpuBackendOptions options_;
   ThreadPool pool_;
+  std::vector<AlignedArray<uint8_t>> arenas_;  // the weights' copies (CopyWeight)
+  uint8_t* arena_next_ = nullptr;
+  size_t arena_left_ = 0;
+  absl::flat_hash_map<const uint8_t*, const uint8_t*> copies_;  // file bytes -> copy
   std::vector<AlignedArray<float>> tensors_;
   AlignedArray<BlockQ8> q8_;
   int64_t q8_capacity_ = 0;
@@ -486,8 +520,9 @@ int AvailableCores() {
 }
 
 std::unique_ptr<model::Backend> CreateCpuBackend(const CpuBackendOptions& options) {
-  const int threads = options.threads > 0 ? options.threads : AvailableCores();
-  return std::make_unique<CpuBackend>(threads);
+  CpuBackendOptions resolved = options;
+  if (resolved.threads <= 0) resolved.threads = AvailableCores();
+  return std::make_unique<CpuBackend>(resolved);
 }
 
 }  // namespace llm::cpu
