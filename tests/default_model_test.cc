@@ -149,11 +149,10 @@ TEST_F(DefaultModelTest, TopOneAgreesWithLlamaCpp) {
 
 // Greedy decoding of a fixed prompt follows llama.cpp's continuation until
 // the first near-tie (our top two logits within kNearTie, where either choice
-// is right: see TopOneAgreesWithLlamaCpp), at least for the answer's first 4
-// tokens (" Paris.\n\n"), and answers the question. Where it diverges is a
-// draw: with the vectorized SwiGLU (2026-11-30) it leaves llama.cpp's text at
-// token 5, whose top two logits are 0.06 apart; with libm's exp it left at
-// token 8 or later.
+// is right: see TopOneAgreesWithLlamaCpp), at least for the first 8 tokens,
+// and answers the question. Where it diverges is a draw (14 tokens at
+// present): a SwiGLU with a polynomial exp (relative error 1e-6) left
+// llama.cpp's text at token 5, whose top two logits were 0.06 apart.
 TEST_F(DefaultModelTest, GreedyContinuationMatchesLlamaCpp) {
   constexpr float kNearTie = 0.5f;  // as in TopOneAgreesWithLlamaCpp
   const nlohmann::json ref = Reference();
@@ -184,7 +183,7 @@ TEST_F(DefaultModelTest, GreedyContinuationMatchesLlamaCpp) {
   auto text = tokenizer_->Decode(generated);
   ASSERT_TRUE(text.ok());
   EXPECT_THAT(*text, ::testing::HasSubstr("Paris"));
-  EXPECT_GE(diverged, 4u) << "ours: " << *text
+  EXPECT_GE(diverged, 8u) << "ours: " << *text
                           << "\nllama.cpp: " << ref["greedy_text"].get<std::string>();
   RecordProperty("greedy_tokens_equal_to_llama_cpp", std::to_string(diverged));
   ASSERT_TRUE(engine_->Release(step->session_id).ok());

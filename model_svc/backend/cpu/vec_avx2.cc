@@ -297,21 +297,6 @@ void AxpyRowsAvx2(const float* w, const float* v, int64_t stride, int64_t rows, 
   AxpyRowsDispatch(w, v, stride, rows, n, acc);
 }
 
-void SiluMulAvx2(const float* gate, const float* up, float* out, int64_t n) {
-  const __m256 one = _mm256_set1_ps(1.0f);
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 g = _mm256_loadu_ps(gate + i);
-    // e = exp(-|g|) <= 1; silu(g) = g / (1 + e) for g >= 0, g * e / (1 + e) below.
-    const __m256 e = Exp(_mm256_or_ps(g, sign));
-    const __m256 num = _mm256_blendv_ps(g, _mm256_mul_ps(g, e), g);  // sign bit of g picks g * e
-    const __m256 silu = _mm256_div_ps(num, _mm256_add_ps(one, e));
-    _mm256_storeu_ps(out + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
-  }
-  for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
-}
-
 void RoundThroughF16Avx2(const float* x, float* out, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
