@@ -322,6 +322,22 @@ class Engine::Impl {
     int64_t chunk;
   };
 
+  // After Schedule: the requests the next step should wait for (gather
+  // window): this step's, or the decoding sessions of the last two steps if
+  // more.
+  void UpdateGatherTarget(const std::vector<Scheduled>& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::swap(decoders_[0], decoders_[1]);
+    decoders_[1].clear();
+    for (const Scheduled& s : step) {
+      if (s.pending->request.decode) decoders_[1].push_back(s.pending->session);
+    }
+    int64_t both = static_cast<int64_t>(decoders_[1].size());
+    for (const Session* session : decoders_[0]) {
+      both += std::find(decoders_[1].begin(), decoders_[1].end(), session) == decoders_[1].end();
+    }
+    gather_target_ = std::max(last_step_requests_, both);
+  }
+
   // Picks this step's work: one token of every waiting decode, then prefill
   // chunks in arrival order, within the token budget. Reserves KV blocks.
   void Schedule(std::vector<Scheduled>* step, std::vector<kv::BlockCopy>* copies,
@@ -412,10 +428,9 @@ class Engine::Impl {
         // trip (over gRPC). Starting the step with whoever is back first
         // would split one batch into several; wait a little for the rest,
         // at most a quarter of the last step's time.
-        if (!stop_ && !active_.empty() &&
-            static_cast<int64_t>(active_.size()) < last_step_requests_) {
+        if (!stop_ && !active_.empty() && static_cast<int64_t>(active_.size()) < gather_target_) {
           auto gathered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-            return stop_ || static_cast<int64_t>(active_.size()) >= last_step_requests_;
+            return stop_ || static_cast<int64_t>(active_.size()) >= gather_target_;
           };
           mu_.AwaitWithTimeout(absl::Condition(&gathered),
                                std::min(last_step_time_ / 4, kMaxGatherWindow));
@@ -438,6 +453,7 @@ class Engine::Impl {
           Schedule(&step, &copies, &completions);
           running_ = static_cast<int64_t>(step.size());
           last_step_requests_ = running_;
+          UpdateGatherTarget(step);
         }
       }
       for (Completion& c : completions) c.done(std::move(c.result));
@@ -543,6 +559,12 @@ class Engine::Impl {
   int64_t running_ ABSL_GUARDED_BY(mu_) = 0;
   // The last step: how many requests it computed and how long it took.
   int64_t last_step_requests_ ABSL_GUARDED_BY(mu_) = 0;
+  // The sessions that decoded in the last step and in the one before. The
+  // gather window waits for all of them: counting the last step alone, two
+  // sessions that once fell out of step (one a step, alternating) stayed so,
+  // at one session's throughput.
+  std::vector<const Session*> decoders_[2] ABSL_GUARDED_BY(mu_);
+  int64_t gather_target_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> submitted_{0};  // requests admitted, ever
   absl::Duration last_step_time_ ABSL_GUARDED_BY(mu_);
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
