@@ -95,6 +95,7 @@ void AxpyRows(const float* w, const float* v, int64_t stride, int64_t rows, int6
 }
 
 void SiluMul(const float* gate, const float* up, float* out, int64_t n) {
+  if (HasAvx2()) return vec_internal::SiluMulAvx2(gate, up, out, n);
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 

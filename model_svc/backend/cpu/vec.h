@@ -40,10 +40,11 @@ void DotRows(const float* q, const float* k, int64_t stride, int64_t rows, int64
 void AxpyRows(const float* w, const uint16_t* v, int64_t stride, int64_t rows, int64_t n,
               float* acc);
 void AxpyRows(const float* w, const float* v, int64_t stride, int64_t rows, int64_t n, float* acc);
-// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)) (SwiGLU), with
-// libm's expf. (A polynomial exp, within 1e-6, made a decode step ~1% faster
-// and changed the default model's greedy answers at near-ties; kept exact.)
-// out may alias gate or up.
+// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)) (SwiGLU),
+// bit for bit as the scalar loop with libm's expf computes it: the AVX2
+// version evaluates glibc's expf algorithm in vector lanes. (A cheaper
+// polynomial exp, within 1e-6, changed the default model's greedy answers at
+// near-ties.) out may alias gate or up.
 void SiluMul(const float* gate, const float* up, float* out, int64_t n);
 // out[i] = float(half(x[i])): x rounded to fp16 (nearest even). x may be out.
 void RoundThroughF16(const float* x, float* out, int64_t n);
@@ -69,6 +70,9 @@ void AxpyRowsAvx2(const float* w, const uint16_t* v, int64_t stride, int64_t row
 void AxpyRowsAvx2(const float* w, const float* v, int64_t stride, int64_t rows, int64_t n,
                   float* acc);
 void RoundThroughF16Avx2(const float* x, float* out, int64_t n);
+// std::exp(x[i]) with the same bits (glibc's expf algorithm, 8 lanes).
+void ExpLibmAvx2(const float* x, float* out, int64_t n);
+void SiluMulAvx2(const float* gate, const float* up, float* out, int64_t n);
 }  // namespace vec_internal
 
 }  // namespace llm::cpu

@@ -2,7 +2,8 @@
 // head dimension (the unrolled 64 and 128 and any other), exactly the bits of
 // the one-row DotF32F16/DotF32 and AxpyF16/AxpyF32 they batch, and
 // RoundThroughF16 rounds as FloatToHalf does; SiluMul is within 1e-6 of
-// double precision.
+// double precision and gives the scalar formula's bits, its vectorized expf
+// libm's.
 #include "model_svc/backend/cpu/vec.h"
 
 #include <bit>
@@ -14,6 +15,7 @@
 
 #include "gtest/gtest.h"
 #include "model_svc/backend/cpu/quant.h"
+#include "model_svc/backend/cpu/quant_internal.h"
 
 namespace llm::cpu {
 namespace {
@@ -105,10 +107,42 @@ TEST(VecTest, SiluMulMatchesDoublePrecision) {
     const double want = g / (1.0 + std::exp(-g)) * up[i];
     EXPECT_NEAR(out[i], want, 1e-6 * std::abs(want) + 1e-30) << "gate " << gate[i];
   }
+  // And bit for bit the scalar formula with libm's expf.
+  for (size_t i = 0; i < gate.size(); ++i) {
+    const float want = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    EXPECT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(want)) << gate[i];
+  }
   // In place.
   std::vector<float> in_place = gate;
   SiluMul(in_place.data(), up.data(), in_place.data(), static_cast<int64_t>(gate.size()));
   EXPECT_EQ(in_place, out);
+}
+
+// The vectorized expf gives std::exp's bits: on a stride through every float
+// (1 in 61; the whole range was checked once, 2^31 inputs with |x| < 88), and
+// at the edges, where it hands lanes to std::exp.
+TEST(VecTest, ExpLibmMatchesStdExp) {
+  if (!internal::CpuHasAvx2Fma()) GTEST_SKIP() << "no AVX2+FMA on this CPU";
+  std::vector<float> x;
+  for (uint64_t u = 0; u <= 0xFFFFFFFFu; u += 61)
+    x.push_back(std::bit_cast<float>(static_cast<uint32_t>(u)));
+  x.insert(x.end(),
+           {88.0f, -88.0f, 0x1.62e42ep6f, 0x1.62e430p6f, -0x1.9fe368p6f, -104.0f, -87.9f, 87.9f,
+            0.0f, -0.0f, 1e-30f, -1e-30f, std::numeric_limits<float>::infinity(),
+            -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()});
+  while (x.size() % 8 != 3) x.push_back(1.0f);  // and a scalar tail
+  std::vector<float> out(x.size());
+  vec_internal::ExpLibmAvx2(x.data(), out.data(), static_cast<int64_t>(x.size()));
+  int64_t mismatches = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = std::exp(x[i]);
+    const bool same = std::isnan(want)
+                          ? std::isnan(out[i])
+                          : std::bit_cast<uint32_t>(out[i]) == std::bit_cast<uint32_t>(want);
+    if (!same && ++mismatches <= 5)
+      ADD_FAILURE() << "exp(" << x[i] << "): " << out[i] << " != " << want;
+  }
+  EXPECT_EQ(mismatches, 0) << "of " << x.size();
 }
 
 }  // namespace
