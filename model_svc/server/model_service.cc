@@ -202,8 +202,15 @@ class DecodeStreamReactor final
       Finish(Counted(metrics_, &log_, s));
       return;
     }
+    engine::CancelFlag cancel = NewCancelFlag();
+    if (cancel->load()) {
+      // Read after the client cancelled: start no new work on its session.
+      log_.Finish(absl::CancelledError("stream cancelled by the client"));
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled by the client"));
+      return;
+    }
     absl::StatusOr<engine::AppendRequest> request =
-        DecodeRequestOf(request_, engine_->config().vocab_size, NewCancelFlag());
+        DecodeRequestOf(request_, engine_->config().vocab_size, std::move(cancel));
     if (!request.ok()) {
       Finish(Counted(metrics_, &log_, request.status()));
       return;
