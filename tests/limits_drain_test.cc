@@ -47,16 +47,21 @@ grpc::Status Prefill(v1::Model::Stub& stub, const std::string& session,
   return stub.Prefill(&context, request, response);
 }
 
-grpc::Status Decode(v1::Model::Stub& stub, const std::string& session, int token) {
-  grpc::ClientContext context;
-  context.set_deadline(Deadline());
+// A decode of `token` on `session` asking for top-1 logits only.
+v1::DecodeTokenRequest Top1Request(const std::string& session, int token) {
   v1::DecodeTokenRequest request;
   request.set_session_id(session);
   request.set_token(token);
   request.mutable_logits()->set_encoding(v1::LogitsOptions::LOGITS_TOP_N);
   request.mutable_logits()->set_top_n(1);
+  return request;
+}
+
+grpc::Status Decode(v1::Model::Stub& stub, const std::string& session, int token) {
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
   v1::DecodeTokenResponse response;
-  return stub.Decode(&context, request, &response);
+  return stub.Decode(&context, Top1Request(session, token), &response);
 }
 
 grpc::Status Fork(v1::Model::Stub& stub, const std::string& session) {
@@ -80,13 +85,8 @@ v1::ModelInfo Info(v1::Model::Stub& stub) {
 // One DecodeStream step: writes `token` for `session` and reads the answer.
 bool StreamStep(grpc::ClientReaderWriter<v1::DecodeTokenRequest, v1::DecodeTokenResponse>& stream,
                 const std::string& session, int token, int64_t* num_tokens) {
-  v1::DecodeTokenRequest request;
-  request.set_session_id(session);
-  request.set_token(token);
-  request.mutable_logits()->set_encoding(v1::LogitsOptions::LOGITS_TOP_N);
-  request.mutable_logits()->set_top_n(1);
   v1::DecodeTokenResponse response;
-  if (!stream.Write(request) || !stream.Read(&response)) return false;
+  if (!stream.Write(Top1Request(session, token)) || !stream.Read(&response)) return false;
   *num_tokens = response.num_tokens();
   return true;
 }

@@ -291,19 +291,9 @@ absl::Status LoadStatus(const RandomModelSpec& spec) {
 }
 
 TEST(ConfigTest, SmolLm2Metadata) {
-  RandomModelSpec spec;
+  RandomModelSpec spec = testing::SmolLm2Shapes();
   spec.name = "SmolLM2 135M";
-  spec.vocab = 49152;
-  spec.d_model = 576;
-  spec.layers = 30;
-  spec.heads = 9;
-  spec.kv_heads = 3;
-  spec.ff = 1536;
-  spec.context = 8192;
-  spec.rope_base = 100000.0f;
   spec.rms_eps = 1e-5f;
-  spec.tied = true;
-  spec.embd_type = TensorType::kQ8_0;
   spec.config_only = true;
   auto c = ConfigOf(spec);
   ASSERT_TRUE(c.ok()) << c.status();

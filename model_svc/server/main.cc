@@ -42,6 +42,7 @@
 #include "common/metrics/metrics_http.h"
 #include "common/strings.h"
 #include "model_svc/backend/backend.h"
+#include "model_svc/engine/backend_flags.h"
 #include "model_svc/engine/engine.h"
 #include "model_svc/engine/loader.h"
 #include "model_svc/model/config.h"
@@ -54,10 +55,6 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:50052",
 ABSL_FLAG(int, threads, 0, "CPU threads for the forward pass; 0: one per available core.");
 ABSL_FLAG(std::string, backend, "auto",
           "cpu, cuda, or auto (CUDA when this build has it and a GPU is present, else CPU).");
-ABSL_FLAG(bool, cuda_graphs, true, "CUDA backend: replay decode steps as CUDA graphs.");
-ABSL_FLAG(bool, mmap_weights, false,
-          "CPU backend: compute from the model file's memory mapping instead of a copy of "
-          "the weights on huge pages (no extra memory; decode ~15% slower).");
 ABSL_FLAG(std::string, kv_cache_type, "f16",
           "KV cache element type: f16 (half the memory; llama.cpp's default) or f32.");
 ABSL_FLAG(
@@ -298,8 +295,7 @@ int Main() {
   load.model_path = path;
   load.threads = absl::GetFlag(FLAGS_threads);
   load.backend = absl::GetFlag(FLAGS_backend);
-  load.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
-  load.mmap_weights = absl::GetFlag(FLAGS_mmap_weights);
+  llm::engine::ApplyBackendFlags(&load);
   load.kv_cache_mb = absl::GetFlag(FLAGS_kv_cache_mb);
   load.kv_cache_type = absl::GetFlag(FLAGS_kv_cache_type);
   load.kv_block_size = kKvBlockSize;

@@ -25,6 +25,7 @@
 #include "common/flags.h"
 #include "common/gguf/gguf.h"
 #include "model_svc/backend/cpu/cpu_backend.h"
+#include "model_svc/engine/backend_flags.h"
 #include "model_svc/engine/loader.h"
 #include "nlohmann/json.hpp"
 
@@ -32,10 +33,6 @@ ABSL_FLAG(std::string, model, "", "Path to a GGUF model (required).");
 ABSL_FLAG(int, threads, 0, "CPU threads; 0: every core the process may use.");
 ABSL_FLAG(std::string, backend, "cpu",
           "cpu, cuda, or auto (CUDA when this build has it and a GPU is present, else CPU).");
-ABSL_FLAG(bool, cuda_graphs, true, "CUDA backend: replay decode steps as CUDA graphs.");
-ABSL_FLAG(bool, mmap_weights, false,
-          "CPU backend: compute from the model file's memory mapping instead of a copy of "
-          "the weights on huge pages (no extra memory; decode ~15% slower).");
 ABSL_FLAG(int, p, 512, "Prompt tokens for the prefill test (0 skips it).");
 ABSL_FLAG(int, n, 128, "Generated tokens for the decode test (0 skips it).");
 ABSL_FLAG(int, repetitions, 5, "Timed repetitions of each test (after one warm-up).");
@@ -111,8 +108,7 @@ int main(int argc, char** argv) {
   }
   options.threads = absl::GetFlag(FLAGS_threads);
   options.backend = absl::GetFlag(FLAGS_backend);
-  options.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
-  options.mmap_weights = absl::GetFlag(FLAGS_mmap_weights);
+  llm::engine::ApplyBackendFlags(&options);
   options.kv_cache_mb = absl::GetFlag(FLAGS_kv_cache_mb);
   options.kv_cache_type = absl::GetFlag(FLAGS_kv_cache_type);
   options.engine.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);

@@ -19,6 +19,7 @@
 #include "common/flags.h"
 #include "common/gguf/gguf.h"
 #include "common/mapped_file.h"
+#include "model_svc/engine/backend_flags.h"
 #include "model_svc/engine/loader.h"
 #include "model_svc/model/logits.h"
 #include "nlohmann/json.hpp"
@@ -31,10 +32,6 @@ ABSL_FLAG(int, ctx, 512, "Window length in tokens.");
 ABSL_FLAG(int, threads, 0, "CPU threads; 0: every core the process may use.");
 ABSL_FLAG(std::string, backend, "cpu",
           "cpu, cuda, or auto (CUDA when this build has it and a GPU is present, else CPU).");
-ABSL_FLAG(bool, cuda_graphs, true, "CUDA backend: replay decode steps as CUDA graphs.");
-ABSL_FLAG(bool, mmap_weights, false,
-          "CPU backend: compute from the model file's memory mapping instead of a copy of "
-          "the weights on huge pages (no extra memory; decode ~15% slower).");
 ABSL_FLAG(int, max_windows, 0, "Score at most this many windows (0: all).");
 
 namespace {
@@ -82,8 +79,7 @@ int main(int argc, char** argv) {
   options.model_path = model_path;
   options.threads = absl::GetFlag(FLAGS_threads);
   options.backend = absl::GetFlag(FLAGS_backend);
-  options.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
-  options.mmap_weights = absl::GetFlag(FLAGS_mmap_weights);
+  llm::engine::ApplyBackendFlags(&options);
   options.engine.max_batch_tokens = std::max(ctx, 512);
   options.engine.max_context = ctx;
   options.kv_cache_mb = 64;

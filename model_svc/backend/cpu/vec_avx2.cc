@@ -341,40 +341,40 @@ inline __m256d ExpLibmLanes(__m128 x, const ExpTable& table) {
   return _mm256_mul_pd(y, _mm256_castsi256_pd(t));
 }
 
-// exp of 8 floats with libm's bits; in[] and out[] may alias.
-inline void Exp8Libm(const float* in, float* out) {
+// exp of 8 floats with libm's bits.
+inline __m256 Exp8Libm(__m256 x) {
   static const ExpTable table;
-  const __m256 x = _mm256_loadu_ps(in);
   const __m256 big = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x),
                                    _mm256_set1_ps(88.0f), _CMP_NLT_UQ);  // |x| >= 88 or NaN
   const __m128 lo = _mm256_cvtpd_ps(ExpLibmLanes(_mm256_castps256_ps128(x), table));
   const __m128 hi = _mm256_cvtpd_ps(ExpLibmLanes(_mm256_extractf128_ps(x, 1), table));
+  const __m256 y = _mm256_set_m128(hi, lo);
   const int rare = _mm256_movemask_ps(big);
-  float xs[8];
-  if (rare != 0) _mm256_storeu_ps(xs, x);
-  _mm256_storeu_ps(out, _mm256_set_m128(hi, lo));
-  for (int i = 0; rare != 0 && i < 8; ++i) {
-    if (rare & (1 << i)) out[i] = std::exp(xs[i]);
+  if (rare == 0) return y;
+  alignas(32) float xs[8], ys[8];
+  _mm256_store_ps(xs, x);
+  _mm256_store_ps(ys, y);
+  for (int i = 0; i < 8; ++i) {
+    if (rare & (1 << i)) ys[i] = std::exp(xs[i]);
   }
+  return _mm256_load_ps(ys);
 }
 
 }  // namespace
 
 void ExpLibmAvx2(const float* x, float* out, int64_t n) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) Exp8Libm(x + i, out + i);
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, Exp8Libm(_mm256_loadu_ps(x + i)));
   for (; i < n; ++i) out[i] = std::exp(x[i]);
 }
 
 void SiluMulAvx2(const float* gate, const float* up, float* out, int64_t n) {
   int64_t i = 0;
-  alignas(32) float e[8];
   for (; i + 8 <= n; i += 8) {
     const __m256 g = _mm256_loadu_ps(gate + i);
-    _mm256_store_ps(e, _mm256_sub_ps(_mm256_setzero_ps(), g));
-    Exp8Libm(e, e);
+    const __m256 e = Exp8Libm(_mm256_sub_ps(_mm256_setzero_ps(), g));
     // g / (1 + exp(-g)) * up: the scalar loop's operations, in its order.
-    const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), _mm256_load_ps(e)));
+    const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
     _mm256_storeu_ps(out + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
   }
   for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
