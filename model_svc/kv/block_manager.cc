@@ -63,7 +63,7 @@ void BlockManager::Fork(const BlockTable& parent, BlockTable& child) {
 }
 
 void BlockManager::Truncate(BlockTable& table, int64_t n) {
-  if (n >= table.num_tokens) return;
+  if (n > table.num_tokens) return;
   const size_t keep = static_cast<size_t>((n + block_size_ - 1) / block_size_);
   while (table.blocks.size() > keep) {
     Unref(table.blocks.back());

@@ -51,7 +51,8 @@ class BlockManager {
   void Fork(const BlockTable& parent, BlockTable& child);
 
   // Keeps the first n positions (n <= num_tokens) and releases the blocks
-  // past them.
+  // past them, including blocks reserved for positions not yet computed
+  // (n == num_tokens drops only those).
   void Truncate(BlockTable& table, int64_t n);
 
   // Releases every block of the table and empties it.

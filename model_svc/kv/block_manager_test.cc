@@ -64,6 +64,19 @@ TEST(BlockManagerTest, ReleaseAndTruncateFreeEverything) {
   EXPECT_EQ(t.num_tokens, 0);
 }
 
+TEST(BlockManagerTest, TruncateToTheLengthDropsBlocksReservedButNotComputed) {
+  BlockManager m(8, 4);
+  BlockTable t;
+  std::vector<BlockCopy> copies;
+  Append(m, t, 3, &copies);
+  ASSERT_TRUE(m.Reserve(t, 6, &copies).ok());  // a cancelled request's blocks
+  EXPECT_EQ(t.blocks.size(), 3u);
+  m.Truncate(t, t.num_tokens);
+  EXPECT_EQ(t.blocks.size(), 1u);
+  EXPECT_EQ(t.num_tokens, 3);
+  EXPECT_EQ(m.num_free(), 7);
+}
+
 TEST(BlockManagerTest, ForkSharesAndCopiesOnWrite) {
   BlockManager m(16, 4);
   BlockTable parent, child;
