@@ -3,6 +3,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/synchronization/mutex.h"
 
 namespace llm {
 namespace {
@@ -15,6 +16,10 @@ bool IsOwnFlag(absl::string_view path) { return path.find("absl/") == absl::stri
 }  // namespace
 
 std::vector<std::string> ParseFlags(int argc, char** argv, const std::string& usage) {
+  // Debian builds Abseil without NDEBUG, so absl::Mutex (gRPC's locks too)
+  // would run its debug deadlock detector on every acquisition: a global
+  // lock-order graph updated under a global lock.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::SetProgramUsageMessage(usage);
   absl::FlagsUsageConfig config;
   config.contains_help_flags = IsOwnFlag;
