@@ -63,6 +63,9 @@ ABSL_FLAG(std::string, detokenize, "cached",
           "generate/chat: 'cached' (each token's bytes fetched once with the tokenizer's "
           "Decode, then decoded here) or 'stream' (the tokenizer's DecodeStream, one request "
           "per token).");
+ABSL_FLAG(bool, lookahead, true,
+          "generate/chat: with greedy sampling (no penalties or bias), let the model service "
+          "compute each next step before the token arrives (DecodeTokenRequest.lookahead).");
 ABSL_FLAG(bool, ignore_eos, false, "generate/chat: do not stop at EOS / EOT (benchmarks).");
 ABSL_FLAG(double, wait, 0, "health: wait up to this many seconds for both services to be SERVING.");
 
@@ -143,6 +146,7 @@ absl::StatusOr<client::ClientOptions> OptionsFromFlags() {
   auto mode = client::ParseLogitsMode(absl::GetFlag(FLAGS_logits));
   if (!mode.ok()) return absl::InvalidArgumentError(StrCat("--logits: ", mode.status().message()));
   o.logits = *mode;
+  o.lookahead = absl::GetFlag(FLAGS_lookahead);
   const std::string detokenize = absl::GetFlag(FLAGS_detokenize);
   if (detokenize == "stream") {
     o.detokenize = client::ClientOptions::Detokenize::kDecodeStream;

@@ -484,6 +484,10 @@ void Generator::Run::SendStep(int32_t token) {
   request.set_session_id(session_.id);
   request.set_token(token);
   *request.mutable_logits() = result_.logits;
+  // The next token is the argmax of this step's logits, and another step
+  // will follow it (it is not the last one).
+  request.set_lookahead(g_.options_.lookahead && sampler::PicksArgmax(params_.sampling) &&
+                        static_cast<int64_t>(result_.tokens.size()) + 1 < params_.max_tokens);
   send_error_ = model_stream_->Write(request);
   if (send_error_.ok()) model_stream_->StartRead();
 }

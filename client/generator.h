@@ -100,6 +100,11 @@ struct ClientOptions {
   // tokenizer DecodeStream per generation, one request per token.
   enum class Detokenize { kCachedDecode, kDecodeStream };
   Detokenize detokenize = Detokenize::kCachedDecode;
+  // With a sampler that picks the argmax (sampler::PicksArgmax: greedy, no
+  // bias or penalties), tell the model service so on each decode step
+  // (DecodeTokenRequest.lookahead): it computes the next step while the
+  // logits travel here and the token travels back.
+  bool lookahead = true;
   // TLS to both services (common/grpc/security.h): with tls.ca (or a client
   // certificate) the channels use TLS, verifying the servers with tls.ca;
   // tls.cert and tls.key present a client certificate (mutual TLS).

@@ -144,6 +144,10 @@ int64_t RecommendedTopN(const SamplingParams& p) {
   return n;
 }
 
+bool PicksArgmax(const SamplingParams& params) {
+  return params.temperature == 0.0f && !PenaltiesOn(params) && params.logit_bias.empty();
+}
+
 bool IsExactForTopN(const SamplingParams& params, int64_t n) {
   const int64_t needed = RecommendedTopN(params);
   return needed > 0 && n >= needed;

@@ -183,6 +183,12 @@ bool IsExactForTopN(const SamplingParams& params, int64_t n);
 // vocabulary size.
 int64_t RecommendedTopN(const SamplingParams& params);
 
+// Whether the sampler always picks the largest logit of its input (ties: the
+// lowest id), whatever the logits: greedy with no bias and no penalties. A
+// client may then tell the model service (DecodeTokenRequest.lookahead) that
+// its next token is the argmax.
+bool PicksArgmax(const SamplingParams& params);
+
 // Holds the scratch buffers of one generation (a few vocabulary-sized
 // vectors); after the first call with a given vocabulary size, SampleToken
 // allocates nothing.

@@ -777,6 +777,25 @@ TEST(TopNTest, PenaltiesThatPushACandidateBelowTheTail) {
   EXPECT_EQ(MustSample(x, p).id, 50);
 }
 
+TEST(SamplerTest, PicksArgmaxOnlyForPlainGreedy) {
+  SamplingParams p = Greedy();
+  EXPECT_TRUE(PicksArgmax(p));
+  p.penalty_last_n = 0;
+  p.repetition_penalty = 1.3f;  // no window: off
+  EXPECT_TRUE(PicksArgmax(p));
+  p.penalty_last_n = 64;  // the penalty can move the pick off the argmax
+  EXPECT_FALSE(PicksArgmax(p));
+  p = Greedy();
+  p.logit_bias = {{3, -1.0f}};
+  EXPECT_FALSE(PicksArgmax(p));
+  p = Greedy();
+  p.temperature = 0.5f;
+  EXPECT_FALSE(PicksArgmax(p));
+  // What it promises: the pick is the first largest logit.
+  const std::vector<float> x = {0.5f, 2.0f, -1.0f, 2.0f};
+  EXPECT_EQ(MustSample(x, Greedy()).id, 1);
+}
+
 TEST(TopNTest, RecommendedTopNIsExactOnRandomCases) {
   std::mt19937_64 gen(5);
   int compared = 0;

@@ -498,6 +498,48 @@ TEST_F(ModelServerTest, DecodeStreamEqualsUnaryDecodesOnAFork) {
   EXPECT_TRUE(Release(stub(), fork).ok());
 }
 
+TEST_F(ModelServerTest, DecodeStreamWithLookaheadGivesTheSameLogits) {
+  // A greedy client: each request appends the argmax of the last logits and
+  // says so; the server computes each guess ahead.
+  const std::vector<int32_t> prompt = Tokens(5, 21);
+  const v1::PrefillResponse p = MustPrefill(stub(), "", prompt);
+  auto argmax = [](const std::vector<float>& v) {
+    return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+  };
+  std::vector<int32_t> all = prompt;
+  std::vector<float> logits = Float32s(p.logits());
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  auto stream = stub().DecodeStream(&context);
+  for (int i = 0; i < 8; ++i) {
+    v1::DecodeTokenRequest request;
+    request.set_session_id(p.session_id());
+    request.set_token(argmax(logits));
+    request.set_lookahead(true);
+    all.push_back(request.token());
+    ASSERT_TRUE(stream->Write(request));
+    v1::DecodeTokenResponse response;
+    ASSERT_TRUE(stream->Read(&response));
+    EXPECT_EQ(response.num_tokens(), static_cast<int64_t>(all.size()));
+    logits = Float32s(response.logits());
+    ExpectSameLogits(logits, ReferenceLogits(all), StrCat("step ", i));
+  }
+  ASSERT_TRUE(stream->WritesDone());
+  const grpc::Status status = stream->Finish();
+  EXPECT_TRUE(status.ok()) << Describe(status);
+  // The server's last guess is not part of the session.
+  const std::optional<v1::SessionInfo> s = FindSession(stub(), p.session_id());
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->num_tokens(), static_cast<int64_t>(all.size()));
+  EXPECT_EQ(s->decoded_tokens(), 8);
+  // Another token than the guess: the guess is dropped, the logits are right.
+  all.push_back(7);
+  int64_t n = 0;
+  ExpectSameLogits(MustDecode(stub(), p.session_id(), 7, &n), ReferenceLogits(all), "after");
+  EXPECT_EQ(n, static_cast<int64_t>(all.size()));
+  EXPECT_TRUE(Release(stub(), p.session_id()).ok());
+}
+
 TEST_F(ModelServerTest, DecodeStreamInterleavedWritesAndReadsOverTwoSessions) {
   const v1::PrefillResponse p = MustPrefill(stub(), "", Tokens(7, 4));
   const v1::PrefillResponse q = MustPrefill(stub(), "", Tokens(8, 6));

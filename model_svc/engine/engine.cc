@@ -29,29 +29,54 @@ inline void CpuRelaxHint() {
 #endif
 }
 
+struct Pending;
+
 struct Session {
   std::string id;
   std::vector<int32_t> tokens;  // every token whose KV is in the cache
   kv::BlockTable kv;
   absl::Time last_used;
-  bool busy = false;
+  bool busy = false;      // a request or a lookahead step is in flight
   bool released = false;  // Release() arrived while busy: free when the request ends
   int64_t prefilled = 0;
   int64_t decoded = 0;
+  // Lookahead: `ahead_step` computes the guess `ahead_token` (busy is set);
+  // once computed, `ahead` is set: tokens.back() is the guess, not yet the
+  // caller's, and `ahead_logits` its logits in `ahead_spec`'s encoding.
+  Pending* ahead_step = nullptr;
+  bool ahead = false;
+  int32_t ahead_token = -1;
+  model::LogitsSpec ahead_spec;
+  std::vector<model::Logits> ahead_logits;
+  // The caller's next request, when it arrived during the lookahead step.
+  std::unique_ptr<Pending> follower;
 };
+
+// Busy as the caller sees it: one of its requests is in flight (a lookahead
+// step alone does not count).
+bool CallerBusy(const Session& s) {
+  return s.busy && (s.ahead_step == nullptr || s.follower != nullptr);
+}
+
+bool SameSpec(const model::LogitsSpec& a, const model::LogitsSpec& b) {
+  return a.encoding == b.encoding &&
+         (a.encoding != model::LogitsEncoding::kTopN || a.top_n == b.top_n);
+}
 
 // A request being computed, possibly over several steps.
 struct Pending {
   AppendRequest request;
-  AppendCallback done;
+  AppendCallback done;  // empty for a lookahead step
   Session* session = nullptr;
   bool new_session = false;
-  int64_t offset = 0;  // tokens of the request already computed
+  bool lookahead_step = false;  // the engine's guess, no caller's request
+  int64_t offset = 0;           // tokens of the request already computed
   std::vector<model::Logits> logits;
   bool released = false;  // its session was released: stop at the next step
+  bool dropped = false;   // a lookahead step with no KV blocks free: ends unrun
   int64_t remaining() const { return static_cast<int64_t>(request.tokens.size()) - offset; }
   bool cancelled() const {
-    return released || (request.cancel != nullptr && request.cancel->load());
+    return released || dropped || (request.cancel != nullptr && request.cancel->load());
   }
 };
 
@@ -85,14 +110,16 @@ class Engine::Impl {
   model::LlamaModel& model() { return *model_; }
 
   void Submit(AppendRequest request, AppendCallback done) {
-    absl::Status s = Admit(request, done);
+    std::vector<Completion> completions;
+    absl::Status s = Admit(request, done, &completions);
     if (!s.ok()) done(std::move(s));
+    for (Completion& c : completions) c.done(std::move(c.result));
   }
 
   absl::Status Truncate(const std::string& id, int64_t n) {
     absl::MutexLock lock(&mu_);
     Session* s = nullptr;
-    if (absl::Status st = FindIdle(id, &s); !st.ok()) return st;
+    if (absl::Status st = FindSettled(id, &s); !st.ok()) return st;
     if (n < 0 || n > static_cast<int64_t>(s->tokens.size())) {
       return absl::InvalidArgumentError(StrCat("cannot truncate session ", id, " to ", n,
                                                " tokens: it holds ", s->tokens.size()));
@@ -106,7 +133,7 @@ class Engine::Impl {
   absl::StatusOr<std::string> Fork(const std::string& id) {
     absl::MutexLock lock(&mu_);
     Session* parent = nullptr;
-    if (absl::Status st = FindIdle(id, &parent); !st.ok()) return st;
+    if (absl::Status st = FindSettled(id, &parent); !st.ok()) return st;
     if (absl::Status st = CheckSessionLimit(); !st.ok()) return st;
     Session* child = NewSession();
     blocks_.Fork(parent->kv, child->kv);
@@ -141,12 +168,12 @@ class Engine::Impl {
     for (const auto& [id, s] : sessions_) {
       SessionInfo info;
       info.id = id;
-      info.num_tokens = static_cast<int64_t>(s->tokens.size());
+      info.num_tokens = static_cast<int64_t>(s->tokens.size()) - (s->ahead ? 1 : 0);
       info.prefilled_tokens = s->prefilled;
       info.decoded_tokens = s->decoded;
       info.kv_blocks = static_cast<int64_t>(s->kv.blocks.size());
-      info.idle = s->busy ? absl::ZeroDuration() : now - s->last_used;
-      info.busy = s->busy;
+      info.busy = CallerBusy(*s);
+      info.idle = info.busy ? absl::ZeroDuration() : now - s->last_used;
       out.push_back(std::move(info));
     }
     std::sort(out.begin(), out.end(),
@@ -174,16 +201,37 @@ class Engine::Impl {
   static absl::Status NotFound(const std::string& id) {
     return absl::NotFoundError(StrCat("unknown or expired session \"", id, "\""));
   }
+  static absl::Status Busy(const std::string& id) {
+    return absl::AbortedError(StrCat("session \"", id, "\" is busy with another request"));
+  }
 
   // Finds a session that has no request in flight.
   absl::Status FindIdle(const std::string& id, Session** out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto it = sessions_.find(id);
     if (it == sessions_.end()) return NotFound(id);
-    if (it->second->busy) {
-      return absl::AbortedError(StrCat("session \"", id, "\" is busy with another request"));
-    }
+    if (it->second->busy) return Busy(id);
     *out = it->second.get();
     return absl::OkStatus();
+  }
+
+  // FindIdle, after waiting for a lookahead step of the session to end; drops
+  // the session's unconfirmed guess.
+  absl::Status FindSettled(const std::string& id, Session** out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (;;) {
+      auto it = sessions_.find(id);
+      if (it != sessions_.end() && it->second->ahead_step != nullptr &&
+          it->second->follower == nullptr) {
+        const int64_t seen = ahead_steps_ended_;
+        auto ended = [this, seen]()
+                         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ahead_steps_ended_ != seen; };
+        mu_.Await(absl::Condition(&ended));
+        continue;  // the session may be gone now: look it up again
+      }
+      if (absl::Status st = FindIdle(id, out); !st.ok()) return st;
+      DropAhead(*out);
+      return absl::OkStatus();
+    }
   }
 
   absl::Status CheckSessionLimit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -212,7 +260,8 @@ class Engine::Impl {
     return s;
   }
 
-  absl::Status Admit(AppendRequest& request, AppendCallback& done) {
+  absl::Status Admit(AppendRequest& request, AppendCallback& done,
+                     std::vector<Completion>* completions) {
     const model::ModelConfig& c = model_->config();
     if (request.tokens.empty()) return absl::InvalidArgumentError("no tokens to append");
     for (size_t i = 0; i < request.tokens.size(); ++i) {
@@ -235,9 +284,14 @@ class Engine::Impl {
     if (request.session_id.empty()) {
       if (absl::Status st = CheckSessionLimit(); !st.ok()) return st;
     } else {
-      if (absl::Status st = FindIdle(request.session_id, &s); !st.ok()) return st;
+      auto it = sessions_.find(request.session_id);
+      if (it == sessions_.end()) return NotFound(request.session_id);
+      s = it->second.get();
+      // During a lookahead step alone, the caller's next request waits for it.
+      if (CallerBusy(*s)) return Busy(request.session_id);
     }
-    const int64_t have = s != nullptr ? static_cast<int64_t>(s->tokens.size()) : 0;
+    const int64_t have =
+        s != nullptr ? static_cast<int64_t>(s->tokens.size()) - (s->ahead ? 1 : 0) : 0;
     const int64_t total = have + static_cast<int64_t>(request.tokens.size());
     if (total > max_context_) {
       return WithLimit(
@@ -256,13 +310,126 @@ class Engine::Impl {
       s = NewSession();
       pending->new_session = true;
     }
-    s->busy = true;
     pending->session = s;
     pending->request = std::move(request);
     pending->done = std::move(done);
-    active_.push_back(std::move(pending));
-    submitted_.fetch_add(1, std::memory_order_release);
+    if (s->ahead_step != nullptr) {
+      s->follower = std::move(pending);  // EndAhead resumes it
+    } else {
+      Resume(std::move(pending), completions);
+    }
     return absl::OkStatus();
+  }
+
+  // Starts a request on its idle session, which becomes busy. An unconfirmed
+  // guess is settled first: a request that appends it (with the same logits
+  // encoding) takes its logits, done at once when that was its only token;
+  // any other request drops it.
+  void Resume(std::unique_ptr<Pending> p, std::vector<Completion>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Session* s = p->session;
+    s->busy = true;
+    const AppendRequest& r = p->request;
+    if (s->ahead && (r.tokens.front() != s->ahead_token || r.all_logits ||
+                     !SameSpec(r.logits, s->ahead_spec))) {
+      DropAhead(s);
+    }
+    if (s->ahead) {
+      s->ahead = false;
+      ++stats_.lookahead_hits;
+      (r.decode ? s->decoded : s->prefilled) += 1;
+      (r.decode ? stats_.decode_tokens : stats_.prefill_tokens) += 1;
+      p->offset = 1;
+      if (p->remaining() == 0) {
+        AppendResult result;
+        result.session_id = s->id;
+        result.num_tokens = static_cast<int64_t>(s->tokens.size());
+        result.logits = std::move(s->ahead_logits);
+        s->busy = false;
+        s->last_used = absl::Now();
+        if (r.lookahead) StartAhead(s, model::Argmax(result.logits.back()), r.logits, r.cancel);
+        out->push_back(Completion{std::move(p->done), std::move(result)});
+        return;
+      }
+      s->ahead_logits.clear();
+    }
+    active_.push_back(std::move(p));
+    submitted_.fetch_add(1, std::memory_order_release);
+  }
+
+  // Queues the computation of `token`, the guess at the next token of the
+  // idle session s, whose last request asked for `spec` and had `cancel`.
+  void StartAhead(Session* s, int32_t token, const model::LogitsSpec& spec,
+                  const CancelFlag& cancel) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (token < 0 || s->released || static_cast<int64_t>(s->tokens.size()) >= max_context_ ||
+        (cancel != nullptr && cancel->load())) {
+      return;
+    }
+    auto p = std::make_unique<Pending>();
+    p->request.session_id = s->id;
+    p->request.tokens = {token};
+    p->request.logits = spec;
+    p->request.decode = true;
+    p->request.cancel = cancel;
+    p->session = s;
+    p->lookahead_step = true;
+    s->busy = true;
+    s->ahead_step = p.get();
+    s->ahead_token = token;
+    s->ahead_spec = spec;
+    ++stats_.lookahead_steps;
+    active_.push_back(std::move(p));
+    submitted_.fetch_add(1, std::memory_order_release);
+  }
+
+  // Ends a lookahead step: its token becomes the session's unconfirmed last
+  // token (or is forgotten when the step did not run), and a request that
+  // arrived meanwhile goes on.
+  void EndAhead(std::unique_ptr<Pending> p, const absl::Status& status,
+                std::vector<Completion>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Session* s = p->session;
+    s->ahead_step = nullptr;
+    ++ahead_steps_ended_;
+    std::unique_ptr<Pending> follower = std::move(s->follower);
+    s->busy = false;
+    s->last_used = absl::Now();
+    if (s->released) {
+      if (follower != nullptr) {
+        out->push_back(Completion{std::move(follower->done),
+                                  absl::CancelledError("the session was released")});
+      }
+      blocks_.Release(s->kv);
+      orphans_.erase(std::find_if(orphans_.begin(), orphans_.end(),
+                                  [s](const auto& o) { return o.get() == s; }));
+      return;
+    }
+    if (status.ok()) {
+      s->ahead = true;
+      s->ahead_logits = std::move(p->logits);
+    } else {
+      blocks_.Truncate(s->kv, s->kv.num_tokens);
+    }
+    if (follower != nullptr) Resume(std::move(follower), out);
+  }
+
+  // Forgets a session's unconfirmed guess, if it has one.
+  void DropAhead(Session* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!s->ahead) return;
+    s->ahead = false;
+    s->ahead_logits.clear();
+    s->tokens.pop_back();
+    blocks_.Truncate(s->kv, static_cast<int64_t>(s->tokens.size()));
+  }
+
+  // Ends a request or a lookahead step that stops early (cancelled, failed,
+  // shutting down).
+  void End(std::unique_ptr<Pending> p, absl::Status status, std::vector<Completion>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (p->lookahead_step) {
+      EndAhead(std::move(p), status, out);
+    } else {
+      Finish(std::move(p), std::move(status), out);
+    }
   }
 
   // Frees idle sessions, least recently used first, until `needed` blocks are
@@ -352,6 +519,10 @@ class Engine::Impl {
       const bool wants_logits = p->request.all_logits || chunk == p->remaining();
       if (wants_logits && logit_budget <= 0) return;
       const int32_t needed = blocks_.BlocksNeeded(p->session->kv, chunk);
+      if (needed > blocks_.num_free() && p->lookahead_step) {
+        p->dropped = true;  // a guess evicts no one
+        return;
+      }
       if (needed > blocks_.num_free() && !EvictFor(needed)) {
         blocked.push_back(p);
         return;
@@ -384,7 +555,7 @@ class Engine::Impl {
                       : absl::CancelledError("request cancelled");
         std::unique_ptr<Pending> owned = std::move(*it);
         it = active_.erase(it);
-        Finish(std::move(owned), std::move(st), completions);
+        End(std::move(owned), std::move(st), completions);
       } else {
         ++it;
       }
@@ -446,8 +617,8 @@ class Engine::Impl {
           while (!active_.empty()) {
             std::unique_ptr<Pending> p = std::move(active_.front());
             active_.pop_front();
-            Finish(std::move(p), absl::UnavailableError("the model server is shutting down"),
-                   &completions);
+            End(std::move(p), absl::UnavailableError("the model server is shutting down"),
+                &completions);
           }
         } else {
           Schedule(&step, &copies, &completions);
@@ -502,6 +673,7 @@ class Engine::Impl {
       {
         absl::MutexLock lock(&mu_);
         ++stats_.steps;
+        stats_.step_time += step_time;
         last_step_time_ = step_time;
         size_t next_logits = 0;
         for (const Scheduled& sc : step) {
@@ -511,8 +683,10 @@ class Engine::Impl {
             s.tokens.insert(s.tokens.end(), p.request.tokens.begin() + p.offset,
                             p.request.tokens.begin() + p.offset + sc.chunk);
             s.kv.num_tokens += sc.chunk;
-            (p.request.decode ? s.decoded : s.prefilled) += sc.chunk;
-            (p.request.decode ? stats_.decode_tokens : stats_.prefill_tokens) += sc.chunk;
+            if (!p.lookahead_step) {  // a guess counts once a request appends it
+              (p.request.decode ? s.decoded : s.prefilled) += sc.chunk;
+              (p.request.decode ? stats_.decode_tokens : stats_.prefill_tokens) += sc.chunk;
+            }
             const bool last = sc.chunk == p.remaining();
             const int64_t rows = p.request.all_logits ? sc.chunk : (last ? 1 : 0);
             for (int64_t i = 0; i < rows; ++i) p.logits.push_back(std::move(logits[next_logits++]));
@@ -523,17 +697,28 @@ class Engine::Impl {
                                    [&](const auto& a) { return a.get() == &p; });
             std::unique_ptr<Pending> owned = std::move(*it);
             active_.erase(it);
+            if (owned->lookahead_step) {
+              EndAhead(std::move(owned), status, &completions);
+              continue;
+            }
             absl::StatusOr<AppendResult> result;
+            int32_t guess = -1;
             if (status.ok()) {
               AppendResult r;
               r.session_id = s.id;
               r.num_tokens = static_cast<int64_t>(s.tokens.size());
               r.logits = std::move(owned->logits);
+              if (owned->request.lookahead && !s.released && !r.logits.empty()) {
+                guess = model::Argmax(r.logits.back());
+              }
               result = std::move(r);
             } else {
               result = status;
             }
+            const model::LogitsSpec spec = owned->request.logits;
+            const CancelFlag cancel = owned->request.cancel;
             Finish(std::move(owned), std::move(result), &completions);
+            if (guess >= 0) StartAhead(&s, guess, spec, cancel);
           }
         }
         running_ = 0;
@@ -566,6 +751,7 @@ class Engine::Impl {
   std::vector<const Session*> decoders_[2] ABSL_GUARDED_BY(mu_);
   int64_t gather_target_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> submitted_{0};  // requests admitted, ever
+  int64_t ahead_steps_ended_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration last_step_time_ ABSL_GUARDED_BY(mu_);
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
   bool admitting_ ABSL_GUARDED_BY(mu_) = true;

@@ -16,6 +16,15 @@
 // A cancelled request ends with CANCELLED at the next step; its session
 // keeps the tokens of the chunks already computed and stays usable.
 //
+// Lookahead (AppendRequest::lookahead, for greedy decoding): when such a
+// request ends, the engine appends the argmax of its logits at once, before
+// the caller sends it, so that the next request finds its logits computed or
+// being computed, and a round trip to the caller overlaps a step. The guessed
+// token is not the caller's until a request appends it: ListSessions does not
+// count it, and Truncate, Fork or a request that appends another token (or
+// asks for another logits encoding) drops it first. A wrong guess costs one
+// step of compute; a guess never evicts a session for KV space.
+//
 // Threads: every public method is thread-safe. Completion callbacks run on
 // the step-loop thread and must not block.
 #ifndef LLM_MODEL_SVC_ENGINE_ENGINE_H_
@@ -58,7 +67,10 @@ struct AppendRequest {
   model::LogitsSpec logits;
   bool all_logits = false;  // logits of every appended token (perplexity, tests)
   bool decode = false;      // counted as decoded rather than prefilled (statistics)
-  CancelFlag cancel;        // may be null
+  // The caller will likely append the argmax of this request's logits next
+  // (see "Lookahead" above). The guess's step shares `cancel`.
+  bool lookahead = false;
+  CancelFlag cancel;  // may be null
 };
 
 struct AppendResult {
@@ -86,8 +98,11 @@ struct EngineStats {
   int32_t kv_blocks_total = 0;
   int32_t kv_blocks_free = 0;
   int64_t steps = 0;
+  absl::Duration step_time;  // spent in forward steps, in total
   int64_t prefill_tokens = 0;
   int64_t decode_tokens = 0;
+  int64_t lookahead_steps = 0;  // guesses computed (or started)
+  int64_t lookahead_hits = 0;   // guesses a request then appended
   int64_t evicted_sessions = 0;
   int64_t expired_sessions = 0;
   // When the step loop last went round (it does at least once a second, idle
@@ -109,14 +124,17 @@ class Engine {
   std::string backend_description() const;
 
   // Queues a request; `done` is called exactly once (possibly before Submit
-  // returns, for an invalid request).
+  // returns: for an invalid request, or one whose token a finished lookahead
+  // step guessed).
   void Submit(AppendRequest request, AppendCallback done);
   // Submit and wait.
   absl::StatusOr<AppendResult> Append(AppendRequest request);
 
-  // Keeps the first n tokens of a session.
+  // Keeps the first n tokens of a session. Waits for a lookahead step of the
+  // session to end (one step at most).
   absl::Status Truncate(const std::string& session_id, int64_t n);
   // A new session sharing the KV blocks of `session_id` (copy-on-write).
+  // Waits as Truncate does.
   absl::StatusOr<std::string> Fork(const std::string& session_id);
   absl::Status Release(const std::string& session_id);
   std::vector<SessionInfo> ListSessions() const;

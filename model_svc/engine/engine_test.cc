@@ -16,120 +16,19 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "model_svc/testing/random_model.h"
+#include "model_svc/engine/engine_testing.h"
 
 namespace llm::engine {
 namespace {
 
 using model::Logits;
-using model::testing::LoadRandomModel;
-using model::testing::RandomModelSpec;
+using testing::EngineSetup;
+using testing::ExpectClose;
 using ::testing::HasSubstr;
-
-RandomModelSpec Spec() {
-  RandomModelSpec s;
-  s.vocab = 300;
-  s.d_model = 64;
-  s.layers = 2;
-  s.heads = 4;
-  s.kv_heads = 2;
-  s.ff = 128;
-  s.context = 256;
-  s.matrix_type = gguf::TensorType::kQ4_1;
-  s.seed = 7;
-  return s;
-}
-
-// Holds the step loop before each step while closed (through
-// EngineOptions::before_step), so that a test can race a call against a
-// request in flight deterministically.
-class StepGate {
- public:
-  void Close() {
-    absl::MutexLock lock(&mu_);
-    open_ = false;
-    arrivals_ = 0;
-  }
-  void Open() {
-    absl::MutexLock lock(&mu_);
-    open_ = true;
-  }
-  // On the step loop: waits while closed.
-  void Pass() {
-    absl::MutexLock lock(&mu_);
-    ++arrivals_;
-    mu_.Await(absl::Condition(&open_));
-  }
-  // Waits until the loop has reached the gate since it was closed.
-  void AwaitArrival() {
-    absl::MutexLock lock(&mu_);
-    auto arrived = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return arrivals_ > 0; };
-    mu_.Await(absl::Condition(&arrived));
-  }
-
- private:
-  absl::Mutex mu_;
-  bool open_ ABSL_GUARDED_BY(mu_) = true;
-  int arrivals_ ABSL_GUARDED_BY(mu_) = 0;
-};
-
-struct EngineSetup {
-  StepGate* gate = nullptr;
-  int64_t max_batch_tokens = 64;
-  int32_t kv_blocks = 64;
-  int32_t block_size = 4;
-  int64_t max_sessions = 16;
-  absl::Duration ttl = absl::Minutes(5);
-  int threads = 2;
-};
-
-std::unique_ptr<Engine> MakeEngine(const EngineSetup& setup = {}) {
-  model::ModelOptions mo;
-  mo.max_step_tokens = setup.max_batch_tokens;
-  mo.max_logit_rows = setup.max_batch_tokens;
-  mo.kv_blocks = setup.kv_blocks;
-  mo.kv_block_size = setup.block_size;
-  auto m = LoadRandomModel(Spec(), mo, setup.threads);
-  EXPECT_TRUE(m.ok()) << m.status();
-  EngineOptions eo;
-  eo.max_batch_tokens = setup.max_batch_tokens;
-  eo.max_sessions = setup.max_sessions;
-  eo.session_ttl = setup.ttl;
-  if (setup.gate != nullptr) eo.before_step = [gate = setup.gate] { gate->Pass(); };
-  auto e = Engine::Create(*std::move(m), eo);
-  EXPECT_TRUE(e.ok()) << e.status();
-  return *std::move(e);
-}
-
-std::vector<int32_t> Tokens(int n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (int32_t& id : t) id = static_cast<int32_t>(rng() % 300);
-  return t;
-}
-
-AppendRequest Request(const std::string& session, std::vector<int32_t> tokens,
-                      bool all_logits = false) {
-  AppendRequest r;
-  r.session_id = session;
-  r.tokens = std::move(tokens);
-  r.all_logits = all_logits;
-  return r;
-}
-
-void ExpectClose(const Logits& a, const Logits& b) {
-  ASSERT_EQ(a.values.size(), b.values.size());
-  float max_abs = 0, max_diff = 0;
-  for (size_t i = 0; i < a.values.size(); ++i) {
-    max_abs = std::max(max_abs, std::abs(b.values[i]));
-    max_diff = std::max(max_diff, std::abs(a.values[i] - b.values[i]));
-  }
-  EXPECT_LE(max_diff, 1e-5f * std::max(max_abs, 1.0f));
-  auto argmax = [](const Logits& l) {
-    return std::max_element(l.values.begin(), l.values.end()) - l.values.begin();
-  };
-  EXPECT_EQ(argmax(a), argmax(b));
-}
+using testing::MakeEngine;
+using testing::Request;
+using testing::StepGate;
+using testing::Tokens;
 
 TEST(EngineTest, PrefillThenDecodesEqualsOnePrefill) {
   auto engine = MakeEngine();

@@ -981,6 +981,25 @@ TEST(LogitsTest, TopNOrdersTiesByLowerIdAndCoversTheVocabulary) {
   EXPECT_TRUE(out.top_logits.empty());
 }
 
+TEST(LogitsTest, ArgmaxIsTheGreedyTokenOfEachEncoding) {
+  // Ties go to the lowest id; NaN never wins.
+  const std::vector<float> row = {NAN, 1, 3, 2, 3, -1};
+  Logits out;
+  for (LogitsEncoding e : {LogitsEncoding::kFloat32, LogitsEncoding::kFloat16}) {
+    EncodeLogits(row, {e, 0}, &out);
+    EXPECT_EQ(Argmax(out), 2);
+  }
+  EncodeLogits(std::vector<float>{1, 3, 2}, {LogitsEncoding::kTopN, 2}, &out);
+  EXPECT_EQ(Argmax(out), 1);
+  // Two floats that round to the same half: the sender's float16 view ties,
+  // so the lower id wins, as a greedy sampler of those halves picks.
+  EncodeLogits(std::vector<float>{1.0f, 1.0001f}, {LogitsEncoding::kFloat16, 0}, &out);
+  EXPECT_EQ(Argmax(out), 0);
+  EncodeLogits(std::vector<float>{1.0f, 1.0001f}, {LogitsEncoding::kFloat32, 0}, &out);
+  EXPECT_EQ(Argmax(out), 1);
+  EXPECT_EQ(Argmax(Logits{}), -1);
+}
+
 TEST(LogitsTest, LogSumExpIsStableAndExact) {
   const std::vector<float> small = {0.5f, -1.0f, 2.0f, 0.0f};
   double sum = 0;

@@ -15,6 +15,31 @@ float LogSumExp(std::span<const float> row) {
   return static_cast<float>(max + std::log(sum));
 }
 
+int32_t Argmax(const Logits& logits) {
+  auto first_max = [](size_t n, auto value) {
+    int32_t best = -1;
+    float best_value = 0.0f;
+    for (size_t i = 0; i < n; ++i) {
+      const float v = value(i);
+      if (best < 0 ? !std::isnan(v) : v > best_value) {
+        best = static_cast<int32_t>(i);
+        best_value = v;
+      }
+    }
+    return best;
+  };
+  switch (logits.encoding) {
+    case LogitsEncoding::kFloat32:
+      return first_max(logits.values.size(), [&](size_t i) { return logits.values[i]; });
+    case LogitsEncoding::kFloat16:
+      return first_max(logits.halves.size(),
+                       [&](size_t i) { return cpu::HalfToFloat(logits.halves[i]); });
+    case LogitsEncoding::kTopN:
+      return logits.top_ids.empty() ? -1 : logits.top_ids.front();
+  }
+  return -1;
+}
+
 void EncodeLogits(std::span<const float> row, const LogitsSpec& spec, Logits* out) {
   out->encoding = spec.encoding;
   out->values.clear();

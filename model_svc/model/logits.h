@@ -32,6 +32,12 @@ struct Logits {
 // partial selection, O(vocab + N log N)).
 void EncodeLogits(std::span<const float> row, const LogitsSpec& spec, Logits* out);
 
+// The id of the largest logit (ties: the lowest id), the token a greedy
+// sampler picks from these logits as sent (float16 ones compared as halves;
+// top-N: the first id). -1 when there is none. Cost: O(vocab) for the full
+// encodings, O(1) for top-N.
+int32_t Argmax(const Logits& logits);
+
 // log(sum(exp(x))), computed stably in double.
 float LogSumExp(std::span<const float> row);
 

@@ -52,6 +52,14 @@ class ModelMetrics::EngineCollector final : public prometheus::Collectable {
         static_cast<double>(s.expired_sessions));
     add("llm_engine_steps_total", "Forward steps run by the step loop.", MetricType::Counter,
         static_cast<double>(s.steps));
+    add("llm_engine_step_seconds_total",
+        "Time spent in forward steps (the busy time of the step loop), in seconds.",
+        MetricType::Counter, absl::ToDoubleSeconds(s.step_time));
+    add("llm_lookahead_steps_total",
+        "Lookahead steps: a greedy client's next token guessed and computed ahead.",
+        MetricType::Counter, static_cast<double>(s.lookahead_steps));
+    add("llm_lookahead_hits_total", "Lookahead steps whose token the client then sent.",
+        MetricType::Counter, static_cast<double>(s.lookahead_hits));
     return out;
   }
 

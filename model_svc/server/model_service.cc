@@ -140,6 +140,7 @@ absl::StatusOr<engine::AppendRequest> DecodeRequestOf(const v1::DecodeTokenReque
   out.tokens.push_back(request.token());
   out.logits = *spec;
   out.decode = true;
+  out.lookahead = request.lookahead();
   out.cancel = cancel;
   return out;
 }

@@ -1,0 +1,128 @@
+// Helpers of the engine's tests: a small random-weight model, a gate that
+// holds the step loop, and request builders. Test-only (GoogleTest).
+#ifndef LLM_MODEL_SVC_ENGINE_ENGINE_TESTING_H_
+#define LLM_MODEL_SVC_ENGINE_ENGINE_TESTING_H_
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "model_svc/engine/engine.h"
+#include "model_svc/testing/random_model.h"
+
+namespace llm::engine::testing {
+
+inline model::testing::RandomModelSpec Spec() {
+  model::testing::RandomModelSpec s;
+  s.vocab = 300;
+  s.d_model = 64;
+  s.layers = 2;
+  s.heads = 4;
+  s.kv_heads = 2;
+  s.ff = 128;
+  s.context = 256;
+  s.matrix_type = gguf::TensorType::kQ4_1;
+  s.seed = 7;
+  return s;
+}
+
+// Holds the step loop before each step while closed (through
+// EngineOptions::before_step), so that a test can race a call against a
+// request in flight deterministically.
+class StepGate {
+ public:
+  void Close() { Allow(0); }
+  void Open() { Allow(-1); }
+  // Lets n more steps pass, then holds the loop again (-1: all of them).
+  void Allow(int n) {
+    absl::MutexLock lock(&mu_);
+    allowed_ = n;
+    if (n == 0) arrivals_ = 0;
+  }
+  // On the step loop: waits while closed.
+  void Pass() {
+    absl::MutexLock lock(&mu_);
+    ++arrivals_;
+    auto open = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return allowed_ != 0; };
+    mu_.Await(absl::Condition(&open));
+    if (allowed_ > 0) --allowed_;
+  }
+  // Waits until the loop has reached the gate n times since it was closed.
+  void AwaitArrival(int n = 1) {
+    absl::MutexLock lock(&mu_);
+    auto arrived = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return arrivals_ >= n; };
+    mu_.Await(absl::Condition(&arrived));
+  }
+
+ private:
+  absl::Mutex mu_;
+  int allowed_ ABSL_GUARDED_BY(mu_) = -1;
+  int arrivals_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+struct EngineSetup {
+  StepGate* gate = nullptr;
+  int64_t max_batch_tokens = 64;
+  int32_t kv_blocks = 64;
+  int32_t block_size = 4;
+  int64_t max_sessions = 16;
+  absl::Duration ttl = absl::Minutes(5);
+  int threads = 2;
+};
+
+inline std::unique_ptr<Engine> MakeEngine(const EngineSetup& setup = {}) {
+  model::ModelOptions mo;
+  mo.max_step_tokens = setup.max_batch_tokens;
+  mo.max_logit_rows = setup.max_batch_tokens;
+  mo.kv_blocks = setup.kv_blocks;
+  mo.kv_block_size = setup.block_size;
+  auto m = model::testing::LoadRandomModel(Spec(), mo, setup.threads);
+  EXPECT_TRUE(m.ok()) << m.status();
+  EngineOptions eo;
+  eo.max_batch_tokens = setup.max_batch_tokens;
+  eo.max_sessions = setup.max_sessions;
+  eo.session_ttl = setup.ttl;
+  if (setup.gate != nullptr) eo.before_step = [gate = setup.gate] { gate->Pass(); };
+  auto e = Engine::Create(*std::move(m), eo);
+  EXPECT_TRUE(e.ok()) << e.status();
+  return *std::move(e);
+}
+
+inline std::vector<int32_t> Tokens(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (int32_t& id : t) id = static_cast<int32_t>(rng() % 300);
+  return t;
+}
+
+inline AppendRequest Request(const std::string& session, std::vector<int32_t> tokens,
+                             bool all_logits = false) {
+  AppendRequest r;
+  r.session_id = session;
+  r.tokens = std::move(tokens);
+  r.all_logits = all_logits;
+  return r;
+}
+
+inline void ExpectClose(const model::Logits& a, const model::Logits& b) {
+  ASSERT_EQ(a.values.size(), b.values.size());
+  float max_abs = 0, max_diff = 0;
+  for (size_t i = 0; i < a.values.size(); ++i) {
+    max_abs = std::max(max_abs, std::abs(b.values[i]));
+    max_diff = std::max(max_diff, std::abs(a.values[i] - b.values[i]));
+  }
+  EXPECT_LE(max_diff, 1e-5f * std::max(max_abs, 1.0f));
+  auto argmax = [](const model::Logits& l) {
+    return std::max_element(l.values.begin(), l.values.end()) - l.values.begin();
+  };
+  EXPECT_EQ(argmax(a), argmax(b));
+}
+
+}  // namespace llm::engine::testing
+
+#endif  // LLM_MODEL_SVC_ENGINE_ENGINE_TESTING_H_
