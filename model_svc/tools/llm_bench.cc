@@ -166,10 +166,18 @@ int main(int argc, char** argv) {
   if (n > 0) {
     run_tg(n);
     std::vector<double> rates;
+    const llm::engine::EngineStats before = (*engine)->Stats();
     for (int i = 0; i < reps; ++i) rates.push_back(run_tg(n));
+    const llm::engine::EngineStats after = (*engine)->Stats();
     const Rate r = Summarize(rates);
     out["decode_tok_s"] = std::round(r.mean * 100) / 100;
     out["decode_tok_s_stddev"] = std::round(r.stddev * 100) / 100;
+    // The mean forward step alone; the rest of 1 / decode_tok_s is the time
+    // between steps (the completion and the next request's admission).
+    out["decode_step_ms"] =
+        std::round(absl::ToDoubleMilliseconds(after.step_time - before.step_time) /
+                   static_cast<double>(after.steps - before.steps) * 1000) /
+        1000;
     out["n"] = n;
     auto file = llm::gguf::File::Open(options.model_path);
     Check(file.status());
@@ -184,20 +192,27 @@ int main(int argc, char** argv) {
   }
   // Aggregate decode: `count` sessions decode n tokens each from their own
   // threads, all at once; a warm-up, then `reps` timed runs (mean, like the
-  // others), and the mean tokens per forward step (how well the step loop
-  // batched them).
-  auto run_sessions = [&](int count) -> std::pair<double, int64_t> {
+  // others), the mean tokens per forward step (how well the step loop batched
+  // them) and the mean forward step (the rest of the time per step is spent
+  // between steps).
+  struct SessionsRun {
+    double rate;
+    int64_t steps;
+    absl::Duration step_time;
+  };
+  auto run_sessions = [&](int count) -> SessionsRun {
     std::vector<std::vector<int32_t>> tokens(count);
     for (auto& t : tokens) t = random_tokens(n);
     std::vector<std::thread> threads;
-    const int64_t steps_before = (*engine)->Stats().steps;
+    const llm::engine::EngineStats before = (*engine)->Stats();
     const absl::Time start = absl::Now();
     for (int s = 0; s < count; ++s) {
       threads.emplace_back([&, s] { decode_all(tokens[s]); });
     }
     for (std::thread& t : threads) t.join();
     const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-    return {count * n / seconds, (*engine)->Stats().steps - steps_before};
+    const llm::engine::EngineStats after = (*engine)->Stats();
+    return {count * n / seconds, after.steps - before.steps, after.step_time - before.step_time};
   };
   for (const std::string& value : absl::GetFlag(FLAGS_sessions)) {
     const int count = std::atoi(value.c_str());
@@ -205,16 +220,21 @@ int main(int argc, char** argv) {
     run_sessions(count);
     std::vector<double> rates;
     int64_t steps = 0;
+    absl::Duration step_time;
     for (int i = 0; i < reps; ++i) {
-      const auto [rate, run_steps] = run_sessions(count);
-      rates.push_back(rate);
-      steps += run_steps;
+      const SessionsRun run = run_sessions(count);
+      rates.push_back(run.rate);
+      steps += run.steps;
+      step_time += run.step_time;
     }
     const Rate r = Summarize(rates);
     out["aggregate_decode_tok_s"][value] = std::round(r.mean * 100) / 100;
     out["aggregate_decode_tok_s_stddev"][value] = std::round(r.stddev * 100) / 100;
     out["aggregate_tokens_per_step"][value] =
         std::round(10.0 * count * n * reps / std::max<int64_t>(steps, 1)) / 10;
+    out["aggregate_step_ms"][value] =
+        std::round(absl::ToDoubleMilliseconds(step_time) / std::max<int64_t>(steps, 1) * 1000) /
+        1000;
   }
   // The scaling figure: each count's aggregate rate over one session's.
   if (out.contains("aggregate_decode_tok_s") && out["aggregate_decode_tok_s"].contains("1")) {
