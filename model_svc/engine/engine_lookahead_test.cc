@@ -16,6 +16,7 @@ namespace {
 
 using testing::EngineSetup;
 using testing::MakeEngine;
+using testing::MakeGatedEngine;
 using testing::Request;
 using testing::StepGate;
 using testing::Tokens;
@@ -111,9 +112,7 @@ AppendResult DecodeAndHoldTheGuess(Engine& engine, StepGate& gate,
 
 TEST(EngineLookaheadTest, RequestArrivingDuringTheGuessWaitsForIt) {
   StepGate gate;
-  EngineSetup setup;
-  setup.gate = &gate;
-  auto engine = MakeEngine(setup);
+  auto engine = MakeGatedEngine(gate);
   const std::vector<int32_t> prompt = Tokens(6, 2);
   const int32_t t1 = model::Argmax(Reference(*engine, prompt, {}));  // what the helper decodes
   for (bool right : {true, false}) {
@@ -233,9 +232,7 @@ TEST(EngineLookaheadTest, AComputedGuessIsDroppedByAnythingElse) {
 
 TEST(EngineLookaheadTest, TruncateWaitsForARunningGuess) {
   StepGate gate;
-  EngineSetup setup;
-  setup.gate = &gate;
-  auto engine = MakeEngine(setup);
+  auto engine = MakeGatedEngine(gate);
   const AppendResult first = DecodeAndHoldTheGuess(*engine, gate, Tokens(6, 5));
   std::atomic<bool> truncated{false};
   absl::Status status;
@@ -254,9 +251,7 @@ TEST(EngineLookaheadTest, TruncateWaitsForARunningGuess) {
 
 TEST(EngineLookaheadTest, ReleaseDuringTheGuessFreesEverything) {
   StepGate gate;
-  EngineSetup setup;
-  setup.gate = &gate;
-  auto engine = MakeEngine(setup);
+  auto engine = MakeGatedEngine(gate);
   const AppendResult first = DecodeAndHoldTheGuess(*engine, gate, Tokens(6, 6));
   // The caller's next request waits for the guess; then the session goes.
   absl::Notification follower_done;

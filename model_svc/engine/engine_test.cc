@@ -26,6 +26,7 @@ using testing::EngineSetup;
 using testing::ExpectClose;
 using ::testing::HasSubstr;
 using testing::MakeEngine;
+using testing::MakeGatedEngine;
 using testing::Request;
 using testing::StepGate;
 using testing::Tokens;
@@ -171,9 +172,7 @@ TEST(EngineTest, ErrorTable) {
 
 TEST(EngineTest, BusySessionIsAborted) {
   StepGate gate;
-  EngineSetup setup;
-  setup.gate = &gate;
-  auto engine = MakeEngine(setup);
+  auto engine = MakeGatedEngine(gate);
   auto s = engine->Append(Request("", {1}));
   ASSERT_TRUE(s.ok());
   gate.Close();
@@ -197,9 +196,8 @@ TEST(EngineTest, BusySessionIsAborted) {
 TEST(EngineTest, CancelledRequestKeepsComputedTokens) {
   StepGate gate;
   EngineSetup setup;
-  setup.gate = &gate;
   setup.max_batch_tokens = 2;
-  auto engine = MakeEngine(setup);
+  auto engine = MakeGatedEngine(gate, setup);
   auto s = engine->Append(Request("", {1, 2, 3}));
   ASSERT_TRUE(s.ok());
   gate.Close();
@@ -234,9 +232,8 @@ TEST(EngineTest, CancelledRequestKeepsComputedTokens) {
 TEST(EngineTest, ReleaseWhileBusyStopsTheRequestAndFreesTheSession) {
   StepGate gate;
   EngineSetup setup;
-  setup.gate = &gate;
   setup.max_batch_tokens = 2;
-  auto engine = MakeEngine(setup);
+  auto engine = MakeGatedEngine(gate, setup);
   auto s = engine->Append(Request("", {1, 2, 3}));
   ASSERT_TRUE(s.ok());
   gate.Close();

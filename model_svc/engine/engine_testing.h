@@ -93,6 +93,12 @@ inline std::unique_ptr<Engine> MakeEngine(const EngineSetup& setup = {}) {
   return *std::move(e);
 }
 
+// An engine whose step loop passes `gate` before each step.
+inline std::unique_ptr<Engine> MakeGatedEngine(StepGate& gate, EngineSetup setup = {}) {
+  setup.gate = &gate;
+  return MakeEngine(setup);
+}
+
 inline std::vector<int32_t> Tokens(int n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<int32_t> t(n);
