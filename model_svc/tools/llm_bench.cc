@@ -7,12 +7,16 @@
 // Each test runs once as a warm-up, then --repetitions times; the figure is
 // the mean of the repetitions' rates (llama-bench's avg_ts), with the
 // standard deviation beside it.
-//   sessions (--sessions 1,4,16): K sessions decode M tokens each at once,
-//       from K threads, through the step loop; aggregate tokens / second, and
-//       the speedup over one session.
+//   sessions (--sessions 1,4,16): K sessions decode M tokens each at once
+//       through the step loop, each session's next token submitted from the
+//       engine's completion callback of its last one (as the model server's
+//       stream reactors do; --session_threads: from one blocking thread per
+//       session instead); aggregate tokens / second, and the speedup over one
+//       session.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -21,6 +25,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/marshalling.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/flags.h"
 #include "common/gguf/gguf.h"
@@ -38,10 +44,14 @@ ABSL_FLAG(int, n, 128, "Generated tokens for the decode test (0 skips it).");
 ABSL_FLAG(int, repetitions, 5, "Timed repetitions of each test (after one warm-up).");
 ABSL_FLAG(std::vector<std::string>, sessions, {},
           "Also measure aggregate decode throughput with these numbers of concurrent "
-          "sessions (comma-separated, e.g. 1,4,16): each session decodes -n tokens "
-          "from its own thread, all at once, through the step loop (warm-up, then "
-          "--repetitions runs); with 1 in the list, aggregate_speedup gives each count's "
-          "rate over one session's.");
+          "sessions (comma-separated, e.g. 1,4,16): each session decodes -n tokens, "
+          "all at once, through the step loop (warm-up, then --repetitions runs); with 1 "
+          "in the list, aggregate_speedup gives each count's rate over one session's.");
+ABSL_FLAG(bool, session_threads, false,
+          "--sessions: drive each session from a thread of its own that blocks on each "
+          "decode, instead of submitting its next token from the engine's completion "
+          "callback (the default, as the model server's streams do). On a machine with few "
+          "cores the threads' wake-ups between steps cost the step loop time.");
 ABSL_FLAG(int, max_batch_tokens, 512, "Tokens per engine step.");
 ABSL_FLAG(double, roofline_gb_s, 0,
           "Memory bandwidth in GB/s (e.g. 4800 for an H200): also print the decode rate's "
@@ -97,6 +107,43 @@ void Check(const absl::Status& s) {
 }
 
 }  // namespace
+
+// Decodes tokens[s] on a new session s, for every s at once: each session's
+// first token is submitted here, each next one from the engine's completion
+// callback of the one before (on the step-loop thread). Returns when all are
+// done; releases the sessions.
+void DecodeFromCallbacks(llm::engine::Engine& engine,
+                         const std::vector<std::vector<int32_t>>& tokens) {
+  struct Session {
+    std::string id;
+    size_t next = 0;
+  };
+  std::vector<Session> sessions(tokens.size());
+  absl::Mutex mu;
+  size_t running = tokens.size();
+  absl::Notification all_done;
+  // Submits the next token of session s (a function object that refers to
+  // itself through `submit`).
+  std::function<void(size_t)> submit = [&](size_t s) {
+    llm::engine::AppendRequest r;
+    r.session_id = sessions[s].id;
+    r.tokens = {tokens[s][sessions[s].next++]};
+    r.decode = true;
+    engine.Submit(std::move(r), [&, s](absl::StatusOr<llm::engine::AppendResult> result) {
+      Check(result.status());
+      sessions[s].id = result->session_id;
+      if (sessions[s].next < tokens[s].size()) {
+        submit(s);
+        return;
+      }
+      absl::MutexLock lock(&mu);
+      if (--running == 0) all_done.Notify();
+    });
+  };
+  for (size_t s = 0; s < tokens.size(); ++s) submit(s);
+  all_done.WaitForNotification();
+  for (const Session& s : sessions) Check(engine.Release(s.id));
+}
 
 int main(int argc, char** argv) {
   llm::ParseFlags(argc, argv, kUsage);
@@ -203,13 +250,17 @@ int main(int argc, char** argv) {
   auto run_sessions = [&](int count) -> SessionsRun {
     std::vector<std::vector<int32_t>> tokens(count);
     for (auto& t : tokens) t = random_tokens(n);
-    std::vector<std::thread> threads;
     const llm::engine::EngineStats before = (*engine)->Stats();
     const absl::Time start = absl::Now();
-    for (int s = 0; s < count; ++s) {
-      threads.emplace_back([&, s] { decode_all(tokens[s]); });
+    if (absl::GetFlag(FLAGS_session_threads)) {
+      std::vector<std::thread> threads;
+      for (int s = 0; s < count; ++s) {
+        threads.emplace_back([&, s] { decode_all(tokens[s]); });
+      }
+      for (std::thread& t : threads) t.join();
+    } else {
+      DecodeFromCallbacks(**engine, tokens);
     }
-    for (std::thread& t : threads) t.join();
     const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
     const llm::engine::EngineStats after = (*engine)->Stats();
     return {count * n / seconds, after.steps - before.steps, after.step_time - before.step_time};
