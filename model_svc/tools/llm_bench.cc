@@ -13,10 +13,12 @@
 //       stream reactors do; --session_threads: from one blocking thread per
 //       session instead); aggregate tokens / second, and the speedup over one
 //       session.
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <future>
 #include <random>
 #include <string>
 #include <thread>
@@ -25,8 +27,6 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/marshalling.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/flags.h"
 #include "common/gguf/gguf.h"
@@ -119,9 +119,11 @@ void DecodeFromCallbacks(llm::engine::Engine& engine,
     size_t next = 0;
   };
   std::vector<Session> sessions(tokens.size());
-  absl::Mutex mu;
-  size_t running = tokens.size();
-  absl::Notification all_done;
+  std::atomic<size_t> running{tokens.size()};
+  // Shared with the callbacks: the last one may still be inside set_value
+  // when this function returns.
+  auto all_done = std::make_shared<std::promise<void>>();
+  std::future<void> finished = all_done->get_future();
   // Submits the next token of session s (a function object that refers to
   // itself through `submit`).
   std::function<void(size_t)> submit = [&](size_t s) {
@@ -129,19 +131,18 @@ void DecodeFromCallbacks(llm::engine::Engine& engine,
     r.session_id = sessions[s].id;
     r.tokens = {tokens[s][sessions[s].next++]};
     r.decode = true;
-    engine.Submit(std::move(r), [&, s](absl::StatusOr<llm::engine::AppendResult> result) {
+    engine.Submit(std::move(r), [&, s, all_done](absl::StatusOr<llm::engine::AppendResult> result) {
       Check(result.status());
       sessions[s].id = result->session_id;
       if (sessions[s].next < tokens[s].size()) {
         submit(s);
         return;
       }
-      absl::MutexLock lock(&mu);
-      if (--running == 0) all_done.Notify();
+      if (running.fetch_sub(1) == 1) all_done->set_value();
     });
   };
   for (size_t s = 0; s < tokens.size(); ++s) submit(s);
-  all_done.WaitForNotification();
+  finished.wait();
   for (const Session& s : sessions) Check(engine.Release(s.id));
 }
 
