@@ -93,8 +93,8 @@ struct SessionInfo {
 
 struct EngineStats {
   int64_t sessions = 0;
-  int64_t running = 0;  // requests being computed
-  int64_t waiting = 0;  // requests queued
+  int64_t running = 0;  // requests being computed (lookahead steps included)
+  int64_t waiting = 0;  // requests queued (lookahead steps included)
   int32_t kv_blocks_total = 0;
   int32_t kv_blocks_free = 0;
   int64_t steps = 0;
