@@ -362,6 +362,7 @@ grpc::Status Generator::PrefillOnce(const v1::PrefillRequest& request,
 absl::StatusOr<v1::PrefillResponse> Generator::PrefillWithRecovery(Session& session,
                                                                    std::span<const int32_t> tokens,
                                                                    const v1::LogitsOptions& logits,
+                                                                   bool lookahead,
                                                                    int32_t* rebuilds) {
   const absl::Time give_up = absl::Now() + options_.reconnect_timeout;
   absl::Duration backoff = kFirstBackoff;
@@ -375,6 +376,7 @@ absl::StatusOr<v1::PrefillResponse> Generator::PrefillWithRecovery(Session& sess
     }
     request.mutable_tokens()->Add(tokens.begin(), tokens.end());
     *request.mutable_logits() = logits;
+    request.set_lookahead(lookahead);
     v1::PrefillResponse response;
     const grpc::Status s = PrefillOnce(request, &response);
     if (s.ok()) {
@@ -426,6 +428,13 @@ class Generator::Run {
   }
   absl::Time StreamDeadline() const {
     return absl::Now() + g_.options_.rpc_timeout * (static_cast<int64_t>(params_.max_tokens) + 2);
+  }
+  // Whether the request that follows the tokens generated so far may set
+  // lookahead: the next token is the argmax of its logits, and another
+  // request will follow that token (it is not the last).
+  bool Lookahead() const {
+    return g_.options_.lookahead && sampler::PicksArgmax(params_.sampling) &&
+           static_cast<int64_t>(result_.tokens.size()) + 1 < params_.max_tokens;
   }
   bool IsEnd(int32_t id) const {
     return std::find(g_.end_ids_.begin(), g_.end_ids_.end(), id) != g_.end_ids_.end();
@@ -484,10 +493,7 @@ void Generator::Run::SendStep(int32_t token) {
   request.set_session_id(session_.id);
   request.set_token(token);
   *request.mutable_logits() = result_.logits;
-  // The next token is the argmax of this step's logits, and another step
-  // will follow it (it is not the last one).
-  request.set_lookahead(g_.options_.lookahead && sampler::PicksArgmax(params_.sampling) &&
-                        static_cast<int64_t>(result_.tokens.size()) + 1 < params_.max_tokens);
+  request.set_lookahead(Lookahead());
   send_error_ = model_stream_->Write(request);
   if (send_error_.ok()) model_stream_->StartRead();
 }
@@ -525,9 +531,9 @@ absl::Status Generator::Run::AwaitStep(int32_t token, bool need_logits) {
   }
   ++result_.session_rebuilds;
   const int32_t one[] = {token};
-  LLM_ASSIGN_OR_RETURN(
-      v1::PrefillResponse response,
-      g_.PrefillWithRecovery(session_, one, result_.logits, &result_.session_rebuilds));
+  LLM_ASSIGN_OR_RETURN(v1::PrefillResponse response,
+                       g_.PrefillWithRecovery(session_, one, result_.logits, Lookahead(),
+                                              &result_.session_rebuilds));
   return logits_.Decode(response.logits(), g_.model_info_.vocab_size());
 }
 
@@ -582,9 +588,9 @@ absl::StatusOr<GenerateResult> Generator::Run::Go(std::span<const int32_t> new_t
   std::vector<int32_t> append = session_.pending;
   append.insert(append.end(), new_tokens.begin(), new_tokens.end());
   if (append.empty()) return absl::InvalidArgumentError("nothing to prefill: no new tokens");
-  LLM_ASSIGN_OR_RETURN(
-      v1::PrefillResponse prefill,
-      g_.PrefillWithRecovery(session_, append, result_.logits, &result_.session_rebuilds));
+  LLM_ASSIGN_OR_RETURN(v1::PrefillResponse prefill,
+                       g_.PrefillWithRecovery(session_, append, result_.logits, Lookahead(),
+                                              &result_.session_rebuilds));
   session_.pending.clear();
   result_.prompt_tokens = static_cast<int64_t>(append.size());
   LLM_RETURN_IF_ERROR(logits_.Decode(prefill.logits(), g_.model_info_.vocab_size()));

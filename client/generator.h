@@ -227,11 +227,12 @@ class Generator {
 
   // Prefill with the retries above: appends `tokens` to session (all of
   // session.tokens + tokens into a new session when session.id is empty or
-  // lost). On success session.tokens has `tokens` appended.
+  // lost). On success session.tokens has `tokens` appended. `lookahead`:
+  // PrefillRequest.lookahead.
   absl::StatusOr<v1::PrefillResponse> PrefillWithRecovery(Session& session,
                                                           std::span<const int32_t> tokens,
                                                           const v1::LogitsOptions& logits,
-                                                          int32_t* rebuilds);
+                                                          bool lookahead, int32_t* rebuilds);
   // One Prefill call, cancellable, to the session's replica (a new one's
   // from the pool). Marks a replica that answers UNAVAILABLE down, and
   // learns the replica id of a new session.

@@ -498,10 +498,36 @@ TEST_F(ModelServerTest, DecodeStreamEqualsUnaryDecodesOnAFork) {
   EXPECT_TRUE(Release(stub(), fork).ok());
 }
 
+TEST_F(ModelServerTest, PrefillWithLookaheadGivesTheSameLogits) {
+  const std::vector<int32_t> prompt = Tokens(22, 6);
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  v1::PrefillRequest request;
+  request.mutable_tokens()->Add(prompt.begin(), prompt.end());
+  request.set_lookahead(true);
+  v1::PrefillResponse p;
+  const grpc::Status status = stub().Prefill(&context, request, &p);
+  ASSERT_TRUE(status.ok()) << Describe(status);
+  const std::vector<float> logits = Float32s(p.logits());
+  const int32_t next =
+      static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  std::vector<int32_t> all = prompt;
+  all.push_back(next);
+  int64_t n = 0;
+  ExpectSameLogits(MustDecode(stub(), p.session_id(), next, &n), ReferenceLogits(all), "guessed");
+  EXPECT_EQ(n, 7);
+  const std::optional<v1::SessionInfo> s = FindSession(stub(), p.session_id());
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->num_tokens(), 7);
+  EXPECT_EQ(s->prefilled_tokens(), 6);
+  EXPECT_EQ(s->decoded_tokens(), 1);
+  EXPECT_TRUE(Release(stub(), p.session_id()).ok());
+}
+
 TEST_F(ModelServerTest, DecodeStreamWithLookaheadGivesTheSameLogits) {
   // A greedy client: each request appends the argmax of the last logits and
   // says so; the server computes each guess ahead.
-  const std::vector<int32_t> prompt = Tokens(5, 21);
+  const std::vector<int32_t> prompt = Tokens(21, 5);
   const v1::PrefillResponse p = MustPrefill(stub(), "", prompt);
   auto argmax = [](const std::vector<float>& v) {
     return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());

@@ -368,6 +368,7 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Prefill(grpc::CallbackServerContext*
   append.session_id = request->session_id();
   append.tokens.assign(request->tokens().begin(), request->tokens().end());
   append.logits = *spec;
+  append.lookahead = request->lookahead();
   append.cancel = reactor->cancel();
   const bool reused = !request->session_id().empty();
   e->Submit(std::move(append), [reactor, response, metrics = metrics_, reused, start = absl::Now(),
