@@ -4,6 +4,7 @@
 // token; and the guess is invisible (counts, Truncate, Fork, Release, KV
 // space) until a request appends it.
 #include <atomic>
+#include <random>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
@@ -317,6 +318,64 @@ TEST(EngineLookaheadTest, AGuessNeverEvictsASession) {
   EXPECT_EQ(TokensOf(*engine, a->session_id), 8);
   EXPECT_EQ(engine->Stats().lookahead_hits, 3);
   EXPECT_EQ(engine->Stats().kv_blocks_free, 0);
+}
+
+// Several sessions at once, each a random mix of guessed and other tokens,
+// truncations, forks and prefills, all with lookahead: every result equals a
+// fresh computation of the session's history, and no block leaks.
+TEST(EngineLookaheadTest, RandomMixOfCallsMatchesFreshComputation) {
+  auto engine = MakeEngine();
+  constexpr int kSessions = 4, kSteps = 40;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kSessions; ++t) {
+    threads.emplace_back([&engine, t] {
+      std::mt19937 rng(100 + t);
+      std::vector<int32_t> history = Tokens(3 + t, 50 + t);
+      auto first = engine->Append(Request("", history));
+      ASSERT_TRUE(first.ok()) << first.status();
+      std::string id = first->session_id;
+      model::Logits last = first->logits.back();
+      for (int step = 0; step < kSteps; ++step) {
+        const int action = static_cast<int>(rng() % 20);
+        std::vector<int32_t> tokens;
+        if (action < 12) {
+          tokens = {model::Argmax(last)};  // the guess
+        } else if (action < 15) {
+          tokens = {static_cast<int32_t>(rng() % 300)};  // probably not
+        } else if (action < 17) {
+          tokens = {model::Argmax(last), static_cast<int32_t>(rng() % 300)};  // a prefill
+        } else if (action < 19) {
+          const int64_t keep = 1 + static_cast<int64_t>(rng() % history.size());
+          ASSERT_TRUE(engine->Truncate(id, keep).ok());
+          history.resize(keep);
+          tokens = {static_cast<int32_t>(rng() % 300)};
+        } else {
+          auto child = engine->Fork(id);
+          ASSERT_TRUE(child.ok()) << child.status();
+          ASSERT_TRUE(engine->Release(id).ok());
+          id = *child;
+          tokens = {static_cast<int32_t>(rng() % 300)};
+        }
+        if (history.size() + tokens.size() + 1 >= 256) break;  // the context
+        AppendRequest r = Request(id, tokens);
+        r.decode = tokens.size() == 1;
+        r.lookahead = true;
+        auto result = engine->Append(std::move(r));
+        ASSERT_TRUE(result.ok()) << result.status();
+        history.insert(history.end(), tokens.begin(), tokens.end());
+        ASSERT_EQ(result->num_tokens, static_cast<int64_t>(history.size()));
+        ASSERT_EQ(result->logits.back().values, Reference(*engine, history, {}).values)
+            << "session " << t << ", step " << step << ", action " << action;
+        last = result->logits.back();
+      }
+      ASSERT_TRUE(engine->Release(id).ok());
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  AwaitQuiet(*engine);
+  EXPECT_EQ(engine->Stats().sessions, 0);
+  EXPECT_EQ(engine->Stats().kv_blocks_free, engine->Stats().kv_blocks_total);
+  EXPECT_GT(engine->Stats().lookahead_hits, 0);
 }
 
 }  // namespace
