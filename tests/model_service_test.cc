@@ -202,11 +202,13 @@ grpc::Status Prefill(v1::Model::Stub& stub, const std::string& session,
 }
 
 grpc::Status Decode(v1::Model::Stub& stub, const std::string& session, int32_t token,
-                    v1::DecodeTokenResponse* response, const v1::LogitsOptions& options = {}) {
+                    v1::DecodeTokenResponse* response, const v1::LogitsOptions& options = {},
+                    bool lookahead = false) {
   v1::DecodeTokenRequest request;
   request.set_session_id(session);
   request.set_token(token);
   *request.mutable_logits() = options;
+  request.set_lookahead(lookahead);
   grpc::ClientContext context;
   context.set_deadline(Deadline());
   return stub.Decode(&context, request, response);
@@ -801,14 +803,25 @@ TEST_F(ModelServerTest, ConcurrentSessionsGetTheLogitsTheyGetAlone) {
     prompts.push_back(Tokens(100 + s, 6 + s));
     decodes.push_back(Tokens(200 + s, kSteps));
   }
-  // Alone, one session after the other.
+  // Alone, one session after the other. Odd sessions decode greedily (each
+  // token the argmax of the last logits), even ones fixed tokens.
   std::vector<std::vector<std::vector<float>>> alone(kSessions);
   for (int s = 0; s < kSessions; ++s) {
     const v1::PrefillResponse p = MustPrefill(stub(), "", prompts[s]);
-    for (int32_t t : decodes[s]) alone[s].push_back(MustDecode(stub(), p.session_id(), t));
+    std::vector<float> last = Float32s(p.logits());
+    for (int i = 0; i < kSteps; ++i) {
+      if (s % 2 == 1) {
+        decodes[s][i] =
+            static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin());
+      }
+      last = MustDecode(stub(), p.session_id(), decodes[s][i]);
+      alone[s].push_back(last);
+    }
     EXPECT_TRUE(Release(stub(), p.session_id()).ok());
   }
-  // All at once: prefill, wait for every thread, then decode.
+  // All at once: prefill, wait for every thread, then decode, each request
+  // with lookahead (the odd sessions' guesses are right, the even ones'
+  // mostly wrong).
   std::vector<std::vector<std::vector<float>>> together(kSessions);
   std::vector<std::string> errors(kSessions);
   std::barrier sync(kSessions);
@@ -824,7 +837,7 @@ TEST_F(ModelServerTest, ConcurrentSessionsGetTheLogitsTheyGetAlone) {
       }
       for (int32_t t : decodes[s]) {
         v1::DecodeTokenResponse d;
-        status = Decode(stub(), p.session_id(), t, &d);
+        status = Decode(stub(), p.session_id(), t, &d, {}, /*lookahead=*/true);
         if (!status.ok()) {
           errors[s] = StrCat("decode: ", Describe(status));
           break;
