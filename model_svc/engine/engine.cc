@@ -74,6 +74,7 @@ struct Pending {
   std::vector<model::Logits> logits;
   bool released = false;  // its session was released: stop at the next step
   bool dropped = false;   // a lookahead step with no KV blocks free: ends unrun
+  bool in_step = false;   // in the step being computed (Schedule to its end)
   int64_t remaining() const { return static_cast<int64_t>(request.tokens.size()) - offset; }
   bool cancelled() const {
     return released || dropped || (request.cancel != nullptr && request.cancel->load());
@@ -214,14 +215,20 @@ class Engine::Impl {
     return absl::OkStatus();
   }
 
-  // FindIdle, after waiting for a lookahead step of the session to end; drops
-  // the session's unconfirmed guess.
+  // FindIdle, after settling the session's lookahead: a guess still queued
+  // is dropped at once, one being computed is waited for (one step at most)
+  // and then dropped.
   absl::Status FindSettled(const std::string& id, Session** out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (;;) {
       auto it = sessions_.find(id);
       if (it != sessions_.end() && it->second->ahead_step != nullptr &&
           it->second->follower == nullptr) {
+        if (!it->second->ahead_step->in_step) {
+          std::vector<Completion> none;  // no follower: nothing to complete
+          CancelQueuedAhead(it->second.get(), &none);
+          continue;
+        }
         const int64_t seen = ahead_steps_ended_;
         auto ended = [this, seen]()
                          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ahead_steps_ended_ != seen; };
@@ -313,12 +320,32 @@ class Engine::Impl {
     pending->session = s;
     pending->request = std::move(request);
     pending->done = std::move(done);
+    // A request that will not take a queued guess need not wait for it.
+    if (s->ahead_step != nullptr && !s->ahead_step->in_step &&
+        !TakesGuess(pending->request, s->ahead_token, s->ahead_spec)) {
+      CancelQueuedAhead(s, completions);
+    }
     if (s->ahead_step != nullptr) {
       s->follower = std::move(pending);  // EndAhead resumes it
     } else {
       Resume(std::move(pending), completions);
     }
     return absl::OkStatus();
+  }
+
+  // Whether `r` appends the guess `token` and can take its logits (`spec`).
+  static bool TakesGuess(const AppendRequest& r, int32_t token, const model::LogitsSpec& spec) {
+    return r.tokens.front() == token && !r.all_logits && SameSpec(r.logits, spec);
+  }
+
+  // Ends the lookahead step of s, queued and not yet in a step, unrun.
+  void CancelQueuedAhead(Session* s, std::vector<Completion>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = std::find_if(active_.begin(), active_.end(),
+                           [s](const auto& p) { return p.get() == s->ahead_step; });
+    std::unique_ptr<Pending> owned = std::move(*it);
+    active_.erase(it);
+    EndAhead(std::move(owned), absl::CancelledError("lookahead not taken"), out);
   }
 
   // Starts a request on its idle session, which becomes busy. An unconfirmed
@@ -330,10 +357,7 @@ class Engine::Impl {
     Session* s = p->session;
     s->busy = true;
     const AppendRequest& r = p->request;
-    if (s->ahead && (r.tokens.front() != s->ahead_token || r.all_logits ||
-                     !SameSpec(r.logits, s->ahead_spec))) {
-      DropAhead(s);
-    }
+    if (s->ahead && !TakesGuess(r, s->ahead_token, s->ahead_spec)) DropAhead(s);
     if (s->ahead) {
       s->ahead = false;
       ++stats_.lookahead_hits;
@@ -391,8 +415,7 @@ class Engine::Impl {
     s->ahead_step = nullptr;
     ++ahead_steps_ended_;
     std::unique_ptr<Pending> follower = std::move(s->follower);
-    s->busy = false;
-    s->last_used = absl::Now();
+    s->busy = false;  // last_used stays the caller's last request's end
     if (s->released) {
       if (follower != nullptr) {
         out->push_back(Completion{std::move(follower->done),
@@ -435,6 +458,13 @@ class Engine::Impl {
   // Frees idle sessions, least recently used first, until `needed` blocks are
   // free. False when not enough can be freed.
   bool EvictFor(int32_t needed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    // Idle sessions' unconfirmed guesses go first (a guess's position may
+    // have a block of its own).
+    if (blocks_.num_free() < needed) {
+      for (auto& [id, s] : sessions_) {
+        if (!s->busy) DropAhead(s.get());
+      }
+    }
     while (blocks_.num_free() < needed) {
       Session* lru = nullptr;
       for (const auto& [id, s] : sessions_) {
@@ -496,11 +526,11 @@ class Engine::Impl {
     std::swap(decoders_[0], decoders_[1]);
     decoders_[1].clear();
     for (const Scheduled& s : step) {
-      if (s.pending->request.decode) decoders_[1].push_back(s.pending->session);
+      if (s.pending->request.decode) decoders_[1].push_back(s.pending->session->id);
     }
     int64_t both = static_cast<int64_t>(decoders_[1].size());
-    for (const Session* session : decoders_[0]) {
-      both += std::find(decoders_[1].begin(), decoders_[1].end(), session) == decoders_[1].end();
+    for (const std::string& id : decoders_[0]) {
+      both += std::find(decoders_[1].begin(), decoders_[1].end(), id) == decoders_[1].end();
     }
     gather_target_ = std::max(last_step_requests_, both);
   }
@@ -532,34 +562,55 @@ class Engine::Impl {
       budget -= chunk;
       if (wants_logits) logit_budget -= p->request.all_logits ? chunk : 1;
     };
+    // A request's cancellation is read once: one scheduled now runs this
+    // step (its flag may be set meanwhile; the next step ends it).
+    std::vector<Pending*> to_end;
     for (auto& p : active_) {
-      if (p->remaining() == 1 && !p->cancelled()) try_schedule(p.get());
+      if (p->cancelled()) to_end.push_back(p.get());
+    }
+    auto schedulable = [&](const Pending* p) {
+      return std::find(to_end.begin(), to_end.end(), p) == to_end.end();
+    };
+    // Decodes first, then prefill chunks in arrival order, then lookahead
+    // guesses: a guess takes only what the callers' requests leave.
+    for (auto& p : active_) {
+      if (p->remaining() == 1 && !p->lookahead_step && schedulable(p.get())) {
+        try_schedule(p.get());
+      }
     }
     for (auto& p : active_) {
       if (budget <= 0) break;
-      if (p->remaining() > 1 && !p->cancelled()) try_schedule(p.get());
+      if (p->remaining() > 1 && schedulable(p.get())) try_schedule(p.get());
     }
+    for (auto& p : active_) {
+      if (p->lookahead_step && schedulable(p.get())) try_schedule(p.get());
+      if (p->dropped) to_end.push_back(p.get());
+    }
+    for (const Scheduled& sc : *step) sc.pending->in_step = true;
     // Blocked requests wait while others make progress (finishing frees
     // blocks or makes sessions evictable); when nothing can run, they fail.
     std::vector<Pending*> failed;
     if (step->empty()) failed = std::move(blocked);
-    // Cancelled requests and failed ones end now.
+    // Cancelled requests and failed ones end now. They leave active_ first:
+    // ending a lookahead step may queue its follower (active_.push_back,
+    // which would invalidate an iterator).
+    std::vector<std::pair<std::unique_ptr<Pending>, absl::Status>> ending;
     for (auto it = active_.begin(); it != active_.end();) {
       Pending* p = it->get();
       const bool is_failed = std::find(failed.begin(), failed.end(), p) != failed.end();
-      if (p->cancelled() || is_failed) {
+      if (is_failed || std::find(to_end.begin(), to_end.end(), p) != to_end.end()) {
         absl::Status st =
             is_failed ? WithLimit(absl::ResourceExhaustedError(
                                       "KV cache full and no idle session to evict; retry later"),
                                   Limit::kKvCache)
                       : absl::CancelledError("request cancelled");
-        std::unique_ptr<Pending> owned = std::move(*it);
+        ending.emplace_back(std::move(*it), std::move(st));
         it = active_.erase(it);
-        End(std::move(owned), std::move(st), completions);
       } else {
         ++it;
       }
     }
+    for (auto& [owned, st] : ending) End(std::move(owned), std::move(st), completions);
   }
 
   void Loop() {
@@ -679,6 +730,7 @@ class Engine::Impl {
         for (const Scheduled& sc : step) {
           Pending& p = *sc.pending;
           Session& s = *p.session;
+          p.in_step = false;
           if (status.ok()) {
             s.tokens.insert(s.tokens.end(), p.request.tokens.begin() + p.offset,
                             p.request.tokens.begin() + p.offset + sc.chunk);
@@ -748,7 +800,8 @@ class Engine::Impl {
   // gather window waits for all of them: counting the last step alone, two
   // sessions that once fell out of step (one a step, alternating) stayed so,
   // at one session's throughput.
-  std::vector<const Session*> decoders_[2] ABSL_GUARDED_BY(mu_);
+  // (Ids, not pointers: a session may be freed and another take its address.)
+  std::vector<std::string> decoders_[2] ABSL_GUARDED_BY(mu_);
   int64_t gather_target_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> submitted_{0};  // requests admitted, ever
   int64_t ahead_steps_ended_ ABSL_GUARDED_BY(mu_) = 0;

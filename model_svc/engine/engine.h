@@ -22,8 +22,10 @@
 // being computed, and a round trip to the caller overlaps a step. The guessed
 // token is not the caller's until a request appends it: ListSessions does not
 // count it, and Truncate, Fork or a request that appends another token (or
-// asks for another logits encoding) drops it first. A wrong guess costs one
-// step of compute; a guess never evicts a session for KV space.
+// asks for another logits encoding, or for all logits) drops it first. A
+// wrong guess costs at most one step of compute. Guesses are scheduled after
+// the callers' requests, never evict a session for KV space, and are the
+// first thing eviction drops.
 //
 // Threads: every public method is thread-safe. Completion callbacks run on
 // the step-loop thread and must not block.
@@ -93,8 +95,10 @@ struct SessionInfo {
 
 struct EngineStats {
   int64_t sessions = 0;
-  int64_t running = 0;  // requests being computed (lookahead steps included)
-  int64_t waiting = 0;  // requests queued (lookahead steps included)
+  // Requests being computed, and queued (lookahead steps included; not a
+  // request waiting for its session's lookahead step).
+  int64_t running = 0;
+  int64_t waiting = 0;
   int32_t kv_blocks_total = 0;
   int32_t kv_blocks_free = 0;
   int64_t steps = 0;
@@ -130,8 +134,9 @@ class Engine {
   // Submit and wait.
   absl::StatusOr<AppendResult> Append(AppendRequest request);
 
-  // Keeps the first n tokens of a session. Waits for a lookahead step of the
-  // session to end (one step at most).
+  // Keeps the first n tokens of a session. If a lookahead step of the
+  // session is being computed, waits for it (one step): not to be called
+  // from a completion callback.
   absl::Status Truncate(const std::string& session_id, int64_t n);
   // A new session sharing the KV blocks of `session_id` (copy-on-write).
   // Waits as Truncate does.

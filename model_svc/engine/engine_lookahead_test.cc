@@ -4,6 +4,7 @@
 // token; and the guess is invisible (counts, Truncate, Fork, Release, KV
 // space) until a request appends it.
 #include <atomic>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -318,6 +319,72 @@ TEST(EngineLookaheadTest, AGuessNeverEvictsASession) {
   EXPECT_EQ(TokensOf(*engine, a->session_id), 8);
   EXPECT_EQ(engine->Stats().lookahead_hits, 3);
   EXPECT_EQ(engine->Stats().kv_blocks_free, 0);
+}
+
+// Decodes t1 with lookahead; its completion callback (on the step loop,
+// after the guess is queued and before the next step is scheduled) sends
+// next_token(t1's logits) without lookahead. Returns that second call's
+// result, and its token in *t2.
+absl::StatusOr<AppendResult> DecodeThenSendFromTheCallback(
+    Engine& engine, const std::string& session, int32_t t1,
+    const std::function<int32_t(const model::Logits&)>& next_token, int32_t* t2) {
+  absl::Notification done;
+  absl::StatusOr<AppendResult> second;
+  engine.Submit(Decode(session, t1, true), [&](absl::StatusOr<AppendResult> first) {
+    ASSERT_TRUE(first.ok()) << first.status();
+    *t2 = next_token(first->logits.back());
+    engine.Submit(Decode(session, *t2, false), [&](absl::StatusOr<AppendResult> r) {
+      second = std::move(r);
+      done.Notify();
+    });
+  });
+  done.WaitForNotification();
+  return second;
+}
+
+// A guess that finds no free KV block is dropped, not run, even with the
+// caller's next request already waiting on it: that request then runs as
+// usual (and may evict an idle session, as any request may).
+TEST(EngineLookaheadTest, AGuessDroppedForKvSpaceResumesItsFollower) {
+  EngineSetup setup;
+  setup.kv_blocks = 2;  // 8 positions
+  auto engine = MakeEngine(setup);
+  const std::vector<int32_t> prompt = Tokens(3, 10);
+  auto a = engine->Append(Request("", prompt));
+  auto b = engine->Append(Request("", Tokens(4, 11)));
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(engine->Stats().kv_blocks_free, 0);
+  // a's decode fills position 3, the last of its block; its guess (position
+  // 4) would need a third block. The decode's callback, on the step loop
+  // before the guess is scheduled, sends the guessed token.
+  const int32_t t1 = model::Argmax(a->logits.back());
+  int32_t t2 = -1;
+  auto second = DecodeThenSendFromTheCallback(
+      *engine, a->session_id, t1, [](const model::Logits& l) { return model::Argmax(l); }, &t2);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->num_tokens, 5);
+  EXPECT_EQ(engine->Stats().lookahead_steps, 1);
+  EXPECT_EQ(engine->Stats().lookahead_hits, 0);
+  EXPECT_EQ(engine->Stats().evicted_sessions, 1);  // b, for the request, not the guess
+  EXPECT_EQ(second->logits.back().values, Reference(*engine, prompt, {t1, t2}).values);
+}
+
+// A request with another token than a guess still queued drops the guess at
+// once instead of waiting for its step.
+TEST(EngineLookaheadTest, AnotherTokenDropsAQueuedGuessWithoutRunningIt) {
+  auto engine = MakeEngine();
+  const std::vector<int32_t> prompt = Tokens(5, 12);
+  auto a = engine->Append(Request("", prompt));
+  ASSERT_TRUE(a.ok());
+  const int32_t t1 = model::Argmax(a->logits.back());
+  int32_t t2 = -1;
+  auto second = DecodeThenSendFromTheCallback(
+      *engine, a->session_id, t1,
+      [](const model::Logits& l) { return (model::Argmax(l) + 1) % 300; }, &t2);
+  ASSERT_TRUE(second.ok()) << second.status();
+  const int64_t steps = engine->Stats().steps;
+  EXPECT_EQ(steps, 3);  // the prefill, t1, t2: the guess never ran
+  EXPECT_EQ(second->logits.back().values, Reference(*engine, prompt, {t1, t2}).values);
 }
 
 // Several sessions at once, each a random mix of guessed and other tokens,

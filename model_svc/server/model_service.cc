@@ -170,9 +170,9 @@ class AppendReactor final : public grpc::ServerUnaryReactor {
 // engine request in flight, so that the reactor survives until both gRPC and
 // the engine are done with it, whatever the order.
 //
-// Cancellation: each request gets a flag of its own (the engine also sets a
-// request's flag, when its session is released mid-request, and that must
-// not cancel the stream's later requests); OnCancel sets the current one.
+// Cancellation: each request gets a flag of its own, which the engine also
+// gives the lookahead step the request starts; OnCancel sets the current
+// (latest) one, stopping that request or its guess.
 class DecodeStreamReactor final
     : public grpc::ServerBidiReactor<v1::DecodeTokenRequest, v1::DecodeTokenResponse> {
  public:
