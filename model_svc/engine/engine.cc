@@ -33,6 +33,7 @@ struct Pending;
 
 struct Session {
   std::string id;
+  uint64_t serial = 0;          // unique for the engine's life (ids may come back)
   std::vector<int32_t> tokens;  // every token whose KV is in the cache
   kv::BlockTable kv;
   absl::Time last_used;
@@ -261,6 +262,7 @@ class Engine::Impl {
     } while (sessions_.contains(id));
     auto session = std::make_unique<Session>();
     session->id = id;
+    session->serial = ++sessions_created_;
     session->last_used = absl::Now();
     Session* s = session.get();
     sessions_.emplace(id, std::move(session));
@@ -526,11 +528,11 @@ class Engine::Impl {
     std::swap(decoders_[0], decoders_[1]);
     decoders_[1].clear();
     for (const Scheduled& s : step) {
-      if (s.pending->request.decode) decoders_[1].push_back(s.pending->session->id);
+      if (s.pending->request.decode) decoders_[1].push_back(s.pending->session->serial);
     }
     int64_t both = static_cast<int64_t>(decoders_[1].size());
-    for (const std::string& id : decoders_[0]) {
-      both += std::find(decoders_[1].begin(), decoders_[1].end(), id) == decoders_[1].end();
+    for (uint64_t serial : decoders_[0]) {
+      both += std::find(decoders_[1].begin(), decoders_[1].end(), serial) == decoders_[1].end();
     }
     gather_target_ = std::max(last_step_requests_, both);
   }
@@ -800,8 +802,9 @@ class Engine::Impl {
   // gather window waits for all of them: counting the last step alone, two
   // sessions that once fell out of step (one a step, alternating) stayed so,
   // at one session's throughput.
-  // (Ids, not pointers: a session may be freed and another take its address.)
-  std::vector<std::string> decoders_[2] ABSL_GUARDED_BY(mu_);
+  // (Serials, not pointers: a session may be freed and another take its
+  // address.)
+  std::vector<uint64_t> decoders_[2] ABSL_GUARDED_BY(mu_);
   int64_t gather_target_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> submitted_{0};  // requests admitted, ever
   int64_t ahead_steps_ended_ ABSL_GUARDED_BY(mu_) = 0;
@@ -810,6 +813,7 @@ class Engine::Impl {
   bool admitting_ ABSL_GUARDED_BY(mu_) = true;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
+  uint64_t sessions_created_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread loop_;
 };
 

@@ -13,6 +13,7 @@
 //       stream reactors do; --session_threads: from one blocking thread per
 //       session instead); aggregate tokens / second, and the speedup over one
 //       session.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -106,8 +107,6 @@ void Check(const absl::Status& s) {
   }
 }
 
-}  // namespace
-
 // Decodes tokens[s] on a new session s, for every s at once: each session's
 // first token is submitted here, each next one from the engine's completion
 // callback of the one before (on the step-loop thread). Returns when all are
@@ -145,6 +144,15 @@ void DecodeFromCallbacks(llm::engine::Engine& engine,
   finished.wait();
   for (const Session& s : sessions) Check(engine.Release(s.id));
 }
+
+// The mean forward step in milliseconds (3 decimals), from a time spent in
+// `steps` steps.
+double MeanStepMs(absl::Duration step_time, int64_t steps) {
+  return std::round(absl::ToDoubleMilliseconds(step_time) / std::max<int64_t>(steps, 1) * 1000) /
+         1000;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   llm::ParseFlags(argc, argv, kUsage);
@@ -223,9 +231,7 @@ int main(int argc, char** argv) {
     // The mean forward step alone; the rest of 1 / decode_tok_s is the time
     // between steps (the completion and the next request's admission).
     out["decode_step_ms"] =
-        std::round(absl::ToDoubleMilliseconds(after.step_time - before.step_time) /
-                   static_cast<double>(after.steps - before.steps) * 1000) /
-        1000;
+        MeanStepMs(after.step_time - before.step_time, after.steps - before.steps);
     out["n"] = n;
     auto file = llm::gguf::File::Open(options.model_path);
     Check(file.status());
@@ -238,11 +244,10 @@ int main(int argc, char** argv) {
       out["decode_roofline_fraction"] = std::round(gb_s / roof * 1000) / 1000;
     }
   }
-  // Aggregate decode: `count` sessions decode n tokens each from their own
-  // threads, all at once; a warm-up, then `reps` timed runs (mean, like the
-  // others), the mean tokens per forward step (how well the step loop batched
-  // them) and the mean forward step (the rest of the time per step is spent
-  // between steps).
+  // Aggregate decode: `count` sessions decode n tokens each, all at once
+  // (DecodeFromCallbacks, or a thread per session); a warm-up, then `reps` timed runs (mean, like
+  // the others), the mean tokens per forward step (how well the step loop batched them) and the
+  // mean forward step (the rest of the time per step is spent between steps).
   struct SessionsRun {
     double rate;
     int64_t steps;
@@ -284,9 +289,7 @@ int main(int argc, char** argv) {
     out["aggregate_decode_tok_s_stddev"][value] = std::round(r.stddev * 100) / 100;
     out["aggregate_tokens_per_step"][value] =
         std::round(10.0 * count * n * reps / std::max<int64_t>(steps, 1)) / 10;
-    out["aggregate_step_ms"][value] =
-        std::round(absl::ToDoubleMilliseconds(step_time) / std::max<int64_t>(steps, 1) * 1000) /
-        1000;
+    out["aggregate_step_ms"][value] = MeanStepMs(step_time, steps);
   }
   // The scaling figure: each count's aggregate rate over one session's.
   if (out.contains("aggregate_decode_tok_s") && out["aggregate_decode_tok_s"].contains("1")) {
