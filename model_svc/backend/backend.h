@@ -170,6 +170,13 @@ class Backend {
   virtual void SiluMul(const Tensor& gate, const Tensor& up, Tensor out) = 0;
   // x += y.
   virtual void Add(Tensor x, const Tensor& y) = 0;
+  // x += y, then out = RmsNorm(x): the residual add and the next norm in one
+  // op (one pass over the rows on the CPU). `out` may be `y`. Default: the two
+  // ops, with the same results.
+  virtual void AddRmsNorm(Tensor x, const Tensor& y, const Weight& w, float eps, Tensor out) {
+    Add(x, y);
+    RmsNorm(x, w, eps, out);
+  }
   // out[i] = x[batch.logit_rows[i]].
   virtual void GatherLogitRows(const Tensor& x, Tensor out) = 0;
   // Converts each row of `logits` to the encoding of specs[i] on the host

@@ -95,25 +95,29 @@ absl::Status LlamaModel::Forward(const StepBatch& batch, std::span<const LogitsS
   const AttentionParams attention = attention_params();
 
   b.Embed(*token_embd_, x);
+  b.RmsNorm(x, *layers_[0].attn_norm, c.rms_eps, xn);
   for (int64_t i = 0; i < c.block_count; ++i) {
     const Layer& l = layers_[i];
-    // Attention block.
-    b.RmsNorm(x, *l.attn_norm, c.rms_eps, xn);
+    // Attention block (xn: the normed input, from the op before).
     const MatMulTarget qkv[] = {{l.wq.get(), q}, {l.wk.get(), k}, {l.wv.get(), v}};
     b.MatMul(xn, qkv);
     b.Rope(q, k, rope);
     b.Attention(i, q, k, v, attention, attn);
     const MatMulTarget o[] = {{l.wo.get(), xn}};
     b.MatMul(attn, o);
-    b.Add(x, xn);
-    // Feed-forward block (SwiGLU).
-    b.RmsNorm(x, *l.ffn_norm, c.rms_eps, xn);
+    // Residual, then the feed-forward block (SwiGLU).
+    b.AddRmsNorm(x, xn, *l.ffn_norm, c.rms_eps, xn);
     const MatMulTarget gate_up[] = {{l.w_gate.get(), gate}, {l.w_up.get(), up}};
     b.MatMul(xn, gate_up);
     b.SiluMul(gate, up, act);
     const MatMulTarget down[] = {{l.w_down.get(), xn}};
     b.MatMul(act, down);
-    b.Add(x, xn);
+    // Residual, and the next layer's attention norm.
+    if (i + 1 < c.block_count) {
+      b.AddRmsNorm(x, xn, *layers_[i + 1].attn_norm, c.rms_eps, xn);
+    } else {
+      b.Add(x, xn);
+    }
   }
   if (n_out == 0) return b.ReadLogits(logits_.Rows(0), specs, out);
   const Tensor last = last_.Rows(n_out), logits = logits_.Rows(n_out);

@@ -100,6 +100,7 @@ class CpuBackend : public model::Backend {
     if (view.rows > 1 && !IsSupportedWeightType(view.type)) {
       return absl::UnimplementedError(StrCat("tensor ", view.name, ": unsupported type"));
     }
+    if (!IsFloatType(view.type)) quantized_weights_ = true;
     if (options_.mmap_weights) return std::make_unique<CpuWeight>(view);
     WeightView copy = view;
     LLM_ASSIGN_OR_RETURN(copy.data, CopyWeight(view.data, view.row_bytes * view.rows));
@@ -119,6 +120,7 @@ class CpuBackend : public model::Backend {
       if (!q8.ok()) return q8.status();
       q8_ = *std::move(q8);
       q8_capacity_ = blocks;
+      q8_ready_ = {};
     }
     if (rows > static_cast<int64_t>(act_rows_.size())) act_rows_.resize(rows);
     return t;
@@ -139,6 +141,7 @@ class CpuBackend : public model::Backend {
     if (static_cast<int64_t>(values.size()) != t.rows * t.cols) {
       return absl::InvalidArgumentError("WriteTensor: size mismatch");
     }
+    q8_ready_ = {};
     std::memcpy(t.data, values.data(), values.size() * sizeof(float));
     return absl::OkStatus();
   }
@@ -152,6 +155,7 @@ class CpuBackend : public model::Backend {
   }
 
   void CopyKvBlock(int32_t src, int32_t dst) override {
+    q8_ready_ = {};
     const int64_t bytes = kv_.block_bytes();
     std::memcpy(cache_.get() + dst * bytes, cache_.get() + src * bytes, bytes);
   }
@@ -161,10 +165,12 @@ class CpuBackend : public model::Backend {
   absl::Status BeginStep(const StepBatch& batch) override {
     batch_ = &batch;
     rope_ready_ = false;
+    q8_ready_ = {};
     return absl::OkStatus();
   }
 
   void Embed(const model::Weight& table, Tensor out) override {
+    q8_ready_ = {};
     const WeightView& w = table.view();
     pool_.ParallelFor(out.rows, 8, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
@@ -176,15 +182,30 @@ class CpuBackend : public model::Backend {
 
   void RmsNorm(const Tensor& x, const model::Weight& weight, float eps, Tensor out) override {
     const float* w = reinterpret_cast<const float*>(weight.view().data);
+    const bool quantize = BeginQuantizedOutput(out);
     pool_.ParallelFor(x.rows, RowGrain(x.cols), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
-        const float* in = x.data + r * x.cols;
-        float* o = out.data + r * out.cols;
-        const float ms = DotF32(in, in, x.cols) / static_cast<float>(x.cols);
-        const float scale = 1.0f / std::sqrt(ms + eps);
-        for (int64_t i = 0; i < x.cols; ++i) o[i] = in[i] * scale * w[i];
+        NormRow(x.data + r * x.cols, w, x.cols, eps, out.data + r * out.cols);
+        if (quantize) QuantizeOutput(out, r * out.cols, (r + 1) * out.cols);
       }
     });
+    EndQuantizedOutput(out, quantize);
+  }
+
+  void AddRmsNorm(Tensor x, const Tensor& y, const model::Weight& weight, float eps,
+                  Tensor out) override {
+    const float* w = reinterpret_cast<const float*>(weight.view().data);
+    const bool quantize = BeginQuantizedOutput(out);
+    pool_.ParallelFor(x.rows, RowGrain(x.cols), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        float* xr = x.data + r * x.cols;
+        const float* yr = y.data + r * y.cols;
+        for (int64_t i = 0; i < x.cols; ++i) xr[i] += yr[i];
+        NormRow(xr, w, x.cols, eps, out.data + r * out.cols);
+        if (quantize) QuantizeOutput(out, r * out.cols, (r + 1) * out.cols);
+      }
+    });
+    EndQuantizedOutput(out, quantize);
   }
 
   void MatMul(const Tensor& x, std::span<const MatMulTarget> targets) override {
@@ -192,7 +213,10 @@ class CpuBackend : public model::Backend {
     bool need_q8 = false;
     for (const MatMulTarget& t : targets) need_q8 |= !IsFloatType(t.weight->view().type);
     const int64_t blocks_per_row = x.cols / kQ8Block;
-    if (need_q8) {
+    const bool q8_ready =
+        q8_ready_.data == x.data && q8_ready_.rows == x.rows && q8_ready_.cols == x.cols;
+    q8_ready_ = {};  // the targets may overwrite x's memory
+    if (need_q8 && !q8_ready) {
       pool_.ParallelFor(n, 8, [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
           QuantizeQ8(x.data + r * x.cols, q8_.get() + r * blocks_per_row, x.cols);
@@ -271,6 +295,7 @@ class CpuBackend : public model::Backend {
   }
 
   void Rope(Tensor q, Tensor k, const RopeParams& p) override {
+    q8_ready_ = {};
     const int64_t pairs = p.rope_dim / 2;
     if (!rope_ready_) {
       // One table of (cos, sin) per row, shared by every layer and head. The
@@ -312,6 +337,7 @@ class CpuBackend : public model::Backend {
 
   void Attention(int64_t layer, const Tensor& q, const Tensor& k, const Tensor& v,
                  const AttentionParams& p, Tensor out) override {
+    q8_ready_ = {};
     if (kv_.type == model::KvType::kF16) {
       AttentionImpl<uint16_t>(layer, q, k, v, p, out);
     } else {
@@ -320,17 +346,25 @@ class CpuBackend : public model::Backend {
   }
 
   void SiluMul(const Tensor& gate, const Tensor& up, Tensor out) override {
+    // The ranges start at multiples of kElementGrain, whole activation blocks.
+    static_assert(kElementGrain % kQ8Block == 0);
+    const bool quantize = BeginQuantizedOutput(out);
     pool_.ParallelFor(gate.rows * gate.cols, kElementGrain, [&](int64_t begin, int64_t end) {
       llm::cpu::SiluMul(gate.data + begin, up.data + begin, out.data + begin, end - begin);
+      if (quantize) QuantizeOutput(out, begin, end);
     });
+    EndQuantizedOutput(out, quantize);
   }
 
   void Add(Tensor x, const Tensor& y) override {
-    const int64_t n = x.rows * x.cols;
-    for (int64_t i = 0; i < n; ++i) x.data[i] += y.data[i];
+    q8_ready_ = {};
+    pool_.ParallelFor(x.rows * x.cols, kElementGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) x.data[i] += y.data[i];
+    });
   }
 
   void GatherLogitRows(const Tensor& x, Tensor out) override {
+    q8_ready_ = {};
     for (int64_t i = 0; i < out.rows; ++i) {
       std::memcpy(out.data + i * out.cols, x.data + batch_->logit_rows[i] * x.cols, x.cols * 4);
     }
@@ -338,6 +372,7 @@ class CpuBackend : public model::Backend {
 
   absl::Status ReadLogits(const Tensor& logits, std::span<const LogitsSpec> specs,
                           std::vector<Logits>* out) override {
+    q8_ready_ = {};
     out->resize(logits.rows);
     pool_.ParallelFor(logits.rows, 1, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
@@ -351,6 +386,33 @@ class CpuBackend : public model::Backend {
   }
 
  private:
+  // One row of RmsNorm: the same bits from RmsNorm and AddRmsNorm.
+  static void NormRow(const float* in, const float* w, int64_t cols, float eps, float* o) {
+    const float ms = DotF32(in, in, cols) / static_cast<float>(cols);
+    const float scale = 1.0f / std::sqrt(ms + eps);
+    for (int64_t i = 0; i < cols; ++i) o[i] = in[i] * scale * w[i];
+  }
+
+  // Ops whose output usually feeds a MatMul (RmsNorm, AddRmsNorm, SiluMul)
+  // quantize it for the quantized weights' kernels as they write it, while
+  // it is in L1: the MatMul that reads `out` next then skips its own
+  // quantizing loop (one hand-off between threads fewer per product; ~90 in a
+  // step of SmolLM2). Begin...: whether to (the model has quantized weights
+  // and out's rows are whole activation blocks). End...: records that q8_
+  // holds out's rows. Every other op that writes memory forgets it.
+  bool BeginQuantizedOutput(const Tensor& out) {
+    q8_ready_ = {};
+    return quantized_weights_ && out.cols % kQ8Block == 0;
+  }
+  void EndQuantizedOutput(const Tensor& out, bool quantized) {
+    if (quantized) q8_ready_ = {out.data, out.rows, out.cols};
+  }
+  // Elements [begin, end) of out (whole blocks) into their q8_ blocks: row r's
+  // blocks start at r * out.cols / kQ8Block, as MatMul lays them out.
+  void QuantizeOutput(const Tensor& out, int64_t begin, int64_t end) {
+    QuantizeQ8(out.data + begin, q8_.get() + begin / kQ8Block, end - begin);
+  }
+
   struct Item {
     int32_t seq, head, token;  // head: a KV head, or a query head (see AttentionImpl)
   };
@@ -500,6 +562,14 @@ class CpuBackend : public model::Backend {
   std::vector<AlignedArray<float>> tensors_;
   AlignedArray<BlockQ8> q8_;
   int64_t q8_capacity_ = 0;
+  // The tensor whose rows q8_ holds, quantized by the op that wrote it; none
+  // (data null) after any other op.
+  struct Q8Ready {
+    const float* data = nullptr;
+    int64_t rows = 0, cols = 0;
+  };
+  Q8Ready q8_ready_;
+  bool quantized_weights_ = false;  // some weight is not F32 / F16 / BF16
   std::vector<ActRow> act_rows_;
   KvCacheShape kv_;
   AlignedArray<uint8_t> cache_;

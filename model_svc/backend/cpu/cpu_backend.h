@@ -1,6 +1,7 @@
-// The CPU backend: quantized weights used in place from the mapped GGUF file,
-// SIMD kernels (quant.h), a thread pool, and an fp32 paged KV cache in host
-// memory.
+// The CPU backend: quantized weights (copied onto huge pages, or used in
+// place from the mapped GGUF file), SIMD kernels (quant.h), a thread pool, and
+// a paged KV cache (fp16 or fp32) in host memory. Ops that feed a MatMul
+// quantize their output as they write it (RmsNorm, AddRmsNorm, SiluMul).
 #ifndef LLM_MODEL_SVC_BACKEND_CPU_CPU_BACKEND_H_
 #define LLM_MODEL_SVC_BACKEND_CPU_CPU_BACKEND_H_
 
