@@ -132,8 +132,8 @@ class CpuBackend : public model::Backend {
     if (!cache.ok()) return cache.status();
     cache_ = *std::move(cache);
     const int64_t max_positions = int64_t{shape.num_blocks} * shape.block_size;
-    scores_.assign(pool_.num_threads(), std::vector<float>(max_positions));
-    qh_.assign(pool_.num_threads(), std::vector<float>(kv_.kv_dim));
+    scores_.assign(pool_.num_threads(), std::vector<float>(kMaxRowHeads * max_positions));
+    qh_.assign(pool_.num_threads(), std::vector<float>(kMaxRowHeads * kv_.kv_dim));
     return absl::OkStatus();
   }
 
@@ -505,47 +505,64 @@ class CpuBackend : public model::Backend {
       }
     }
     const int64_t kv_group = p.head_count / p.head_count_kv;
+    const int64_t max_positions = int64_t{kv_.num_blocks} * bs;
+    const int64_t head_bytes = bs * hd * static_cast<int64_t>(sizeof(T));
+    const int64_t num_work = static_cast<int64_t>(items_.size());
     std::atomic<int64_t> next{0};
     pool_.Run([&](int thread, int) {
-      float* scores = scores_[thread].data();
-      float* qh = qh_[thread].data();
-      for (int64_t i = next.fetch_add(1); i < static_cast<int64_t>(items_.size());
-           i = next.fetch_add(1)) {
+      float* const scores = scores_[thread].data();  // kMaxRowHeads x max_positions
+      float* const qh = qh_[thread].data();          // kMaxRowHeads x head_dim
+      for (int64_t i = next.fetch_add(1); i < num_work; i = next.fetch_add(1)) {
         const Item& item = items_[i];
         const model::SequenceStep& s = batch_->sequences[item.seq];
         const int64_t t_end = std::min<int64_t>(s.num_new, item.token + kChunk);
+        const int64_t heads_end = (item.head + 1) * group;
+        const int64_t kv_head = item.head * group / kv_group;
         for (int64_t t = item.token; t < t_end; ++t) {
-          for (int64_t head = item.head * group; head < (item.head + 1) * group; ++head) {
-            const int64_t kv_head = head / kv_group;
-            const int64_t row = s.first_row + t, pos = s.start_pos + t;
-            // With an fp16 cache the query is rounded to fp16 as well, as
-            // llama.cpp does (its K·Q product runs in fp16 x fp16).
-            const float* qsrc = q.data + row * q.cols + head * p.head_dim;
-            if constexpr (std::is_same_v<T, uint16_t>) {
-              RoundThroughF16(qsrc, qh, p.head_dim);
-            } else {
-              std::memcpy(qh, qsrc, p.head_dim * 4);
+          const int64_t row = s.first_row + t, pos = s.start_pos + t, n_pos = pos + 1;
+          // The item's query heads, up to kMaxRowHeads at a time, read each
+          // key and value row once (DotRowsHeads, AxpyRowsHeads).
+          for (int64_t h0 = item.head * group; h0 < heads_end; h0 += kMaxRowHeads) {
+            const int g = static_cast<int>(std::min<int64_t>(kMaxRowHeads, heads_end - h0));
+            const float* qs[kMaxRowHeads];
+            float *sc[kMaxRowHeads], *os[kMaxRowHeads];
+            for (int h = 0; h < g; ++h) {
+              // With an fp16 cache the query is rounded to fp16 as well, as
+              // llama.cpp does (its K·Q product runs in fp16 x fp16).
+              const float* qsrc = q.data + row * q.cols + (h0 + h) * hd;
+              float* qd = qh + h * hd;
+              if constexpr (std::is_same_v<T, uint16_t>) {
+                RoundThroughF16(qsrc, qd, hd);
+              } else {
+                std::memcpy(qd, qsrc, hd * 4);
+              }
+              qs[h] = qd;
+              sc[h] = scores + h * max_positions;
+              os[h] = out.data + row * out.cols + (h0 + h) * hd;
             }
             // Scores block by block. The blocks lie anywhere in the pool, so
             // the next block's keys and this block's values are prefetched
             // (the hardware prefetcher sees only the run within a block).
-            const int64_t n_pos = pos + 1;
-            const int64_t head_bytes = bs * hd * static_cast<int64_t>(sizeof(T));
             for (int64_t j = 0; j < n_pos; j += bs) {
               const T* kj = KeyAt<T>(s.blocks[j / bs], layer, kv_head, hd);
               if (j + bs < n_pos)
                 Prefetch(KeyAt<T>(s.blocks[j / bs + 1], layer, kv_head, hd), head_bytes);
               Prefetch(ValueAt<T>(s.blocks[j / bs], layer, kv_head, hd), head_bytes);
-              DotRows(qh, kj, hd, std::min(bs, n_pos - j), hd, p.scale, scores + j);
+              float* scj[kMaxRowHeads];
+              for (int h = 0; h < g; ++h) scj[h] = sc[h] + j;
+              DotRowsHeads(qs, g, kj, hd, std::min(bs, n_pos - j), hd, p.scale, scj);
             }
-            const float max = MaxF32(scores, n_pos);
-            const float inv = static_cast<float>(1.0 / ExpInPlace(scores, n_pos, max));
-            for (int64_t j = 0; j < n_pos; ++j) scores[j] *= inv;
-            float* o = out.data + row * out.cols + head * p.head_dim;
-            std::fill(o, o + p.head_dim, 0.0f);
+            for (int h = 0; h < g; ++h) {
+              const float max = MaxF32(sc[h], n_pos);
+              const float inv = static_cast<float>(1.0 / ExpInPlace(sc[h], n_pos, max));
+              for (int64_t j = 0; j < n_pos; ++j) sc[h][j] *= inv;
+              std::fill(os[h], os[h] + hd, 0.0f);
+            }
             for (int64_t j = 0; j < n_pos; j += bs) {
               const T* vj = ValueAt<T>(s.blocks[j / bs], layer, kv_head, hd);
-              AxpyRows(scores + j, vj, hd, std::min(bs, n_pos - j), hd, o);
+              const float* wj[kMaxRowHeads];
+              for (int h = 0; h < g; ++h) wj[h] = sc[h] + j;
+              AxpyRowsHeads(wj, g, vj, hd, std::min(bs, n_pos - j), hd, os);
             }
           }
         }
@@ -573,9 +590,11 @@ class CpuBackend : public model::Backend {
   std::vector<ActRow> act_rows_;
   KvCacheShape kv_;
   AlignedArray<uint8_t> cache_;
-  std::vector<std::vector<float>> scores_;  // per thread, one per cached position
-  std::vector<std::vector<float>> qh_;      // per thread, one query head
-  std::vector<float> rope_table_;           // (cos, sin) per row and pair, computed once per step
+  // Per thread: kMaxRowHeads rows of one score per cached position, and
+  // kMaxRowHeads query heads (kv_dim is at least a head's dimension).
+  std::vector<std::vector<float>> scores_;
+  std::vector<std::vector<float>> qh_;
+  std::vector<float> rope_table_;  // (cos, sin) per row and pair, computed once per step
   bool rope_ready_ = false;
   std::vector<Item> items_;
   const StepBatch* batch_ = nullptr;

@@ -94,6 +94,30 @@ void AxpyRows(const float* w, const float* v, int64_t stride, int64_t rows, int6
   for (int64_t r = 0; r < rows; ++r) AxpyF32(w[r], v + r * stride, acc, n);
 }
 
+void DotRowsHeads(const float* const* q, int g, const uint16_t* k, int64_t stride, int64_t rows,
+                  int64_t n, float scale, float* const* out) {
+  if (HasAvx2()) return vec_internal::DotRowsHeadsAvx2(q, g, k, stride, rows, n, scale, out);
+  for (int h = 0; h < g; ++h) DotRows(q[h], k, stride, rows, n, scale, out[h]);
+}
+
+void DotRowsHeads(const float* const* q, int g, const float* k, int64_t stride, int64_t rows,
+                  int64_t n, float scale, float* const* out) {
+  if (HasAvx2()) return vec_internal::DotRowsHeadsAvx2(q, g, k, stride, rows, n, scale, out);
+  for (int h = 0; h < g; ++h) DotRows(q[h], k, stride, rows, n, scale, out[h]);
+}
+
+void AxpyRowsHeads(const float* const* w, int g, const uint16_t* v, int64_t stride, int64_t rows,
+                   int64_t n, float* const* acc) {
+  if (HasAvx2()) return vec_internal::AxpyRowsHeadsAvx2(w, g, v, stride, rows, n, acc);
+  for (int h = 0; h < g; ++h) AxpyRows(w[h], v, stride, rows, n, acc[h]);
+}
+
+void AxpyRowsHeads(const float* const* w, int g, const float* v, int64_t stride, int64_t rows,
+                   int64_t n, float* const* acc) {
+  if (HasAvx2()) return vec_internal::AxpyRowsHeadsAvx2(w, g, v, stride, rows, n, acc);
+  for (int h = 0; h < g; ++h) AxpyRows(w[h], v, stride, rows, n, acc[h]);
+}
+
 void SiluMul(const float* gate, const float* up, float* out, int64_t n) {
   if (HasAvx2()) return vec_internal::SiluMulAvx2(gate, up, out, n);
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];

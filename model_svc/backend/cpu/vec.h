@@ -40,6 +40,20 @@ void DotRows(const float* q, const float* k, int64_t stride, int64_t rows, int64
 void AxpyRows(const float* w, const uint16_t* v, int64_t stride, int64_t rows, int64_t n,
               float* acc);
 void AxpyRows(const float* w, const float* v, int64_t stride, int64_t rows, int64_t n, float* acc);
+// DotRows and AxpyRows for the g query heads (1 <= g <= kMaxRowHeads) that
+// share a KV head, reading each row of k / v once instead of g times (on an
+// fp16 cache, converting it once): q[h] with out[h], and w[h] with acc[h],
+// for h < g. Head h gets exactly the bits of DotRows(q[h], ..., out[h]) and
+// AxpyRows(w[h], ..., acc[h]).
+inline constexpr int kMaxRowHeads = 4;
+void DotRowsHeads(const float* const* q, int g, const uint16_t* k, int64_t stride, int64_t rows,
+                  int64_t n, float scale, float* const* out);
+void DotRowsHeads(const float* const* q, int g, const float* k, int64_t stride, int64_t rows,
+                  int64_t n, float scale, float* const* out);
+void AxpyRowsHeads(const float* const* w, int g, const uint16_t* v, int64_t stride, int64_t rows,
+                   int64_t n, float* const* acc);
+void AxpyRowsHeads(const float* const* w, int g, const float* v, int64_t stride, int64_t rows,
+                   int64_t n, float* const* acc);
 // out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)) (SwiGLU),
 // bit for bit as the scalar loop with libm's expf computes it: the AVX2
 // version evaluates glibc's expf algorithm in vector lanes. (A cheaper
@@ -69,6 +83,14 @@ void AxpyRowsAvx2(const float* w, const uint16_t* v, int64_t stride, int64_t row
                   float* acc);
 void AxpyRowsAvx2(const float* w, const float* v, int64_t stride, int64_t rows, int64_t n,
                   float* acc);
+void DotRowsHeadsAvx2(const float* const* q, int g, const uint16_t* k, int64_t stride, int64_t rows,
+                      int64_t n, float scale, float* const* out);
+void DotRowsHeadsAvx2(const float* const* q, int g, const float* k, int64_t stride, int64_t rows,
+                      int64_t n, float scale, float* const* out);
+void AxpyRowsHeadsAvx2(const float* const* w, int g, const uint16_t* v, int64_t stride,
+                       int64_t rows, int64_t n, float* const* acc);
+void AxpyRowsHeadsAvx2(const float* const* w, int g, const float* v, int64_t stride, int64_t rows,
+                       int64_t n, float* const* acc);
 void RoundThroughF16Avx2(const float* x, float* out, int64_t n);
 // std::exp(x[i]) with the same bits (glibc's expf algorithm, 8 lanes).
 void ExpLibmAvx2(const float* x, float* out, int64_t n);

@@ -279,7 +279,164 @@ void AxpyRowsDispatch(const float* w, const T* v, int64_t stride, int64_t rows, 
   }
 }
 
+// DotRowsImpl<kN> for G heads over the same rows: each row's 16-element
+// chunks are loaded (converted) once and multiplied into every head's two
+// chains. Two rows at a time when the 4G accumulators, the rows' chunks and
+// the query's fit AVX2's 16 registers (G = 2), else one (spilling
+// accumulators made 3 heads slower than one by one). Per head and row, the
+// operations of DotRowsImpl in its order.
+template <int kN, int G, typename T>
+inline void DotRowsHeadsImpl(const float* const* q, const T* k, int64_t stride, int64_t rows,
+                             float scale, float* const* out) {
+  static_assert(kN % 16 == 0 && G >= 1 && G <= kMaxRowHeads);
+  constexpr int R = G <= 2 ? 2 : 1;
+  auto block = [&]<int kRows>(int64_t r) {
+    __m256 acc0[kRows][G], acc1[kRows][G];
+#pragma GCC unroll 8
+    for (int j = 0; j < kRows; ++j) {
+#pragma GCC unroll 4
+      for (int h = 0; h < G; ++h) acc0[j][h] = acc1[j][h] = _mm256_setzero_ps();
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < kN; i += 16) {
+      __m256 k0[kRows], k1[kRows];
+#pragma GCC unroll 8
+      for (int j = 0; j < kRows; ++j) {
+        k0[j] = Load8(k + (r + j) * stride + i);
+        k1[j] = Load8(k + (r + j) * stride + i + 8);
+      }
+#pragma GCC unroll 4
+      for (int h = 0; h < G; ++h) {
+        const __m256 q0 = _mm256_loadu_ps(q[h] + i), q1 = _mm256_loadu_ps(q[h] + i + 8);
+#pragma GCC unroll 8
+        for (int j = 0; j < kRows; ++j) {
+          acc0[j][h] = _mm256_fmadd_ps(q0, k0[j], acc0[j][h]);
+          acc1[j][h] = _mm256_fmadd_ps(q1, k1[j], acc1[j][h]);
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < kRows; ++j) {
+#pragma GCC unroll 4
+      for (int h = 0; h < G; ++h) {
+        out[h][r + j] = HorizontalSum(_mm256_add_ps(acc0[j][h], acc1[j][h])) * scale;
+      }
+    }
+  };
+  int64_t r = 0;
+  for (; r + R <= rows; r += R) block.template operator()<R>(r);
+  for (; r < rows; ++r) block.template operator()<1>(r);
+}
+
+// AxpyRowsImpl<kN> for G heads: the kN elements in slices of S whose G * S /
+// 8 accumulators stay in registers over all rows, beside the slice of the
+// row and the broadcast weight (16 AVX2 registers); each slice of a row is
+// loaded (converted) once for every head. Per element, the fmas of
+// AxpyRowsImpl in row order.
+template <int kN, int G, typename T>
+inline void AxpyRowsHeadsImpl(const float* const* w, const T* v, int64_t stride, int64_t rows,
+                              float* const* acc) {
+  constexpr int S = G <= 2 ? 32 : 16;
+  static_assert(kN % S == 0 && G >= 1 && G <= kMaxRowHeads);
+  for (int s0 = 0; s0 < kN; s0 += S) {
+    __m256 a[G][S / 8];
+#pragma GCC unroll 4
+    for (int h = 0; h < G; ++h) {
+#pragma GCC unroll 4
+      for (int j = 0; j < S / 8; ++j) a[h][j] = _mm256_loadu_ps(acc[h] + s0 + 8 * j);
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* vr = v + r * stride + s0;
+      __m256 x[S / 8];
+#pragma GCC unroll 4
+      for (int j = 0; j < S / 8; ++j) x[j] = Load8(vr + 8 * j);
+#pragma GCC unroll 4
+      for (int h = 0; h < G; ++h) {
+        const __m256 vw = _mm256_set1_ps(w[h][r]);
+#pragma GCC unroll 4
+        for (int j = 0; j < S / 8; ++j) a[h][j] = _mm256_fmadd_ps(vw, x[j], a[h][j]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < G; ++h) {
+#pragma GCC unroll 4
+      for (int j = 0; j < S / 8; ++j) _mm256_storeu_ps(acc[h] + s0 + 8 * j, a[h][j]);
+    }
+  }
+}
+
+// The head counts and head dimensions with a kernel of their own; anything
+// else goes head by head through the one-head versions.
+template <int kN, typename T>
+bool DotRowsHeadsFixed(const float* const* q, int g, const T* k, int64_t stride, int64_t rows,
+                       float scale, float* const* out) {
+  switch (g) {
+    case 2:
+      DotRowsHeadsImpl<kN, 2>(q, k, stride, rows, scale, out);
+      return true;
+    case 3:
+      DotRowsHeadsImpl<kN, 3>(q, k, stride, rows, scale, out);
+      return true;
+    case 4:
+      DotRowsHeadsImpl<kN, 4>(q, k, stride, rows, scale, out);
+      return true;
+    default:
+      return false;
+  }
+}
+
+template <typename T>
+void DotRowsHeadsDispatch(const float* const* q, int g, const T* k, int64_t stride, int64_t rows,
+                          int64_t n, float scale, float* const* out) {
+  if (n == 64 && DotRowsHeadsFixed<64>(q, g, k, stride, rows, scale, out)) return;
+  if (n == 128 && DotRowsHeadsFixed<128>(q, g, k, stride, rows, scale, out)) return;
+  for (int h = 0; h < g; ++h) DotRowsDispatch(q[h], k, stride, rows, n, scale, out[h]);
+}
+
+template <int kN, typename T>
+bool AxpyRowsHeadsFixed(const float* const* w, int g, const T* v, int64_t stride, int64_t rows,
+                        float* const* acc) {
+  switch (g) {
+    case 2:
+      AxpyRowsHeadsImpl<kN, 2>(w, v, stride, rows, acc);
+      return true;
+    case 3:
+      AxpyRowsHeadsImpl<kN, 3>(w, v, stride, rows, acc);
+      return true;
+    case 4:
+      AxpyRowsHeadsImpl<kN, 4>(w, v, stride, rows, acc);
+      return true;
+    default:
+      return false;
+  }
+}
+
+template <typename T>
+void AxpyRowsHeadsDispatch(const float* const* w, int g, const T* v, int64_t stride, int64_t rows,
+                           int64_t n, float* const* acc) {
+  if (n == 64 && AxpyRowsHeadsFixed<64>(w, g, v, stride, rows, acc)) return;
+  if (n == 128 && AxpyRowsHeadsFixed<128>(w, g, v, stride, rows, acc)) return;
+  for (int h = 0; h < g; ++h) AxpyRowsDispatch(w[h], v, stride, rows, n, acc[h]);
+}
+
 }  // namespace
+
+void DotRowsHeadsAvx2(const float* const* q, int g, const uint16_t* k, int64_t stride, int64_t rows,
+                      int64_t n, float scale, float* const* out) {
+  DotRowsHeadsDispatch(q, g, k, stride, rows, n, scale, out);
+}
+void DotRowsHeadsAvx2(const float* const* q, int g, const float* k, int64_t stride, int64_t rows,
+                      int64_t n, float scale, float* const* out) {
+  DotRowsHeadsDispatch(q, g, k, stride, rows, n, scale, out);
+}
+void AxpyRowsHeadsAvx2(const float* const* w, int g, const uint16_t* v, int64_t stride,
+                       int64_t rows, int64_t n, float* const* acc) {
+  AxpyRowsHeadsDispatch(w, g, v, stride, rows, n, acc);
+}
+void AxpyRowsHeadsAvx2(const float* const* w, int g, const float* v, int64_t stride, int64_t rows,
+                       int64_t n, float* const* acc) {
+  AxpyRowsHeadsDispatch(w, g, v, stride, rows, n, acc);
+}
 
 void DotRowsAvx2(const float* q, const uint16_t* k, int64_t stride, int64_t rows, int64_t n,
                  float scale, float* out) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -73,6 +74,56 @@ TEST_P(VecRowsTest, AxpyRowsIsAxpyPerRowInOrder) {
   for (int64_t i = 0; i < n; ++i) {
     EXPECT_EQ(std::bit_cast<uint32_t>(acc[i]), std::bit_cast<uint32_t>(want[i])) << i;
     EXPECT_EQ(std::bit_cast<uint32_t>(acc_h[i]), std::bit_cast<uint32_t>(want_h[i])) << i;
+  }
+}
+
+// The g heads of a KV head at once: each head's bits are DotRows' and
+// AxpyRows' alone, for every head count, row count (odd ones take the
+// one-row tail) and head dimension.
+TEST_P(VecRowsTest, RowsHeadsAreRowsPerHead) {
+  const int64_t n = GetParam(), stride = n + 5;
+  for (int g = 1; g <= kMaxRowHeads; ++g) {
+    for (const int64_t rows : {1, 2, 5, 16}) {
+      std::mt19937 rng(static_cast<uint32_t>(n * 100 + g * 10 + rows));
+      const std::vector<float> k = RandomFloats(stride * rows, rng);
+      const std::vector<uint16_t> kh = ToHalves(k);
+      std::vector<std::vector<float>> q(g), w(g), acc(g), acc_h(g);
+      std::vector<std::vector<float>> out(g, std::vector<float>(rows));
+      std::vector<std::vector<float>> out_h = out;
+      const float *qp[kMaxRowHeads], *wp[kMaxRowHeads];
+      float *op[kMaxRowHeads], *ohp[kMaxRowHeads], *ap[kMaxRowHeads], *ahp[kMaxRowHeads];
+      for (int h = 0; h < g; ++h) {
+        q[h] = RandomFloats(n, rng);
+        w[h] = RandomFloats(rows, rng);
+        acc[h] = acc_h[h] = RandomFloats(n, rng);
+        qp[h] = q[h].data();
+        wp[h] = w[h].data();
+        op[h] = out[h].data();
+        ohp[h] = out_h[h].data();
+        ap[h] = acc[h].data();
+        ahp[h] = acc_h[h].data();
+      }
+      const std::vector<std::vector<float>> start = acc;
+      DotRowsHeads(qp, g, k.data(), stride, rows, n, 0.125f, op);
+      DotRowsHeads(qp, g, kh.data(), stride, rows, n, 0.125f, ohp);
+      AxpyRowsHeads(wp, g, k.data(), stride, rows, n, ap);
+      AxpyRowsHeads(wp, g, kh.data(), stride, rows, n, ahp);
+      for (int h = 0; h < g; ++h) {
+        const std::string where = "g " + std::to_string(g) + ", rows " + std::to_string(rows) +
+                                  ", head " + std::to_string(h);
+        std::vector<float> want(rows), want_h(rows), want_acc = start[h], want_acc_h = start[h];
+        DotRows(q[h].data(), k.data(), stride, rows, n, 0.125f, want.data());
+        DotRows(q[h].data(), kh.data(), stride, rows, n, 0.125f, want_h.data());
+        AxpyRows(w[h].data(), k.data(), stride, rows, n, want_acc.data());
+        AxpyRows(w[h].data(), kh.data(), stride, rows, n, want_acc_h.data());
+        // Bitwise: EXPECT_EQ on float vectors compares with ==, which -0 == 0
+        // would pass; the values here are never zero.
+        EXPECT_EQ(out[h], want) << where;
+        EXPECT_EQ(out_h[h], want_h) << where;
+        EXPECT_EQ(acc[h], want_acc) << where;
+        EXPECT_EQ(acc_h[h], want_acc_h) << where;
+      }
+    }
   }
 }
 
