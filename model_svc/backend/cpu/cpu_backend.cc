@@ -337,12 +337,15 @@ class CpuBackend : public model::Backend {
 
   void Attention(int64_t layer, const Tensor& q, const Tensor& k, const Tensor& v,
                  const AttentionParams& p, Tensor out) override {
-    q8_ready_ = {};
+    // Each item quantizes its heads' outputs for the output projection when
+    // they are whole activation blocks.
+    const bool quantize = BeginQuantizedOutput(out) && p.head_dim % kQ8Block == 0;
     if (kv_.type == model::KvType::kF16) {
-      AttentionImpl<uint16_t>(layer, q, k, v, p, out);
+      AttentionImpl<uint16_t>(layer, q, k, v, p, quantize, out);
     } else {
-      AttentionImpl<float>(layer, q, k, v, p, out);
+      AttentionImpl<float>(layer, q, k, v, p, quantize, out);
     }
+    EndQuantizedOutput(out, quantize);
   }
 
   void SiluMul(const Tensor& gate, const Tensor& up, Tensor out) override {
@@ -393,11 +396,12 @@ class CpuBackend : public model::Backend {
     for (int64_t i = 0; i < cols; ++i) o[i] = in[i] * scale * w[i];
   }
 
-  // Ops whose output usually feeds a MatMul (RmsNorm, AddRmsNorm, SiluMul)
+  // Ops whose output usually feeds a MatMul (RmsNorm, AddRmsNorm, SiluMul,
+  // Attention)
   // quantize it for the quantized weights' kernels as they write it, while
   // it is in L1: the MatMul that reads `out` next then skips its own
-  // quantizing loop (one hand-off between threads fewer per product; ~90 in a
-  // step of SmolLM2). Begin...: whether to (the model has quantized weights
+  // quantizing loop (one hand-off between threads fewer per product; 120 in
+  // a step of SmolLM2). Begin...: whether to (the model has quantized weights
   // and out's rows are whole activation blocks). End...: records that q8_
   // holds out's rows. Every other op that writes memory forgets it.
   bool BeginQuantizedOutput(const Tensor& out) {
@@ -465,10 +469,11 @@ class CpuBackend : public model::Backend {
   static void Store(const float* x, float* out, int64_t n) { std::memcpy(out, x, n * 4); }
   static void Store(const float* x, uint16_t* out, int64_t n) { F32ToF16(x, out, n); }
 
-  // Attention over a cache of element type T (float or fp16 bits).
+  // Attention over a cache of element type T (float or fp16 bits);
+  // `quantize`: also into q8_ (QuantizeOutput).
   template <typename T>
   void AttentionImpl(int64_t layer, const Tensor& q, const Tensor& k, const Tensor& v,
-                     const AttentionParams& p, Tensor out) {
+                     const AttentionParams& p, bool quantize, Tensor out) {
     const int64_t kv_dim = kv_.kv_dim, bs = kv_.block_size, hd = p.head_dim;
     // 1. Store the new keys and values.
     for (const model::SequenceStep& s : batch_->sequences) {
@@ -563,6 +568,10 @@ class CpuBackend : public model::Backend {
               const float* wj[kMaxRowHeads];
               for (int h = 0; h < g; ++h) wj[h] = sc[h] + j;
               AxpyRowsHeads(wj, g, vj, hd, std::min(bs, n_pos - j), hd, os);
+            }
+            if (quantize) {
+              const int64_t begin = row * out.cols + h0 * hd;
+              QuantizeOutput(out, begin, begin + g * hd);
             }
           }
         }

@@ -1,7 +1,8 @@
 // The CPU backend: quantized weights (copied onto huge pages, or used in
 // place from the mapped GGUF file), SIMD kernels (quant.h), a thread pool, and
 // a paged KV cache (fp16 or fp32) in host memory. Ops that feed a MatMul
-// quantize their output as they write it (RmsNorm, AddRmsNorm, SiluMul).
+// quantize their output as they write it (RmsNorm, AddRmsNorm, SiluMul,
+// Attention).
 #ifndef LLM_MODEL_SVC_BACKEND_CPU_CPU_BACKEND_H_
 #define LLM_MODEL_SVC_BACKEND_CPU_CPU_BACKEND_H_
 

@@ -1,6 +1,6 @@
 // The CPU backend's fused ops give the bits of the ops they fuse:
 // AddRmsNorm is Add then RmsNorm, and a MatMul reading the output of RmsNorm,
-// AddRmsNorm or SiluMul (which quantize it as they write it) equals a MatMul
+// AddRmsNorm, SiluMul or Attention (which quantize it as they write it) equals a MatMul
 // of the same values written afresh (which MatMul quantizes itself), also
 // when another op changed the tensor in between.
 #include "model_svc/backend/cpu/cpu_backend.h"
@@ -145,6 +145,46 @@ TEST_P(CpuBackendTest, MatMulAfterAQuantizingOpEqualsMatMulOfACopy) {
       const std::vector<float> got = Product(out, w);
       EXPECT_EQ(got, ProductOfCopy(out, w)) << "RmsNorm then a write, " << rows;
     }
+  }
+}
+
+TEST_P(CpuBackendTest, MatMulAfterAttentionEqualsMatMulOfACopy) {
+  const TensorType type = GetParam();
+  constexpr int64_t kHeads = 4, kKvHeads = 2, kHeadDim = 64, kBlock = 16;
+  model::KvCacheShape kv;
+  kv.num_blocks = 8;
+  kv.block_size = kBlock;
+  kv.layers = 1;
+  kv.kv_dim = kKvHeads * kHeadDim;
+  ASSERT_TRUE(backend_->AllocKvCache(kv).ok());
+  const model::AttentionParams params{kHeads, kKvHeads, kHeadDim, 0.125f};
+  const model::Weight& w = Weight(type, 64, kHeads * kHeadDim, 31);
+  // Decode steps of 3 sequences (one item per KV head) and a prefill of 20
+  // tokens beside one decode (items per query head).
+  for (const std::vector<int64_t>& lengths :
+       {std::vector<int64_t>{1, 1, 1}, std::vector<int64_t>{20, 1}}) {
+    model::StepBatch batch;
+    std::vector<std::vector<int32_t>> tables;  // the batch's spans point here
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      tables.push_back({static_cast<int32_t>(2 * i), static_cast<int32_t>(2 * i + 1)});
+    }
+    int64_t rows = 0;
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      batch.sequences.push_back({rows, lengths[i], 0, tables[i]});
+      for (int64_t t = 0; t < lengths[i]; ++t) {
+        batch.tokens.push_back(0);
+        batch.positions.push_back(static_cast<int32_t>(t));
+      }
+      rows += lengths[i];
+    }
+    ASSERT_TRUE(backend_->BeginStep(batch).ok());
+    Tensor q = Alloc(rows, kHeads * kHeadDim, 41), k = Alloc(rows, kv.kv_dim, 42),
+           v = Alloc(rows, kv.kv_dim, 43), out = Alloc(rows, kHeads * kHeadDim, 44);
+    backend_->Attention(0, q, k, v, params, out);
+    const std::vector<float> got = Product(out, w);
+    EXPECT_EQ(got, ProductOfCopy(out, w)) << lengths.size() << " sequences";
+    std::vector<model::Logits> logits;
+    ASSERT_TRUE(backend_->ReadLogits(Tensor{nullptr, 0, 1}, {}, &logits).ok());
   }
 }
 
