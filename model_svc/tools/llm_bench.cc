@@ -12,7 +12,8 @@
 //       engine's completion callback of its last one (as the model server's
 //       stream reactors do; --session_threads: from one blocking thread per
 //       session instead); aggregate tokens / second, and the speedup over one
-//       session.
+//       session. The counts' repetitions take turns (1, 4, 16, 16, 4, 1, ...)
+//       so that the machine's drift weighs on all of them alike.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -20,6 +21,7 @@
 #include <cstdlib>
 #include <functional>
 #include <future>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -46,8 +48,9 @@ ABSL_FLAG(int, repetitions, 5, "Timed repetitions of each test (after one warm-u
 ABSL_FLAG(std::vector<std::string>, sessions, {},
           "Also measure aggregate decode throughput with these numbers of concurrent "
           "sessions (comma-separated, e.g. 1,4,16): each session decodes -n tokens, "
-          "all at once, through the step loop (warm-up, then --repetitions runs); with 1 "
-          "in the list, aggregate_speedup gives each count's rate over one session's.");
+          "all at once, through the step loop (a warm-up each, then --repetitions rounds "
+          "in which the counts take turns); with 1 in the list, aggregate_speedup gives "
+          "each count's rate over one session's.");
 ABSL_FLAG(bool, session_threads, false,
           "--sessions: drive each session from a thread of its own that blocks on each "
           "decode, instead of submitting its next token from the engine's completion "
@@ -271,15 +274,29 @@ int main(int argc, char** argv) {
     const llm::engine::EngineStats after = (*engine)->Stats();
     return {count * n / seconds, after.steps - before.steps, after.step_time - before.step_time};
   };
+  // The counts take turns, round after round (forward, then backward: 1, 4,
+  // 16, 16, 4, 1, ...), so that the machine's speed, which drifts by tens of
+  // percent over a minute here, weighs on every count alike; one count's
+  // repetitions in a row put a drift between counts straight into their
+  // ratio.
+  std::vector<std::pair<std::string, int>> counts;
   for (const std::string& value : absl::GetFlag(FLAGS_sessions)) {
     const int count = std::atoi(value.c_str());
-    if (count < 1 || n < 1) continue;
-    run_sessions(count);
+    if (count >= 1 && n >= 1) counts.emplace_back(value, count);
+  }
+  for (const auto& [value, count] : counts) run_sessions(count);  // warm-up
+  std::map<std::string, std::vector<SessionsRun>> runs;
+  for (int i = 0; i < reps; ++i) {
+    for (size_t j = 0; j < counts.size(); ++j) {
+      const auto& [value, count] = counts[i % 2 == 0 ? j : counts.size() - 1 - j];
+      runs[value].push_back(run_sessions(count));
+    }
+  }
+  for (const auto& [value, count] : counts) {
     std::vector<double> rates;
     int64_t steps = 0;
     absl::Duration step_time;
-    for (int i = 0; i < reps; ++i) {
-      const SessionsRun run = run_sessions(count);
+    for (const SessionsRun& run : runs[value]) {
       rates.push_back(run.rate);
       steps += run.steps;
       step_time += run.step_time;
