@@ -76,7 +76,8 @@ void BM_Item(benchmark::State& state) {
     item = (item + 1) % s.num_items;
     constexpr int64_t kHeadBytes = kBlock * kHeadDim * 2;
     const float* qs[kGroup];
-    float *sc[kGroup], *os[kGroup];
+    float* sc[kGroup];
+    float* os[kGroup];
     for (int h = 0; h < kGroup; ++h) {
       qs[h] = s.q[h].data();
       sc[h] = s.scores[h].data();

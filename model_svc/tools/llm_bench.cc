@@ -282,7 +282,9 @@ int main(int argc, char** argv) {
   std::vector<std::pair<std::string, int>> counts;
   for (const std::string& value : absl::GetFlag(FLAGS_sessions)) {
     const int count = std::atoi(value.c_str());
-    if (count >= 1 && n >= 1) counts.emplace_back(value, count);
+    const bool seen =
+        std::any_of(counts.begin(), counts.end(), [&](const auto& c) { return c.first == value; });
+    if (count >= 1 && n >= 1 && !seen) counts.emplace_back(value, count);
   }
   for (const auto& [value, count] : counts) run_sessions(count);  // warm-up
   std::map<std::string, std::vector<SessionsRun>> runs;

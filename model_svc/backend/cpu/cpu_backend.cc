@@ -132,8 +132,9 @@ class CpuBackend : public model::Backend {
     if (!cache.ok()) return cache.status();
     cache_ = *std::move(cache);
     const int64_t max_positions = int64_t{shape.num_blocks} * shape.block_size;
-    scores_.assign(pool_.num_threads(), std::vector<float>(kMaxRowHeads * max_positions));
-    qh_.assign(pool_.num_threads(), std::vector<float>(kMaxRowHeads * kv_.kv_dim));
+    score_rows_ = row_heads_;
+    scores_.assign(pool_.num_threads(), std::vector<float>(score_rows_ * max_positions));
+    qh_.assign(pool_.num_threads(), std::vector<float>(score_rows_ * kv_.kv_dim));
     return absl::OkStatus();
   }
 
@@ -158,6 +159,14 @@ class CpuBackend : public model::Backend {
     q8_ready_ = {};
     const int64_t bytes = kv_.block_bytes();
     std::memcpy(cache_.get() + dst * bytes, cache_.get() + src * bytes, bytes);
+  }
+
+  absl::Status CheckModel(const AttentionParams& attention, const RopeParams&) override {
+    if (attention.head_count_kv > 0) {
+      row_heads_ =
+          std::clamp<int64_t>(attention.head_count / attention.head_count_kv, 1, kMaxRowHeads);
+    }
+    return absl::OkStatus();
   }
 
   void Prewarm() override { pool_.Wake(); }
@@ -189,7 +198,7 @@ class CpuBackend : public model::Backend {
         if (quantize) QuantizeOutput(out, r * out.cols, (r + 1) * out.cols);
       }
     });
-    EndQuantizedOutput(out, quantize);
+    EndQuantizedOutput(out, x.rows, quantize);
   }
 
   void AddRmsNorm(Tensor x, const Tensor& y, const model::Weight& weight, float eps,
@@ -205,7 +214,7 @@ class CpuBackend : public model::Backend {
         if (quantize) QuantizeOutput(out, r * out.cols, (r + 1) * out.cols);
       }
     });
-    EndQuantizedOutput(out, quantize);
+    EndQuantizedOutput(out, x.rows, quantize);
   }
 
   void MatMul(const Tensor& x, std::span<const MatMulTarget> targets) override {
@@ -214,7 +223,7 @@ class CpuBackend : public model::Backend {
     for (const MatMulTarget& t : targets) need_q8 |= !IsFloatType(t.weight->view().type);
     const int64_t blocks_per_row = x.cols / kQ8Block;
     const bool q8_ready =
-        q8_ready_.data == x.data && q8_ready_.rows == x.rows && q8_ready_.cols == x.cols;
+        q8_ready_.data == x.data && q8_ready_.rows >= x.rows && q8_ready_.cols == x.cols;
     q8_ready_ = {};  // the targets may overwrite x's memory
     if (need_q8 && !q8_ready) {
       pool_.ParallelFor(n, 8, [&](int64_t begin, int64_t end) {
@@ -338,14 +347,20 @@ class CpuBackend : public model::Backend {
   void Attention(int64_t layer, const Tensor& q, const Tensor& k, const Tensor& v,
                  const AttentionParams& p, Tensor out) override {
     // Each item quantizes its heads' outputs for the output projection when
-    // they are whole activation blocks.
+    // they are whole activation blocks. The sequences cover rows [0, rows).
     const bool quantize = BeginQuantizedOutput(out) && p.head_dim % kQ8Block == 0;
     if (kv_.type == model::KvType::kF16) {
       AttentionImpl<uint16_t>(layer, q, k, v, p, quantize, out);
     } else {
       AttentionImpl<float>(layer, q, k, v, p, quantize, out);
     }
-    EndQuantizedOutput(out, quantize);
+    int64_t rows = 0;
+    bool in_order = true;  // the sequences' rows are [0, rows), one after the other
+    for (const model::SequenceStep& s : batch_->sequences) {
+      in_order = in_order && s.first_row == rows;
+      rows += s.num_new;
+    }
+    EndQuantizedOutput(out, rows, quantize && in_order);
   }
 
   void SiluMul(const Tensor& gate, const Tensor& up, Tensor out) override {
@@ -356,7 +371,7 @@ class CpuBackend : public model::Backend {
       llm::cpu::SiluMul(gate.data + begin, up.data + begin, out.data + begin, end - begin);
       if (quantize) QuantizeOutput(out, begin, end);
     });
-    EndQuantizedOutput(out, quantize);
+    EndQuantizedOutput(out, gate.rows, quantize);
   }
 
   void Add(Tensor x, const Tensor& y) override {
@@ -389,6 +404,16 @@ class CpuBackend : public model::Backend {
   }
 
  private:
+  struct Item {
+    int32_t seq, head, token;  // head: a KV head, or a query head (see AttentionImpl)
+  };
+  // The rows of a tensor that q8_ holds, quantized by the op that wrote
+  // them; none (data null) after any other op.
+  struct Q8Ready {
+    const float* data = nullptr;
+    int64_t rows = 0, cols = 0;
+  };
+
   // One row of RmsNorm: the same bits from RmsNorm and AddRmsNorm.
   static void NormRow(const float* in, const float* w, int64_t cols, float eps, float* o) {
     const float ms = DotF32(in, in, cols) / static_cast<float>(cols);
@@ -396,30 +421,27 @@ class CpuBackend : public model::Backend {
     for (int64_t i = 0; i < cols; ++i) o[i] = in[i] * scale * w[i];
   }
 
-  // Ops whose output usually feeds a MatMul (RmsNorm, AddRmsNorm, SiluMul,
-  // Attention)
-  // quantize it for the quantized weights' kernels as they write it, while
-  // it is in L1: the MatMul that reads `out` next then skips its own
-  // quantizing loop (one hand-off between threads fewer per product; 120 in
-  // a step of SmolLM2). Begin...: whether to (the model has quantized weights
-  // and out's rows are whole activation blocks). End...: records that q8_
-  // holds out's rows. Every other op that writes memory forgets it.
+  // The ops whose output usually feeds a MatMul (RmsNorm, AddRmsNorm,
+  // SiluMul, Attention) quantize it for the quantized weights' kernels as
+  // they write it, while it is in L1: the MatMul that reads `out` next then
+  // skips its own quantizing loop (one hand-off between threads fewer per
+  // product; 120 in a step of SmolLM2). Begin...: whether to (the model has
+  // quantized weights and out's rows are whole activation blocks). End...:
+  // records that q8_ holds the first `rows` rows of out, the rows the op
+  // wrote (a MatMul over more rows quantizes them itself). Every other op
+  // that writes memory forgets it.
   bool BeginQuantizedOutput(const Tensor& out) {
     q8_ready_ = {};
     return quantized_weights_ && out.cols % kQ8Block == 0;
   }
-  void EndQuantizedOutput(const Tensor& out, bool quantized) {
-    if (quantized) q8_ready_ = {out.data, out.rows, out.cols};
+  void EndQuantizedOutput(const Tensor& out, int64_t rows, bool quantized) {
+    if (quantized) q8_ready_ = {out.data, rows, out.cols};
   }
   // Elements [begin, end) of out (whole blocks) into their q8_ blocks: row r's
   // blocks start at r * out.cols / kQ8Block, as MatMul lays them out.
   void QuantizeOutput(const Tensor& out, int64_t begin, int64_t end) {
     QuantizeQ8(out.data + begin, q8_.get() + begin / kQ8Block, end - begin);
   }
-
-  struct Item {
-    int32_t seq, head, token;  // head: a KV head, or a query head (see AttentionImpl)
-  };
 
   // The cache holds, per (block, layer), the keys then the values, each
   // [KV head][slot][head_dim]: the block_size positions of one head are
@@ -487,11 +509,10 @@ class CpuBackend : public model::Backend {
       }
     }
     // 2. Work items: (sequence, KV head, chunk of up to kChunk new tokens).
-    // An item computes the query heads that share its KV head one after the
-    // other, so their key and value rows come from memory once and from the
-    // core's cache for the others. With few items for the threads (one
-    // session decoding: 3 KV heads, 2 threads), an item is one query head
-    // instead, so that the threads finish together.
+    // An item computes the query heads that share its KV head together, so
+    // that each key and value row is read once for all of them. With few
+    // items for the threads (one session decoding: 3 KV heads, 2 threads), an
+    // item is one query head instead, so that the threads finish together.
     constexpr int64_t kChunk = 16;
     int64_t num_items = 0;
     for (const model::SequenceStep& s : batch_->sequences) {
@@ -515,8 +536,8 @@ class CpuBackend : public model::Backend {
     const int64_t num_work = static_cast<int64_t>(items_.size());
     std::atomic<int64_t> next{0};
     pool_.Run([&](int thread, int) {
-      float* const scores = scores_[thread].data();  // kMaxRowHeads x max_positions
-      float* const qh = qh_[thread].data();          // kMaxRowHeads x head_dim
+      float* const scores = scores_[thread].data();  // score_rows_ x max_positions
+      float* const qh = qh_[thread].data();          // score_rows_ x head_dim
       for (int64_t i = next.fetch_add(1); i < num_work; i = next.fetch_add(1)) {
         const Item& item = items_[i];
         const model::SequenceStep& s = batch_->sequences[item.seq];
@@ -527,10 +548,11 @@ class CpuBackend : public model::Backend {
           const int64_t row = s.first_row + t, pos = s.start_pos + t, n_pos = pos + 1;
           // The item's query heads, up to kMaxRowHeads at a time, read each
           // key and value row once (DotRowsHeads, AxpyRowsHeads).
-          for (int64_t h0 = item.head * group; h0 < heads_end; h0 += kMaxRowHeads) {
-            const int g = static_cast<int>(std::min<int64_t>(kMaxRowHeads, heads_end - h0));
+          for (int64_t h0 = item.head * group; h0 < heads_end; h0 += score_rows_) {
+            const int g = static_cast<int>(std::min<int64_t>(score_rows_, heads_end - h0));
             const float* qs[kMaxRowHeads];
-            float *sc[kMaxRowHeads], *os[kMaxRowHeads];
+            float* sc[kMaxRowHeads];
+            float* os[kMaxRowHeads];
             for (int h = 0; h < g; ++h) {
               // With an fp16 cache the query is rounded to fp16 as well, as
               // llama.cpp does (its K·Q product runs in fp16 x fp16).
@@ -588,19 +610,18 @@ class CpuBackend : public model::Backend {
   std::vector<AlignedArray<float>> tensors_;
   AlignedArray<BlockQ8> q8_;
   int64_t q8_capacity_ = 0;
-  // The tensor whose rows q8_ holds, quantized by the op that wrote it; none
-  // (data null) after any other op.
-  struct Q8Ready {
-    const float* data = nullptr;
-    int64_t rows = 0, cols = 0;
-  };
   Q8Ready q8_ready_;
   bool quantized_weights_ = false;  // some weight is not F32 / F16 / BF16
   std::vector<ActRow> act_rows_;
   KvCacheShape kv_;
   AlignedArray<uint8_t> cache_;
-  // Per thread: kMaxRowHeads rows of one score per cached position, and
-  // kMaxRowHeads query heads (kv_dim is at least a head's dimension).
+  // Query heads an attention item computes together: the model's heads per
+  // KV head (CheckModel, which LlamaModel calls before AllocKvCache), at most
+  // kMaxRowHeads; score_rows_: its value when AllocKvCache sized, per thread,
+  // that many rows of one score per cached position and that many query
+  // heads (kv_dim is at least a head's dimension).
+  int64_t row_heads_ = kMaxRowHeads;
+  int64_t score_rows_ = 0;
   std::vector<std::vector<float>> scores_;
   std::vector<std::vector<float>> qh_;
   std::vector<float> rope_table_;  // (cos, sin) per row and pair, computed once per step

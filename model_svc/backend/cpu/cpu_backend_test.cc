@@ -1,11 +1,14 @@
 // The CPU backend's fused ops give the bits of the ops they fuse:
-// AddRmsNorm is Add then RmsNorm, and a MatMul reading the output of RmsNorm,
-// AddRmsNorm, SiluMul or Attention (which quantize it as they write it) equals a MatMul
-// of the same values written afresh (which MatMul quantizes itself), also
-// when another op changed the tensor in between.
+// AddRmsNorm is Add then RmsNorm; a MatMul reading the output of RmsNorm,
+// AddRmsNorm, SiluMul or Attention (which quantize it as they write it)
+// equals a MatMul of the same values written afresh (which MatMul quantizes
+// itself), also when another op changed the tensor in between; and attention
+// computing a KV head's query heads together equals head by head.
 #include "model_svc/backend/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -33,7 +36,7 @@ std::vector<float> RandomValues(int64_t n, uint64_t seed) {
   return v;
 }
 
-class CpuBackendTest : public ::testing::TestWithParam<TensorType> {
+class CpuBackendTest : public ::testing::Test {
  protected:
   void SetUp() override { backend_ = CreateCpuBackend({.threads = 2}); }
 
@@ -89,7 +92,10 @@ class CpuBackendTest : public ::testing::TestWithParam<TensorType> {
   std::vector<std::unique_ptr<model::Weight>> weights_;
 };
 
-TEST_P(CpuBackendTest, AddRmsNormIsAddThenRmsNorm) {
+class QuantizedOutputTest : public CpuBackendTest,
+                            public ::testing::WithParamInterface<TensorType> {};
+
+TEST_F(CpuBackendTest, AddRmsNormIsAddThenRmsNorm) {
   for (const int64_t rows : {1, 5, 16}) {
     for (const int64_t cols : {40, 64, 576}) {
       const model::Weight& norm = Weight(TensorType::kF32, 1, cols, 7);
@@ -100,11 +106,36 @@ TEST_P(CpuBackendTest, AddRmsNormIsAddThenRmsNorm) {
       backend_->AddRmsNorm(x2, y2, norm, 1e-5f, y2);  // out = y, as the model calls it
       EXPECT_EQ(Read(x2), Read(x1)) << rows << " x " << cols;
       EXPECT_EQ(Read(y2), Read(out1)) << rows << " x " << cols;
+      // A separate output, and out = x.
+      Tensor x3 = Alloc(rows, cols, 1), y3 = Alloc(rows, cols, 2), out3 = Alloc(rows, cols, 4);
+      backend_->AddRmsNorm(x3, y3, norm, 1e-5f, out3);
+      EXPECT_EQ(Read(x3), Read(x1)) << rows << " x " << cols;
+      EXPECT_EQ(Read(out3), Read(out1)) << rows << " x " << cols;
+      Tensor x4 = Alloc(rows, cols, 1), y4 = Alloc(rows, cols, 2);
+      backend_->AddRmsNorm(x4, y4, norm, 1e-5f, x4);
+      EXPECT_EQ(Read(x4), Read(out1)) << rows << " x " << cols;
     }
   }
 }
 
-TEST_P(CpuBackendTest, MatMulAfterAQuantizingOpEqualsMatMulOfACopy) {
+// White box: the MatMul after RmsNorm uses the blocks RmsNorm quantized.
+// The test writes the tensor's memory behind the backend's back (no op), so
+// a MatMul that quantized for itself would see the new values.
+TEST_F(CpuBackendTest, MatMulUsesTheBlocksTheOpBeforeQuantized) {
+  const int64_t rows = 16, cols = 256;
+  const model::Weight& norm = Weight(TensorType::kF32, 1, cols, 51);
+  const model::Weight& w = Weight(TensorType::kQ8_0, 64, cols, 52);
+  Tensor x = Alloc(rows, cols, 53), out = Alloc(rows, cols, 54);
+  backend_->RmsNorm(x, norm, 1e-5f, out);
+  const std::vector<float> normed = Read(out);
+  std::fill(out.data, out.data + rows * cols, 0.0f);
+  const std::vector<float> got = Product(out, w);
+  Tensor copy = Alloc(rows, cols, 55);
+  ASSERT_TRUE(backend_->WriteTensor(copy, normed).ok());
+  EXPECT_EQ(got, Product(copy, w));
+}
+
+TEST_P(QuantizedOutputTest, MatMulAfterAQuantizingOpEqualsMatMulOfACopy) {
   const TensorType type = GetParam();
   for (const int64_t rows : {1, 2, 3, 16, 40}) {
     const int64_t cols = 256;
@@ -148,49 +179,103 @@ TEST_P(CpuBackendTest, MatMulAfterAQuantizingOpEqualsMatMulOfACopy) {
   }
 }
 
-TEST_P(CpuBackendTest, MatMulAfterAttentionEqualsMatMulOfACopy) {
-  const TensorType type = GetParam();
-  constexpr int64_t kHeads = 4, kKvHeads = 2, kHeadDim = 64, kBlock = 16;
+// One attention step (layer 0) of sequences that start at position 0: new
+// tokens lengths[i] for sequence i, in blocks first_block + 2i and + 2i + 1,
+// with sequence i's query, key and value rows drawn from seed i (so a
+// sequence has the same rows alone or beside others). Returns the output.
+std::vector<float> AttentionStep(Backend& backend, const model::AttentionParams& p,
+                                 const std::vector<int64_t>& lengths, const std::vector<int>& seeds,
+                                 int32_t first_block,
+                                 const std::function<void(const Tensor&)>& after = nullptr) {
+  const int64_t q_cols = p.head_count * p.head_dim, kv_cols = p.head_count_kv * p.head_dim;
+  model::StepBatch batch;
+  std::vector<std::vector<int32_t>> tables;  // the batch's spans point here
+  std::vector<float> q, k, v;
+  int64_t rows = 0;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    tables.push_back(
+        {first_block + static_cast<int32_t>(2 * i), first_block + static_cast<int32_t>(2 * i + 1)});
+    const std::vector<float> qi = RandomValues(lengths[i] * q_cols, 100 + seeds[i]);
+    const std::vector<float> ki = RandomValues(lengths[i] * kv_cols, 200 + seeds[i]);
+    const std::vector<float> vi = RandomValues(lengths[i] * kv_cols, 300 + seeds[i]);
+    q.insert(q.end(), qi.begin(), qi.end());
+    k.insert(k.end(), ki.begin(), ki.end());
+    v.insert(v.end(), vi.begin(), vi.end());
+    for (int64_t t = 0; t < lengths[i]; ++t) {
+      batch.tokens.push_back(0);
+      batch.positions.push_back(static_cast<int32_t>(t));
+    }
+    rows += lengths[i];
+  }
+  for (size_t i = 0, row = 0; i < lengths.size(); row += lengths[i], ++i) {
+    batch.sequences.push_back({static_cast<int64_t>(row), lengths[i], 0, tables[i]});
+  }
+  EXPECT_TRUE(backend.BeginStep(batch).ok());
+  const Tensor qt = *backend.AllocTensor(rows, q_cols), kt = *backend.AllocTensor(rows, kv_cols),
+               vt = *backend.AllocTensor(rows, kv_cols), out = *backend.AllocTensor(rows, q_cols);
+  EXPECT_TRUE(backend.WriteTensor(qt, q).ok());
+  EXPECT_TRUE(backend.WriteTensor(kt, k).ok());
+  EXPECT_TRUE(backend.WriteTensor(vt, v).ok());
+  backend.Attention(0, qt, kt, vt, p, out);
+  if (after) after(out);
+  std::vector<float> result(rows * q_cols);
+  EXPECT_TRUE(backend.ReadTensor(out, result).ok());
+  std::vector<model::Logits> logits;
+  EXPECT_TRUE(backend.ReadLogits(Tensor{nullptr, 0, 1}, {}, &logits).ok());
+  return result;
+}
+
+model::KvCacheShape KvShape(const model::AttentionParams& p, int32_t blocks) {
   model::KvCacheShape kv;
-  kv.num_blocks = 8;
-  kv.block_size = kBlock;
+  kv.num_blocks = blocks;
+  kv.block_size = 16;
   kv.layers = 1;
-  kv.kv_dim = kKvHeads * kHeadDim;
-  ASSERT_TRUE(backend_->AllocKvCache(kv).ok());
-  const model::AttentionParams params{kHeads, kKvHeads, kHeadDim, 0.125f};
-  const model::Weight& w = Weight(type, 64, kHeads * kHeadDim, 31);
-  // Decode steps of 3 sequences (one item per KV head) and a prefill of 20
-  // tokens beside one decode (items per query head).
+  kv.kv_dim = p.head_count_kv * p.head_dim;
+  return kv;
+}
+
+TEST_P(QuantizedOutputTest, MatMulAfterAttentionEqualsMatMulOfACopy) {
+  const model::AttentionParams params{4, 2, 64, 0.125f};
+  ASSERT_TRUE(backend_->AllocKvCache(KvShape(params, 16)).ok());
+  const model::Weight& w = Weight(GetParam(), 64, 4 * 64, 31);
+  // Five decodes (10 items: one per KV head), and a prefill of 20 tokens
+  // beside a decode (6 items: one per query head).
   for (const std::vector<int64_t>& lengths :
-       {std::vector<int64_t>{1, 1, 1}, std::vector<int64_t>{20, 1}}) {
-    model::StepBatch batch;
-    std::vector<std::vector<int32_t>> tables;  // the batch's spans point here
-    for (size_t i = 0; i < lengths.size(); ++i) {
-      tables.push_back({static_cast<int32_t>(2 * i), static_cast<int32_t>(2 * i + 1)});
-    }
-    int64_t rows = 0;
-    for (size_t i = 0; i < lengths.size(); ++i) {
-      batch.sequences.push_back({rows, lengths[i], 0, tables[i]});
-      for (int64_t t = 0; t < lengths[i]; ++t) {
-        batch.tokens.push_back(0);
-        batch.positions.push_back(static_cast<int32_t>(t));
-      }
-      rows += lengths[i];
-    }
-    ASSERT_TRUE(backend_->BeginStep(batch).ok());
-    Tensor q = Alloc(rows, kHeads * kHeadDim, 41), k = Alloc(rows, kv.kv_dim, 42),
-           v = Alloc(rows, kv.kv_dim, 43), out = Alloc(rows, kHeads * kHeadDim, 44);
-    backend_->Attention(0, q, k, v, params, out);
-    const std::vector<float> got = Product(out, w);
-    EXPECT_EQ(got, ProductOfCopy(out, w)) << lengths.size() << " sequences";
-    std::vector<model::Logits> logits;
-    ASSERT_TRUE(backend_->ReadLogits(Tensor{nullptr, 0, 1}, {}, &logits).ok());
+       {std::vector<int64_t>{1, 1, 1, 1, 1}, std::vector<int64_t>{20, 1}}) {
+    const std::vector<int> seeds(lengths.size(), 1);
+    AttentionStep(*backend_, params, lengths, seeds, 0, [&](const Tensor& out) {
+      const std::vector<float> got = Product(out, w);
+      EXPECT_EQ(got, ProductOfCopy(out, w)) << lengths.size() << " sequences";
+    });
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, CpuBackendTest,
+// Five sequences of 20 new tokens (2 chunks each): one item per KV head,
+// its query heads together (up to 4 at a time: 8 heads of one KV head take
+// two rounds). Each sequence alone has too few items for the threads, so
+// its items are single query heads: the two ways give the same bits.
+TEST_F(CpuBackendTest, AttentionHeadsTogetherEqualHeadByHead) {
+  for (const model::AttentionParams& p :
+       {model::AttentionParams{4, 2, 64, 0.125f}, model::AttentionParams{9, 3, 64, 0.125f},
+        model::AttentionParams{8, 1, 64, 0.125f}, model::AttentionParams{8, 2, 128, 0.0884f}}) {
+    SetUp();  // a fresh backend per shape
+    ASSERT_TRUE(backend_->CheckModel(p, model::RopeParams{}).ok());
+    ASSERT_TRUE(backend_->AllocKvCache(KvShape(p, 20)).ok());
+    const std::vector<int64_t> lengths(5, 20);
+    const std::vector<float> together = AttentionStep(*backend_, p, lengths, {0, 1, 2, 3, 4}, 0);
+    const int64_t cols = p.head_count * p.head_dim, per_seq = 20 * cols;
+    for (int i = 0; i < 5; ++i) {
+      const std::vector<float> alone = AttentionStep(*backend_, p, {20}, {i}, 10);
+      EXPECT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + i * per_seq))
+          << p.head_count << " heads, " << p.head_count_kv << " KV heads, dim " << p.head_dim
+          << ": sequence " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, QuantizedOutputTest,
                          ::testing::Values(TensorType::kQ4_1, TensorType::kQ8_0, TensorType::kQ4_K,
-                                           TensorType::kF16),
+                                           TensorType::kQ6_K),
                          [](const ::testing::TestParamInfo<TensorType>& info) {
                            return std::string(
                                gguf::FindTensorTypeTraits(static_cast<uint32_t>(info.param))->name);

@@ -90,8 +90,12 @@ TEST_P(VecRowsTest, RowsHeadsAreRowsPerHead) {
       std::vector<std::vector<float>> q(g), w(g), acc(g), acc_h(g);
       std::vector<std::vector<float>> out(g, std::vector<float>(rows));
       std::vector<std::vector<float>> out_h = out;
-      const float *qp[kMaxRowHeads], *wp[kMaxRowHeads];
-      float *op[kMaxRowHeads], *ohp[kMaxRowHeads], *ap[kMaxRowHeads], *ahp[kMaxRowHeads];
+      const float* qp[kMaxRowHeads];
+      const float* wp[kMaxRowHeads];
+      float* op[kMaxRowHeads];
+      float* ohp[kMaxRowHeads];
+      float* ap[kMaxRowHeads];
+      float* ahp[kMaxRowHeads];
       for (int h = 0; h < g; ++h) {
         q[h] = RandomFloats(n, rng);
         w[h] = RandomFloats(rows, rng);
