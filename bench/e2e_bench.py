@@ -22,8 +22,11 @@ repetition so that no prefix cache helps), `llm generate --max-tokens 1`:
 the time from the command's start of work (before Encode) to the first token,
 beside the in-process prefill time of p tokens (p / llm-bench's pp rate).
 
-Runs alternate (in-process, e2e, in-process, ...) so that other load on the
-machine hits both sides alike. Prints a table and writes build/bench/e2e.json.
+Runs alternate so that other load on the machine hits both sides alike: each
+repetition runs the in-process side and every e2e path, the in-process side
+first in even repetitions and last in odd ones (the e2e paths then in reverse
+order), so the default path is always next to its in-process pair. Prints a
+table and writes build/bench/e2e.json.
 
 --pin puts the model server and llm-bench on cores 0..threads-1 and the
 client and the tokenizer server on the others (threads must leave some), as
@@ -178,15 +181,28 @@ def main() -> int:
         steps: dict[str, list[float]] = {k: [] for k in variants}
         for rep in range(args.repetitions):
             log(f"decode repetition {rep + 1}/{args.repetitions}")
-            b = llm_bench(args.threads, 0, args.n, 1)
-            engine_rates.append(b["decode_tok_s"])
-            engine_steps.append(b["decode_step_ms"])
-            for name, extra in variants.items():
+            # Even repetitions run the in-process side first, then the e2e
+            # paths; odd ones the e2e paths in reverse order, then the
+            # in-process side: the default path always sits next to the
+            # in-process run it is paired with, and a drift of the machine's
+            # speed favours neither side.
+            names = list(variants) if rep % 2 == 0 else list(reversed(variants))
+
+            def in_process() -> None:
+                b = llm_bench(args.threads, 0, args.n, 1)
+                engine_rates.append(b["decode_tok_s"])
+                engine_steps.append(b["decode_step_ms"])
+
+            if rep % 2 == 0:
+                in_process()
+            for name in names:
                 before = step_seconds(metrics_addr)
-                rates[name].append(llm_generate(addrs, short, decode_flags + extra)
+                rates[name].append(llm_generate(addrs, short, decode_flags + variants[name])
                                    ["tokens_per_second"])
                 after = step_seconds(metrics_addr)
                 steps[name].append(1000 * (after[0] - before[0]) / (after[1] - before[1]))
+            if rep % 2 == 1:
+                in_process()
         log(f"TTFT with a {args.p}-token prompt")
         ttft, prompt_tokens = [], 0
         for rep in range(args.repetitions):
@@ -207,7 +223,9 @@ def main() -> int:
     print(f"\nEnd-to-end decode, SmolLM2-135M Q4_1, {args.threads} threads, {args.n} tokens "
           f"(medians of {args.repetitions}){pinned}\n")
     # "paired": the median over repetitions of (e2e run / the in-process run
-    # just before it), which a slow drift of the machine's speed moves less.
+    # of the same repetition, run just before or, every other repetition,
+    # just after the default path), which a slow drift of the machine's speed
+    # moves less.
     # "step ms": the mean forward step; 1000 / tok/s minus it is the time
     # between steps.
     print(f"| {'path':<46} | {'tok/s':>7} | {'vs in-process':>13} | {'paired':>6} | "
