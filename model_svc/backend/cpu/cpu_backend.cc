@@ -404,8 +404,10 @@ class CpuBackend : public model::Backend {
   }
 
  private:
+  // An attention work item: query heads [head_begin, head_end) of the new
+  // tokens [token, token + 16) of sequence `seq` (see AttentionImpl).
   struct Item {
-    int32_t seq, head, token;  // head: a KV head, or a query head (see AttentionImpl)
+    int32_t seq, head_begin, head_end, token;
   };
   // The rows of a tensor that q8_ holds, quantized by the op that wrote
   // them; none (data null) after any other op.
@@ -508,29 +510,41 @@ class CpuBackend : public model::Backend {
         }
       }
     }
-    // 2. Work items: (sequence, KV head, chunk of up to kChunk new tokens).
-    // An item computes the query heads that share its KV head together, so
-    // that each key and value row is read once for all of them. With few
-    // items for the threads (one session decoding: 3 KV heads, 2 threads), an
-    // item is one query head instead, so that the threads finish together.
+    // 2. Work items: a chunk of up to kChunk new tokens of one sequence, and
+    // a range of its query heads: those of one KV head; all of them when
+    // every sequence is one chunk (decode) and there are enough sequences;
+    // one, when there would be fewer than 4 items per thread otherwise (one
+    // session decoding: 3 KV heads, 2 threads), so that the threads finish
+    // together. The query heads of a KV head are computed together (up to
+    // score_rows_ at a time), so each key and value row is read once for
+    // all of them; a thread that takes all of a sequence's KV heads reads
+    // each block's keys and values from one place (~7% less attention time
+    // at 16 sessions than KV heads on alternating threads).
     constexpr int64_t kChunk = 16;
-    int64_t num_items = 0;
+    const int64_t kv_group = p.head_count / p.head_count_kv;
+    const int64_t min_items = 4 * pool_.num_threads();
+    int64_t chunks = 0;
+    bool one_chunk_each = true;
     for (const model::SequenceStep& s : batch_->sequences) {
-      num_items += p.head_count_kv * ((s.num_new + kChunk - 1) / kChunk);
+      chunks += (s.num_new + kChunk - 1) / kChunk;
+      one_chunk_each = one_chunk_each && s.num_new <= kChunk;
     }
-    const int64_t group = num_items < 4 * pool_.num_threads() ? 1 : p.head_count / p.head_count_kv;
-    const int64_t item_heads = p.head_count / group;  // query heads (group 1) or KV heads
+    int64_t item_heads = kv_group;  // query heads per item
+    if (one_chunk_each && chunks >= min_items) {
+      item_heads = p.head_count;
+    } else if (chunks * p.head_count_kv < min_items) {
+      item_heads = 1;
+    }
     items_.clear();
     for (size_t s = 0; s < batch_->sequences.size(); ++s) {
       const int64_t num_new = batch_->sequences[s].num_new;
-      for (int64_t h = 0; h < item_heads; ++h) {
+      for (int64_t h = 0; h < p.head_count; h += item_heads) {
         for (int64_t t = 0; t < num_new; t += kChunk) {
-          items_.push_back(
-              Item{static_cast<int32_t>(s), static_cast<int32_t>(h), static_cast<int32_t>(t)});
+          items_.push_back(Item{static_cast<int32_t>(s), static_cast<int32_t>(h),
+                                static_cast<int32_t>(h + item_heads), static_cast<int32_t>(t)});
         }
       }
     }
-    const int64_t kv_group = p.head_count / p.head_count_kv;
     const int64_t max_positions = int64_t{kv_.num_blocks} * bs;
     const int64_t head_bytes = bs * hd * static_cast<int64_t>(sizeof(T));
     const int64_t num_work = static_cast<int64_t>(items_.size());
@@ -542,14 +556,14 @@ class CpuBackend : public model::Backend {
         const Item& item = items_[i];
         const model::SequenceStep& s = batch_->sequences[item.seq];
         const int64_t t_end = std::min<int64_t>(s.num_new, item.token + kChunk);
-        const int64_t heads_end = (item.head + 1) * group;
-        const int64_t kv_head = item.head * group / kv_group;
         for (int64_t t = item.token; t < t_end; ++t) {
           const int64_t row = s.first_row + t, pos = s.start_pos + t, n_pos = pos + 1;
-          // The item's query heads, up to kMaxRowHeads at a time, read each
-          // key and value row once (DotRowsHeads, AxpyRowsHeads).
-          for (int64_t h0 = item.head * group; h0 < heads_end; h0 += score_rows_) {
-            const int g = static_cast<int>(std::min<int64_t>(score_rows_, heads_end - h0));
+          // The item's query heads, up to score_rows_ of one KV head at a
+          // time, read each key and value row once (DotRowsHeads,
+          // AxpyRowsHeads).
+          for (int64_t h0 = item.head_begin, g = 0; h0 < item.head_end; h0 += g) {
+            const int64_t kv_head = h0 / kv_group;
+            g = std::min({score_rows_, item.head_end - h0, (kv_head + 1) * kv_group - h0});
             const float* qs[kMaxRowHeads];
             float* sc[kMaxRowHeads];
             float* os[kMaxRowHeads];
@@ -577,7 +591,8 @@ class CpuBackend : public model::Backend {
               Prefetch(ValueAt<T>(s.blocks[j / bs], layer, kv_head, hd), head_bytes);
               float* scj[kMaxRowHeads];
               for (int h = 0; h < g; ++h) scj[h] = sc[h] + j;
-              DotRowsHeads(qs, g, kj, hd, std::min(bs, n_pos - j), hd, p.scale, scj);
+              DotRowsHeads(qs, static_cast<int>(g), kj, hd, std::min(bs, n_pos - j), hd, p.scale,
+                           scj);
             }
             for (int h = 0; h < g; ++h) {
               const float max = MaxF32(sc[h], n_pos);
@@ -589,7 +604,7 @@ class CpuBackend : public model::Backend {
               const T* vj = ValueAt<T>(s.blocks[j / bs], layer, kv_head, hd);
               const float* wj[kMaxRowHeads];
               for (int h = 0; h < g; ++h) wj[h] = sc[h] + j;
-              AxpyRowsHeads(wj, g, vj, hd, std::min(bs, n_pos - j), hd, os);
+              AxpyRowsHeads(wj, static_cast<int>(g), vj, hd, std::min(bs, n_pos - j), hd, os);
             }
             if (quantize) {
               const int64_t begin = row * out.cols + h0 * hd;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/gguf/gguf.h"
+#include "common/strings.h"
 #include "gtest/gtest.h"
 #include "model_svc/backend/backend.h"
 #include "model_svc/testing/reference_quant.h"
@@ -179,13 +180,14 @@ TEST_P(QuantizedOutputTest, MatMulAfterAQuantizingOpEqualsMatMulOfACopy) {
   }
 }
 
-// One attention step (layer 0) of sequences that start at position 0: new
-// tokens lengths[i] for sequence i, in blocks first_block + 2i and + 2i + 1,
-// with sequence i's query, key and value rows drawn from seed i (so a
-// sequence has the same rows alone or beside others). Returns the output.
+// One attention step (layer 0): lengths[i] new tokens from position `start`
+// for sequence ids[i], in blocks first_block + 2 ids[i] and + 1, with its
+// query, key and value rows drawn from its id and `start` (so a sequence has
+// the same rows alone or beside others). `after` sees the output before the
+// step ends. Returns the output.
 std::vector<float> AttentionStep(Backend& backend, const model::AttentionParams& p,
-                                 const std::vector<int64_t>& lengths, const std::vector<int>& seeds,
-                                 int32_t first_block,
+                                 const std::vector<int64_t>& lengths, const std::vector<int>& ids,
+                                 int32_t first_block, int64_t start = 0,
                                  const std::function<void(const Tensor&)>& after = nullptr) {
   const int64_t q_cols = p.head_count * p.head_dim, kv_cols = p.head_count_kv * p.head_dim;
   model::StepBatch batch;
@@ -193,22 +195,22 @@ std::vector<float> AttentionStep(Backend& backend, const model::AttentionParams&
   std::vector<float> q, k, v;
   int64_t rows = 0;
   for (size_t i = 0; i < lengths.size(); ++i) {
-    tables.push_back(
-        {first_block + static_cast<int32_t>(2 * i), first_block + static_cast<int32_t>(2 * i + 1)});
-    const std::vector<float> qi = RandomValues(lengths[i] * q_cols, 100 + seeds[i]);
-    const std::vector<float> ki = RandomValues(lengths[i] * kv_cols, 200 + seeds[i]);
-    const std::vector<float> vi = RandomValues(lengths[i] * kv_cols, 300 + seeds[i]);
+    tables.push_back({first_block + 2 * ids[i], first_block + 2 * ids[i] + 1});
+    const uint64_t seed = 1000 * start + ids[i];
+    const std::vector<float> qi = RandomValues(lengths[i] * q_cols, 100 + seed);
+    const std::vector<float> ki = RandomValues(lengths[i] * kv_cols, 200 + seed);
+    const std::vector<float> vi = RandomValues(lengths[i] * kv_cols, 300 + seed);
     q.insert(q.end(), qi.begin(), qi.end());
     k.insert(k.end(), ki.begin(), ki.end());
     v.insert(v.end(), vi.begin(), vi.end());
     for (int64_t t = 0; t < lengths[i]; ++t) {
       batch.tokens.push_back(0);
-      batch.positions.push_back(static_cast<int32_t>(t));
+      batch.positions.push_back(static_cast<int32_t>(start + t));
     }
     rows += lengths[i];
   }
   for (size_t i = 0, row = 0; i < lengths.size(); row += lengths[i], ++i) {
-    batch.sequences.push_back({static_cast<int64_t>(row), lengths[i], 0, tables[i]});
+    batch.sequences.push_back({static_cast<int64_t>(row), lengths[i], start, tables[i]});
   }
   EXPECT_TRUE(backend.BeginStep(batch).ok());
   const Tensor qt = *backend.AllocTensor(rows, q_cols), kt = *backend.AllocTensor(rows, kv_cols),
@@ -238,37 +240,54 @@ TEST_P(QuantizedOutputTest, MatMulAfterAttentionEqualsMatMulOfACopy) {
   const model::AttentionParams params{4, 2, 64, 0.125f};
   ASSERT_TRUE(backend_->AllocKvCache(KvShape(params, 16)).ok());
   const model::Weight& w = Weight(GetParam(), 64, 4 * 64, 31);
-  // Five decodes (10 items: one per KV head), and a prefill of 20 tokens
-  // beside a decode (6 items: one per query head).
+  // Eight decodes (one item per sequence), five (one per KV head), and a
+  // prefill of 20 tokens beside a decode (one per query head).
   for (const std::vector<int64_t>& lengths :
-       {std::vector<int64_t>{1, 1, 1, 1, 1}, std::vector<int64_t>{20, 1}}) {
-    const std::vector<int> seeds(lengths.size(), 1);
-    AttentionStep(*backend_, params, lengths, seeds, 0, [&](const Tensor& out) {
+       {std::vector<int64_t>(8, 1), std::vector<int64_t>(5, 1), std::vector<int64_t>{20, 1}}) {
+    std::vector<int> ids(lengths.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int>(i);
+    AttentionStep(*backend_, params, lengths, ids, 0, 0, [&](const Tensor& out) {
       const std::vector<float> got = Product(out, w);
       EXPECT_EQ(got, ProductOfCopy(out, w)) << lengths.size() << " sequences";
     });
   }
 }
 
-// Five sequences of 20 new tokens (2 chunks each): one item per KV head,
-// its query heads together (up to 4 at a time: 8 heads of one KV head take
-// two rounds). Each sequence alone has too few items for the threads, so
-// its items are single query heads: the two ways give the same bits.
+// Each sequence alone has too few work items for the threads, so its items
+// are single query heads; beside others, an item is a KV head's query heads
+// (five prefills of 20 tokens: 2 chunks each), computed together up to 4 at
+// a time (8 heads of one KV head take two rounds, 6 a round of 4 and one of
+// 2), or all of a sequence's heads (eight decodes). Every way gives the same
+// bits.
 TEST_F(CpuBackendTest, AttentionHeadsTogetherEqualHeadByHead) {
   for (const model::AttentionParams& p :
        {model::AttentionParams{4, 2, 64, 0.125f}, model::AttentionParams{9, 3, 64, 0.125f},
-        model::AttentionParams{8, 1, 64, 0.125f}, model::AttentionParams{8, 2, 128, 0.0884f}}) {
+        model::AttentionParams{8, 1, 64, 0.125f}, model::AttentionParams{12, 2, 64, 0.125f},
+        model::AttentionParams{8, 2, 128, 0.0884f}}) {
     SetUp();  // a fresh backend per shape
     ASSERT_TRUE(backend_->CheckModel(p, model::RopeParams{}).ok());
-    ASSERT_TRUE(backend_->AllocKvCache(KvShape(p, 20)).ok());
-    const std::vector<int64_t> lengths(5, 20);
-    const std::vector<float> together = AttentionStep(*backend_, p, lengths, {0, 1, 2, 3, 4}, 0);
-    const int64_t cols = p.head_count * p.head_dim, per_seq = 20 * cols;
+    ASSERT_TRUE(backend_->AllocKvCache(KvShape(p, 32)).ok());
+    const int64_t cols = p.head_count * p.head_dim;
+    const std::string shape =
+        StrCat(p.head_count, " heads, ", p.head_count_kv, " KV heads, dimension ", p.head_dim);
+    // Prefills of 20 tokens: five together (blocks 0-9), each alone (16-25).
+    const std::vector<float> together =
+        AttentionStep(*backend_, p, std::vector<int64_t>(5, 20), {0, 1, 2, 3, 4}, 0);
     for (int i = 0; i < 5; ++i) {
-      const std::vector<float> alone = AttentionStep(*backend_, p, {20}, {i}, 10);
-      EXPECT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + i * per_seq))
-          << p.head_count << " heads, " << p.head_count_kv << " KV heads, dim " << p.head_dim
-          << ": sequence " << i;
+      const std::vector<float> alone = AttentionStep(*backend_, p, {20}, {i}, 16);
+      EXPECT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + i * 20 * cols))
+          << shape << ": prefill of sequence " << i;
+    }
+    // Decodes at position 20 of eight sequences (blocks 0-15, prefilled
+    // first): together, then each alone (rewriting its own key and value).
+    const std::vector<int> eight = {0, 1, 2, 3, 4, 5, 6, 7};
+    AttentionStep(*backend_, p, std::vector<int64_t>(8, 20), eight, 0);
+    const std::vector<float> decodes =
+        AttentionStep(*backend_, p, std::vector<int64_t>(8, 1), eight, 0, 20);
+    for (int i = 0; i < 8; ++i) {
+      const std::vector<float> alone = AttentionStep(*backend_, p, {1}, {i}, 0, 20);
+      EXPECT_TRUE(std::equal(alone.begin(), alone.end(), decodes.begin() + i * cols))
+          << shape << ": decode of sequence " << i;
     }
   }
 }
