@@ -503,18 +503,7 @@ class CpuBackend : public model::Backend {
   void AttentionImpl(int64_t layer, const Tensor& q, const Tensor& k, const Tensor& v,
                      const AttentionParams& p, bool quantize, Tensor out) {
     const int64_t kv_dim = kv_.kv_dim, bs = kv_.block_size, hd = p.head_dim;
-    // 1. Store the new keys and values.
-    for (const model::SequenceStep& s : batch_->sequences) {
-      for (int64_t t = 0; t < s.num_new; ++t) {
-        const int64_t pos = s.start_pos + t, row = s.first_row + t;
-        const int64_t block = s.blocks[pos / bs], slot = (pos % bs) * hd;
-        for (int64_t h = 0; h < p.head_count_kv; ++h) {
-          Store(k.data + row * kv_dim + h * hd, KeyAt<T>(block, layer, h, hd) + slot, hd);
-          Store(v.data + row * kv_dim + h * hd, ValueAt<T>(block, layer, h, hd) + slot, hd);
-        }
-      }
-    }
-    // 2. Work items: a chunk of up to kChunk new tokens of one sequence, and
+    // 1. Work items: a chunk of up to kChunk new tokens of one sequence, and
     // a range of its query heads: those of one KV head; all of them when
     // every sequence is one chunk (decode) and there are enough sequences;
     // one, when there would be fewer than 4 items per thread otherwise (one
@@ -549,6 +538,23 @@ class CpuBackend : public model::Backend {
         }
       }
     }
+    // 2. The new keys and values into the cache: by the items when each has
+    // all of one sequence (its only reader in this step), else here first.
+    auto store = [&](const model::SequenceStep& s) {
+      for (int64_t t = 0; t < s.num_new; ++t) {
+        const int64_t pos = s.start_pos + t, row = s.first_row + t;
+        const int64_t block = s.blocks[pos / bs], slot = (pos % bs) * hd;
+        for (int64_t h = 0; h < p.head_count_kv; ++h) {
+          Store(k.data + row * kv_dim + h * hd, KeyAt<T>(block, layer, h, hd) + slot, hd);
+          Store(v.data + row * kv_dim + h * hd, ValueAt<T>(block, layer, h, hd) + slot, hd);
+        }
+      }
+    };
+    const bool items_store = item_heads == p.head_count;
+    if (!items_store) {
+      for (const model::SequenceStep& s : batch_->sequences) store(s);
+    }
+    // 3. The items, taken in turn.
     const int64_t max_positions = int64_t{kv_.num_blocks} * bs;
     const int64_t head_bytes = bs * hd * static_cast<int64_t>(sizeof(T));
     const int64_t block_region = 2 * bs * kv_dim * static_cast<int64_t>(sizeof(T));
@@ -562,6 +568,7 @@ class CpuBackend : public model::Backend {
         const Item& item = items_[i];
         const model::SequenceStep& s = batch_->sequences[item.seq];
         const int64_t t_end = std::min<int64_t>(s.num_new, item.token + kChunk);
+        if (items_store) store(s);
         if (item.head_end - item.head_begin == p.head_count) {
           // All of the sequence's heads: each block's keys and values of
           // this layer are one run of block_region bytes. Ask for the first
