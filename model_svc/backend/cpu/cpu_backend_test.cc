@@ -227,12 +227,14 @@ std::vector<float> AttentionStep(Backend& backend, const model::AttentionParams&
   return result;
 }
 
-model::KvCacheShape KvShape(const model::AttentionParams& p, int32_t blocks) {
+model::KvCacheShape KvShape(const model::AttentionParams& p, int32_t blocks,
+                            model::KvType type = model::KvType::kF16) {
   model::KvCacheShape kv;
   kv.num_blocks = blocks;
   kv.block_size = 16;
   kv.layers = 1;
   kv.kv_dim = p.head_count_kv * p.head_dim;
+  kv.type = type;
   return kv;
 }
 
@@ -255,39 +257,43 @@ TEST_P(QuantizedOutputTest, MatMulAfterAttentionEqualsMatMulOfACopy) {
 
 // Each sequence alone has too few work items for the threads, so its items
 // are single query heads; beside others, an item is a KV head's query heads
-// (five prefills of 20 tokens: 2 chunks each), computed together up to 4 at
-// a time (8 heads of one KV head take two rounds, 6 a round of 4 and one of
-// 2), or all of a sequence's heads (eight decodes). Every way gives the same
-// bits.
+// (five prefills of 20 tokens: 2 chunks each; with one KV head that is all
+// heads, over several chunks), computed together up to 4 at a time (8 heads
+// of one KV head take two rounds, 6 a round of 4 and one of 2), or all of a
+// sequence's heads, the item storing its own keys and values (eight
+// decodes). Every way gives the same bits, with an fp16 and an fp32 cache.
 TEST_F(CpuBackendTest, AttentionHeadsTogetherEqualHeadByHead) {
-  for (const model::AttentionParams& p :
-       {model::AttentionParams{4, 2, 64, 0.125f}, model::AttentionParams{9, 3, 64, 0.125f},
-        model::AttentionParams{8, 1, 64, 0.125f}, model::AttentionParams{12, 2, 64, 0.125f},
-        model::AttentionParams{8, 2, 128, 0.0884f}}) {
-    SetUp();  // a fresh backend per shape
-    ASSERT_TRUE(backend_->CheckModel(p, model::RopeParams{}).ok());
-    ASSERT_TRUE(backend_->AllocKvCache(KvShape(p, 32)).ok());
-    const int64_t cols = p.head_count * p.head_dim;
-    const std::string shape =
-        StrCat(p.head_count, " heads, ", p.head_count_kv, " KV heads, dimension ", p.head_dim);
-    // Prefills of 20 tokens: five together (blocks 0-9), each alone (16-25).
-    const std::vector<float> together =
-        AttentionStep(*backend_, p, std::vector<int64_t>(5, 20), {0, 1, 2, 3, 4}, 0);
-    for (int i = 0; i < 5; ++i) {
-      const std::vector<float> alone = AttentionStep(*backend_, p, {20}, {i}, 16);
-      EXPECT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + i * 20 * cols))
-          << shape << ": prefill of sequence " << i;
-    }
-    // Decodes at position 20 of eight sequences (blocks 0-15, prefilled
-    // first): together, then each alone (rewriting its own key and value).
-    const std::vector<int> eight = {0, 1, 2, 3, 4, 5, 6, 7};
-    AttentionStep(*backend_, p, std::vector<int64_t>(8, 20), eight, 0);
-    const std::vector<float> decodes =
-        AttentionStep(*backend_, p, std::vector<int64_t>(8, 1), eight, 0, 20);
-    for (int i = 0; i < 8; ++i) {
-      const std::vector<float> alone = AttentionStep(*backend_, p, {1}, {i}, 0, 20);
-      EXPECT_TRUE(std::equal(alone.begin(), alone.end(), decodes.begin() + i * cols))
-          << shape << ": decode of sequence " << i;
+  for (const model::KvType type : {model::KvType::kF16, model::KvType::kF32}) {
+    for (const model::AttentionParams& p :
+         {model::AttentionParams{4, 2, 64, 0.125f}, model::AttentionParams{9, 3, 64, 0.125f},
+          model::AttentionParams{8, 1, 64, 0.125f}, model::AttentionParams{12, 2, 64, 0.125f},
+          model::AttentionParams{8, 2, 128, 0.0884f}}) {
+      SetUp();  // a fresh backend per shape
+      ASSERT_TRUE(backend_->CheckModel(p, model::RopeParams{}).ok());
+      ASSERT_TRUE(backend_->AllocKvCache(KvShape(p, 32, type)).ok());
+      const int64_t cols = p.head_count * p.head_dim;
+      const std::string shape =
+          StrCat(p.head_count, " heads, ", p.head_count_kv, " KV heads, dimension ", p.head_dim,
+                 type == model::KvType::kF16 ? ", fp16" : ", fp32");
+      // Prefills of 20 tokens: five together (blocks 0-9), each alone (16-25).
+      const std::vector<float> together =
+          AttentionStep(*backend_, p, std::vector<int64_t>(5, 20), {0, 1, 2, 3, 4}, 0);
+      for (int i = 0; i < 5; ++i) {
+        const std::vector<float> alone = AttentionStep(*backend_, p, {20}, {i}, 16);
+        EXPECT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + i * 20 * cols))
+            << shape << ": prefill of sequence " << i;
+      }
+      // Decodes at position 20 of eight sequences (blocks 0-15, prefilled
+      // first): together, then each alone (rewriting its own key and value).
+      const std::vector<int> eight = {0, 1, 2, 3, 4, 5, 6, 7};
+      AttentionStep(*backend_, p, std::vector<int64_t>(8, 20), eight, 0);
+      const std::vector<float> decodes =
+          AttentionStep(*backend_, p, std::vector<int64_t>(8, 1), eight, 0, 20);
+      for (int i = 0; i < 8; ++i) {
+        const std::vector<float> alone = AttentionStep(*backend_, p, {1}, {i}, 0, 20);
+        EXPECT_TRUE(std::equal(alone.begin(), alone.end(), decodes.begin() + i * cols))
+            << shape << ": decode of sequence " << i;
+      }
     }
   }
 }
