@@ -21,7 +21,6 @@
 #include <cstdlib>
 #include <functional>
 #include <future>
-#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -248,9 +247,11 @@ int main(int argc, char** argv) {
     }
   }
   // Aggregate decode: `count` sessions decode n tokens each, all at once
-  // (DecodeFromCallbacks, or a thread per session); a warm-up, then `reps` timed runs (mean, like
-  // the others), the mean tokens per forward step (how well the step loop batched them) and the
-  // mean forward step (the rest of the time per step is spent between steps).
+  // (DecodeFromCallbacks, or a thread per session); a warm-up, then `reps`
+  // timed runs taken in turns with the other counts (below; the mean, like
+  // the others), the mean tokens per forward step (how well the step loop
+  // batched them) and the mean forward step (the rest of the time per step is
+  // spent between steps).
   struct SessionsRun {
     double rate;
     int64_t steps;
@@ -287,18 +288,19 @@ int main(int argc, char** argv) {
     if (count >= 1 && n >= 1 && !seen) counts.emplace_back(value, count);
   }
   for (const auto& [value, count] : counts) run_sessions(count);  // warm-up
-  std::map<std::string, std::vector<SessionsRun>> runs;
+  std::vector<std::vector<SessionsRun>> runs(counts.size());      // per entry of counts
   for (int i = 0; i < reps; ++i) {
     for (size_t j = 0; j < counts.size(); ++j) {
-      const auto& [value, count] = counts[i % 2 == 0 ? j : counts.size() - 1 - j];
-      runs[value].push_back(run_sessions(count));
+      const size_t c = i % 2 == 0 ? j : counts.size() - 1 - j;
+      runs[c].push_back(run_sessions(counts[c].second));
     }
   }
-  for (const auto& [value, count] : counts) {
+  for (size_t c = 0; c < counts.size(); ++c) {
+    const auto& [value, count] = counts[c];
     std::vector<double> rates;
     int64_t steps = 0;
     absl::Duration step_time;
-    for (const SessionsRun& run : runs[value]) {
+    for (const SessionsRun& run : runs[c]) {
       rates.push_back(run.rate);
       steps += run.steps;
       step_time += run.step_time;

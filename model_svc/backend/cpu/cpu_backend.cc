@@ -522,8 +522,11 @@ class CpuBackend : public model::Backend {
       chunks += (s.num_new + kChunk - 1) / kChunk;
       one_chunk_each = one_chunk_each && s.num_new <= kChunk;
     }
+    // One item per sequence (all heads, a single chunk): the item is its
+    // sequence's only reader in this step.
+    const bool per_sequence = one_chunk_each && chunks >= min_items;
     int64_t item_heads = kv_group;  // query heads per item
-    if (one_chunk_each && chunks >= min_items) {
+    if (per_sequence) {
       item_heads = p.head_count;
     } else if (chunks * p.head_count_kv < min_items) {
       item_heads = 1;
@@ -538,15 +541,16 @@ class CpuBackend : public model::Backend {
         }
       }
     }
-    if (item_heads == p.head_count && one_chunk_each) {
+    if (per_sequence) {
       // One coarse item per sequence: the longest contexts first, so that a
       // long one does not come last and leave the other threads waiting.
       std::sort(items_.begin(), items_.end(), [&](const Item& a, const Item& b) {
         return batch_->sequences[a.seq].start_pos > batch_->sequences[b.seq].start_pos;
       });
     }
-    // 2. The new keys and values into the cache: by the items when each has
-    // all of one sequence (its only reader in this step), else here first.
+    // 2. The new keys and values into the cache: by the items when there is
+    // one per sequence, else here first (with one KV head, a prefill's items
+    // have all heads too, but several chunks, which read each other's rows).
     auto store = [&](const model::SequenceStep& s) {
       for (int64_t t = 0; t < s.num_new; ++t) {
         const int64_t pos = s.start_pos + t, row = s.first_row + t;
@@ -557,11 +561,7 @@ class CpuBackend : public model::Backend {
         }
       }
     };
-    // (One item per sequence: all heads and a single chunk. With one KV head
-    // the items of a prefill have all heads too, but several chunks, which
-    // read each other's rows.)
-    const bool items_store = one_chunk_each && item_heads == p.head_count;
-    if (!items_store) {
+    if (!per_sequence) {
       for (const model::SequenceStep& s : batch_->sequences) store(s);
     }
     // 3. The items, taken in turn.
@@ -578,8 +578,8 @@ class CpuBackend : public model::Backend {
         const Item& item = items_[i];
         const model::SequenceStep& s = batch_->sequences[item.seq];
         const int64_t t_end = std::min<int64_t>(s.num_new, item.token + kChunk);
-        if (items_store) store(s);
-        if (item.head_end - item.head_begin == p.head_count) {
+        if (per_sequence) {
+          store(s);
           // All of the sequence's heads: each block's keys and values of
           // this layer are one run of block_region bytes. Ask for the first
           // kItemPrefetchBytes of them in L2 at once: at 16 sessions, 11-14%

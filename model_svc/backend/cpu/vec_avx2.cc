@@ -365,57 +365,49 @@ inline void AxpyRowsHeadsImpl(const float* const* w, const T* v, int64_t stride,
   }
 }
 
-// The head counts and head dimensions with a kernel of their own; anything
-// else goes head by head through the one-head versions.
-template <int kN, typename T>
-bool DotRowsHeadsFixed(const float* const* q, int g, const T* k, int64_t stride, int64_t rows,
-                       float scale, float* const* out) {
-  switch (g) {
-    case 2:
-      DotRowsHeadsImpl<kN, 2>(q, k, stride, rows, scale, out);
-      return true;
-    case 3:
-      DotRowsHeadsImpl<kN, 3>(q, k, stride, rows, scale, out);
-      return true;
-    case 4:
-      DotRowsHeadsImpl<kN, 4>(q, k, stride, rows, scale, out);
-      return true;
-    default:
-      return false;
-  }
+// Calls kernel.template operator()<kN, G>() for the head dimensions (64,
+// 128) and head counts (2-4) that have a kernel of their own; false for
+// anything else, which goes head by head through the one-head versions.
+template <class Kernel>
+bool WithFixedShape(int64_t n, int g, Kernel kernel) {
+  auto heads = [&]<int kN>() {
+    switch (g) {
+      case 2:
+        kernel.template operator()<kN, 2>();
+        return true;
+      case 3:
+        kernel.template operator()<kN, 3>();
+        return true;
+      case 4:
+        kernel.template operator()<kN, 4>();
+        return true;
+      default:
+        return false;
+    }
+  };
+  if (n == 64) return heads.template operator()<64>();
+  if (n == 128) return heads.template operator()<128>();
+  return false;
 }
 
 template <typename T>
 void DotRowsHeadsDispatch(const float* const* q, int g, const T* k, int64_t stride, int64_t rows,
                           int64_t n, float scale, float* const* out) {
-  if (n == 64 && DotRowsHeadsFixed<64>(q, g, k, stride, rows, scale, out)) return;
-  if (n == 128 && DotRowsHeadsFixed<128>(q, g, k, stride, rows, scale, out)) return;
-  for (int h = 0; h < g; ++h) DotRowsDispatch(q[h], k, stride, rows, n, scale, out[h]);
-}
-
-template <int kN, typename T>
-bool AxpyRowsHeadsFixed(const float* const* w, int g, const T* v, int64_t stride, int64_t rows,
-                        float* const* acc) {
-  switch (g) {
-    case 2:
-      AxpyRowsHeadsImpl<kN, 2>(w, v, stride, rows, acc);
-      return true;
-    case 3:
-      AxpyRowsHeadsImpl<kN, 3>(w, v, stride, rows, acc);
-      return true;
-    case 4:
-      AxpyRowsHeadsImpl<kN, 4>(w, v, stride, rows, acc);
-      return true;
-    default:
-      return false;
+  if (WithFixedShape(n, g, [&]<int kN, int G>() {
+        DotRowsHeadsImpl<kN, G>(q, k, stride, rows, scale, out);
+      })) {
+    return;
   }
+  for (int h = 0; h < g; ++h) DotRowsDispatch(q[h], k, stride, rows, n, scale, out[h]);
 }
 
 template <typename T>
 void AxpyRowsHeadsDispatch(const float* const* w, int g, const T* v, int64_t stride, int64_t rows,
                            int64_t n, float* const* acc) {
-  if (n == 64 && AxpyRowsHeadsFixed<64>(w, g, v, stride, rows, acc)) return;
-  if (n == 128 && AxpyRowsHeadsFixed<128>(w, g, v, stride, rows, acc)) return;
+  if (WithFixedShape(n, g,
+                     [&]<int kN, int G>() { AxpyRowsHeadsImpl<kN, G>(w, v, stride, rows, acc); })) {
+    return;
+  }
   for (int h = 0; h < g; ++h) AxpyRowsDispatch(w[h], v, stride, rows, n, acc[h]);
 }
 
