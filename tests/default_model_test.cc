@@ -7,6 +7,7 @@
 // scripts/test.sh fetches it).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -98,28 +99,32 @@ TEST_F(DefaultModelTest, TokenizerAgreesWithLlamaCpp) {
 // llama.cpp's, except at near-ties.
 //
 // Why not the 98% the issue asked for: this 30-layer model is chaotic under
-// int8 activation rounding. A plain fp64 reference forward (dequantized
-// weights, no activation rounding) agrees with llama.cpp at 96.9% of these
-// positions, with us at 96.9%, and we agree with llama.cpp at 96.5-96.9%: every
-// pair of correct implementations differs at the same ~3% of near-ties
-// (measured 2026-11-29; tests/data/llamacpp_reference.py). Measured again on
-// 2026-11-30 with a numpy forward that can reproduce llama.cpp's CPU kernels
-// step by step: reproducing every rounding, fp16 conversion, FMA and SIMD
-// lane order of llama.cpp's batched path gives 256/256 and identical logits,
-// but leaving any single step out, or adding a random 1-ulp error to 1% of
-// the matmul outputs, lands anywhere in 245-252/256 (int8 activation
-// rounding turns an ulp into a flipped code now and then, and 30 layers
-// amplify it; llama.cpp's five smallest top-two gaps here are 0.0007-0.012).
-// 98% would take cloning one llama.cpp build's kernels bit for bit, lane
-// order included (its Q4_1 dot keeps 8 partial sums per block, which would
-// cost our batched kernels about twice the float work). So the test asks
-// for >= 95% and, stronger, that every disagreement is a near-tie: llama.cpp's
-// top two logits within kNearTie of each other. kNearTie is the scale of the
-// disagreement between correct implementations, measured: per position, the
-// largest logit difference between us, llama.cpp and the fp64 reference has
-// a median of 0.63; the fp64 reference's own disagreements with llama.cpp sit
-// at gaps up to 0.24. Half a logit: the median gap is 0.94, and 29% of the
-// positions are below it.
+// int8 activation rounding, and 98% is about what llama.cpp's own paths agree
+// with each other. On the same file and text (all recorded in the reference,
+// tests/data/llamacpp_reference.py), llama.cpp's batched prefill and its
+// one-token-per-evaluation decode path agree at 252/256 (98.4%), the batched
+// path and its flash-attention path at 251/256 (98.0%); their disagreements sit
+// at top-two gaps of 0.008-0.18. We agree with the three paths at 247/256
+// (96.5%, prefill), 251/256 (98.0%, decode) and 250/256 (97.7%, flash
+// attention); a plain fp64 reference forward (dequantized weights, no
+// activation rounding) agrees with the prefill path at 96.9%. A numpy forward
+// that reproduces llama.cpp's CPU kernels step by step (every rounding, fp16
+// conversion, FMA and SIMD lane order of its batched path) gives 256/256 and
+// identical logits, but leaving any single step out, or adding a random 1-ulp
+// error to 1% of the matmul outputs, lands anywhere in 245-252/256 (int8
+// activation rounding turns an ulp into a flipped code now and then, and 30
+// layers amplify it; measured 2026-11-30). 98% against one path would take
+// cloning that path's kernels bit for bit, lane order included (its Q4_1 dot
+// keeps 8 partial sums per block, which would cost our batched kernels about
+// twice the float work), and would then disagree with llama.cpp's other paths
+// instead. So the test asks, against each of the three llama.cpp paths, for >=
+// 95% and, stronger, that every disagreement is a near-tie: llama.cpp's top two
+// logits (of its batched path) within kNearTie of each other. kNearTie is the
+// scale of the disagreement between correct implementations, measured: per
+// position, the largest logit difference between us, llama.cpp and the fp64
+// reference has a median of 0.63; the fp64 reference's own disagreements with
+// llama.cpp sit at gaps up to 0.24. Half a logit: the median gap is 0.94, and
+// 29% of the positions are below it.
 TEST_F(DefaultModelTest, TopOneAgreesWithLlamaCpp) {
   const nlohmann::json ref = Reference();
   engine::AppendRequest r;
@@ -127,23 +132,29 @@ TEST_F(DefaultModelTest, TopOneAgreesWithLlamaCpp) {
   r.all_logits = true;
   auto result = engine_->Append(r);
   ASSERT_TRUE(result.ok()) << result.status();
-  const auto top1 = ref["top1"].get<std::vector<int32_t>>();
   const auto margin = ref["top1_margin"].get<std::vector<float>>();
   constexpr float kNearTie = 0.5f;  // logits
-  int agree = 0;
-  std::string disagreements;
-  for (size_t i = 0; i < top1.size(); ++i) {
-    if (Argmax(result->logits[i]) == top1[i]) {
-      ++agree;
-      continue;
+  for (const char* path : {"top1", "top1_decode_path", "top1_flash_attn"}) {
+    SCOPED_TRACE(path);
+    const auto top1 = ref[path].get<std::vector<int32_t>>();
+    ASSERT_EQ(top1.size(), result->logits.size());
+    int agree = 0;
+    std::string disagreements;
+    for (size_t i = 0; i < top1.size(); ++i) {
+      if (Argmax(result->logits[i]) == top1[i]) {
+        ++agree;
+        continue;
+      }
+      disagreements +=
+          " " + std::to_string(i) + " (llama.cpp margin " + std::to_string(margin[i]) + ")";
+      EXPECT_LT(margin[i], kNearTie) << "position " << i << " is not a near-tie";
     }
-    disagreements +=
-        " " + std::to_string(i) + " (llama.cpp margin " + std::to_string(margin[i]) + ")";
-    EXPECT_LT(margin[i], kNearTie) << "position " << i << " is not a near-tie";
+    const double rate = static_cast<double>(agree) / top1.size();
+    RecordProperty(std::string(path) + "_agreement", std::to_string(rate));
+    EXPECT_GE(rate, 0.95) << "disagreements at:" << disagreements;
+    std::printf("agreement with llama.cpp's %s: %d/%zu, disagreements at:%s\n", path, agree,
+                top1.size(), disagreements.c_str());
   }
-  const double rate = static_cast<double>(agree) / top1.size();
-  RecordProperty("top1_agreement", std::to_string(rate));
-  EXPECT_GE(rate, 0.95) << "disagreements at:" << disagreements;
   ASSERT_TRUE(engine_->Release(result->session_id).ok());
 }
 

@@ -11,7 +11,10 @@ Run once, by hand, when the model or the text changes:
 It writes, for the first 256 tokens of the text (tokenized by llama.cpp,
 with BOS when the model asks for it), the top-1 token llama.cpp predicts
 after every position with the gap between its top two logits, and the
-greedy continuation of a fixed prompt.
+greedy continuation of a fixed prompt. The top-1 tokens come from one
+batched evaluation of the text (llama.cpp's prefill path); for scale, it
+also records those of two other llama.cpp paths on the same file: one token
+per evaluation (its decode path) and flash attention.
 """
 import hashlib
 import json
@@ -37,6 +40,13 @@ def main():
     llm.eval(tokens)
     logits = np.array(llm.scores[:len(tokens)], dtype=np.float32)
     top1 = logits.argmax(axis=1)
+    other_paths = {}
+    for name, batch, flash in (("decode_path", 1, False), ("flash_attn", 512, True)):
+        other = Llama(model_path=model_path, n_ctx=512, n_batch=batch, n_ubatch=batch,
+                      n_threads=2, logits_all=True, verbose=False, seed=0, flash_attn=flash)
+        other.eval(tokens)
+        other_top1 = np.array(other.scores[:len(tokens)], dtype=np.float32).argmax(axis=1)
+        other_paths[name] = [int(t) for t in other_top1]
     ordered = np.sort(logits, axis=1)
     margin = ordered[:, -1] - ordered[:, -2]
 
@@ -57,6 +67,10 @@ def main():
         "tokens": [int(t) for t in tokens],
         "top1": [int(t) for t in top1],
         "top1_margin": [round(float(m), 4) for m in margin],
+        # The same top-1 tokens from llama.cpp's other paths: n_batch 1 (one
+        # token per evaluation), and flash attention (n_batch 512).
+        "top1_decode_path": other_paths["decode_path"],
+        "top1_flash_attn": other_paths["flash_attn"],
         "prompt": PROMPT,
         "prompt_tokens": [int(t) for t in prompt_tokens],
         "greedy_continuation": greedy,
