@@ -18,6 +18,7 @@
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -1032,6 +1033,27 @@ TEST_F(ModelServerLimitsTest, DeadlineStopsTheWorkAndLeavesTheSessionUsable) {
 // ---------------------------------------------------------------------------
 // The service in this process, before and after its engine is set (the
 // loading phase of model_server is too short to catch with a small model).
+
+// A server may listen on a Unix socket (a client in the same pod or host):
+// the startup line names it, and calls reach the server through it.
+TEST(ModelServiceLoadingTest, ListensOnAUnixSocket) {
+  const std::string path = StrCat(std::filesystem::temp_directory_path().string(),
+                                  "/model_service_test.", getpid(), ".sock");
+  std::filesystem::remove(path);
+  ModelServiceImpl service;
+  ServerOptions options;
+  options.listen = "unix:" + path;
+  auto runner = ServerRunner::Start(options, {&service});
+  ASSERT_TRUE(runner.ok()) << runner.status().message();
+  EXPECT_EQ((*runner)->endpoint(), "unix:" + path);
+  auto channel = grpc::CreateChannel("unix:" + path, grpc::InsecureChannelCredentials());
+  EXPECT_EQ(CheckHealth(channel, "", std::chrono::seconds(5)).serving_status, testing::kNotServing);
+  v1::PrefillResponse pr;
+  EXPECT_EQ(Prefill(*v1::Model::NewStub(channel), "", {1}, &pr).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  (*runner)->Shutdown(absl::ZeroDuration());
+  std::filesystem::remove(path);
+}
 
 TEST(ModelServiceLoadingTest, EveryCallIsUnavailableUntilTheEngineIsSet) {
   ModelServiceImpl service;

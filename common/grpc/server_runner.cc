@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "common/strings.h"
 
 namespace llm {
@@ -70,8 +71,16 @@ absl::StatusOr<std::unique_ptr<ServerRunner>> ServerRunner::Start(
     return absl::UnavailableError(
         StrCat("cannot listen on ", options.listen, " (address in use or invalid?)"));
   }
+  runner->listen_ = options.listen;
   runner->SetServing(false);
   return runner;
+}
+
+std::string ServerRunner::endpoint() const {
+  if (absl::StartsWith(listen_, "unix:") || absl::StartsWith(listen_, "unix-abstract:")) {
+    return listen_;
+  }
+  return StrCat("port ", port_);
 }
 
 ServerRunner::~ServerRunner() {

@@ -46,8 +46,11 @@ class ServerRunner {
 
   ~ServerRunner();
 
-  // The bound port (useful with port 0).
+  // The bound port (useful with port 0); not meaningful for a Unix socket.
   int port() const { return port_; }
+  // Where it listens, for the startup line: "port N" (TCP), or the address
+  // itself for a Unix socket ("unix:/run/llm/model.sock").
+  std::string endpoint() const;
   // Health status of the server ("") and of every service it hosts.
   void SetServing(bool serving);
   // Waits for SIGTERM or SIGINT; returns the signal number.
@@ -63,6 +66,7 @@ class ServerRunner {
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::string> service_names_;  // hosted services, set once by Start()
   int port_ = 0;
+  std::string listen_;
   bool shut_down_ = false;
 };
 

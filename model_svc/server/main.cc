@@ -276,7 +276,7 @@ int Main() {
   }
   std::unique_ptr<ServerRunner> runner = std::move(*started);
   // Tests and scripts read this line to learn the port.
-  std::printf("model_server: listening on port %d\n", runner->port());
+  std::printf("model_server: listening on %s\n", runner->endpoint().c_str());
   if (metrics_http != nullptr) {
     std::printf("model_server: metrics on port %d\n", metrics_http->port());
   }

@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
   }
   (*runner)->SetServing(true);
   // Tests and scripts read this line to learn the port.
-  std::printf("tokenizer_server: listening on port %d\n", (*runner)->port());
+  std::printf("tokenizer_server: listening on %s\n", (*runner)->endpoint().c_str());
   if (metrics != nullptr) std::printf("tokenizer_server: metrics on port %d\n", metrics->port());
   std::fflush(stdout);
   const int sig = (*runner)->WaitForTerminationSignal();
