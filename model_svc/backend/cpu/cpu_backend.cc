@@ -34,14 +34,20 @@ using model::StepBatch;
 using model::Tensor;
 using model::WeightView;
 
-// Least rows of output features one task takes in MatMul with 3 or more
-// tokens (unless that leaves a thread without a task), and tokens per
-// activation tile (keeps the tile's q8 activations in L2). Each MatMulTile
-// call with 3 or more tokens interleaves their activations first, and its
-// first rows are not prefetched: with the few tokens of a batched decode
-// step, 256-row tasks gave ~10% more aggregate decode throughput at 16
-// sessions than 64-row ones (prefill, with 64 tokens per call, is indifferent).
+// A task of MatMul with 3 or more tokens takes at least kRowGrain rows of
+// output features and kTaskMacs multiply-adds (unless that leaves a thread
+// without a task); kTokenTile: tokens per activation tile (keeps the tile's
+// q8 activations in L2). Each task starts cold: MatMulTile interleaves its
+// tokens' activations, and its first rows come from memory unprefetched
+// (~3 us). With the few tokens of a batched decode step that is a large
+// share of a 256-row task (~20 us at 16 tokens), so those steps take larger
+// tasks: at 16 sessions, tasks of 32M multiply-adds instead of 256 rows made
+// the step 5-9% shorter (the Q8_0 LM head in 14 tasks instead of 192: -25%;
+// gate and up in one task per thread: -10%), at 4 sessions 8-10% (steps
+// alternating between the two in one process). Prefill (hundreds of tokens)
+// keeps 256-row tasks; 64-row ones had been ~10% slower at 16 sessions.
 constexpr int64_t kRowGrain = 256;
+constexpr int64_t kTaskMacs = int64_t{32} << 20;
 constexpr int64_t kTokenTile = 64;
 
 // Least elements per task of the element-wise loops (norms, RoPE, SwiGLU):
@@ -282,11 +288,12 @@ class CpuBackend : public model::Backend {
       });
       return;
     }
-    // Prefill and batched decode: tasks of at least kRowGrain rows, taken in
-    // turn; as many as possible, and a multiple of the threads so that they
-    // finish together. Fewer rows than that for every thread: one task per
-    // thread (of at least kRowAlign rows).
-    int64_t num_tasks = total_rows / kRowGrain;
+    // Prefill and batched decode: tasks of at least kRowGrain rows and
+    // kTaskMacs multiply-adds, taken in turn; as many as possible, and a
+    // multiple of the threads so that they finish together. Fewer rows than
+    // that for every thread: one task per thread (of at least kRowAlign rows).
+    const int64_t row_grain = std::max(kRowGrain, kTaskMacs / std::max<int64_t>(1, x.cols * n));
+    int64_t num_tasks = total_rows / row_grain;
     if (num_tasks >= threads) {
       num_tasks = num_tasks / threads * threads;
     } else {
