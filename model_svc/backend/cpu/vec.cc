@@ -14,6 +14,11 @@ bool HasAvx2() {
   return has;
 }
 
+bool HasAvx512() {
+  static const bool has = internal::CpuHasAvx512Vnni();
+  return has;
+}
+
 // Eight partial sums, like the SIMD version, so both round alike.
 template <typename Load>
 float DotLoop(const float* a, int64_t n, Load b) {
@@ -119,6 +124,7 @@ void AxpyRowsHeads(const float* const* w, int g, const float* v, int64_t stride,
 }
 
 void SiluMul(const float* gate, const float* up, float* out, int64_t n) {
+  if (HasAvx512()) return vec_internal::SiluMulAvx512(gate, up, out, n);
   if (HasAvx2()) return vec_internal::SiluMulAvx2(gate, up, out, n);
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }

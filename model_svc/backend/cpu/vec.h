@@ -55,8 +55,8 @@ void AxpyRowsHeads(const float* const* w, int g, const uint16_t* v, int64_t stri
 void AxpyRowsHeads(const float* const* w, int g, const float* v, int64_t stride, int64_t rows,
                    int64_t n, float* const* acc);
 // out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)) (SwiGLU),
-// bit for bit as the scalar loop with libm's expf computes it: the AVX2
-// version evaluates glibc's expf algorithm in vector lanes. (A cheaper
+// bit for bit as the scalar loop with libm's expf computes it: the AVX2 and
+// AVX-512 versions evaluate glibc's expf algorithm in vector lanes. (A cheaper
 // polynomial exp, within 1e-6, changed the default model's greedy answers at
 // near-ties.) out may alias gate or up.
 void SiluMul(const float* gate, const float* up, float* out, int64_t n);
@@ -95,6 +95,13 @@ void RoundThroughF16Avx2(const float* x, float* out, int64_t n);
 // std::exp(x[i]) with the same bits (glibc's expf algorithm, 8 lanes).
 void ExpLibmAvx2(const float* x, float* out, int64_t n);
 void SiluMulAvx2(const float* gate, const float* up, float* out, int64_t n);
+
+// The AVX-512 versions (vec_avx512.cc), with the AVX2 versions' bits; only
+// called when internal::CpuHasAvx512Vnni() (they need AVX-512F alone; VNNI
+// comes with every AVX-512 CPU worth dispatching for). SiLU's exp ~40%
+// faster: two permutes instead of gathers, and eight double lanes per op.
+void ExpLibmAvx512(const float* x, float* out, int64_t n);
+void SiluMulAvx512(const float* gate, const float* up, float* out, int64_t n);
 }  // namespace vec_internal
 
 }  // namespace llm::cpu

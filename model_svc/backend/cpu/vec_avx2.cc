@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "model_svc/backend/cpu/exp_libm.h"
 #include "model_svc/backend/cpu/quant.h"
 #include "model_svc/backend/cpu/vec.h"
 
@@ -449,32 +450,9 @@ void AxpyRowsAvx2(const float* w, const float* v, int64_t stride, int64_t rows, 
 
 namespace {
 
-// expf with libm's bits, four lanes at a time in double precision. glibc's
-// expf (the algorithm of ARM's optimized-routines) computes, in double,
-//   z = x * 32/ln2,  k = round(z),  r = z - k (one fma),
-//   2^(k/32) = bits(T[k % 32] + (k << 47)),  T[i] = bits(2^(i/32)) - (i << 47),
-//   exp(x) = 2^(k/32) * ((C0 * r + C1) * r^2 + (C2 * r + 1))
-// and rounds the product to float. The same operations here give the same
-// float for every |x| < 88 (checked against std::exp on all 2^31 such
-// floats); other lanes (overflow, underflow, NaN) go to std::exp.
-struct ExpTable {
-  uint64_t t[32];
-  ExpTable() {
-    for (int i = 0; i < 32; ++i) {
-      const double v = static_cast<double>(std::exp2(static_cast<long double>(i) / 32));
-      uint64_t bits;
-      std::memcpy(&bits, &v, sizeof(bits));
-      t[i] = bits - (static_cast<uint64_t>(i) << 47);
-    }
-  }
-};
-
-inline __m256d ExpLibmLanes(__m128 x, const ExpTable& table) {
-  constexpr double kInvLn2N = 0x1.71547652b82fep+0 * 32;
-  constexpr double kShift = 0x1.8p+52;  // adding it rounds to an integer in the low bits
-  constexpr double kC0 = 0x1.c6af84b912394p-5 / (32.0 * 32.0 * 32.0);
-  constexpr double kC1 = 0x1.ebfce50fac4f3p-3 / (32.0 * 32.0);
-  constexpr double kC2 = 0x1.62e42ff0c52d6p-1 / 32.0;
+// Four lanes of exp_libm's algorithm in double (the table by a gather).
+inline __m256d ExpLibmLanes(__m128 x) {
+  using namespace exp_libm;
   const __m256d xd = _mm256_cvtps_pd(x);
   const __m256d z = _mm256_mul_pd(_mm256_set1_pd(kInvLn2N), xd);
   __m256d kd = _mm256_add_pd(z, _mm256_set1_pd(kShift));
@@ -482,7 +460,7 @@ inline __m256d ExpLibmLanes(__m128 x, const ExpTable& table) {
   kd = _mm256_sub_pd(kd, _mm256_set1_pd(kShift));
   const __m256d r = _mm256_fmsub_pd(_mm256_set1_pd(kInvLn2N), xd, kd);
   const __m256i index = _mm256_and_si256(ki, _mm256_set1_epi64x(31));
-  __m256i t = _mm256_i64gather_epi64(reinterpret_cast<const long long*>(table.t), index, 8);
+  __m256i t = _mm256_i64gather_epi64(reinterpret_cast<const long long*>(table().t), index, 8);
   t = _mm256_add_epi64(t, _mm256_slli_epi64(ki, 47));
   const __m256d poly_hi = _mm256_fmadd_pd(_mm256_set1_pd(kC0), r, _mm256_set1_pd(kC1));
   const __m256d poly_lo = _mm256_fmadd_pd(_mm256_set1_pd(kC2), r, _mm256_set1_pd(1.0));
@@ -492,41 +470,17 @@ inline __m256d ExpLibmLanes(__m128 x, const ExpTable& table) {
 
 // exp of 8 floats with libm's bits.
 inline __m256 Exp8Libm(__m256 x) {
-  static const ExpTable table;
-  const __m256 big = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x),
-                                   _mm256_set1_ps(88.0f), _CMP_NLT_UQ);  // |x| >= 88 or NaN
-  const __m128 lo = _mm256_cvtpd_ps(ExpLibmLanes(_mm256_castps256_ps128(x), table));
-  const __m128 hi = _mm256_cvtpd_ps(ExpLibmLanes(_mm256_extractf128_ps(x, 1), table));
-  const __m256 y = _mm256_set_m128(hi, lo);
-  const int rare = _mm256_movemask_ps(big);
-  if (rare == 0) return y;
-  alignas(32) float xs[8], ys[8];
-  _mm256_store_ps(xs, x);
-  _mm256_store_ps(ys, y);
-  for (int i = 0; i < 8; ++i) {
-    if (rare & (1 << i)) ys[i] = std::exp(xs[i]);
-  }
-  return _mm256_load_ps(ys);
+  const __m128 lo = _mm256_cvtpd_ps(ExpLibmLanes(_mm256_castps256_ps128(x)));
+  const __m128 hi = _mm256_cvtpd_ps(ExpLibmLanes(_mm256_extractf128_ps(x, 1)));
+  return exp_libm::FixLargeLanes(x, _mm256_set_m128(hi, lo));
 }
 
 }  // namespace
 
-void ExpLibmAvx2(const float* x, float* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, Exp8Libm(_mm256_loadu_ps(x + i)));
-  for (; i < n; ++i) out[i] = std::exp(x[i]);
-}
+void ExpLibmAvx2(const float* x, float* out, int64_t n) { exp_libm::ExpLoop(x, out, n, Exp8Libm); }
 
 void SiluMulAvx2(const float* gate, const float* up, float* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 g = _mm256_loadu_ps(gate + i);
-    const __m256 e = Exp8Libm(_mm256_sub_ps(_mm256_setzero_ps(), g));
-    // g / (1 + exp(-g)) * up: the scalar loop's operations, in its order.
-    const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-    _mm256_storeu_ps(out + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
-  }
-  for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  exp_libm::SiluMulLoop(gate, up, out, n, Exp8Libm);
 }
 
 void RoundThroughF16Avx2(const float* x, float* out, int64_t n) {

@@ -174,39 +174,73 @@ TEST(VecTest, SiluMulMatchesDoublePrecision) {
   EXPECT_EQ(in_place, out);
 }
 
-// The vectorized expf gives std::exp's bits: on a stride through every float
-// (1 in 61; the whole range was checked once, 2^31 inputs with |x| < 88), and
-// at the edges, where it hands lanes to std::exp.
+// The vectorized expf (AVX2, and AVX-512 where the CPU has it) gives
+// std::exp's bits: on a stride through every float (1 in 61; the whole range
+// was checked once, 2^31 inputs with |x| < 88, and the AVX-512 version
+// against the AVX2 one on all 2^32), and at the edges, where it hands lanes
+// to std::exp.
 TEST(VecTest, ExpLibmMatchesStdExp) {
   if (!internal::CpuHasAvx2Fma()) GTEST_SKIP() << "no AVX2+FMA on this CPU";
-  int64_t checked = 0, mismatches = 0;
-  auto check = [&](const std::vector<float>& x) {
-    std::vector<float> out(x.size());
-    vec_internal::ExpLibmAvx2(x.data(), out.data(), static_cast<int64_t>(x.size()));
-    for (size_t i = 0; i < x.size(); ++i) {
-      const float want = std::exp(x[i]);
-      const bool same = std::isnan(want)
-                            ? std::isnan(out[i])
-                            : std::bit_cast<uint32_t>(out[i]) == std::bit_cast<uint32_t>(want);
-      if (!same && ++mismatches <= 5) {
-        ADD_FAILURE() << "exp(" << x[i] << "): " << out[i] << " != " << want;
+  using Exp = void (*)(const float*, float*, int64_t);
+  std::vector<std::pair<const char*, Exp>> versions = {{"avx2", vec_internal::ExpLibmAvx2}};
+  if (internal::CpuHasAvx512Vnni()) versions.push_back({"avx512", vec_internal::ExpLibmAvx512});
+  for (const auto& [name, exp] : versions) {
+    SCOPED_TRACE(name);
+    int64_t checked = 0, mismatches = 0;
+    auto check = [&](const std::vector<float>& x) {
+      std::vector<float> out(x.size());
+      exp(x.data(), out.data(), static_cast<int64_t>(x.size()));
+      for (size_t i = 0; i < x.size(); ++i) {
+        const float want = std::exp(x[i]);
+        const bool same = std::isnan(want)
+                              ? std::isnan(out[i])
+                              : std::bit_cast<uint32_t>(out[i]) == std::bit_cast<uint32_t>(want);
+        if (!same && ++mismatches <= 5) {
+          ADD_FAILURE() << "exp(" << x[i] << "): " << out[i] << " != " << want;
+        }
       }
+      checked += static_cast<int64_t>(x.size());
+    };
+    // Every 61st bit pattern, a million at a time.
+    std::vector<float> x;
+    for (uint64_t u = 0; u <= 0xFFFFFFFFu; u += 61) {
+      x.push_back(std::bit_cast<float>(static_cast<uint32_t>(u)));
+      if (x.size() == (1 << 20)) check(std::exchange(x, {}));
     }
-    checked += static_cast<int64_t>(x.size());
-  };
-  // Every 61st bit pattern, a million at a time.
-  std::vector<float> x;
-  for (uint64_t u = 0; u <= 0xFFFFFFFFu; u += 61) {
-    x.push_back(std::bit_cast<float>(static_cast<uint32_t>(u)));
-    if (x.size() == (1 << 20)) check(std::exchange(x, {}));
+    x.insert(x.end(),
+             {88.0f, -88.0f, 0x1.62e42ep6f, 0x1.62e430p6f, -0x1.9fe368p6f, -104.0f, -87.9f, 87.9f,
+              0.0f, -0.0f, 1e-30f, -1e-30f, std::numeric_limits<float>::infinity(),
+              -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()});
+    while (x.size() % 8 != 3) x.push_back(1.0f);  // and a scalar tail
+    check(x);
+    EXPECT_EQ(mismatches, 0) << "of " << checked;
   }
-  x.insert(x.end(),
-           {88.0f, -88.0f, 0x1.62e42ep6f, 0x1.62e430p6f, -0x1.9fe368p6f, -104.0f, -87.9f, 87.9f,
-            0.0f, -0.0f, 1e-30f, -1e-30f, std::numeric_limits<float>::infinity(),
-            -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()});
-  while (x.size() % 8 != 3) x.push_back(1.0f);  // and a scalar tail
-  check(x);
-  EXPECT_EQ(mismatches, 0) << "of " << checked;
+}
+
+// SiLU's AVX-512 version gives the AVX2 version's bits (and so the scalar
+// loop's): every 61st float as the gate, against random up values.
+TEST(VecTest, SiluMulAvx512MatchesAvx2) {
+  if (!internal::CpuHasAvx512Vnni()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::mt19937 rng(13);
+  std::vector<float> gate;
+  for (uint64_t u = 0; u <= 0xFFFFFFFFu; u += 61) {
+    gate.push_back(std::bit_cast<float>(static_cast<uint32_t>(u)));
+  }
+  gate.push_back(2.0f);  // a scalar tail
+  const std::vector<float> up = RandomFloats(gate.size(), rng);
+  const int64_t n = static_cast<int64_t>(gate.size());
+  std::vector<float> a(gate.size()), b(gate.size());
+  vec_internal::SiluMulAvx2(gate.data(), up.data(), a.data(), n);
+  vec_internal::SiluMulAvx512(gate.data(), up.data(), b.data(), n);
+  int64_t mismatches = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const bool same = std::isnan(a[i])
+                          ? std::isnan(b[i])
+                          : std::bit_cast<uint32_t>(a[i]) == std::bit_cast<uint32_t>(b[i]);
+    if (!same && ++mismatches <= 5)
+      ADD_FAILURE() << "gate " << gate[i] << ": " << b[i] << " != " << a[i];
+  }
+  EXPECT_EQ(mismatches, 0) << "of " << n;
 }
 
 }  // namespace
