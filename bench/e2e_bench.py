@@ -28,11 +28,13 @@ first in even repetitions and last in odd ones (the e2e paths then in reverse
 order), so the default path is always next to its in-process pair. Prints a
 table and writes build/bench/e2e.json.
 
---pin puts the model server and llm-bench on cores 0..threads-1 and the
-client and the tokenizer server on the others (threads must leave some), as
-in a cluster where the client runs on another machine; without it every
-process shares every core, and the client's and the RPC threads' CPU comes
-out of the forward pass's.
+--pin puts the model server's compute threads and llm-bench on cores
+0..threads-1, and the model server's other threads (gRPC's: model_server
+--pin_threads), the client and the tokenizer server on the others (threads
+must leave some), as in a cluster where the client runs on another machine
+and the server's RPC threads on cores the forward pass does not use;
+without it every process shares every core, and the client's and the RPC
+threads' CPU comes out of the forward pass's.
 """
 
 from __future__ import annotations
@@ -71,11 +73,12 @@ def on_cores(side: str):
 
 
 def start(name: str, flags: list[str], lines: int = 1) -> tuple[subprocess.Popen, list[str]]:
-    """Starts a server; the addresses of its first `lines` "... port N" lines."""
+    """Starts a server; the addresses of its first `lines` "... port N" lines.
+    (With --pin the model server places its own threads: --pin_threads.)"""
     side = "model" if name == "model_server" else "client"
     proc = subprocess.Popen([str(BIN / name), "--listen", "127.0.0.1:0", *flags],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            preexec_fn=on_cores(side))
+                            preexec_fn=None if side == "model" else on_cores(side))
     addrs = []
     for _ in range(lines):
         m = re.search(r" port (\d+)", proc.stdout.readline())
@@ -139,8 +142,8 @@ def main() -> int:
     ap.add_argument("-n", type=int, default=128, help="decode steps")
     ap.add_argument("-p", type=int, default=512, help="prompt tokens for TTFT")
     ap.add_argument("--pin", action="store_true",
-                    help="model server and llm-bench on cores 0..threads-1, the client and the "
-                    "tokenizer on the others")
+                    help="the model server's compute threads and llm-bench on cores "
+                    "0..threads-1; gRPC's threads, the client and the tokenizer on the others")
     args = ap.parse_args()
     if args.pin:
         cores = sorted(os.sched_getaffinity(0))
@@ -156,9 +159,9 @@ def main() -> int:
     log(f"load average before: {os.getloadavg()[0]:.2f}")
 
     tok_proc, (tok_addr,) = start("tokenizer_server", ["--vocab", str(MODEL)])
-    model_proc, (model_addr, metrics_addr) = start(
-        "model_server", ["--model", str(MODEL), "--threads", str(args.threads),
-                         "--metrics_listen", "127.0.0.1:0"], lines=2)
+    model_flags = ["--model", str(MODEL), "--threads", str(args.threads),
+                   "--metrics_listen", "127.0.0.1:0"] + (["--pin_threads"] if args.pin else [])
+    model_proc, (model_addr, metrics_addr) = start("model_server", model_flags, lines=2)
     addrs = (tok_addr, model_addr)
     try:
         subprocess.run([str(BIN / "llm"), "health", "--tokenizer", tok_addr, "--model", model_addr,

@@ -18,6 +18,7 @@
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -1153,6 +1154,54 @@ TEST(ModelServerProcessTest, SigintExitsZero) {
   const std::optional<int> status = state.process->Terminate(std::chrono::seconds(15), SIGINT);
   ASSERT_TRUE(status.has_value()) << "did not exit within 15 s of SIGINT";
   EXPECT_TRUE(testing::ExitedZero(*status)) << testing::DescribeWaitStatus(*status);
+}
+
+// --pin_threads: the forward pass's thread (llm-step, with --threads 1) alone
+// on the first CPU the server may use, every other thread on the others.
+TEST(ModelServerProcessTest, PinThreadsGivesTheComputeThreadsTheirOwnCpus) {
+  ASSERT_EQ(*model_error, "");
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  if (CPU_COUNT(&allowed) < 2) GTEST_SKIP() << "one CPU: nothing to pin apart";
+  int first = 0;
+  while (!CPU_ISSET(first, &allowed)) ++first;
+  ServerState state;
+  StartModelServer(&state, {"--threads", "1", "--pin_threads"});
+  ASSERT_NE(state.stub, nullptr) << state.error;
+  MustPrefill(*state.stub, "", {1, 2, 3});
+  const std::string tasks = StrCat("/proc/", state.process->pid(), "/task");
+  int compute = 0, others = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(tasks)) {
+    std::string name;
+    std::getline(std::ifstream(entry.path() / "comm"), name);
+    cpu_set_t set;
+    if (sched_getaffinity(std::stoi(entry.path().filename()), sizeof(set), &set) != 0) continue;
+    if (name == "llm-step") {
+      ++compute;
+      EXPECT_EQ(CPU_COUNT(&set), 1);
+      EXPECT_TRUE(CPU_ISSET(first, &set));
+    } else {
+      ++others;
+      EXPECT_FALSE(CPU_ISSET(first, &set)) << name << " shares the compute thread's CPU";
+    }
+  }
+  EXPECT_EQ(compute, 1);
+  EXPECT_GT(others, 1);
+}
+
+// --pin_threads needs a CPU left for the other threads: a usage error
+// otherwise, before loading.
+TEST(ModelServerProcessTest, PinThreadsWithoutACpuToSpareIsAUsageError) {
+  ASSERT_EQ(*model_error, "");
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  std::string error;
+  for (const std::string& threads : {std::string("0"), std::to_string(CPU_COUNT(&allowed))}) {
+    auto server = ServerProcess::Start(
+        "model_server", {"--model", *model_path, "--threads", threads, "--pin_threads"}, &error);
+    EXPECT_EQ(server, nullptr) << "--threads " << threads;
+    EXPECT_THAT(error, HasSubstr("exit status 2")) << "--threads " << threads;
+  }
 }
 
 TEST(ModelServerProcessTest, BadModelExitsNonZeroWithoutPortLine) {

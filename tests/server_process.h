@@ -143,6 +143,7 @@ class ServerProcess {
   }
 
   const std::string& binary() const { return binary_; }
+  pid_t pid() const { return pid_; }  // -1 once it has exited
   int port() const { return port_; }
   std::string address() const { return StrCat("127.0.0.1:", port_); }
 

@@ -1,5 +1,7 @@
 #include "model_svc/engine/engine.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <deque>
 #include <future>
@@ -616,6 +618,9 @@ class Engine::Impl {
   }
 
   void Loop() {
+    // Named for operators (top -H) and for benchmarks that pin the compute
+    // threads (bench/e2e_bench.py --pin).
+    pthread_setname_np(pthread_self(), "llm-step");
     model::StepBatch batch;
     std::vector<model::LogitsSpec> specs;
     std::vector<model::Logits> logits;

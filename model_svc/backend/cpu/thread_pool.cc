@@ -1,6 +1,9 @@
 #include "model_svc/backend/cpu/thread_pool.h"
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <string>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -84,6 +87,10 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
 }
 
 void ThreadPool::WorkerLoop(int index) {
+  // Named for operators (top -H) and for benchmarks that pin the compute
+  // threads (bench/e2e_bench.py --pin); names are at most 15 characters.
+  const std::string name = "llm-pool-" + std::to_string(index % 100000);
+  pthread_setname_np(pthread_self(), name.c_str());
   uint64_t seen = 0;
   for (;;) {
     uint64_t now = generation_.load(std::memory_order_acquire);
