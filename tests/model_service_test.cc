@@ -1031,15 +1031,12 @@ TEST_F(ModelServerLimitsTest, DeadlineStopsTheWorkAndLeavesTheSessionUsable) {
   EXPECT_TRUE(Release(stub(), p.session_id()).ok());
 }
 
-// ---------------------------------------------------------------------------
-// The service in this process, before and after its engine is set (the
-// loading phase of model_server is too short to catch with a small model).
-
 // A server may listen on a Unix socket (a client in the same pod or host):
-// the startup line names it, and calls reach the server through it.
-TEST(ModelServiceLoadingTest, ListensOnAUnixSocket) {
-  const std::string path = StrCat(std::filesystem::temp_directory_path().string(),
-                                  "/model_service_test.", getpid(), ".sock");
+// its endpoint (the startup line) names the socket, and calls reach the
+// service through it.
+TEST(ModelServiceUnixSocketTest, ListensOnAUnixSocket) {
+  // In /tmp: a socket path has at most 107 characters, and TMPDIR may be long.
+  const std::string path = StrCat("/tmp/model_service_test.", getpid(), ".sock");
   std::filesystem::remove(path);
   ModelServiceImpl service;
   ServerOptions options;
@@ -1055,6 +1052,10 @@ TEST(ModelServiceLoadingTest, ListensOnAUnixSocket) {
   (*runner)->Shutdown(absl::ZeroDuration());
   std::filesystem::remove(path);
 }
+
+// ---------------------------------------------------------------------------
+// The service in this process, before and after its engine is set (the
+// loading phase of model_server is too short to catch with a small model).
 
 TEST(ModelServiceLoadingTest, EveryCallIsUnavailableUntilTheEngineIsSet) {
   ModelServiceImpl service;
@@ -1156,8 +1157,24 @@ TEST(ModelServerProcessTest, SigintExitsZero) {
   EXPECT_TRUE(testing::ExitedZero(*status)) << testing::DescribeWaitStatus(*status);
 }
 
+// Where each thread of process `pid` may run: (name, CPU set).
+std::vector<std::pair<std::string, cpu_set_t>> ThreadAffinities(pid_t pid) {
+  std::vector<std::pair<std::string, cpu_set_t>> threads;
+  for (const auto& entry : std::filesystem::directory_iterator(StrCat("/proc/", pid, "/task"))) {
+    std::string name;
+    std::getline(std::ifstream(entry.path() / "comm"), name);
+    cpu_set_t set;
+    if (sched_getaffinity(std::stoi(entry.path().filename()), sizeof(set), &set) == 0) {
+      threads.emplace_back(name, set);
+    }
+  }
+  return threads;
+}
+
 // --pin_threads: the forward pass's thread (llm-step, with --threads 1) alone
-// on the first CPU the server may use, every other thread on the others.
+// on the first CPU the server may use, every other thread on the others, also
+// after calls (a thread gRPC starts from the step loop's callbacks is put
+// back within a second).
 TEST(ModelServerProcessTest, PinThreadsGivesTheComputeThreadsTheirOwnCpus) {
   ASSERT_EQ(*model_error, "");
   cpu_set_t allowed;
@@ -1168,23 +1185,29 @@ TEST(ModelServerProcessTest, PinThreadsGivesTheComputeThreadsTheirOwnCpus) {
   ServerState state;
   StartModelServer(&state, {"--threads", "1", "--pin_threads"});
   ASSERT_NE(state.stub, nullptr) << state.error;
-  MustPrefill(*state.stub, "", {1, 2, 3});
-  const std::string tasks = StrCat("/proc/", state.process->pid(), "/task");
-  int compute = 0, others = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(tasks)) {
-    std::string name;
-    std::getline(std::ifstream(entry.path() / "comm"), name);
-    cpu_set_t set;
-    if (sched_getaffinity(std::stoi(entry.path().filename()), sizeof(set), &set) != 0) continue;
-    if (name == "llm-step") {
-      ++compute;
-      EXPECT_EQ(CPU_COUNT(&set), 1);
-      EXPECT_TRUE(CPU_ISSET(first, &set));
-    } else {
-      ++others;
-      EXPECT_FALSE(CPU_ISSET(first, &set)) << name << " shares the compute thread's CPU";
-    }
+  const v1::PrefillResponse p = MustPrefill(*state.stub, "", {1, 2, 3});
+  for (int32_t token : {4, 5, 6}) {
+    v1::DecodeTokenResponse r;
+    ASSERT_TRUE(Decode(*state.stub, p.session_id(), token, &r).ok());
   }
+  std::string misplaced;
+  int compute = 0, others = 0;
+  for (int attempt = 0; attempt < 30; ++attempt) {  // up to 3 s
+    misplaced.clear();
+    compute = others = 0;
+    for (const auto& [name, set] : ThreadAffinities(state.process->pid())) {
+      if (name == "llm-step") {
+        ++compute;
+        if (CPU_COUNT(&set) != 1 || !CPU_ISSET(first, &set)) misplaced += " " + name;
+      } else {
+        ++others;
+        if (CPU_ISSET(first, &set)) misplaced += " " + name;
+      }
+    }
+    if (misplaced.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(misplaced, "") << "threads on the wrong CPUs";
   EXPECT_EQ(compute, 1);
   EXPECT_GT(others, 1);
 }
@@ -1195,8 +1218,8 @@ TEST(ModelServerProcessTest, PinThreadsWithoutACpuToSpareIsAUsageError) {
   ASSERT_EQ(*model_error, "");
   cpu_set_t allowed;
   ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
-  std::string error;
   for (const std::string& threads : {std::string("0"), std::to_string(CPU_COUNT(&allowed))}) {
+    std::string error;
     auto server = ServerProcess::Start(
         "model_server", {"--model", *model_path, "--threads", threads, "--pin_threads"}, &error);
     EXPECT_EQ(server, nullptr) << "--threads " << threads;

@@ -844,6 +844,7 @@ Engine::~Engine() = default;
 const model::ModelConfig& Engine::config() const { return impl_->model().config(); }
 
 std::string Engine::backend_description() const { return impl_->model().backend().description(); }
+std::string Engine::backend_name() const { return impl_->model().backend().name(); }
 
 void Engine::Submit(AppendRequest request, AppendCallback done) {
   impl_->Submit(std::move(request), std::move(done));

@@ -126,6 +126,7 @@ class Engine {
   const EngineOptions& options() const { return options_; }
   int64_t max_context() const { return max_context_; }
   std::string backend_description() const;
+  std::string backend_name() const;  // Backend::name(): "cpu", "cuda"
 
   // Queues a request; `done` is called exactly once (possibly before Submit
   // returns: for an invalid request, or one whose token a finished lookahead

@@ -31,7 +31,6 @@
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -57,11 +56,10 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:50052",
           "Address to listen on; port 0 picks a free port (printed on startup).");
 ABSL_FLAG(int, threads, 0, "CPU threads for the forward pass; 0: one per available core.");
 ABSL_FLAG(bool, pin_threads, false,
-          "Pin the forward pass's threads to the first --threads CPUs this process may use, "
-          "and every other thread (gRPC's) to the rest, so that RPC work never preempts the "
-          "forward pass. Needs --threads below the available CPUs. (With 1 compute thread on "
-          "2 cores, end-to-end decode ran at 0.98 of in-process, against 0.91 unpinned: "
-          "bench/README.md.)");
+          "Pin the forward pass's threads to the first --threads CPUs this process may use "
+          "(with the CPU backend; the step loop to the first CPU with another), and every "
+          "other thread (gRPC's) to the rest, so that RPC work never preempts the forward "
+          "pass. Needs --threads below the available CPUs. See docs/model_service.md.");
 ABSL_FLAG(std::string, backend, "auto",
           "cpu, cuda, or auto (CUDA when this build has it and a GPU is present, else CPU).");
 ABSL_FLAG(std::string, kv_cache_type, "f16",
@@ -171,18 +169,18 @@ std::string DescribeParams(const gguf::File& file) {
   return buf;
 }
 
-// --pin_threads, once the engine's threads exist.
-absl::Status PinThreads(const engine::Engine& engine) {
+// --pin_threads, once the engine's threads exist: places them and returns
+// the pinner that keeps them placed.
+absl::StatusOr<std::unique_ptr<ThreadPinner>> PinThreads(const engine::Engine& engine) {
   // The CPU backend's threads are all compute threads; another backend's
   // step loop drives its device alone.
-  const int threads = absl::GetFlag(FLAGS_threads);
-  const int expected = absl::StartsWith(engine.backend_description(), "cpu") ? threads : 1;
-  absl::StatusOr<ComputeAffinity> pinned = PinComputeThreads(threads, expected);
+  const int threads = engine.backend_name() == "cpu" ? absl::GetFlag(FLAGS_threads) : 1;
+  absl::StatusOr<ComputeAffinity> pinned = PinComputeThreads(threads, threads);
   if (!pinned.ok()) return pinned.status();
   std::fprintf(stderr, "model_server: %d compute threads on CPUs %s, the other threads on %s\n",
                pinned->compute_threads, absl::StrJoin(pinned->compute_cpus, ",").c_str(),
                absl::StrJoin(pinned->other_cpus, ",").c_str());
-  return absl::OkStatus();
+  return std::make_unique<ThreadPinner>(*pinned);
 }
 
 int Main() {
@@ -206,7 +204,7 @@ int Main() {
   if (absl::GetFlag(FLAGS_pin_threads)) {
     absl::Status pinnable =
         absl::GetFlag(FLAGS_threads) == 0
-            ? absl::FailedPreconditionError("--pin_threads needs --threads (below the CPU count)")
+            ? absl::FailedPreconditionError("--pin_threads needs --threads, below the CPU count")
             : CheckPinnable(absl::GetFlag(FLAGS_threads));
     if (!pinnable.ok()) {
       PrintError(pinnable);
@@ -339,8 +337,14 @@ int Main() {
   const std::string replica_id = ReplicaId(absl::GetFlag(FLAGS_session_prefix), *pod, start);
   load.engine.session_prefix = StrCat(replica_id, ".");
   absl::StatusOr<std::unique_ptr<engine::Engine>> loaded = engine::LoadEngine(load);
+  std::unique_ptr<ThreadPinner> pinner;
   if (loaded.ok() && absl::GetFlag(FLAGS_pin_threads)) {
-    if (absl::Status s = PinThreads(**loaded); !s.ok()) loaded = s;
+    absl::StatusOr<std::unique_ptr<ThreadPinner>> pinned = PinThreads(**loaded);
+    if (pinned.ok()) {
+      pinner = std::move(*pinned);
+    } else {
+      loaded = pinned.status();
+    }
   }
   std::unique_ptr<engine::Engine> engine;
   std::unique_ptr<StepWatchdog> watchdog;
