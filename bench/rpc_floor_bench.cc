@@ -22,12 +22,17 @@
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -35,7 +40,10 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/async_call.h"
 #include "common/flags.h"
 #include "common/grpc/server_runner.h"
@@ -105,6 +113,8 @@ class EchoService final : public v1::Model::CallbackService {
 };
 
 int Serve() {
+  // Ends with the driver, however the driver ends.
+  if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) return 1;
   BlockTerminationSignals();
   EchoService service;
   ServerOptions options;
@@ -146,26 +156,44 @@ double SelfCpuSeconds() {
 int Drive(const char* self) {
   // The server: this binary again, its port on a pipe.
   int out[2];
-  if (pipe(out) != 0) return 1;
+  if (pipe(out) != 0) {
+    std::perror("rpc_floor_bench: pipe");
+    return 1;
+  }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
   posix_spawn_file_actions_addclose(&actions, out[0]);
+  posix_spawn_file_actions_addclose(&actions, out[1]);
   std::string exe = self, serve = "--serve",
               step = "--step_us=" + std::to_string(absl::GetFlag(FLAGS_step_us)),
               spin = absl::GetFlag(FLAGS_spin) ? "--spin" : "--nospin";
   std::vector<char*> argv = {exe.data(), serve.data(), step.data(), spin.data(), nullptr};
   pid_t server = 0;
-  if (posix_spawn(&server, "/proc/self/exe", &actions, nullptr, argv.data(), environ) != 0) {
-    std::fprintf(stderr, "rpc_floor_bench: cannot start the server\n");
+  const int spawned =
+      posix_spawn(&server, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(out[1]);
+  if (spawned != 0) {
+    std::fprintf(stderr, "rpc_floor_bench: cannot start the server: %s\n", std::strerror(spawned));
+    close(out[0]);
     return 1;
   }
-  close(out[1]);
+  auto stop_server = [server] {
+    kill(server, SIGTERM);
+    waitpid(server, nullptr, 0);
+  };
   FILE* port_in = fdopen(out[0], "r");
   int port = 0;
-  if (port_in == nullptr || std::fscanf(port_in, "%d", &port) != 1 || port <= 0) {
+  const bool started = port_in != nullptr && std::fscanf(port_in, "%d", &port) == 1 && port > 0;
+  if (port_in != nullptr) {
+    std::fclose(port_in);
+  } else {
+    close(out[0]);
+  }
+  if (!started) {
     std::fprintf(stderr, "rpc_floor_bench: the server did not start\n");
-    kill(server, SIGTERM);
+    stop_server();
     return 1;
   }
 
@@ -212,8 +240,7 @@ int Drive(const char* self) {
         "\"total_cpu_us\":%.1f}\n",
         n, wall * us, client * us, server_cpu * us, (client + server_cpu) * us);
   }
-  kill(server, SIGTERM);
-  waitpid(server, nullptr, 0);
+  stop_server();
   return rc;
 }
 
@@ -224,5 +251,9 @@ int main(int argc, char** argv) {
   llm::ParseFlags(argc, argv,
                   "Usage: rpc_floor_bench [--round_trips 20000] [--step_us 0 [--spin]]\n"
                   "The CPU and wall time of one DecodeStream round trip in gRPC alone.");
+  if (absl::GetFlag(FLAGS_round_trips) < 1 || absl::GetFlag(FLAGS_step_us) < 0) {
+    std::fprintf(stderr, "rpc_floor_bench: --round_trips must be >= 1 and --step_us >= 0\n");
+    return 2;
+  }
   return absl::GetFlag(FLAGS_serve) ? llm::Serve() : llm::Drive(argv[0]);
 }

@@ -44,8 +44,12 @@ using model::WeightView;
 // tasks: at 16 sessions, tasks of 32M multiply-adds instead of 256 rows made
 // the step 5-9% shorter (the Q8_0 LM head in 14 tasks instead of 192: -25%;
 // gate and up in one task per thread: -10%), at 4 sessions 8-10% (steps
-// alternating between the two in one process). Prefill (hundreds of tokens)
-// keeps 256-row tasks; 64-row ones had been ~10% slower at 16 sessions.
+// alternating between the two in one process). Steps of ~230 tokens or
+// more keep 256-row tasks at 576 columns (a long prefill); 64-row ones had
+// been ~10% slower at 16 sessions. When this leaves one task per thread,
+// a preempted thread stalls the product: the 1-2 token path keeps several
+// ranges per thread for that (kDecodeChunks); batched decode, whose steps
+// are longer, takes the risk for the 5-9%.
 constexpr int64_t kRowGrain = 256;
 constexpr int64_t kTaskMacs = int64_t{32} << 20;
 constexpr int64_t kTokenTile = 64;

@@ -11,6 +11,11 @@
 // and rounds the product to float. The same operations in the lanes give the
 // same float for every |x| < 88 (checked against std::exp on all 2^31 such
 // floats); other lanes (overflow, underflow, NaN) go to std::exp.
+//
+// Everything here has internal linkage (an unnamed namespace, against the
+// usual rule for headers): the files that include it are compiled for
+// different instruction sets, and a shared inline copy that the linker kept
+// from the AVX-512 file would run AVX-512 instructions on an AVX2 machine.
 #ifndef LLM_MODEL_SVC_BACKEND_CPU_EXP_LIBM_H_
 #define LLM_MODEL_SVC_BACKEND_CPU_EXP_LIBM_H_
 
@@ -21,6 +26,7 @@
 #include <cstring>
 
 namespace llm::cpu::vec_internal::exp_libm {
+namespace {
 
 inline constexpr double kInvLn2N = 0x1.71547652b82fep+0 * 32;
 inline constexpr double kShift = 0x1.8p+52;  // adding it rounds to an integer in the low bits
@@ -83,6 +89,7 @@ inline void SiluMulLoop(const float* gate, const float* up, float* out, int64_t 
   for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+}  // namespace
 }  // namespace llm::cpu::vec_internal::exp_libm
 
 #endif  // LLM_MODEL_SVC_BACKEND_CPU_EXP_LIBM_H_

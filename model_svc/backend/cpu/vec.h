@@ -97,7 +97,7 @@ void ExpLibmAvx2(const float* x, float* out, int64_t n);
 void SiluMulAvx2(const float* gate, const float* up, float* out, int64_t n);
 
 // The AVX-512 versions (vec_avx512.cc), with the AVX2 versions' bits; only
-// called when internal::CpuHasAvx512Vnni() (they need AVX-512F alone; VNNI
+// called when internal::CpuHasAvx512Vnni() (they need AVX-512F and VL; VNNI
 // comes with every AVX-512 CPU worth dispatching for). SiLU's exp ~40%
 // faster: two permutes instead of gathers, and eight double lanes per op.
 void ExpLibmAvx512(const float* x, float* out, int64_t n);

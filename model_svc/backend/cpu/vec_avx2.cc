@@ -452,18 +452,18 @@ namespace {
 
 // Four lanes of exp_libm's algorithm in double (the table by a gather).
 inline __m256d ExpLibmLanes(__m128 x) {
-  using namespace exp_libm;
+  namespace el = exp_libm;
   const __m256d xd = _mm256_cvtps_pd(x);
-  const __m256d z = _mm256_mul_pd(_mm256_set1_pd(kInvLn2N), xd);
-  __m256d kd = _mm256_add_pd(z, _mm256_set1_pd(kShift));
+  const __m256d z = _mm256_mul_pd(_mm256_set1_pd(el::kInvLn2N), xd);
+  __m256d kd = _mm256_add_pd(z, _mm256_set1_pd(el::kShift));
   const __m256i ki = _mm256_castpd_si256(kd);
-  kd = _mm256_sub_pd(kd, _mm256_set1_pd(kShift));
-  const __m256d r = _mm256_fmsub_pd(_mm256_set1_pd(kInvLn2N), xd, kd);
+  kd = _mm256_sub_pd(kd, _mm256_set1_pd(el::kShift));
+  const __m256d r = _mm256_fmsub_pd(_mm256_set1_pd(el::kInvLn2N), xd, kd);
   const __m256i index = _mm256_and_si256(ki, _mm256_set1_epi64x(31));
-  __m256i t = _mm256_i64gather_epi64(reinterpret_cast<const long long*>(table().t), index, 8);
+  __m256i t = _mm256_i64gather_epi64(reinterpret_cast<const long long*>(el::table().t), index, 8);
   t = _mm256_add_epi64(t, _mm256_slli_epi64(ki, 47));
-  const __m256d poly_hi = _mm256_fmadd_pd(_mm256_set1_pd(kC0), r, _mm256_set1_pd(kC1));
-  const __m256d poly_lo = _mm256_fmadd_pd(_mm256_set1_pd(kC2), r, _mm256_set1_pd(1.0));
+  const __m256d poly_hi = _mm256_fmadd_pd(_mm256_set1_pd(el::kC0), r, _mm256_set1_pd(el::kC1));
+  const __m256d poly_lo = _mm256_fmadd_pd(_mm256_set1_pd(el::kC2), r, _mm256_set1_pd(1.0));
   const __m256d y = _mm256_fmadd_pd(poly_hi, _mm256_mul_pd(r, r), poly_lo);
   return _mm256_mul_pd(y, _mm256_castsi256_pd(t));
 }
