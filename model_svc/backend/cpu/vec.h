@@ -22,6 +22,8 @@ void AxpyF16(float w, const uint16_t* b, float* out, int64_t n);
 void F32ToF16(const float* x, uint16_t* out, int64_t n);
 // max(x[i]) (-inf for n == 0; NaN when any element is NaN).
 float MaxF32(const float* x, int64_t n);
+// The first i with x[i] > threshold (false for NaN on either side), or n.
+int64_t FirstAbove(const float* x, int64_t n, float threshold);
 // sum(exp(x[i] - shift)), for x[i] <= shift, in float lanes summed in double.
 // The AVX2 version uses a polynomial exp (relative error < 2e-7).
 double SumExpF32(const float* x, int64_t n, float shift);
@@ -73,6 +75,7 @@ void AxpyF32Avx2(float w, const float* b, float* out, int64_t n);
 void AxpyF16Avx2(float w, const uint16_t* b, float* out, int64_t n);
 void F32ToF16Avx2(const float* x, uint16_t* out, int64_t n);
 float MaxF32Avx2(const float* x, int64_t n);
+int64_t FirstAboveAvx2(const float* x, int64_t n, float threshold);
 double SumExpF32Avx2(const float* x, int64_t n, float shift);
 double ExpInPlaceAvx2(float* x, int64_t n, float shift);
 void DotRowsAvx2(const float* q, const uint16_t* k, int64_t stride, int64_t rows, int64_t n,

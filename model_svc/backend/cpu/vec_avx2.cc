@@ -129,6 +129,21 @@ inline __m256 Exp(__m256 x) {
 
 }  // namespace
 
+int64_t FirstAboveAvx2(const float* x, int64_t n, float threshold) {
+  const __m256 t = _mm256_set1_ps(threshold);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 a = _mm256_cmp_ps(_mm256_loadu_ps(x + i), t, _CMP_GT_OQ);
+    const __m256 b = _mm256_cmp_ps(_mm256_loadu_ps(x + i + 8), t, _CMP_GT_OQ);
+    const int mask = _mm256_movemask_ps(a) | (_mm256_movemask_ps(b) << 8);
+    if (mask != 0) return i + __builtin_ctz(static_cast<unsigned>(mask));
+  }
+  for (; i < n; ++i) {
+    if (x[i] > threshold) return i;
+  }
+  return n;
+}
+
 double SumExpF32Avx2(const float* x, int64_t n, float shift) {
   const __m256 s = _mm256_set1_ps(shift);
   double total = 0;

@@ -174,6 +174,26 @@ TEST(VecTest, SiluMulMatchesDoublePrecision) {
   EXPECT_EQ(in_place, out);
 }
 
+// FirstAbove finds the first element strictly above the threshold, as a
+// loop does: on random rows with NaNs, at every length around the SIMD
+// blocks, for thresholds inside and outside the values and NaN.
+TEST(VecTest, FirstAboveMatchesALoop) {
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<int> level(-20, 20);
+  for (int64_t n = 0; n < 70; ++n) {
+    std::vector<float> x(n);
+    for (float& v : x) v = level(rng) == 0 ? NAN : level(rng) * 0.25f;
+    for (const float t : {-100.0f, -1.0f, 0.0f, 2.0f, 4.75f, 5.0f, 100.0f, NAN}) {
+      int64_t want = 0;
+      while (want < n && !(x[want] > t)) ++want;
+      EXPECT_EQ(FirstAbove(x.data(), n, t), want) << "n " << n << ", threshold " << t;
+      if (internal::CpuHasAvx2Fma()) {
+        EXPECT_EQ(vec_internal::FirstAboveAvx2(x.data(), n, t), want) << n << " " << t;
+      }
+    }
+  }
+}
+
 // The vectorized expf (AVX2, and AVX-512 where the CPU has it) gives
 // std::exp's bits: on a stride through every float (1 in 61; the whole range
 // was checked once, 2^31 inputs with |x| < 88, and the AVX-512 version
