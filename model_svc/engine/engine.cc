@@ -618,8 +618,8 @@ class Engine::Impl {
   }
 
   void Loop() {
-    // Named for operators (top -H) and for benchmarks that pin the compute
-    // threads (bench/e2e_bench.py --pin).
+    // Named for operators (top -H) and for model_server --pin_threads, which
+    // finds the compute threads by name.
     pthread_setname_np(pthread_self(), "llm-step");
     model::StepBatch batch;
     std::vector<model::LogitsSpec> specs;

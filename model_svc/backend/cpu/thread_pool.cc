@@ -87,8 +87,8 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
 }
 
 void ThreadPool::WorkerLoop(int index) {
-  // Named for operators (top -H) and for benchmarks that pin the compute
-  // threads (bench/e2e_bench.py --pin); names are at most 15 characters.
+  // Named for operators (top -H) and for model_server --pin_threads, which
+  // finds the compute threads by name; names are at most 15 characters.
   const std::string name = "llm-pool-" + std::to_string(index % 100000);
   pthread_setname_np(pthread_self(), name.c_str());
   uint64_t seen = 0;
