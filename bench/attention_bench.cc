@@ -5,7 +5,9 @@
 // the weighted sum of the values (AxpyRows), for `positions` cached positions.
 //
 //   BM_HeadByHead: the 3 heads one after the other (each reads the rows).
-//   BM_Heads:      DotRowsHeads / AxpyRowsHeads (each row read once).
+//   BM_Heads:      DotRowsHeads / AxpyRowsHeads (each row read once), the
+//                  kernels the backend runs (AVX-512 where the CPU has it).
+//   BM_HeadsAvx2:  the same with the AVX2 kernels, for comparison.
 //
 // Arguments: positions, and whether the rows come from memory (1: the item
 // walks a 256 MiB pool of blocks, as a 16-session step's items come from
@@ -67,7 +69,9 @@ void Prefetch(const void* p, int64_t bytes) {
   for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(c + i);
 }
 
-template <bool kHeads>
+enum class Mode { kHeadByHead, kHeads, kHeadsAvx2 };
+
+template <Mode kMode>
 void BM_Item(benchmark::State& state) {
   Setup s(state.range(0), state.range(1) != 0);
   int64_t item = 0;
@@ -89,10 +93,14 @@ void BM_Item(benchmark::State& state) {
       // As the backend does: the next block's keys, this block's values.
       if (j + kBlock < s.positions) Prefetch(s.Keys(table[j / kBlock + 1]), kHeadBytes);
       Prefetch(s.Values(table[j / kBlock]), kHeadBytes);
-      if constexpr (kHeads) {
+      if constexpr (kMode != Mode::kHeadByHead) {
         float* scj[kGroup];
         for (int h = 0; h < kGroup; ++h) scj[h] = sc[h] + j;
-        DotRowsHeads(qs, kGroup, k, kHeadDim, rows, kHeadDim, 0.125f, scj);
+        if constexpr (kMode == Mode::kHeads) {
+          DotRowsHeads(qs, kGroup, k, kHeadDim, rows, kHeadDim, 0.125f, scj);
+        } else {
+          vec_internal::DotRowsHeadsAvx2(qs, kGroup, k, kHeadDim, rows, kHeadDim, 0.125f, scj);
+        }
       } else {
         for (int h = 0; h < kGroup; ++h)
           DotRows(qs[h], k, kHeadDim, rows, kHeadDim, 0.125f, sc[h] + j);
@@ -101,10 +109,14 @@ void BM_Item(benchmark::State& state) {
     for (int64_t j = 0; j < s.positions; j += kBlock) {
       const int64_t rows = std::min<int64_t>(kBlock, s.positions - j);
       const uint16_t* v = s.Values(table[j / kBlock]);
-      if constexpr (kHeads) {
+      if constexpr (kMode != Mode::kHeadByHead) {
         const float* wj[kGroup];
         for (int h = 0; h < kGroup; ++h) wj[h] = sc[h] + j;
-        AxpyRowsHeads(wj, kGroup, v, kHeadDim, rows, kHeadDim, os);
+        if constexpr (kMode == Mode::kHeads) {
+          AxpyRowsHeads(wj, kGroup, v, kHeadDim, rows, kHeadDim, os);
+        } else {
+          vec_internal::AxpyRowsHeadsAvx2(wj, kGroup, v, kHeadDim, rows, kHeadDim, os);
+        }
       } else {
         for (int h = 0; h < kGroup; ++h) AxpyRows(sc[h] + j, v, kHeadDim, rows, kHeadDim, os[h]);
       }
@@ -122,8 +134,9 @@ void Args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"positions", "cold"});
 }
 
-BENCHMARK(BM_Item<false>)->Name("BM_HeadByHead")->Apply(Args);
-BENCHMARK(BM_Item<true>)->Name("BM_Heads")->Apply(Args);
+BENCHMARK(BM_Item<Mode::kHeadByHead>)->Name("BM_HeadByHead")->Apply(Args);
+BENCHMARK(BM_Item<Mode::kHeads>)->Name("BM_Heads")->Apply(Args);
+BENCHMARK(BM_Item<Mode::kHeadsAvx2>)->Name("BM_HeadsAvx2")->Apply(Args);
 
 }  // namespace
 }  // namespace llm::cpu

@@ -623,17 +623,14 @@ class CpuBackend : public model::Backend {
             const float* qs[kMaxRowHeads];
             float* sc[kMaxRowHeads];
             float* os[kMaxRowHeads];
+            // With an fp16 cache the query is rounded to fp16 as well, as
+            // llama.cpp does (its K·Q product runs in fp16 x fp16); the g
+            // heads' queries are adjacent, so one call rounds them all.
+            constexpr bool kF16 = std::is_same_v<T, uint16_t>;
+            const float* qrow = q.data + row * q.cols + h0 * hd;
+            if constexpr (kF16) RoundThroughF16(qrow, qh, g * hd);
             for (int h = 0; h < g; ++h) {
-              // With an fp16 cache the query is rounded to fp16 as well, as
-              // llama.cpp does (its K·Q product runs in fp16 x fp16).
-              const float* qsrc = q.data + row * q.cols + (h0 + h) * hd;
-              float* qd = qh + h * hd;
-              if constexpr (std::is_same_v<T, uint16_t>) {
-                RoundThroughF16(qsrc, qd, hd);
-              } else {
-                std::memcpy(qd, qsrc, hd * 4);
-              }
-              qs[h] = qd;
+              qs[h] = (kF16 ? qh : qrow) + h * hd;
               sc[h] = scores + h * max_positions;
               os[h] = out.data + row * out.cols + (h0 + h) * hd;
             }

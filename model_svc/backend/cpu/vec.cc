@@ -108,24 +108,28 @@ void AxpyRows(const float* w, const float* v, int64_t stride, int64_t rows, int6
 
 void DotRowsHeads(const float* const* q, int g, const uint16_t* k, int64_t stride, int64_t rows,
                   int64_t n, float scale, float* const* out) {
+  if (HasAvx512() && vec_internal::DotRowsHeadsAvx512(q, g, k, stride, rows, n, scale, out)) return;
   if (HasAvx2()) return vec_internal::DotRowsHeadsAvx2(q, g, k, stride, rows, n, scale, out);
   for (int h = 0; h < g; ++h) DotRows(q[h], k, stride, rows, n, scale, out[h]);
 }
 
 void DotRowsHeads(const float* const* q, int g, const float* k, int64_t stride, int64_t rows,
                   int64_t n, float scale, float* const* out) {
+  if (HasAvx512() && vec_internal::DotRowsHeadsAvx512(q, g, k, stride, rows, n, scale, out)) return;
   if (HasAvx2()) return vec_internal::DotRowsHeadsAvx2(q, g, k, stride, rows, n, scale, out);
   for (int h = 0; h < g; ++h) DotRows(q[h], k, stride, rows, n, scale, out[h]);
 }
 
 void AxpyRowsHeads(const float* const* w, int g, const uint16_t* v, int64_t stride, int64_t rows,
                    int64_t n, float* const* acc) {
+  if (HasAvx512() && vec_internal::AxpyRowsHeadsAvx512(w, g, v, stride, rows, n, acc)) return;
   if (HasAvx2()) return vec_internal::AxpyRowsHeadsAvx2(w, g, v, stride, rows, n, acc);
   for (int h = 0; h < g; ++h) AxpyRows(w[h], v, stride, rows, n, acc[h]);
 }
 
 void AxpyRowsHeads(const float* const* w, int g, const float* v, int64_t stride, int64_t rows,
                    int64_t n, float* const* acc) {
+  if (HasAvx512() && vec_internal::AxpyRowsHeadsAvx512(w, g, v, stride, rows, n, acc)) return;
   if (HasAvx2()) return vec_internal::AxpyRowsHeadsAvx2(w, g, v, stride, rows, n, acc);
   for (int h = 0; h < g; ++h) AxpyRows(w[h], v, stride, rows, n, acc[h]);
 }

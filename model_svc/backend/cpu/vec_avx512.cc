@@ -34,7 +34,188 @@ inline __m256 Exp8Libm(__m256 x) {
   return el::FixLargeLanes(x, _mm512_cvtpd_ps(_mm512_mul_pd(y, _mm512_castsi512_pd(scale))));
 }
 
+inline __m512 Load16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline __m512 Load16(const float* p) { return _mm512_loadu_ps(p); }
+
+// The sums of the eight lanes of a, b, c and d in the tree of the AVX2
+// HorizontalSum ((l + l+4) + (l+2 + l+6), then the two halves), four at a
+// time: [sum(a), sum(b), sum(c), sum(d)]. Every add is one of that tree's
+// (in either operand order, which IEEE addition does not see), so the bits
+// are the same.
+inline __m128 HorizontalSums4(__m256 a, __m256 b, __m256 c, __m256 d) {
+  const __m256 ab = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20),
+                                  _mm256_permute2f128_ps(a, b, 0x31));  // a: l + l+4 | b
+  const __m256 cd =
+      _mm256_add_ps(_mm256_permute2f128_ps(c, d, 0x20), _mm256_permute2f128_ps(c, d, 0x31));
+  const __m256 lo =
+      _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(ab), _mm256_castps_pd(cd)));
+  const __m256 hi =
+      _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(ab), _mm256_castps_pd(cd)));
+  const __m256 w = _mm256_add_ps(lo, hi);  // [a0, a1, c0, c1 | b0, b1, d0, d1] (two partials each)
+  const __m256 s = _mm256_add_ps(_mm256_shuffle_ps(w, w, 0x88), _mm256_shuffle_ps(w, w, 0xDD));
+  // s = [a, c, a, c | b, d, b, d]
+  return _mm_unpacklo_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+}
+
+inline __m256 Halves(__m512 v) {
+  return _mm256_add_ps(_mm512_castps512_ps256(v),
+                       _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
+// DotRowsHeads for head dimension kN and G heads: lanes 0-7 of a zmm
+// accumulator are the AVX2 kernel's first chain (elements i..i+7 of each
+// 16), lanes 8-15 its second, so each lane sees the same fmas in the same
+// order, and the two chains are added and summed in the AVX2 tree. Four rows
+// at a time: 4G accumulators, the query's kN / 16 vectors per head (kept in
+// registers when they fit) and one chunk of a row.
+template <int kN, int G, typename T>
+void DotRowsHeadsImpl(const float* const* q, const T* k, int64_t stride, int64_t rows, float scale,
+                      float* const* out) {
+  constexpr int C = kN / 16;
+  constexpr bool kQInRegisters = G * C <= 12;
+  __m512 qv[kQInRegisters ? G : 1][kQInRegisters ? C : 1];
+  if constexpr (kQInRegisters) {
+#pragma GCC unroll 4
+    for (int h = 0; h < G; ++h) {
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) qv[h][c] = _mm512_loadu_ps(q[h] + 16 * c);
+    }
+  }
+  auto query = [&](int h, int c) {
+    if constexpr (kQInRegisters) {
+      return qv[h][c];
+    } else {
+      return _mm512_loadu_ps(q[h] + 16 * c);
+    }
+  };
+  const __m128 vscale = _mm_set1_ps(scale);
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    __m512 acc[4][G];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+#pragma GCC unroll 4
+      for (int h = 0; h < G; ++h) acc[j][h] = _mm512_setzero_ps();
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const __m512 kc = Load16(k + (r + j) * stride + 16 * c);
+#pragma GCC unroll 4
+        for (int h = 0; h < G; ++h) acc[j][h] = _mm512_fmadd_ps(query(h, c), kc, acc[j][h]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < G; ++h) {
+      const __m128 sums = HorizontalSums4(Halves(acc[0][h]), Halves(acc[1][h]), Halves(acc[2][h]),
+                                          Halves(acc[3][h]));
+      _mm_storeu_ps(out[h] + r, _mm_mul_ps(sums, vscale));
+    }
+  }
+  for (; r < rows; ++r) {
+    __m512 acc[G];
+#pragma GCC unroll 4
+    for (int h = 0; h < G; ++h) acc[h] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      const __m512 kc = Load16(k + r * stride + 16 * c);
+#pragma GCC unroll 4
+      for (int h = 0; h < G; ++h) acc[h] = _mm512_fmadd_ps(query(h, c), kc, acc[h]);
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < G; ++h) {
+      const __m256 z = _mm256_setzero_ps();
+      out[h][r] = _mm_cvtss_f32(HorizontalSums4(Halves(acc[h]), z, z, z)) * scale;
+    }
+  }
+}
+
+// AxpyRowsHeads for head dimension kN and G heads: all G * kN / 16
+// accumulators in registers for the whole run of rows when they fit (else
+// slices of 64 elements); per element the AVX2 kernel's fmas, row by row.
+template <int kN, int G, typename T>
+void AxpyRowsHeadsImpl(const float* const* w, const T* v, int64_t stride, int64_t rows,
+                       float* const* acc) {
+  constexpr int S = G * kN / 16 <= 24 ? kN : 64;
+  for (int s0 = 0; s0 < kN; s0 += S) {
+    __m512 a[G][S / 16];
+#pragma GCC unroll 4
+    for (int h = 0; h < G; ++h) {
+#pragma GCC unroll 8
+      for (int j = 0; j < S / 16; ++j) a[h][j] = _mm512_loadu_ps(acc[h] + s0 + 16 * j);
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* vr = v + r * stride + s0;
+      __m512 x[S / 16];
+#pragma GCC unroll 8
+      for (int j = 0; j < S / 16; ++j) x[j] = Load16(vr + 16 * j);
+#pragma GCC unroll 4
+      for (int h = 0; h < G; ++h) {
+        const __m512 vw = _mm512_set1_ps(w[h][r]);
+#pragma GCC unroll 8
+        for (int j = 0; j < S / 16; ++j) a[h][j] = _mm512_fmadd_ps(vw, x[j], a[h][j]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < G; ++h) {
+#pragma GCC unroll 8
+      for (int j = 0; j < S / 16; ++j) _mm512_storeu_ps(acc[h] + s0 + 16 * j, a[h][j]);
+    }
+  }
+}
+
+// Calls kernel.template operator()<kN, G>() for head dimensions 64 and 128
+// and 1-4 heads; false otherwise.
+template <class Kernel>
+bool WithShape(int64_t n, int g, Kernel kernel) {
+  auto heads = [&]<int kN>() {
+    switch (g) {
+      case 1:
+        kernel.template operator()<kN, 1>();
+        return true;
+      case 2:
+        kernel.template operator()<kN, 2>();
+        return true;
+      case 3:
+        kernel.template operator()<kN, 3>();
+        return true;
+      case 4:
+        kernel.template operator()<kN, 4>();
+        return true;
+      default:
+        return false;
+    }
+  };
+  if (n == 64) return heads.template operator()<64>();
+  if (n == 128) return heads.template operator()<128>();
+  return false;
+}
+
 }  // namespace
+
+bool DotRowsHeadsAvx512(const float* const* q, int g, const uint16_t* k, int64_t stride,
+                        int64_t rows, int64_t n, float scale, float* const* out) {
+  return WithShape(
+      n, g, [&]<int kN, int G>() { DotRowsHeadsImpl<kN, G>(q, k, stride, rows, scale, out); });
+}
+bool DotRowsHeadsAvx512(const float* const* q, int g, const float* k, int64_t stride, int64_t rows,
+                        int64_t n, float scale, float* const* out) {
+  return WithShape(
+      n, g, [&]<int kN, int G>() { DotRowsHeadsImpl<kN, G>(q, k, stride, rows, scale, out); });
+}
+bool AxpyRowsHeadsAvx512(const float* const* w, int g, const uint16_t* v, int64_t stride,
+                         int64_t rows, int64_t n, float* const* acc) {
+  return WithShape(n, g,
+                   [&]<int kN, int G>() { AxpyRowsHeadsImpl<kN, G>(w, v, stride, rows, acc); });
+}
+bool AxpyRowsHeadsAvx512(const float* const* w, int g, const float* v, int64_t stride, int64_t rows,
+                         int64_t n, float* const* acc) {
+  return WithShape(n, g,
+                   [&]<int kN, int G>() { AxpyRowsHeadsImpl<kN, G>(w, v, stride, rows, acc); });
+}
 
 void ExpLibmAvx512(const float* x, float* out, int64_t n) {
   exp_libm::ExpLoop(x, out, n, Exp8Libm);

@@ -79,7 +79,9 @@ TEST_P(VecRowsTest, AxpyRowsIsAxpyPerRowInOrder) {
 
 // The g heads of a KV head at once: each head's bits are DotRows' and
 // AxpyRows' alone, for every head count, row count (odd ones take the
-// one-row tail) and head dimension.
+// one-row tail) and head dimension. On an AVX-512 CPU, head dimensions 64
+// and 128 run the AVX-512 kernels (rows in fours: 5 and 16 rows take both
+// paths) against the AVX2 one-head ones.
 TEST_P(VecRowsTest, RowsHeadsAreRowsPerHead) {
   const int64_t n = GetParam(), stride = n + 5;
   for (int g = 1; g <= kMaxRowHeads; ++g) {
