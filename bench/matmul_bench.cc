@@ -8,7 +8,7 @@
 // Counters: GFLOP/s counts 2 * rows * cols * tokens per call; weight_GB/s is
 // the weight bytes read per call (the decode roofline is memory bandwidth).
 // The activations are quantized once outside the timed loop; BM_QuantizeQ8
-// times that step separately.
+// times that step separately, for the AVX2 and the AVX-512 kernel.
 //
 //   build/bin/matmul_bench --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
@@ -202,18 +202,27 @@ BENCHMARK(BM_AllTypes_576x1536)
                     static_cast<int>(TensorType::kQ4_K), static_cast<int>(TensorType::kQ6_K)}})
     ->Unit(benchmark::kMicrosecond);
 
+// One row of activations quantized by the kernel set's QuantizeQ8 (arg 1:
+// 0 avx2, 1 avx512; skipped when the CPU lacks it).
 void BM_QuantizeQ8(benchmark::State& state) {
   const int64_t cols = state.range(0);
+  const bool avx512 = state.range(1) == 1;
+  if (avx512 ? !internal::CpuHasAvx512Vnni() : !internal::CpuHasAvx2Fma()) {
+    state.SkipWithError("the CPU lacks this kernel set");
+    return;
+  }
+  const auto quantize = avx512 ? internal::QuantizeQ8Avx512 : internal::QuantizeQ8Avx2;
+  state.SetLabel(avx512 ? "avx512" : "avx2");
   const Activations a = RandomActivations(1, cols);
   std::vector<BlockQ8> q(cols / kQ8Block);
   for (auto _ : state) {
-    QuantizeQ8(a.f32.data(), q.data(), cols);
+    quantize(a.f32.data(), q.data(), cols);
     benchmark::DoNotOptimize(q.data());
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(state.iterations() * cols);
 }
-BENCHMARK(BM_QuantizeQ8)->Arg(576)->Arg(1536);
+BENCHMARK(BM_QuantizeQ8)->ArgsProduct({{576, 1536}, {0, 1}});
 
 }  // namespace
 }  // namespace llm::cpu

@@ -482,7 +482,7 @@ struct KernelSet {
 const KernelSet& Active() {
   static const KernelSet kernels = [] {
     if (CpuHasAvx512Vnni()) {
-      return KernelSet{"avx512vnni", DequantizeRowAvx2, QuantizeQ8Avx2, DotRowAvx512Vnni,
+      return KernelSet{"avx512vnni", DequantizeRowAvx2, QuantizeQ8Avx512, DotRowAvx512Vnni,
                        MatMulTileAvx512Vnni};
     }
     if (CpuHasAvx2Fma()) {

@@ -87,8 +87,10 @@ void MatMulTileAvx2(TensorType type, const uint8_t* w, size_t row_bytes, int64_t
 
 // AVX-512 VNNI kernels: MatMulTile with 3 or more tokens for Q4_0, Q4_1,
 // Q5_0, Q5_1, Q8_0 and Q4_K; every other case (1-2 tokens, Q6_K, the float
-// types) is passed to MatMulTileAvx2. DequantizeRow and QuantizeQ8 have no
-// AVX-512 variant (the set uses the AVX2 ones). Same per-thread scratch as AVX2.
+// types) is passed to MatMulTileAvx2. QuantizeQ8Avx512 produces exactly
+// QuantizeQ8Avx2's blocks (16 lanes at a time). DequantizeRow has no AVX-512
+// variant (the set uses the AVX2 one). Same per-thread scratch as AVX2.
+void QuantizeQ8Avx512(const float* x, BlockQ8* out, int64_t n);
 float DotRowAvx512Vnni(TensorType type, const void* w, const ActRow& x, int64_t n);
 void MatMulTileAvx512Vnni(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n,
                           int64_t r0, int64_t r1, const ActRow* x, int64_t num_tokens, float* out,

@@ -867,8 +867,8 @@ TEST(QuantizeQ8Test, RoundTripErrorBound) {
   // Exact halves: x = k * 0.5 with amax 8 -> q = k * 0.5 * 127 / 8, checked by the bound above.
 }
 
-TEST(QuantizeQ8Test, Avx2MatchesScalarExactly) {
-  if (!internal::CpuHasAvx2Fma()) GTEST_SKIP() << "no AVX2+FMA on this CPU";
+// QuantizeQ8 kernel `fast` gives exactly QuantizeQ8Scalar's blocks.
+void ExpectQuantizeMatchesScalar(void (*fast)(const float*, BlockQ8*, int64_t)) {
   std::mt19937 rng(43);
   std::uniform_real_distribution<float> val(-100.0f, 100.0f);
   const int64_t n = 32 * 200;
@@ -877,24 +877,37 @@ TEST(QuantizeQ8Test, Avx2MatchesScalarExactly) {
   // Block 0 has d = 1 and many exact .5 ties (rounded half to even).
   for (int l = 0; l < 31; ++l) x[l] = static_cast<float>(l - 15) + 0.5f;
   x[31] = 127.0f;
-  std::vector<BlockQ8> fast(n / 32), slow(n / 32);
-  internal::QuantizeQ8Avx2(x.data(), fast.data(), n);
+  // A block of tiny values, one with an infinity (its codes all 0, d inf).
+  for (int l = 0; l < 32; ++l) x[5 * 32 + l] = 1e-38f * static_cast<float>(l - 16);
+  x[6 * 32 + 7] = -std::numeric_limits<float>::infinity();
+  std::vector<BlockQ8> f(n / 32), slow(n / 32);
+  fast(x.data(), f.data(), n);
   internal::QuantizeQ8Scalar(x.data(), slow.data(), n);
-  EXPECT_EQ(std::memcmp(fast.data(), slow.data(), fast.size() * sizeof(BlockQ8)), 0);
+  EXPECT_EQ(std::memcmp(f.data(), slow.data(), f.size() * sizeof(BlockQ8)), 0);
   EXPECT_EQ(slow[0].d, 1.0f);
   EXPECT_EQ(slow[0].q[0], -14);  // -14.5 -> -14
   EXPECT_EQ(slow[0].q[1], -14);  // -13.5 -> -14
   EXPECT_EQ(slow[0].q[15], 0);   // 0.5 -> 0
   EXPECT_EQ(slow[0].q[16], 2);   // 1.5 -> 2
-  // Block counts that are not multiples of the AVX2 kernel's 8, and an
+  // Block counts that are not multiples of the kernels' 8 or 16, and an
   // all-zero block (d = 0).
   std::fill(x.begin() + 3 * 32, x.begin() + 4 * 32, 0.0f);
-  for (const int64_t blocks : {1, 5, 8, 13, 77}) {
-    std::vector<BlockQ8> f(blocks), s(blocks);
-    internal::QuantizeQ8Avx2(x.data(), f.data(), blocks * 32);
-    internal::QuantizeQ8Scalar(x.data(), s.data(), blocks * 32);
-    EXPECT_EQ(std::memcmp(f.data(), s.data(), f.size() * sizeof(BlockQ8)), 0) << blocks;
+  for (const int64_t blocks : {1, 5, 8, 13, 16, 17, 77}) {
+    std::vector<BlockQ8> fb(blocks), sb(blocks);
+    fast(x.data(), fb.data(), blocks * 32);
+    internal::QuantizeQ8Scalar(x.data(), sb.data(), blocks * 32);
+    EXPECT_EQ(std::memcmp(fb.data(), sb.data(), fb.size() * sizeof(BlockQ8)), 0) << blocks;
   }
+}
+
+TEST(QuantizeQ8Test, Avx2MatchesScalarExactly) {
+  if (!internal::CpuHasAvx2Fma()) GTEST_SKIP() << "no AVX2+FMA on this CPU";
+  ExpectQuantizeMatchesScalar(internal::QuantizeQ8Avx2);
+}
+
+TEST(QuantizeQ8Test, Avx512MatchesScalarExactly) {
+  if (!internal::CpuHasAvx512Vnni()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  ExpectQuantizeMatchesScalar(internal::QuantizeQ8Avx512);
 }
 
 TEST(KernelIsaTest, MatchesCpu) {
