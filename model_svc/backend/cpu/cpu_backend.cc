@@ -219,7 +219,7 @@ class CpuBackend : public model::Backend {
       for (int64_t r = begin; r < end; ++r) {
         float* xr = x.data + r * x.cols;
         const float* yr = y.data + r * y.cols;
-        for (int64_t i = 0; i < x.cols; ++i) xr[i] += yr[i];
+        AddF32(xr, yr, x.cols);
         NormRow(xr, w, x.cols, eps, out.data + r * out.cols);
         if (quantize) QuantizeOutput(out, r * out.cols, (r + 1) * out.cols);
       }
@@ -338,13 +338,7 @@ class CpuBackend : public model::Backend {
     auto rotate = [&](Tensor t, int64_t r) {
       const float* cs = rope_table_.data() + r * pairs * 2;
       for (int64_t h = 0; h < t.cols / p.head_dim; ++h) {
-        float* v = t.data + r * t.cols + h * p.head_dim;
-        for (int64_t i = 0; i < pairs; ++i) {
-          const float c = cs[2 * i], s = cs[2 * i + 1];
-          const float a = v[2 * i], b = v[2 * i + 1];
-          v[2 * i] = a * c - b * s;
-          v[2 * i + 1] = a * s + b * c;
-        }
+        RotatePairs(t.data + r * t.cols + h * p.head_dim, cs, pairs);
       }
     };
     pool_.ParallelFor(q.rows, RowGrain(q.cols + k.cols), [&](int64_t begin, int64_t end) {
@@ -388,7 +382,7 @@ class CpuBackend : public model::Backend {
   void Add(Tensor x, const Tensor& y) override {
     q8_ready_ = {};
     pool_.ParallelFor(x.rows * x.cols, kElementGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) x.data[i] += y.data[i];
+      AddF32(x.data + begin, y.data + begin, end - begin);
     });
   }
 
@@ -431,7 +425,7 @@ class CpuBackend : public model::Backend {
   static void NormRow(const float* in, const float* w, int64_t cols, float eps, float* o) {
     const float ms = DotF32(in, in, cols) / static_cast<float>(cols);
     const float scale = 1.0f / std::sqrt(ms + eps);
-    for (int64_t i = 0; i < cols; ++i) o[i] = in[i] * scale * w[i];
+    ScaleMulF32(in, scale, w, o, cols);
   }
 
   // The ops whose output usually feeds a MatMul (RmsNorm, AddRmsNorm,

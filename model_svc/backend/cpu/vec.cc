@@ -44,6 +44,26 @@ float DotF32F16(const float* a, const uint16_t* b, int64_t n) {
   return DotLoop(a, n, [b](int64_t i) { return HalfToFloat(b[i]); });
 }
 
+void AddF32(float* x, const float* y, int64_t n) {
+  if (HasAvx2()) return vec_internal::AddF32Avx2(x, y, n);
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+void ScaleMulF32(const float* x, float scale, const float* w, float* out, int64_t n) {
+  if (HasAvx2()) return vec_internal::ScaleMulF32Avx2(x, scale, w, out, n);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
+}
+
+void RotatePairs(float* v, const float* cs, int64_t pairs) {
+  if (HasAvx2()) return vec_internal::RotatePairsAvx2(v, cs, pairs);
+  for (int64_t i = 0; i < pairs; ++i) {
+    const float c = cs[2 * i], s = cs[2 * i + 1];
+    const float a = v[2 * i], b = v[2 * i + 1];
+    v[2 * i] = a * c - b * s;
+    v[2 * i + 1] = a * s + b * c;
+  }
+}
+
 void AxpyF32(float w, const float* b, float* out, int64_t n) {
   if (HasAvx2()) return vec_internal::AxpyF32Avx2(w, b, out, n);
   for (int64_t i = 0; i < n; ++i) out[i] += w * b[i];

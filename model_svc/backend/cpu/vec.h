@@ -18,6 +18,15 @@ float DotF32F16(const float* a, const uint16_t* b, int64_t n);
 void AxpyF32(float w, const float* b, float* out, int64_t n);
 // out[i] += w * half(b[i]).
 void AxpyF16(float w, const uint16_t* b, float* out, int64_t n);
+// x[i] += y[i] (the residual add).
+void AddF32(float* x, const float* y, int64_t n);
+// out[i] = x[i] * scale * w[i], the first product first (RMSNorm's scaling).
+// out may be x.
+void ScaleMulF32(const float* x, float scale, const float* w, float* out, int64_t n);
+// RoPE on adjacent pairs: with (c, s) = (cs[2i], cs[2i + 1]) and (a, b) =
+// (v[2i], v[2i + 1]), v[2i] = a * c - b * s and v[2i + 1] = a * s + b * c
+// (each product rounded, no fused multiply-add), for i < pairs.
+void RotatePairs(float* v, const float* cs, int64_t pairs);
 // out[i] = half(x[i]), round to nearest even.
 void F32ToF16(const float* x, uint16_t* out, int64_t n);
 // max(x[i]) (-inf for n == 0; NaN when any element is NaN).
@@ -72,6 +81,9 @@ namespace vec_internal {
 float DotF32Avx2(const float* a, const float* b, int64_t n);
 float DotF32F16Avx2(const float* a, const uint16_t* b, int64_t n);
 void AxpyF32Avx2(float w, const float* b, float* out, int64_t n);
+void AddF32Avx2(float* x, const float* y, int64_t n);
+void ScaleMulF32Avx2(const float* x, float scale, const float* w, float* out, int64_t n);
+void RotatePairsAvx2(float* v, const float* cs, int64_t pairs);
 void AxpyF16Avx2(float w, const uint16_t* b, float* out, int64_t n);
 void F32ToF16Avx2(const float* x, uint16_t* out, int64_t n);
 float MaxF32Avx2(const float* x, int64_t n);

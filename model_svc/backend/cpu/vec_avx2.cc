@@ -66,6 +66,43 @@ void AxpyF32Avx2(float w, const float* b, float* out, int64_t n) {
   for (; i < n; ++i) out[i] += w * b[i];
 }
 
+void AddF32Avx2(float* x, const float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(x + i, _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  }
+  for (; i < n; ++i) x[i] += y[i];
+}
+
+void ScaleMulF32Avx2(const float* x, float scale, const float* w, float* out, int64_t n) {
+  const __m256 s = _mm256_set1_ps(scale);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(
+        out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), s), _mm256_loadu_ps(w + i)));
+  }
+  for (; i < n; ++i) out[i] = x[i] * scale * w[i];
+}
+
+void RotatePairsAvx2(float* v, const float* cs, int64_t pairs) {
+  int64_t i = 0;
+  for (; i + 4 <= pairs; i += 4) {
+    const __m256 x = _mm256_loadu_ps(v + 2 * i);          // a0 b0 a1 b1 ...
+    const __m256 t = _mm256_loadu_ps(cs + 2 * i);         // c0 s0 c1 s1 ...
+    __m256 xc = _mm256_mul_ps(x, _mm256_moveldup_ps(t));  // a c, b c
+    __m256 ys = _mm256_mul_ps(_mm256_permute_ps(x, 0xB1), _mm256_movehdup_ps(t));  // b s, a s
+    // The products stay rounded: no contraction into vfmaddsub.
+    asm("" : "+x"(xc), "+x"(ys));
+    _mm256_storeu_ps(v + 2 * i, _mm256_addsub_ps(xc, ys));  // a c - b s, b c + a s
+  }
+  for (; i < pairs; ++i) {
+    const float c = cs[2 * i], s = cs[2 * i + 1];
+    const float a = v[2 * i], b = v[2 * i + 1];
+    v[2 * i] = a * c - b * s;
+    v[2 * i + 1] = a * s + b * c;
+  }
+}
+
 void AxpyF16Avx2(float w, const uint16_t* b, float* out, int64_t n) {
   const __m256 vw = _mm256_set1_ps(w);
   int64_t i = 0;

@@ -135,6 +135,52 @@ TEST_P(VecRowsTest, RowsHeadsAreRowsPerHead) {
 
 INSTANTIATE_TEST_SUITE_P(HeadDims, VecRowsTest, ::testing::Values(7, 32, 64, 80, 128, 256));
 
+// The residual add and RMSNorm's scaling: the scalar loops' bits, for
+// lengths with and without a tail, and in place.
+TEST(VecTest, AddAndScaleMulMatchScalarLoops) {
+  std::mt19937 rng(7);
+  for (const int64_t n : {1, 7, 8, 13, 576, 1539}) {
+    const std::vector<float> x = RandomFloats(n, rng), y = RandomFloats(n, rng);
+    const std::vector<float> w = RandomFloats(n, rng);
+    const float scale = 0.37f;
+    std::vector<float> sum = x, want_sum = x, prod(n), want_prod(n), in_place = x;
+    AddF32(sum.data(), y.data(), n);
+    ScaleMulF32(x.data(), scale, w.data(), prod.data(), n);
+    ScaleMulF32(in_place.data(), scale, w.data(), in_place.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      want_sum[i] += y[i];
+      want_prod[i] = x[i] * scale * w[i];
+    }
+    EXPECT_EQ(sum, want_sum) << n;
+    EXPECT_EQ(prod, want_prod) << n;
+    EXPECT_EQ(in_place, want_prod) << n;
+  }
+}
+
+// RoPE's rotation: the scalar loop's bits (each product rounded before the
+// add), whole vectors and a tail.
+TEST(VecTest, RotatePairsMatchesScalarLoop) {
+  std::mt19937 rng(8);
+  for (const int64_t pairs : {1, 3, 4, 32, 39}) {
+    const std::vector<float> v = RandomFloats(2 * pairs, rng);
+    std::vector<float> cs(2 * pairs);
+    for (int64_t i = 0; i < pairs; ++i) {
+      const float angle = static_cast<float>(i) * 0.731f + 0.2f;
+      cs[2 * i] = std::cos(angle);
+      cs[2 * i + 1] = std::sin(angle);
+    }
+    std::vector<float> got = v, want = v;
+    RotatePairs(got.data(), cs.data(), pairs);
+    for (int64_t i = 0; i < pairs; ++i) {
+      const volatile float ac = v[2 * i] * cs[2 * i], bs = v[2 * i + 1] * cs[2 * i + 1];
+      const volatile float as = v[2 * i] * cs[2 * i + 1], bc = v[2 * i + 1] * cs[2 * i];
+      want[2 * i] = ac - bs;
+      want[2 * i + 1] = as + bc;
+    }
+    EXPECT_EQ(got, want) << pairs;
+  }
+}
+
 TEST(VecTest, RoundThroughF16RoundsLikeFloatToHalf) {
   std::mt19937 rng(7);
   std::vector<float> x = RandomFloats(1000, rng);
