@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
+#include "model_svc/backend/cpu/piece_claims.h"
 #include "model_svc/backend/cpu/quant.h"
 #include "model_svc/backend/cpu/thread_pool.h"
 #include "model_svc/backend/cpu/vec.h"
@@ -34,24 +35,23 @@ using model::StepBatch;
 using model::Tensor;
 using model::WeightView;
 
-// A task of MatMul with 3 or more tokens takes at least kRowGrain rows of
-// output features and kTaskMacs multiply-adds (unless that leaves a thread
-// without a task); kTokenTile: tokens per activation tile (keeps the tile's
-// q8 activations in L2). Each task starts cold: MatMulTile interleaves its
-// tokens' activations, and its first rows come from memory unprefetched
-// (~3 us). With the few tokens of a batched decode step that is a large
-// share of a 256-row task (~20 us at 16 tokens), so those steps take larger
-// tasks: at 16 sessions, tasks of 32M multiply-adds instead of 256 rows made
-// the step 5-9% shorter (the Q8_0 LM head in 14 tasks instead of 192: -25%;
-// gate and up in one task per thread: -10%), at 4 sessions 8-10% (steps
-// alternating between the two in one process). Steps of ~230 tokens or
-// more keep 256-row tasks at 576 columns (a long prefill); 64-row ones had
-// been ~10% slower at 16 sessions. When this leaves one task per thread,
-// a preempted thread stalls the product: the 1-2 token path keeps several
-// ranges per thread for that (kDecodeChunks); batched decode, whose steps
-// are longer, takes the risk for the 5-9%.
+// MatMul with 3 or more tokens. A prefill takes tasks of kRowGrain rows of
+// output features or more, in turn. A step of few tokens (a batched decode: fewer
+// than kTaskMacs multiply-adds in kRowGrain rows) would make such tasks short
+// (~20 us at 16 tokens), each starting cold (its tokens' activations laid
+// out again, its first rows unprefetched, ~3 us): there each thread instead
+// owns a contiguous run of the rows, computed in pieces of about kPieceMacs
+// (at least kPiecesPerThread a thread), the activations laid out once per
+// thread (SameActivationsScope), and a thread that finishes first steals
+// pieces from the end of another's run (PieceClaims). One task per thread
+// (the previous scheme) left a thread that the OS or the hypervisor slowed
+// stalling the product with the other waiting: steps alternating between
+// the two in one process, the pieces took 0.95-0.998 of the time at 16
+// sessions (0.97-1.0 at 4).
 constexpr int64_t kRowGrain = 256;
 constexpr int64_t kTaskMacs = int64_t{32} << 20;
+constexpr int64_t kPieceMacs = int64_t{4} << 20;
+constexpr int64_t kPiecesPerThread = 8;
 constexpr int64_t kTokenTile = 64;
 
 // Least elements per task of the element-wise loops (norms, RoPE, SwiGLU):
@@ -99,7 +99,7 @@ bool IsFloatType(TensorType t) {
 class CpuBackend : public model::Backend {
  public:
   explicit CpuBackend(const CpuBackendOptions& options)
-      : options_(options), pool_(options.threads) {}
+      : options_(options), pool_(options.threads), claims_(pool_.num_threads()) {}
 
   std::string name() const override { return "cpu"; }
   std::string description() const override {
@@ -292,24 +292,39 @@ class CpuBackend : public model::Backend {
       });
       return;
     }
-    // Prefill and batched decode: tasks of at least kRowGrain rows and
-    // kTaskMacs multiply-adds, taken in turn; as many as possible, and a
-    // multiple of the threads so that they finish together. Fewer rows than
-    // that for every thread: one task per thread (of at least kRowAlign rows).
-    const int64_t row_grain = std::max(kRowGrain, kTaskMacs / std::max<int64_t>(1, x.cols * n));
-    int64_t num_tasks = total_rows / row_grain;
-    if (num_tasks >= threads) {
-      num_tasks = num_tasks / threads * threads;
-    } else {
-      num_tasks = std::clamp<int64_t>((total_rows + kRowAlign - 1) / kRowAlign, 1, threads);
+    if (kRowGrain * x.cols * n >= kTaskMacs) {
+      // Prefill: tasks of at least kRowGrain rows, taken in turn; as many as
+      // possible, and a multiple of the threads so that they finish
+      // together. Fewer rows than that for every thread: one task per thread
+      // (of at least kRowAlign rows).
+      int64_t num_tasks = total_rows / kRowGrain;
+      if (num_tasks >= threads) {
+        num_tasks = num_tasks / threads * threads;
+      } else {
+        num_tasks = std::clamp<int64_t>((total_rows + kRowAlign - 1) / kRowAlign, 1, threads);
+      }
+      const int64_t grain =
+          ((total_rows + num_tasks - 1) / num_tasks + kRowAlign - 1) / kRowAlign * kRowAlign;
+      num_tasks = (total_rows + grain - 1) / grain;
+      std::atomic<int64_t> next{0};
+      pool_.Run([&](int, int) {
+        for (int64_t task = next.fetch_add(1); task < num_tasks; task = next.fetch_add(1)) {
+          run_rows(task * grain, std::min(total_rows, (task + 1) * grain));
+        }
+      });
+      return;
     }
-    const int64_t grain =
-        ((total_rows + num_tasks - 1) / num_tasks + kRowAlign - 1) / kRowAlign * kRowAlign;
-    num_tasks = (total_rows + grain - 1) / grain;
-    std::atomic<int64_t> next{0};
-    pool_.Run([&](int, int) {
-      for (int64_t task = next.fetch_add(1); task < num_tasks; task = next.fetch_add(1)) {
-        run_rows(task * grain, std::min(total_rows, (task + 1) * grain));
+    // Batched decode: each thread's run of pieces, with stealing.
+    const int64_t per_thread = (total_rows + threads - 1) / threads;
+    int64_t piece =
+        std::min((per_thread + kPiecesPerThread - 1) / kPiecesPerThread, kPieceMacs / (x.cols * n));
+    piece = (std::max(piece, kRowAlign) + kRowAlign - 1) / kRowAlign * kRowAlign;
+    const int64_t num_pieces = (total_rows + piece - 1) / piece;
+    claims_.Reset(num_pieces, threads);
+    pool_.Run([&](int thread, int) {
+      const SameActivationsScope same;  // x stays as it is until Run returns
+      for (int64_t p = claims_.Next(thread); p >= 0; p = claims_.Next(thread)) {
+        run_rows(p * piece, std::min(total_rows, (p + 1) * piece));
       }
     });
   }
@@ -665,6 +680,7 @@ class CpuBackend : public model::Backend {
 
   const CpuBackendOptions options_;
   ThreadPool pool_;
+  PieceClaims claims_;                         // MatMul's pieces in batched decode
   std::vector<AlignedArray<uint8_t>> arenas_;  // the weights' copies (CopyWeight)
   uint8_t* arena_next_ = nullptr;
   size_t arena_left_ = 0;

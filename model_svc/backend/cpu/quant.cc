@@ -4,6 +4,7 @@
 #include "model_svc/backend/cpu/quant.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -513,6 +514,18 @@ void MatMulTile(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n, 
                 int64_t r1, const ActRow* x, int64_t num_tokens, float* out, int64_t out_stride) {
   internal::Active().matmul_tile(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
 }
+
+namespace {
+thread_local uint64_t current_scope = 0;
+std::atomic<uint64_t> last_scope{0};
+}  // namespace
+
+SameActivationsScope::SameActivationsScope() {
+  current_scope = last_scope.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+SameActivationsScope::~SameActivationsScope() { current_scope = 0; }
+
+uint64_t internal::CurrentActivationsScope() { return current_scope; }
 
 std::string_view KernelIsa() { return internal::Active().isa; }
 

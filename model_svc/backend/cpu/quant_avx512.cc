@@ -391,6 +391,20 @@ XBlock<T>* Interleave(const BlockQ8* const* xs, int64_t count, int64_t num_group
   return scratch.data();
 }
 
+// The tokens the thread laid out last, in a SameActivationsScope (scope 0:
+// none), and where: one record for every weight type, as the scratch is.
+struct Layout {
+  uint64_t scope = 0;
+  const ActRow* x = nullptr;
+  int64_t num_tokens = 0, num_xblocks = 0;
+  const XBlock<16>* x16 = nullptr;
+  const XBlock<8>* x8 = nullptr;
+};
+Layout& LastLayout() {
+  thread_local Layout last;
+  return last;
+}
+
 // Tokens go in groups of 16 (zmm); a remainder of 9..15 fills one more
 // padded group of 16, one of 3..8 a group of 8 (ymm: half the cost of a
 // padded 16), and 1-2 tokens the AVX2 kernels' RowTokenTile. Every path gives
@@ -424,8 +438,21 @@ void QuantMatMul(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n,
     }
     const BlockQ8* xs[kTokenBatch];
     for (int64_t t = 0; t < nt; ++t) xs[t] = x[t0 + t].q8;
-    const XBlock<16>* x16 = n16 > 0 ? Interleave<16>(xs, in16, n16, num_xblocks) : nullptr;
-    const XBlock<8>* x8 = n8 > 0 ? Interleave<8>(xs + in16, in8, 1, num_xblocks) : nullptr;
+    // In a SameActivationsScope, the layout of the thread's last call serves
+    // again when it was of the same tokens (x, count and width).
+    Layout& last = LastLayout();
+    const uint64_t scope = nt == num_tokens ? CurrentActivationsScope() : 0;
+    if (scope == 0 || last.scope != scope || last.x != x || last.num_tokens != num_tokens ||
+        last.num_xblocks != num_xblocks) {
+      last = {scope,
+              x,
+              num_tokens,
+              num_xblocks,
+              n16 > 0 ? Interleave<16>(xs, in16, n16, num_xblocks) : nullptr,
+              n8 > 0 ? Interleave<8>(xs + in16, in8, 1, num_xblocks) : nullptr};
+    }
+    const XBlock<16>* x16 = last.x16;
+    const XBlock<8>* x8 = last.x8;
     const int64_t chunk = ChunkRows(row_bytes);
     for (int64_t rc = r0; rc < r1; rc += chunk) {
       const int64_t rc_end = std::min(r1, rc + chunk);

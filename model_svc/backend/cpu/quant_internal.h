@@ -96,6 +96,10 @@ void MatMulTileAvx512Vnni(TensorType type, const uint8_t* w, size_t row_bytes, i
                           int64_t r0, int64_t r1, const ActRow* x, int64_t num_tokens, float* out,
                           int64_t out_stride);
 
+// The calling thread's live SameActivationsScope: a number no other scope
+// had, or 0 outside one.
+uint64_t CurrentActivationsScope();
+
 // Aborts with `what` (a broken precondition, e.g. an unsupported type).
 [[noreturn]] void Fatal(const char* what);
 
