@@ -8,7 +8,8 @@
 // Counters: GFLOP/s counts 2 * rows * cols * tokens per call; weight_GB/s is
 // the weight bytes read per call (the decode roofline is memory bandwidth).
 // The activations are quantized once outside the timed loop; BM_QuantizeQ8
-// times that step separately, for the AVX2 and the AVX-512 kernel.
+// times that step separately, for the AVX2 and the AVX-512 kernel, and
+// BM_SumExp the log-sum-exp's sum over a row of logits.
 //
 //   build/bin/matmul_bench --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
@@ -22,6 +23,7 @@
 
 #include "model_svc/backend/cpu/quant.h"
 #include "model_svc/backend/cpu/quant_internal.h"
+#include "model_svc/backend/cpu/vec.h"
 
 namespace llm::cpu {
 namespace {
@@ -223,6 +225,22 @@ void BM_QuantizeQ8(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * cols);
 }
 BENCHMARK(BM_QuantizeQ8)->ArgsProduct({{576, 1536}, {0, 1}});
+
+// The sum of the log-sum-exp over one logits row of the default model's
+// vocabulary (every row a step returns pays it), by kernel (0 avx2, 1 avx512).
+void BM_SumExp(benchmark::State& state) {
+  const bool avx512 = state.range(0) == 1;
+  if (avx512 ? !internal::CpuHasAvx512Vnni() : !internal::CpuHasAvx2Fma()) {
+    state.SkipWithError("the CPU lacks this kernel set");
+    return;
+  }
+  const auto sum_exp = avx512 ? vec_internal::SumExpF32Avx512 : vec_internal::SumExpF32Avx2;
+  state.SetLabel(avx512 ? "avx512" : "avx2");
+  const Activations a = RandomActivations(1, 49152);
+  for (auto _ : state) benchmark::DoNotOptimize(sum_exp(a.f32.data(), 49152, 4.0f));
+  state.SetItemsProcessed(state.iterations() * 49152);
+}
+BENCHMARK(BM_SumExp)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace llm::cpu

@@ -97,6 +97,7 @@ int64_t FirstAbove(const float* x, int64_t n, float threshold) {
 }
 
 double SumExpF32(const float* x, int64_t n, float shift) {
+  if (HasAvx512()) return vec_internal::SumExpF32Avx512(x, n, shift);
   if (HasAvx2()) return vec_internal::SumExpF32Avx2(x, n, shift);
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) sum += std::exp(x[i] - shift);

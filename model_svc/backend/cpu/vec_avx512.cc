@@ -2,6 +2,9 @@
 // only called after vec.cc has checked the CPU.
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "model_svc/backend/cpu/exp_libm.h"
 #include "model_svc/backend/cpu/vec.h"
 
@@ -194,7 +197,52 @@ bool WithShape(int64_t n, int g, Kernel kernel) {
   return false;
 }
 
+// The AVX2 kernels' Cephes exp (vec_avx2.cc) in 16 lanes: the same
+// operations per lane, so the same bits.
+inline __m512 ExpCephes16(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  const __m512i e =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
 }  // namespace
+
+double SumExpF32Avx512(const float* x, int64_t n, float shift) {
+  const __m512 s = _mm512_set1_ps(shift);
+  double total = 0;
+  int64_t i = 0;
+  while (i + 8 <= n) {
+    // As SumExpF32Avx2: its two float accumulators are this one's halves
+    // (elements i..i+7 of every 16 in lanes 0-7, i+8..i+15 in 8-15), over at
+    // most 4096 elements, then summed in its tree into the double total.
+    __m512 acc = _mm512_setzero_ps();
+    const int64_t end = std::min(n, i + 4096);
+    for (; i + 16 <= end; i += 16) {
+      acc = _mm512_add_ps(acc, ExpCephes16(_mm512_sub_ps(_mm512_loadu_ps(x + i), s)));
+    }
+    if (i + 8 <= end) {  // eight more: the first accumulator's lanes only
+      const __m512 e = ExpCephes16(_mm512_sub_ps(_mm512_maskz_loadu_ps(0xFF, x + i), s));
+      acc = _mm512_mask_add_ps(acc, 0xFF, acc, e);
+      i += 8;
+    }
+    const __m256 z = _mm256_setzero_ps();
+    total += _mm_cvtss_f32(HorizontalSums4(Halves(acc), z, z, z));
+  }
+  for (; i < n; ++i) total += std::exp(x[i] - shift);
+  return total;
+}
 
 bool DotRowsHeadsAvx512(const float* const* q, int g, const uint16_t* k, int64_t stride,
                         int64_t rows, int64_t n, float scale, float* const* out) {

@@ -288,6 +288,23 @@ TEST(VecTest, ExpLibmMatchesStdExp) {
 // SiLU's AVX-512 version gives the AVX2 version's bits (and so the scalar
 // loop's): every 61st float as the gate, against random up values, a
 // million at a time.
+// The log-sum-exp's sum: AVX-512 gives AVX2's bits, for lengths with a
+// partial last block of 4096, an 8-element step and a scalar tail.
+TEST(VecTest, SumExpAvx512MatchesAvx2) {
+  if (!internal::CpuHasAvx512Vnni()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> logit(-30.0f, 12.0f);
+  for (const int64_t n : {5, 8, 16, 24, 29, 4096, 4104, 49152, 49155}) {
+    std::vector<float> x(n);
+    for (float& v : x) v = logit(rng);
+    x[n / 2] = -200.0f;  // underflows to 0
+    const float shift = 12.5f;
+    EXPECT_EQ(std::bit_cast<uint64_t>(vec_internal::SumExpF32Avx512(x.data(), n, shift)),
+              std::bit_cast<uint64_t>(vec_internal::SumExpF32Avx2(x.data(), n, shift)))
+        << n;
+  }
+}
+
 TEST(VecTest, SiluMulAvx512MatchesAvx2) {
   if (!internal::CpuHasAvx512Vnni()) GTEST_SKIP() << "no AVX-512 on this CPU";
   std::mt19937 rng(13);
