@@ -817,6 +817,45 @@ TEST_P(InvariantTest, BatchedWithOtherSequencesEqualsAlone) {
   }
 }
 
+// Ten sequences decoding in one step: attention then makes one work item
+// per sequence (at least four a thread), which stores its sequence's keys
+// and values itself, and the matmuls go in pieces with stealing. Each
+// sequence still gets its logits alone, bit for bit.
+TEST_P(InvariantTest, ManySequencesDecodingTogetherEqualAlone) {
+  constexpr int kSeqs = 10;
+  constexpr int64_t kDecodes = 3;
+  // Alone in blocks 6i.., together in blocks 6i + 3..: no cache entry of one
+  // run can stand in for the other's.
+  std::vector<std::vector<int32_t>> seqs, tables, tables_together;
+  std::vector<int64_t> prompt;
+  std::vector<LogitRows> alone(kSeqs), together(kSeqs);
+  for (int i = 0; i < kSeqs; ++i) {
+    prompt.push_back(2 + i % 5);
+    seqs.push_back(RandomTokens(prompt[i] + kDecodes, spec().vocab, 40 + i));
+    tables.push_back(Iota(6 * i, 3));
+    tables_together.push_back(Iota(6 * i + 3, 3));
+    const LogitRows rows = RunChunked(*model_, seqs[i], {prompt[i], 1}, tables[i]);
+    alone[i].assign(rows.begin() + prompt[i], rows.end());
+  }
+  for (int i = 0; i < kSeqs; ++i) {
+    const std::vector<int32_t> prefix(seqs[i].begin(), seqs[i].begin() + prompt[i]);
+    Step(*model_, {Part{prefix, 0, tables_together[i], /*logits=*/false}});
+  }
+  for (int64_t d = 0; d < kDecodes; ++d) {
+    std::vector<Part> parts;
+    for (int i = 0; i < kSeqs; ++i) {
+      const int64_t pos = prompt[i] + d;
+      parts.push_back(Part{{seqs[i][pos]}, pos, tables_together[i]});
+    }
+    std::vector<LogitRows> out = Step(*model_, parts);
+    for (int i = 0; i < kSeqs; ++i) together[i].push_back(std::move(out[i][0]));
+  }
+  for (int i = 0; i < kSeqs; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_TRUE(Same(together[i], alone[i]));
+  }
+}
+
 TEST_P(InvariantTest, ScrambledBlockTableChangesNothing) {
   const std::vector<int32_t> scrambled = {37, 2, 19, 8, 63, 5};
   // The same step as the baseline's, only other block ids: bit-identical.
