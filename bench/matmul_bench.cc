@@ -9,7 +9,7 @@
 // the weight bytes read per call (the decode roofline is memory bandwidth).
 // The activations are quantized once outside the timed loop; BM_QuantizeQ8
 // times that step separately, for the AVX2 and the AVX-512 kernel, and
-// BM_SumExp the log-sum-exp's sum over a row of logits.
+// BM_SumExp the log-sum-exp's sum over a row of logits, BM_SiluMul SwiGLU.
 //
 //   build/bin/matmul_bench --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
@@ -241,6 +241,28 @@ void BM_SumExp(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * 49152);
 }
 BENCHMARK(BM_SumExp)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+
+// SwiGLU over a 16-token step's 16 x 1536 gate and up values (the default
+// model's FFN), by kernel (0 avx2, 1 avx512).
+void BM_SiluMul(benchmark::State& state) {
+  const bool avx512 = state.range(0) == 1;
+  if (avx512 ? !internal::CpuHasAvx512Vnni() : !internal::CpuHasAvx2Fma()) {
+    state.SkipWithError("the CPU lacks this kernel set");
+    return;
+  }
+  const auto silu_mul = avx512 ? vec_internal::SiluMulAvx512 : vec_internal::SiluMulAvx2;
+  state.SetLabel(avx512 ? "avx512" : "avx2");
+  constexpr int64_t kN = 16 * 1536;
+  const Activations gate = RandomActivations(1, kN), up = RandomActivations(1, kN);
+  std::vector<float> out(kN);
+  for (auto _ : state) {
+    silu_mul(gate.f32.data(), up.f32.data(), out.data(), kN);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * kN);
+}
+BENCHMARK(BM_SiluMul)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace llm::cpu
