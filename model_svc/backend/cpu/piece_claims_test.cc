@@ -46,9 +46,8 @@ TEST(PieceClaimsTest, EveryPieceExactlyOnceUnderContention) {
         for (int t = 0; t < threads; ++t) {
           workers.emplace_back([&, t] {
             ready.fetch_add(1);
-            while (ready.load() < threads) {
-            }
-            // The first threads stop early now and then: the others steal.
+            while (ready.load() < threads) std::this_thread::yield();  // start together
+            // Thread 0 yields after each piece in every other round: the others steal.
             for (int64_t p = claims.Next(t); p >= 0; p = claims.Next(t)) {
               taken[p].fetch_add(1);
               if (t == 0 && round % 2 == 0) std::this_thread::yield();
