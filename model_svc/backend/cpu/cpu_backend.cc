@@ -39,11 +39,12 @@ using model::WeightView;
 // output features or more, in turn. A step of few tokens (a batched decode: fewer
 // than kTaskMacs multiply-adds in kRowGrain rows) would make such tasks short
 // (~20 us at 16 tokens), each starting cold (its tokens' activations laid
-// out again, its first rows unprefetched, ~3 us): there each thread instead
-// owns a contiguous run of the rows, computed in pieces of about kPieceMacs
-// (at least kPiecesPerThread a thread), the activations laid out once per
-// thread (SameActivationsScope), and a thread that finishes first steals
-// pieces from the end of another's run (PieceClaims). One task per thread
+// out again, its first rows unprefetched, ~3 us): there, up to kTokenTile
+// tokens, each thread instead owns a contiguous run of the rows, computed in
+// pieces of about kPieceMacs (up to kPiecesPerThread a thread, of at least 8
+// rows), the activations laid out once per thread (SameActivationsScope), and
+// a thread that finishes first steals pieces from the end of another's run
+// (PieceClaims); with more tokens, tasks of kTaskMacs. One task per thread
 // (the previous scheme) left a thread that the OS or the hypervisor slowed
 // stalling the product with the other waiting: steps alternating between
 // the two in one process, the pieces took 0.95-0.998 of the time at 16
@@ -292,12 +293,17 @@ class CpuBackend : public model::Backend {
       });
       return;
     }
-    if (kRowGrain * x.cols * n >= kTaskMacs) {
-      // Prefill: tasks of at least kRowGrain rows, taken in turn; as many as
+    if (total_rows == 0) return;
+    if (n > kTokenTile || kRowGrain * x.cols * n >= kTaskMacs) {
+      // Prefill, and steps of more tokens than one activation tile (whose
+      // pieces would lay their tokens out again for every tile:
+      // SameActivationsScope keeps one layout): tasks of at least kRowGrain
+      // rows and kTaskMacs multiply-adds, taken in turn; as many as
       // possible, and a multiple of the threads so that they finish
       // together. Fewer rows than that for every thread: one task per thread
       // (of at least kRowAlign rows).
-      int64_t num_tasks = total_rows / kRowGrain;
+      const int64_t row_grain = std::max(kRowGrain, kTaskMacs / (x.cols * n));
+      int64_t num_tasks = total_rows / row_grain;
       if (num_tasks >= threads) {
         num_tasks = num_tasks / threads * threads;
       } else {
@@ -314,7 +320,8 @@ class CpuBackend : public model::Backend {
       });
       return;
     }
-    // Batched decode: each thread's run of pieces, with stealing.
+    // Batched decode of up to kTokenTile tokens: each thread's run of
+    // pieces, with stealing.
     const int64_t per_thread = (total_rows + threads - 1) / threads;
     int64_t piece =
         std::min((per_thread + kPiecesPerThread - 1) / kPiecesPerThread, kPieceMacs / (x.cols * n));

@@ -932,7 +932,8 @@ void ExpectQuantizeMatchesScalar(void (*fast)(const float*, BlockQ8*, int64_t)) 
   // Block 0 has d = 1 and many exact .5 ties (rounded half to even).
   for (int l = 0; l < 31; ++l) x[l] = static_cast<float>(l - 15) + 0.5f;
   x[31] = 127.0f;
-  // A block of tiny values, one with an infinity (its codes all 0, d inf).
+  // A block of tiny values, and one with an infinity (d and s infinite, the
+  // infinity's code -127, the others 0).
   for (int l = 0; l < 32; ++l) x[5 * 32 + l] = 1e-38f * static_cast<float>(l - 16);
   x[6 * 32 + 7] = -std::numeric_limits<float>::infinity();
   std::vector<BlockQ8> f(n / 32), slow(n / 32);

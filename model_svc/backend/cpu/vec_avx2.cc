@@ -98,8 +98,10 @@ void RotatePairsAvx2(float* v, const float* cs, int64_t pairs) {
   for (; i < pairs; ++i) {
     const float c = cs[2 * i], s = cs[2 * i + 1];
     const float a = v[2 * i], b = v[2 * i + 1];
-    v[2 * i] = a * c - b * s;
-    v[2 * i + 1] = a * s + b * c;
+    float ac = a * c, bs = b * s, as = a * s, bc = b * c;
+    asm("" : "+x"(ac), "+x"(bs), "+x"(as), "+x"(bc));  // rounded products, as above
+    v[2 * i] = ac - bs;
+    v[2 * i + 1] = as + bc;
   }
 }
 

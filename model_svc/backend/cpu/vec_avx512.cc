@@ -227,6 +227,9 @@ double SumExpF32Avx512(const float* x, int64_t n, float shift) {
     // As SumExpF32Avx2: its two float accumulators are this one's halves
     // (elements i..i+7 of every 16 in lanes 0-7, i+8..i+15 in 8-15), over at
     // most 4096 elements, then summed in its tree into the double total.
+    // (The compiler may fuse either kernel's last multiply, p * 2^k, into the
+    // add that accumulates it; that product is exact, as the clamp keeps k >=
+    // -126 with p > 1, so fused or not the sums are the same.)
     __m512 acc = _mm512_setzero_ps();
     const int64_t end = std::min(n, i + 4096);
     for (; i + 16 <= end; i += 16) {

@@ -285,9 +285,6 @@ TEST(VecTest, ExpLibmMatchesStdExp) {
   }
 }
 
-// SiLU's AVX-512 version gives the AVX2 version's bits (and so the scalar
-// loop's): every 61st float as the gate, against random up values, a
-// million at a time.
 // The log-sum-exp's sum: AVX-512 gives AVX2's bits, for lengths with a
 // partial last block of 4096, an 8-element step and a scalar tail.
 TEST(VecTest, SumExpAvx512MatchesAvx2) {
@@ -305,6 +302,9 @@ TEST(VecTest, SumExpAvx512MatchesAvx2) {
   }
 }
 
+// SiLU's AVX-512 version gives the AVX2 version's bits (and so the scalar
+// loop's): every 61st float as the gate, against random up values, a
+// million at a time.
 TEST(VecTest, SiluMulAvx512MatchesAvx2) {
   if (!internal::CpuHasAvx512Vnni()) GTEST_SKIP() << "no AVX-512 on this CPU";
   std::mt19937 rng(13);
