@@ -204,17 +204,26 @@ BENCHMARK(BM_AllTypes_576x1536)
                     static_cast<int>(TensorType::kQ4_K), static_cast<int>(TensorType::kQ6_K)}})
     ->Unit(benchmark::kMicrosecond);
 
+// The AVX2 (arg 0) or AVX-512 (arg 1) version of a kernel for a benchmark,
+// which it labels; null, with the benchmark skipped, when the CPU lacks it.
+template <typename Fn>
+Fn PickKernel(benchmark::State& state, int64_t arg, Fn avx2, Fn avx512) {
+  const bool wide = arg == 1;
+  if (wide ? !internal::CpuHasAvx512Vnni() : !internal::CpuHasAvx2Fma()) {
+    state.SkipWithError("the CPU lacks this kernel set");
+    return nullptr;
+  }
+  state.SetLabel(wide ? "avx512" : "avx2");
+  return wide ? avx512 : avx2;
+}
+
 // One row of activations quantized by the kernel set's QuantizeQ8 (arg 1:
 // 0 avx2, 1 avx512; skipped when the CPU lacks it).
 void BM_QuantizeQ8(benchmark::State& state) {
   const int64_t cols = state.range(0);
-  const bool avx512 = state.range(1) == 1;
-  if (avx512 ? !internal::CpuHasAvx512Vnni() : !internal::CpuHasAvx2Fma()) {
-    state.SkipWithError("the CPU lacks this kernel set");
-    return;
-  }
-  const auto quantize = avx512 ? internal::QuantizeQ8Avx512 : internal::QuantizeQ8Avx2;
-  state.SetLabel(avx512 ? "avx512" : "avx2");
+  const auto quantize =
+      PickKernel(state, state.range(1), internal::QuantizeQ8Avx2, internal::QuantizeQ8Avx512);
+  if (quantize == nullptr) return;
   const Activations a = RandomActivations(1, cols);
   std::vector<BlockQ8> q(cols / kQ8Block);
   for (auto _ : state) {
@@ -229,13 +238,9 @@ BENCHMARK(BM_QuantizeQ8)->ArgsProduct({{576, 1536}, {0, 1}});
 // The sum of the log-sum-exp over one logits row of the default model's
 // vocabulary (every row a step returns pays it), by kernel (0 avx2, 1 avx512).
 void BM_SumExp(benchmark::State& state) {
-  const bool avx512 = state.range(0) == 1;
-  if (avx512 ? !internal::CpuHasAvx512Vnni() : !internal::CpuHasAvx2Fma()) {
-    state.SkipWithError("the CPU lacks this kernel set");
-    return;
-  }
-  const auto sum_exp = avx512 ? vec_internal::SumExpF32Avx512 : vec_internal::SumExpF32Avx2;
-  state.SetLabel(avx512 ? "avx512" : "avx2");
+  const auto sum_exp =
+      PickKernel(state, state.range(0), vec_internal::SumExpF32Avx2, vec_internal::SumExpF32Avx512);
+  if (sum_exp == nullptr) return;
   const Activations a = RandomActivations(1, 49152);
   for (auto _ : state) benchmark::DoNotOptimize(sum_exp(a.f32.data(), 49152, 4.0f));
   state.SetItemsProcessed(state.iterations() * 49152);
@@ -245,13 +250,9 @@ BENCHMARK(BM_SumExp)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 // SwiGLU over a 16-token step's 16 x 1536 gate and up values (the default
 // model's FFN), by kernel (0 avx2, 1 avx512).
 void BM_SiluMul(benchmark::State& state) {
-  const bool avx512 = state.range(0) == 1;
-  if (avx512 ? !internal::CpuHasAvx512Vnni() : !internal::CpuHasAvx2Fma()) {
-    state.SkipWithError("the CPU lacks this kernel set");
-    return;
-  }
-  const auto silu_mul = avx512 ? vec_internal::SiluMulAvx512 : vec_internal::SiluMulAvx2;
-  state.SetLabel(avx512 ? "avx512" : "avx2");
+  const auto silu_mul =
+      PickKernel(state, state.range(0), vec_internal::SiluMulAvx2, vec_internal::SiluMulAvx512);
+  if (silu_mul == nullptr) return;
   constexpr int64_t kN = 16 * 1536;
   const Activations gate = RandomActivations(1, kN), up = RandomActivations(1, kN);
   std::vector<float> out(kN);

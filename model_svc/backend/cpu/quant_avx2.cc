@@ -793,7 +793,6 @@ void DequantizeRowAvx2(TensorType type, const void* row, float* out, int64_t n) 
 }
 
 void QuantizeQ8Avx2(const float* x, BlockQ8* out, int64_t n) {
-  const __m256 sign_mask = _mm256_set1_ps(-0.0f);
   const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
   const int64_t num_blocks = n / kQ8Block;
   // Blocks go 8 at a time: first their maxima, then d and 1/d for all 8 with
@@ -802,16 +801,7 @@ void QuantizeQ8Avx2(const float* x, BlockQ8* out, int64_t n) {
   for (int64_t b0 = 0; b0 < num_blocks; b0 += 8) {
     const int64_t count = std::min<int64_t>(8, num_blocks - b0);
     alignas(32) float amax[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int64_t j = 0; j < count; ++j) {
-      const float* xb = x + (b0 + j) * kQ8Block;
-      __m256 m = _mm256_andnot_ps(sign_mask, _mm256_loadu_ps(xb));
-      for (int i = 1; i < 4; ++i)
-        m = _mm256_max_ps(m, _mm256_andnot_ps(sign_mask, _mm256_loadu_ps(xb + 8 * i)));
-      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-      m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-      amax[j] = _mm_cvtss_f32(m4);
-    }
+    for (int64_t j = 0; j < count; ++j) amax[j] = BlockAbsMax(x + (b0 + j) * kQ8Block);
     // Same arithmetic as QuantizeQ8Scalar: d = amax / 127, id = d != 0 ? 1 / d : 0.
     const __m256 d8 = _mm256_div_ps(_mm256_load_ps(amax), _mm256_set1_ps(127.0f));
     const __m256 id8 = _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(1.0f), d8),

@@ -504,24 +504,14 @@ void MatMulTileAvx512Vnni(TensorType type, const uint8_t* w, size_t row_bytes, i
 }
 
 void QuantizeQ8Avx512(const float* x, BlockQ8* out, int64_t n) {
-  const __m256 sign_mask = _mm256_set1_ps(-0.0f);
   const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
   const int64_t num_blocks = n / kQ8Block;
   for (int64_t b0 = 0; b0 < num_blocks; b0 += 16) {
     const int64_t count = std::min<int64_t>(16, num_blocks - b0);
-    // The maxima with QuantizeQ8Avx2's operations in its order (so that a
+    // The maxima as QuantizeQ8Avx2 takes them (BlockAbsMax, so that a
     // NaN fares alike), then d and 1/d for 16 blocks at a time.
     alignas(64) float amax[16] = {};
-    for (int64_t j = 0; j < count; ++j) {
-      const float* xb = x + (b0 + j) * kQ8Block;
-      __m256 m = _mm256_andnot_ps(sign_mask, _mm256_loadu_ps(xb));
-      for (int i = 1; i < 4; ++i)
-        m = _mm256_max_ps(m, _mm256_andnot_ps(sign_mask, _mm256_loadu_ps(xb + 8 * i)));
-      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-      m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-      amax[j] = _mm_cvtss_f32(m4);
-    }
+    for (int64_t j = 0; j < count; ++j) amax[j] = BlockAbsMax(x + (b0 + j) * kQ8Block);
     const __m512 d16 = _mm512_div_ps(_mm512_load_ps(amax), _mm512_set1_ps(127.0f));
     const __m512 id16 = _mm512_maskz_div_ps(
         _mm512_cmp_ps_mask(d16, _mm512_setzero_ps(), _CMP_NEQ_OQ), _mm512_set1_ps(1.0f), d16);

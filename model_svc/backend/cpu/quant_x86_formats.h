@@ -23,6 +23,20 @@ namespace {  // NOLINT(build/namespaces): one copy per kernel file, see above
 // ---------------------------------------------------------------------------
 // Small helpers.
 
+// max |x[l]| over a block of 32 floats, in QuantizeQ8Avx2's order (so that a
+// NaN fares alike in every kernel that uses it).
+inline float BlockAbsMax(const float* xb) {
+  const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+  __m256 m = _mm256_andnot_ps(sign_mask, _mm256_loadu_ps(xb));
+  for (int i = 1; i < 4; ++i) {
+    m = _mm256_max_ps(m, _mm256_andnot_ps(sign_mask, _mm256_loadu_ps(xb + 8 * i)));
+  }
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  return _mm_cvtss_f32(m4);
+}
+
 // [fp16 at p, 0, 0, 0] and [fp16 at p, fp16 at p + 2, 0, 0] as floats.
 inline __m128 LoadHalf1(const uint8_t* p) {
   return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(LoadU16(p))));

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "model_svc/backend/cpu/exp_libm.h"
+#include "model_svc/backend/cpu/head_shapes.h"
 #include "model_svc/backend/cpu/quant.h"
 #include "model_svc/backend/cpu/vec.h"
 
@@ -420,35 +421,10 @@ inline void AxpyRowsHeadsImpl(const float* const* w, const T* v, int64_t stride,
   }
 }
 
-// Calls kernel.template operator()<kN, G>() for the head dimensions (64,
-// 128) and head counts (2-4) that have a kernel of their own; false for
-// anything else, which goes head by head through the one-head versions.
-template <class Kernel>
-bool WithFixedShape(int64_t n, int g, Kernel kernel) {
-  auto heads = [&]<int kN>() {
-    switch (g) {
-      case 2:
-        kernel.template operator()<kN, 2>();
-        return true;
-      case 3:
-        kernel.template operator()<kN, 3>();
-        return true;
-      case 4:
-        kernel.template operator()<kN, 4>();
-        return true;
-      default:
-        return false;
-    }
-  };
-  if (n == 64) return heads.template operator()<64>();
-  if (n == 128) return heads.template operator()<128>();
-  return false;
-}
-
 template <typename T>
 void DotRowsHeadsDispatch(const float* const* q, int g, const T* k, int64_t stride, int64_t rows,
                           int64_t n, float scale, float* const* out) {
-  if (WithFixedShape(n, g, [&]<int kN, int G>() {
+  if (WithHeadShape<2>(n, g, [&]<int kN, int G>() {
         DotRowsHeadsImpl<kN, G>(q, k, stride, rows, scale, out);
       })) {
     return;
@@ -459,8 +435,8 @@ void DotRowsHeadsDispatch(const float* const* q, int g, const T* k, int64_t stri
 template <typename T>
 void AxpyRowsHeadsDispatch(const float* const* w, int g, const T* v, int64_t stride, int64_t rows,
                            int64_t n, float* const* acc) {
-  if (WithFixedShape(n, g,
-                     [&]<int kN, int G>() { AxpyRowsHeadsImpl<kN, G>(w, v, stride, rows, acc); })) {
+  if (WithHeadShape<2>(
+          n, g, [&]<int kN, int G>() { AxpyRowsHeadsImpl<kN, G>(w, v, stride, rows, acc); })) {
     return;
   }
   for (int h = 0; h < g; ++h) AxpyRowsDispatch(w[h], v, stride, rows, n, acc[h]);

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "model_svc/backend/cpu/exp_libm.h"
+#include "model_svc/backend/cpu/head_shapes.h"
 #include "model_svc/backend/cpu/vec.h"
 
 namespace llm::cpu::vec_internal {
@@ -170,33 +171,6 @@ void AxpyRowsHeadsImpl(const float* const* w, const T* v, int64_t stride, int64_
   }
 }
 
-// Calls kernel.template operator()<kN, G>() for head dimensions 64 and 128
-// and 1-4 heads; false otherwise.
-template <class Kernel>
-bool WithShape(int64_t n, int g, Kernel kernel) {
-  auto heads = [&]<int kN>() {
-    switch (g) {
-      case 1:
-        kernel.template operator()<kN, 1>();
-        return true;
-      case 2:
-        kernel.template operator()<kN, 2>();
-        return true;
-      case 3:
-        kernel.template operator()<kN, 3>();
-        return true;
-      case 4:
-        kernel.template operator()<kN, 4>();
-        return true;
-      default:
-        return false;
-    }
-  };
-  if (n == 64) return heads.template operator()<64>();
-  if (n == 128) return heads.template operator()<128>();
-  return false;
-}
-
 // The AVX2 kernels' Cephes exp (vec_avx2.cc) in 16 lanes: the same
 // operations per lane, so the same bits.
 inline __m512 ExpCephes16(__m512 x) {
@@ -249,23 +223,23 @@ double SumExpF32Avx512(const float* x, int64_t n, float shift) {
 
 bool DotRowsHeadsAvx512(const float* const* q, int g, const uint16_t* k, int64_t stride,
                         int64_t rows, int64_t n, float scale, float* const* out) {
-  return WithShape(
+  return WithHeadShape<1>(
       n, g, [&]<int kN, int G>() { DotRowsHeadsImpl<kN, G>(q, k, stride, rows, scale, out); });
 }
 bool DotRowsHeadsAvx512(const float* const* q, int g, const float* k, int64_t stride, int64_t rows,
                         int64_t n, float scale, float* const* out) {
-  return WithShape(
+  return WithHeadShape<1>(
       n, g, [&]<int kN, int G>() { DotRowsHeadsImpl<kN, G>(q, k, stride, rows, scale, out); });
 }
 bool AxpyRowsHeadsAvx512(const float* const* w, int g, const uint16_t* v, int64_t stride,
                          int64_t rows, int64_t n, float* const* acc) {
-  return WithShape(n, g,
-                   [&]<int kN, int G>() { AxpyRowsHeadsImpl<kN, G>(w, v, stride, rows, acc); });
+  return WithHeadShape<1>(
+      n, g, [&]<int kN, int G>() { AxpyRowsHeadsImpl<kN, G>(w, v, stride, rows, acc); });
 }
 bool AxpyRowsHeadsAvx512(const float* const* w, int g, const float* v, int64_t stride, int64_t rows,
                          int64_t n, float* const* acc) {
-  return WithShape(n, g,
-                   [&]<int kN, int G>() { AxpyRowsHeadsImpl<kN, G>(w, v, stride, rows, acc); });
+  return WithHeadShape<1>(
+      n, g, [&]<int kN, int G>() { AxpyRowsHeadsImpl<kN, G>(w, v, stride, rows, acc); });
 }
 
 void ExpLibmAvx512(const float* x, float* out, int64_t n) {
