@@ -10,6 +10,8 @@
 // The activations are quantized once outside the timed loop; BM_QuantizeQ8
 // times that step separately, for the AVX2 and the AVX-512 kernel, and
 // BM_SumExp the log-sum-exp's sum over a row of logits, BM_SiluMul SwiGLU.
+// BM_IssueMix probes which zmm instructions of the VNNI tile share issue
+// slots (see there).
 //
 //   build/bin/matmul_bench --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
@@ -24,6 +26,12 @@
 #include "model_svc/backend/cpu/quant.h"
 #include "model_svc/backend/cpu/quant_internal.h"
 #include "model_svc/backend/cpu/vec.h"
+
+namespace llm::cpu {
+// issue_probe_avx512.cc: `rounds` rounds of 8 vpdpbusd plus 8 instructions of
+// mix `mix` (BM_IssueMix). AVX-512 VNNI only.
+void IssueRoundsAvx512(int mix, int64_t rounds);
+}  // namespace llm::cpu
 
 namespace llm::cpu {
 namespace {
@@ -264,6 +272,30 @@ void BM_SiluMul(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kN);
 }
 BENCHMARK(BM_SiluMul)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+
+// Which zmm instructions of the AVX-512 VNNI tile compete for the same
+// execution units (issue_probe_avx512.cc): 8 independent vpdpbusd chains,
+// alone (mix 0) or beside 8 chains of vfmadd231ps (1), vmulps (2), vaddps (3)
+// or vcvtdq2ps (4). per_round is the time of one round of the 8 (or 16)
+// instructions: a mix that takes twice mix 0's time shares vpdpbusd's units,
+// one that takes the same time does not. On the Zen 4 this was measured on,
+// vpdpbusd, vfmadd and vmulps share one zmm instruction per cycle, vaddps and
+// vcvtdq2ps do not (they add ~25%: the front end): the Q4_1 tile's 8
+// vpdpbusd, 1 vmulps and 2 vfmadd per block and row take 11 cycles, its bound
+// (bench/README.md).
+void BM_IssueMix(benchmark::State& state) {
+  if (!internal::CpuHasAvx512Vnni()) return state.SkipWithError("no AVX-512 VNNI on this CPU");
+  constexpr int64_t kRounds = 1 << 16;
+  static constexpr const char* kNames[] = {"vpdpbusd", "+vfmadd231ps", "+vmulps", "+vaddps",
+                                           "+vcvtdq2ps"};
+  const int mix = static_cast<int>(state.range(0));
+  for (auto _ : state) IssueRoundsAvx512(mix, kRounds);
+  state.counters["per_round"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * kRounds,
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.SetLabel(kNames[mix]);
+}
+BENCHMARK(BM_IssueMix)->DenseRange(0, 4);
 
 }  // namespace
 }  // namespace llm::cpu
