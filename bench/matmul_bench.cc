@@ -204,7 +204,7 @@ BENCHMARK(BM_Q8_0_49152x576_Isa)
     ->Unit(benchmark::kMicrosecond);
 
 BENCHMARK(BM_AllTypes_576x1536)
-    ->ArgsProduct({{1, 64},
+    ->ArgsProduct({{1, 16, 64},
                    {static_cast<int>(TensorType::kF32), static_cast<int>(TensorType::kF16),
                     static_cast<int>(TensorType::kBF16), static_cast<int>(TensorType::kQ4_0),
                     static_cast<int>(TensorType::kQ4_1), static_cast<int>(TensorType::kQ5_0),
