@@ -197,10 +197,10 @@ BENCHMARK(BM_Q4_1_1536x576_Cold)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)
 BENCHMARK(BM_Q4_1_1536x576_Grain16)->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Q4_1_1536x576_Scalar)->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Q4_1_1536x576_Isa)
-    ->ArgsProduct({{1, 2, 8, 16, 64}, {0, 1}})
+    ->ArgsProduct({{1, 2, 4, 8, 16, 64}, {0, 1}})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Q8_0_49152x576_Isa)
-    ->ArgsProduct({{1, 2, 8, 16, 64}, {0, 1}})
+    ->ArgsProduct({{1, 2, 4, 8, 16, 64}, {0, 1}})
     ->Unit(benchmark::kMicrosecond);
 
 BENCHMARK(BM_AllTypes_576x1536)

@@ -33,6 +33,7 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "model_svc/backend/cpu/quant_internal.h"
@@ -344,6 +345,198 @@ void TokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XBl
 }
 
 // ---------------------------------------------------------------------------
+// FourTokenTile: 3 or 4 tokens.
+//
+// A token tile leaves most of its lanes empty with 3 or 4 tokens (a ymm tile
+// runs half empty, and its per-row work, unpacking and broadcasting the
+// weights, is then most of its time: 4 tokens cost ~95% of 8). Here lane
+// 4t + r of a zmm is the pair (token t, row r) of a group of 4 rows:
+//   - the rows' unsigned lanes are transposed once per block (in-lane
+//     unpacks) so that group g of the 4 rows is 16 bytes, broadcast to the
+//     four 128-bit lanes by a load;
+//   - the tokens' codes sit in two zmm, token t's elements 0-15 and 16-31 in
+//     128-bit lane t (XBlock4), and vpshufd (which runs beside vpdpbusd)
+//     picks group g of each token for the 4 rows;
+//   - the rows' d and m are broadcast as [r0..r3] x4, the tokens' d, s and
+//     -sum(q) are stored expanded, [t0 x4, t1 x4, t2 x4, t3 x4].
+// No instruction moves data across 128-bit lanes, so nothing but the
+// products and the float steps competes for vpdpbusd's units. Every lane
+// performs TokenTile's operations for its pair (a product's operands in the
+// other order, which IEEE multiplication does not see), so the bits are the
+// same. Missing tokens are zero; rows past the range's end (a last group of
+// 1-3 rows) repeat its last row and are not stored.
+
+// One 32-element block of up to 4 tokens: q[g] holds elements 4g..4g+3 of
+// token 0, 1, 2, 3; the tokens' d, s and -sum(q).
+struct alignas(64) XBlock4 {
+  int8_t q[8][16];
+  float d[4];
+  float s[4];
+  int32_t neg_sum[4];
+};
+static_assert(sizeof(XBlock4) == 192);
+
+void InterleaveFourTokens(const BlockQ8* const* xs, int nt, int64_t num_blocks, XBlock4* out) {
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    XBlock4& o = out[b];
+    std::memset(&o, 0, sizeof(o));
+    for (int t = 0; t < nt; ++t) {
+      const BlockQ8& x = xs[t][b];
+      int32_t sum = 0;
+      for (int g = 0; g < 8; ++g) std::memcpy(o.q[g] + 4 * t, x.q + 4 * g, 4);
+      for (int i = 0; i < 32; ++i) sum += x.q[i];
+      o.d[t] = x.d;
+      o.s[t] = x.s;
+      o.neg_sum[t] = -sum;
+    }
+  }
+}
+
+// [v0, v1, v2, v3] -> [v0 x4, v1 x4, v2 x4, v3 x4].
+inline __m512 ExpandFour(__m128 v) {
+  return _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
+                               _mm512_castps128_ps512(v));
+}
+
+// Where a block's 16 bytes of nibbles start (Q4_0, Q4_1; -1: other formats).
+template <class F>
+constexpr int kNibblesAt = std::is_same_v<F, Q4_0>   ? 2
+                           : std::is_same_v<F, Q4_1> ? 4
+                                                     : -1;
+
+// vpshufd's control for group g % 4 of a 128-bit lane.
+template <int g>
+constexpr _MM_PERM_ENUM kPickGroup = static_cast<_MM_PERM_ENUM>((g % 4) * 0x55);
+
+// out[t * out_stride + r] = dot(row r, token t) for r < 4 * G (r < rows when
+// G == 1 and rows < 4) and t < nt (<= 4). Lane 4r + t of acc[k] is the pair
+// (row 4k + r, token t).
+template <class F, int G>
+void FourTokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XBlock4* x, int nt,
+                   int rows, float* out, int64_t out_stride) {
+  static_assert(kVnniFormat<F>);
+  constexpr int R = 4 * G;
+  const uint8_t* row_ptr[R];
+  for (int r = 0; r < R; ++r) {
+    row_ptr[r] = w + static_cast<size_t>(std::min(r, rows - 1)) * row_bytes;
+  }
+  __m512 acc[G];
+#pragma GCC unroll 4
+  for (int k = 0; k < G; ++k) acc[k] = _mm512_setzero_ps();
+  const uintptr_t ahead = reinterpret_cast<uintptr_t>(w) + kPrefetchRows * row_bytes;
+  constexpr size_t kStep = R * F::kBlockBytes;
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    for (size_t off = 0; off < kStep; off += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + b * kStep + off), _MM_HINT_T0);
+    }
+    typename F::Header header[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) header[r] = F::Prepare(row_ptr[r] + b * F::kBlockBytes);
+    for (int j = 0; j < F::kSubBlocks; ++j) {
+      const XBlock4& xb = x[b * F::kSubBlocks + j];
+      __m512i lo[G], hi[G];
+      __m512 dw[G], mw[G];
+#pragma GCC unroll 4
+      for (int k = 0; k < G; ++k) {
+        __m128 dm[4];
+        if constexpr (kNibblesAt<F> >= 0) {
+          // Q4_0, Q4_1: the rows' 16 bytes of nibbles, one row per 128-bit
+          // lane, split in place (3 lane inserts instead of 6 shuffles).
+          const uint8_t* p[4];
+#pragma GCC unroll 4
+          for (int r = 0; r < 4; ++r) p[r] = header[4 * k + r] + kNibblesAt<F>;
+          __m512i z =
+              _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p[0])));
+          z = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[1])), 1);
+          z = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[2])), 2);
+          z = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[3])), 3);
+          const __m512i nibble = _mm512_set1_epi8(0x0F);
+          lo[k] = _mm512_and_si512(z, nibble);
+          hi[k] = _mm512_and_si512(_mm512_srli_epi16(z, 4), nibble);
+#pragma GCC unroll 4
+          for (int r = 0; r < 4; ++r) dm[r] = F::Unpack(header[4 * k + r], j).dm;
+        } else {
+          __m256i u[4];
+#pragma GCC unroll 4
+          for (int r = 0; r < 4; ++r) {
+            const WeightBlock wb = F::Unpack(header[4 * k + r], j);
+            u[r] = UnsignedLanes<F>(wb);
+            dm[r] = wb.dm;
+          }
+          lo[k] = _mm512_inserti64x4(
+              _mm512_castsi256_si512(_mm256_permute2x128_si256(u[0], u[1], 0x20)),
+              _mm256_permute2x128_si256(u[2], u[3], 0x20), 1);
+          hi[k] = _mm512_inserti64x4(
+              _mm512_castsi256_si512(_mm256_permute2x128_si256(u[0], u[1], 0x31)),
+              _mm256_permute2x128_si256(u[2], u[3], 0x31), 1);
+        }
+        const __m128 t01 = _mm_unpacklo_ps(dm[0], dm[1]);  // d0 d1 m0 m1
+        const __m128 t23 = _mm_unpacklo_ps(dm[2], dm[3]);  // d2 d3 m2 m3
+        dw[k] = ExpandFour(_mm_movelh_ps(t01, t23));
+        if constexpr (F::kMin) mw[k] = ExpandFour(_mm_movehl_ps(t23, t01));
+      }
+      __m512i start = _mm512_setzero_si512();
+      if constexpr (kVnniOffset<F> != 0) {
+        start = _mm512_slli_epi32(
+            _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(xb.neg_sum))),
+            kOffsetShift<F>);
+      }
+      // Two chains per group of rows (even and odd groups of elements), so
+      // that enough products are in flight; their integer sum is exact.
+      __m512i even[G], odd[G];
+#pragma GCC unroll 4
+      for (int k = 0; k < G; ++k) {
+        even[k] = start;
+        odd[k] = _mm512_setzero_si512();
+      }
+      [&]<int... g>(std::integer_sequence<int, g...>) {
+        (
+            [&] {
+              const __m512i xq =
+                  _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(xb.q[g])));
+#pragma GCC unroll 4
+              for (int k = 0; k < G; ++k) {
+                const __m512i ug = _mm512_shuffle_epi32(g < 4 ? lo[k] : hi[k], kPickGroup<g>);
+                if constexpr (g % 2 == 0) {
+                  even[k] = _mm512_dpbusd_epi32(even[k], ug, xq);
+                } else {
+                  odd[k] = _mm512_dpbusd_epi32(odd[k], ug, xq);
+                }
+              }
+            }(),
+            ...);
+      }
+      (std::make_integer_sequence<int, 8>{});
+      const __m512 xd = _mm512_broadcast_f32x4(_mm_load_ps(xb.d));
+#pragma GCC unroll 4
+      for (int k = 0; k < G; ++k) {
+        const __m512 isum = _mm512_cvtepi32_ps(_mm512_add_epi32(even[k], odd[k]));
+        acc[k] = _mm512_fmadd_ps(_mm512_mul_ps(dw[k], xd), isum, acc[k]);
+        if constexpr (F::kMin) {
+          acc[k] = _mm512_fmadd_ps(mw[k], _mm512_broadcast_f32x4(_mm_load_ps(xb.s)), acc[k]);
+        }
+      }
+    }
+  }
+  // Lanes (r, t) -> per token t the 4 rows' outputs, adjacent.
+  const __m512i by_token = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+#pragma GCC unroll 4
+  for (int k = 0; k < G; ++k) {
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, _mm512_permutexvar_ps(by_token, acc[k]));
+    const int valid = std::min(4, rows - 4 * k);
+    for (int t = 0; t < nt; ++t) {
+      float* o = out + t * out_stride + 4 * k;
+      if (valid == 4) {
+        _mm_storeu_ps(o, _mm_load_ps(lanes + 4 * t));
+      } else {
+        for (int r = 0; r < valid; ++r) o[r] = lanes[4 * t + r];
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Driver.
 
 // Rows [r_begin, r_end) as tiles of R rows, then of the next sizes in Rest
@@ -377,6 +570,14 @@ std::vector<XBlock<T>>& InterleaveScratch() {
   return scratch;
 }
 
+// The same for FourTokenTile's blocks (count <= 4).
+XBlock4* InterleaveFour(const BlockQ8* const* xs, int64_t count, int64_t num_xblocks) {
+  thread_local std::vector<XBlock4> scratch;
+  if (scratch.size() < static_cast<size_t>(num_xblocks)) scratch.resize(num_xblocks);
+  InterleaveFourTokens(xs, static_cast<int>(count), num_xblocks, scratch.data());
+  return scratch.data();
+}
+
 template <int T>
 XBlock<T>* Interleave(const BlockQ8* const* xs, int64_t count, int64_t num_groups,
                       int64_t num_xblocks) {
@@ -399,6 +600,7 @@ struct Layout {
   int64_t num_tokens = 0, num_xblocks = 0;
   const XBlock<16>* x16 = nullptr;
   const XBlock<8>* x8 = nullptr;
+  const XBlock4* x4 = nullptr;
 };
 Layout& LastLayout() {
   thread_local Layout last;
@@ -406,9 +608,9 @@ Layout& LastLayout() {
 }
 
 // Tokens go in groups of 16 (zmm); a remainder of 9..15 fills one more
-// padded group of 16, one of 3..8 a group of 8 (ymm: half the cost of a
-// padded 16), and 1-2 tokens the AVX2 kernels' RowTokenTile. Every path gives
-// the same bits (batch invariance).
+// padded group of 16, one of 5..8 a group of 8 (ymm: half the cost of a
+// padded 16), one of 3..4 a FourTokenTile, and 1-2 tokens the AVX2 kernels'
+// RowTokenTile. Every path gives the same bits (batch invariance).
 template <class F>
 void QuantMatMul(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0,
                  int64_t r1, const ActRow* x, int64_t num_tokens, float* out, int64_t out_stride) {
@@ -420,10 +622,11 @@ void QuantMatMul(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n,
     const int64_t rem = nt % 16;
     const int64_t n16 = nt / 16 + (rem > 8 ? 1 : 0);
     const int64_t in16 = std::min(nt, 16 * n16);  // tokens in the groups of 16
-    const int64_t n8 = rem >= 3 && rem <= 8 ? 1 : 0;
+    const int64_t n8 = rem >= 5 && rem <= 8 ? 1 : 0;
     const int64_t in8 = n8 * rem;
-    const int64_t tail = nt - in16 - in8;  // 0, 1 or 2
-    if (n16 == 0 && n8 == 0) {
+    const int64_t in4 = rem >= 3 && rem <= 4 ? rem : 0;
+    const int64_t tail = nt - in16 - in8 - in4;  // 0, 1 or 2
+    if (n16 == 0 && n8 == 0 && in4 == 0) {
       MatMulTileAvx2(type, w, row_bytes, n, r0, r1, x + t0, nt, o, out_stride);
       continue;
     }
@@ -449,10 +652,12 @@ void QuantMatMul(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n,
               num_tokens,
               num_xblocks,
               n16 > 0 ? Interleave<16>(xs, in16, n16, num_xblocks) : nullptr,
-              n8 > 0 ? Interleave<8>(xs + in16, in8, 1, num_xblocks) : nullptr};
+              n8 > 0 ? Interleave<8>(xs + in16, in8, 1, num_xblocks) : nullptr,
+              in4 > 0 ? InterleaveFour(xs + in16, in4, num_xblocks) : nullptr};
     }
     const XBlock<16>* x16 = last.x16;
     const XBlock<8>* x8 = last.x8;
+    const XBlock4* x4 = last.x4;
     const int64_t chunk = ChunkRows(row_bytes);
     for (int64_t rc = r0; rc < r1; rc += chunk) {
       const int64_t rc_end = std::min(r1, rc + chunk);
@@ -469,9 +674,23 @@ void QuantMatMul(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n,
                               static_cast<int>(in8), o + in16 * out_stride + r, out_stride);
         });
       }
+      if (in4 > 0) {
+        float* const o4 = o + in16 * out_stride;
+        int64_t r = rc;
+        for (; r + 16 <= rc_end; r += 16) {
+          FourTokenTile<F, 4>(w + static_cast<size_t>(r) * row_bytes, row_bytes, num_blocks, x4,
+                              static_cast<int>(in4), 16, o4 + r, out_stride);
+        }
+        for (; r < rc_end; r += 4) {
+          FourTokenTile<F, 1>(w + static_cast<size_t>(r) * row_bytes, row_bytes, num_blocks, x4,
+                              static_cast<int>(in4),
+                              static_cast<int>(std::min<int64_t>(4, rc_end - r)), o4 + r,
+                              out_stride);
+        }
+      }
       if (tail > 0) {
-        MatMulTileAvx2(type, w, row_bytes, n, rc, rc_end, x + t0 + in16 + in8, tail,
-                       o + (in16 + in8) * out_stride, out_stride);
+        MatMulTileAvx2(type, w, row_bytes, n, rc, rc_end, x + t0 + in16 + in8 + in4, tail,
+                       o + (in16 + in8 + in4) * out_stride, out_stride);
       }
     }
   }
