@@ -21,6 +21,9 @@
 // into the int32 lane: one instruction per group and row, with no int16
 // stage, against vpmaddubsw + vpaddw (+ vpmaddwd) in AVX2.
 //
+// FourTokenTile<F, G>: 3 or 4 tokens, 4 rows x 4 tokens in each zmm (see
+// there).
+//
 // vpdpbusd multiplies unsigned bytes (the broadcast weights) by signed bytes
 // (the activations, in [-127, 127]). Weights whose codes are signed or carry
 // an offset are fed as unsigned u = q + k: Q4_0 (k = 8) and Q5_0 (k = 16)
