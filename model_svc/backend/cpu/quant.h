@@ -99,8 +99,9 @@ float DotRow(TensorType type, const void* w, const ActRow& x, int64_t n);
 // Kernels reuse each unpacked weight block across several tokens, so this is
 // much faster than calling DotRow per pair when num_tokens > 1; the results
 // are bit-identical to DotRow's (batch invariance, above).
-// Cost: with 3 or more tokens the AVX2 kernels first interleave the tokens'
-// activations (O(num_tokens * n), about 10% of a 16-row call), so give each
+// Cost: with 3 or more tokens the AVX2 kernels (2 or more: the AVX-512 ones)
+// first interleave the tokens' activations (O(num_tokens * n), about 10% of a
+// 16-row call), so give each
 // call many rows (64 or more) when it carries many tokens, or call it in a
 // SameActivationsScope (below), where the AVX-512 kernels interleave once. Decode (1 token)
 // streams the rows in order; contiguous row ranges per thread suit it best.

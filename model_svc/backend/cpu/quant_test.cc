@@ -740,8 +740,8 @@ TEST_P(KernelTest, SameActivationsScopeReusesOnlyTheSameTokens) {
 }
 
 // (c) The AVX-512 VNNI kernels against the scalar ones, bit for bit, for
-// 1..17 tokens and more (every split into groups of 16, 8 or 4 (3-4 tokens:
-// FourTokenTile) and a 1-2 token tail), row ranges that are not multiples of
+// 1..17 tokens and more (every split into groups of 16, 8 or 4 (2-4 tokens:
+// FourTokenTile) and a one-token tail), row ranges that are not multiples of
 // any tile (FourTokenTile's last group of 1-3 rows), and an output stride
 // wider than the rows, whose other entries must stay untouched.
 TEST_P(KernelTest, Avx512VnniMatchesScalar) {
