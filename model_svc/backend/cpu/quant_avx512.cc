@@ -350,50 +350,26 @@ void TokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XBl
 // ---------------------------------------------------------------------------
 // FourTokenTile: 2 to 4 tokens.
 //
-// A token tile leaves most of its lanes empty with 3 or 4 tokens (a ymm tile
+// A token tile leaves most of its lanes empty with 2-4 tokens (a ymm tile
 // runs half empty, and its per-row work, unpacking and broadcasting the
 // weights, is then most of its time: 4 tokens cost ~95% of 8). Here lane
-// 4t + r of a zmm is the pair (token t, row r) of a group of 4 rows:
-//   - the rows' unsigned lanes are transposed once per block (in-lane
-//     unpacks) so that group g of the 4 rows is 16 bytes, broadcast to the
-//     four 128-bit lanes by a load;
-//   - the tokens' codes sit in two zmm, token t's elements 0-15 and 16-31 in
-//     128-bit lane t (XBlock4), and vpshufd (which runs beside vpdpbusd)
-//     picks group g of each token for the 4 rows;
-//   - the rows' d and m are broadcast as [r0..r3] x4, the tokens' d, s and
-//     -sum(q) are stored expanded, [t0 x4, t1 x4, t2 x4, t3 x4].
-// No instruction moves data across 128-bit lanes, so nothing but the
-// products and the float steps competes for vpdpbusd's units. Every lane
-// performs TokenTile's operations for its pair (a product's operands in the
-// other order, which IEEE multiplication does not see), so the bits are the
-// same. Missing tokens are zero; rows past the range's end (a last group of
-// 1-3 rows) repeat its last row and are not stored.
-
-// One 32-element block of up to 4 tokens: q[g] holds elements 4g..4g+3 of
-// token 0, 1, 2, 3; the tokens' d, s and -sum(q).
-struct alignas(64) XBlock4 {
-  int8_t q[8][16];
-  float d[4];
-  float s[4];
-  int32_t neg_sum[4];
-};
-static_assert(sizeof(XBlock4) == 192);
-
-void InterleaveFourTokens(const BlockQ8* const* xs, int nt, int64_t num_blocks, XBlock4* out) {
-  for (int64_t b = 0; b < num_blocks; ++b) {
-    XBlock4& o = out[b];
-    std::memset(&o, 0, sizeof(o));
-    for (int t = 0; t < nt; ++t) {
-      const BlockQ8& x = xs[t][b];
-      int32_t sum = 0;
-      for (int g = 0; g < 8; ++g) std::memcpy(o.q[g] + 4 * t, x.q + 4 * g, 4);
-      for (int i = 0; i < 32; ++i) sum += x.q[i];
-      o.d[t] = x.d;
-      o.s[t] = x.s;
-      o.neg_sum[t] = -sum;
-    }
-  }
-}
+// 4r + t of a zmm is the pair (row r, token t) of a group of 4 rows:
+//   - the tokens' group g is the first 16 bytes of XBlock<8>'s (tokens 0-3),
+//     broadcast to the four 128-bit lanes by the load;
+//   - the rows' unsigned lanes sit in two zmm, row r's elements 0-15 and
+//     16-31 in 128-bit lane r, and vpshufd (which runs beside vpdpbusd, see
+//     matmul_bench's BM_IssueMix for the like) picks group g of each row for
+//     its 4 tokens;
+//   - the rows' d and m are expanded to [r0 x4, r1 x4, r2 x4, r3 x4], the
+//     tokens' d, s and -sum(q) broadcast as [t0..t3] x4.
+// Moving each row into its 128-bit lane (and expanding d and m) costs
+// cross-lane instructions, which do compete with vpdpbusd: Q4_0 and Q4_1 load
+// their nibbles straight into the lanes (3 inserts for 4 rows, not 6).
+// Every lane performs TokenTile's operations for its pair, so the bits are
+// the same. Missing tokens are zero; rows past the range's end (a last group
+// of 1-3 rows) repeat its last row and are not stored. (A layout with the
+// rows transposed through memory instead, lane 4t + r, was slower: 61 against
+// 50 us at 4 tokens, its 16-byte loads waiting on the stores before them.)
 
 // [v0, v1, v2, v3] -> [v0 x4, v1 x4, v2 x4, v3 x4].
 inline __m512 ExpandFour(__m128 v) {
@@ -415,8 +391,8 @@ constexpr _MM_PERM_ENUM kPickGroup = static_cast<_MM_PERM_ENUM>((g % 4) * 0x55);
 // G == 1 and rows < 4) and t < nt (<= 4). Lane 4r + t of acc[k] is the pair
 // (row 4k + r, token t).
 template <class F, int G>
-void FourTokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XBlock4* x, int nt,
-                   int rows, float* out, int64_t out_stride) {
+void FourTokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XBlock<8>* x,
+                   int nt, int rows, float* out, int64_t out_stride) {
   static_assert(kVnniFormat<F>);
   constexpr int R = 4 * G;
   const uint8_t* row_ptr[R];
@@ -436,7 +412,7 @@ void FourTokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) header[r] = F::Prepare(row_ptr[r] + b * F::kBlockBytes);
     for (int j = 0; j < F::kSubBlocks; ++j) {
-      const XBlock4& xb = x[b * F::kSubBlocks + j];
+      const XBlock<8>& xb = x[b * F::kSubBlocks + j];
       __m512i lo[G], hi[G];
       __m512 dw[G], mw[G];
 #pragma GCC unroll 4
@@ -573,14 +549,6 @@ std::vector<XBlock<T>>& InterleaveScratch() {
   return scratch;
 }
 
-// The same for FourTokenTile's blocks (count <= 4).
-XBlock4* InterleaveFour(const BlockQ8* const* xs, int64_t count, int64_t num_xblocks) {
-  thread_local std::vector<XBlock4> scratch;
-  if (scratch.size() < static_cast<size_t>(num_xblocks)) scratch.resize(num_xblocks);
-  InterleaveFourTokens(xs, static_cast<int>(count), num_xblocks, scratch.data());
-  return scratch.data();
-}
-
 template <int T>
 XBlock<T>* Interleave(const BlockQ8* const* xs, int64_t count, int64_t num_groups,
                       int64_t num_xblocks) {
@@ -602,8 +570,7 @@ struct Layout {
   const ActRow* x = nullptr;
   int64_t num_tokens = 0, num_xblocks = 0;
   const XBlock<16>* x16 = nullptr;
-  const XBlock<8>* x8 = nullptr;
-  const XBlock4* x4 = nullptr;
+  const XBlock<8>* x8 = nullptr;  // 5-8 tokens (TokenTile), or 2-4 (FourTokenTile)
 };
 Layout& LastLayout() {
   thread_local Layout last;
@@ -657,12 +624,10 @@ void QuantMatMul(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n,
               num_tokens,
               num_xblocks,
               n16 > 0 ? Interleave<16>(xs, in16, n16, num_xblocks) : nullptr,
-              n8 > 0 ? Interleave<8>(xs + in16, in8, 1, num_xblocks) : nullptr,
-              in4 > 0 ? InterleaveFour(xs + in16, in4, num_xblocks) : nullptr};
+              n8 + in4 > 0 ? Interleave<8>(xs + in16, in8 + in4, 1, num_xblocks) : nullptr};
     }
     const XBlock<16>* x16 = last.x16;
     const XBlock<8>* x8 = last.x8;
-    const XBlock4* x4 = last.x4;
     const int64_t chunk = ChunkRows(row_bytes);
     for (int64_t rc = r0; rc < r1; rc += chunk) {
       const int64_t rc_end = std::min(r1, rc + chunk);
@@ -683,11 +648,11 @@ void QuantMatMul(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n,
         float* const o4 = o + in16 * out_stride;
         int64_t r = rc;
         for (; r + 16 <= rc_end; r += 16) {
-          FourTokenTile<F, 4>(w + static_cast<size_t>(r) * row_bytes, row_bytes, num_blocks, x4,
+          FourTokenTile<F, 4>(w + static_cast<size_t>(r) * row_bytes, row_bytes, num_blocks, x8,
                               static_cast<int>(in4), 16, o4 + r, out_stride);
         }
         for (; r < rc_end; r += 4) {
-          FourTokenTile<F, 1>(w + static_cast<size_t>(r) * row_bytes, row_bytes, num_blocks, x4,
+          FourTokenTile<F, 1>(w + static_cast<size_t>(r) * row_bytes, row_bytes, num_blocks, x8,
                               static_cast<int>(in4),
                               static_cast<int>(std::min<int64_t>(4, rc_end - r)), o4 + r,
                               out_stride);
