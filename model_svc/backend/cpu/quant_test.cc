@@ -760,7 +760,7 @@ TEST_P(KernelTest, Avx512VnniMatchesScalar) {
     const std::pair<int64_t, int64_t> ranges[] = {{0, kRows}, {3, 30}, {1, 12}, {5, 6}, {13, 37}};
     std::vector<int64_t> counts;
     for (int64_t nt = 1; nt <= 17; ++nt) counts.push_back(nt);
-    for (int64_t nt : {19, 24, 25, 32, 33, 35}) counts.push_back(nt);
+    for (int64_t nt : {18, 19, 20, 24, 25, 32, 33, 34, 35}) counts.push_back(nt);
     for (int64_t nt : counts) {
       for (const auto& [r0, r1] : ranges) {
         constexpr float kSentinel = -12345.0f;
