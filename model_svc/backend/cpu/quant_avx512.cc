@@ -13,7 +13,7 @@
 //   acc = fma(dw * x.d, float(isum), acc)  [, acc = fma(m, x.s, acc)],
 // so the results are the AVX2 and scalar kernels' bits, whatever the tile.
 //
-// TokenTile<F, R, V>: R rows x V::kTokens (16 on zmm, 8 on ymm) tokens. As in
+// TokenTile<F, R, V>: R rows x V::kTokens (16, on zmm) tokens. As in
 // the AVX2 Token8Tile, the tokens' activations are first interleaved (once
 // per call) so that one vector load holds elements 4g..4g+3 of every token
 // (group g of a block), and each group of 4 weights is broadcast to all
@@ -21,7 +21,7 @@
 // into the int32 lane: one instruction per group and row, with no int16
 // stage, against vpmaddubsw + vpaddw (+ vpmaddwd) in AVX2.
 //
-// FourTokenTile<F, G>: 2-4 tokens, 4 rows x 4 tokens in each zmm (see
+// FourTokenTile<F, G, NG>: 2-8 tokens, 4 rows x 4 tokens in each zmm (see
 // there).
 //
 // vpdpbusd multiplies unsigned bytes (the broadcast weights) by signed bytes
@@ -94,7 +94,8 @@ inline __m256i UnsignedLanes(const WeightBlock& wb) {
 }
 
 // ---------------------------------------------------------------------------
-// Vector widths: V16 (zmm, 16 tokens) and V8 (ymm, 8 tokens).
+// Vector width: V16 (zmm, 16 tokens). (A V8 on ymm took 5-8 tokens until
+// FourTokenTile did it for less.)
 
 struct V16 {
   static constexpr int kTokens = 16;
@@ -115,27 +116,6 @@ struct V16 {
   static F Mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F Fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static void Store(float* p, F v) { _mm512_store_ps(p, v); }
-};
-
-struct V8 {
-  static constexpr int kTokens = 8;
-  using I = __m256i;
-  using F = __m256;
-  static I ZeroI() { return _mm256_setzero_si256(); }
-  static F ZeroF() { return _mm256_setzero_ps(); }
-  static I Load(const void* p) { return _mm256_load_si256(static_cast<const __m256i*>(p)); }
-  static F LoadF(const float* p) { return _mm256_load_ps(p); }
-  static I Broadcast32(const uint8_t* p) { return _mm256_set1_epi32(static_cast<int>(LoadU32(p))); }
-  static I Dot(I acc, I u, I s) { return _mm256_dpbusd_epi32(acc, u, s); }
-  template <int kShift>
-  static I ShiftLeft(I v) {
-    return _mm256_slli_epi32(v, kShift);
-  }
-  static F ToFloat(I v) { return _mm256_cvtepi32_ps(v); }
-  static F Set1(float v) { return _mm256_set1_ps(v); }
-  static F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
-  static F Fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
-  static void Store(float* p, F v) { _mm256_store_ps(p, v); }
 };
 
 // ---------------------------------------------------------------------------
@@ -348,13 +328,15 @@ void TokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XBl
 }
 
 // ---------------------------------------------------------------------------
-// FourTokenTile: 2 to 4 tokens.
+// FourTokenTile: 2 to 8 tokens.
 //
-// A token tile leaves most of its lanes empty with 2-4 tokens (a ymm tile
-// runs half empty, and its per-row work, unpacking and broadcasting the
-// weights, is then most of its time: 4 tokens cost ~95% of 8). Here lane
-// 4r + t of a zmm is the pair (row r, token t) of a group of 4 rows:
-//   - the tokens' group g is the first 16 bytes of XBlock<8>'s (tokens 0-3),
+// A token tile leaves most of its lanes empty with 2-8 tokens: a ymm tile of
+// 8 tokens (what 3-8 tokens took before) paid its per-row work, unpacking and
+// broadcasting the weights, for 8 products a group, and that was most of its
+// time (4 tokens cost ~95% of 8, and 8 ~80% of 16). Here lane 4r + t of a
+// zmm is the pair (row r, token t) of a group of 4 rows and of 4 tokens (one
+// group of tokens for 2-4, two for 5-8):
+//   - the tokens' group g is 16 bytes of XBlock<8>'s (tokens 0-3, or 4-7),
 //     broadcast to the four 128-bit lanes by the load;
 //   - the rows' unsigned lanes sit in two zmm, row r's elements 0-15 and
 //     16-31 in 128-bit lane r, and vpshufd (which runs beside vpdpbusd, see
@@ -388,20 +370,25 @@ template <int g>
 constexpr _MM_PERM_ENUM kPickGroup = static_cast<_MM_PERM_ENUM>((g % 4) * 0x55);
 
 // out[t * out_stride + r] = dot(row r, token t) for r < 4 * G (r < rows when
-// G == 1 and rows < 4) and t < nt (<= 4). Lane 4r + t of acc[k] is the pair
-// (row 4k + r, token t).
-template <class F, int G>
+// G == 1 and rows < 4) and t < nt (<= 4 * NG). Lane 4r + t of acc[k][n] is
+// the pair (row 4k + r, token 4n + t). With NG = 2 the two groups of 4 tokens
+// share each group of rows' lanes (the cross-lane work) and its vpshufd.
+template <class F, int G, int NG>
 void FourTokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XBlock<8>* x,
                    int nt, int rows, float* out, int64_t out_stride) {
   static_assert(kVnniFormat<F>);
+  static_assert(NG == 1 || NG == 2);
   constexpr int R = 4 * G;
   const uint8_t* row_ptr[R];
   for (int r = 0; r < R; ++r) {
     row_ptr[r] = w + static_cast<size_t>(std::min(r, rows - 1)) * row_bytes;
   }
-  __m512 acc[G];
+  __m512 acc[G][NG];
 #pragma GCC unroll 4
-  for (int k = 0; k < G; ++k) acc[k] = _mm512_setzero_ps();
+  for (int k = 0; k < G; ++k) {
+#pragma GCC unroll 2
+    for (int n = 0; n < NG; ++n) acc[k][n] = _mm512_setzero_ps();
+  }
   const uintptr_t ahead = reinterpret_cast<uintptr_t>(w) + kPrefetchRows * row_bytes;
   constexpr size_t kStep = R * F::kBlockBytes;
   for (int64_t b = 0; b < num_blocks; ++b) {
@@ -454,45 +441,60 @@ void FourTokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const
         dw[k] = ExpandFour(_mm_movelh_ps(t01, t23));
         if constexpr (F::kMin) mw[k] = ExpandFour(_mm_movehl_ps(t23, t01));
       }
-      __m512i start = _mm512_setzero_si512();
-      if constexpr (kVnniOffset<F> != 0) {
-        start = _mm512_slli_epi32(
-            _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(xb.neg_sum))),
-            kOffsetShift<F>);
-      }
-      // Two chains per group of rows (even and odd groups of elements), so
-      // that enough products are in flight; their integer sum is exact.
-      __m512i even[G], odd[G];
+      // Per group of rows and of tokens, two chains (even and odd groups of
+      // elements), so that enough products are in flight; their integer sum
+      // is exact.
+      __m512i even[G][NG], odd[G][NG];
+#pragma GCC unroll 2
+      for (int n = 0; n < NG; ++n) {
+        __m512i start = _mm512_setzero_si512();
+        if constexpr (kVnniOffset<F> != 0) {
+          start = _mm512_slli_epi32(_mm512_broadcast_i32x4(_mm_load_si128(
+                                        reinterpret_cast<const __m128i*>(xb.neg_sum + 4 * n))),
+                                    kOffsetShift<F>);
+        }
 #pragma GCC unroll 4
-      for (int k = 0; k < G; ++k) {
-        even[k] = start;
-        odd[k] = _mm512_setzero_si512();
+        for (int k = 0; k < G; ++k) {
+          even[k][n] = start;
+          odd[k][n] = _mm512_setzero_si512();
+        }
       }
       [&]<int... g>(std::integer_sequence<int, g...>) {
         (
             [&] {
-              const __m512i xq =
-                  _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(xb.q[g])));
+              __m512i xq[NG];
+#pragma GCC unroll 2
+              for (int n = 0; n < NG; ++n) {
+                xq[n] = _mm512_broadcast_i32x4(
+                    _mm_load_si128(reinterpret_cast<const __m128i*>(xb.q[g] + 16 * n)));
+              }
 #pragma GCC unroll 4
               for (int k = 0; k < G; ++k) {
                 const __m512i ug = _mm512_shuffle_epi32(g < 4 ? lo[k] : hi[k], kPickGroup<g>);
-                if constexpr (g % 2 == 0) {
-                  even[k] = _mm512_dpbusd_epi32(even[k], ug, xq);
-                } else {
-                  odd[k] = _mm512_dpbusd_epi32(odd[k], ug, xq);
+#pragma GCC unroll 2
+                for (int n = 0; n < NG; ++n) {
+                  if constexpr (g % 2 == 0) {
+                    even[k][n] = _mm512_dpbusd_epi32(even[k][n], ug, xq[n]);
+                  } else {
+                    odd[k][n] = _mm512_dpbusd_epi32(odd[k][n], ug, xq[n]);
+                  }
                 }
               }
             }(),
             ...);
       }
       (std::make_integer_sequence<int, 8>{});
-      const __m512 xd = _mm512_broadcast_f32x4(_mm_load_ps(xb.d));
+#pragma GCC unroll 2
+      for (int n = 0; n < NG; ++n) {
+        const __m512 xd = _mm512_broadcast_f32x4(_mm_load_ps(xb.d + 4 * n));
 #pragma GCC unroll 4
-      for (int k = 0; k < G; ++k) {
-        const __m512 isum = _mm512_cvtepi32_ps(_mm512_add_epi32(even[k], odd[k]));
-        acc[k] = _mm512_fmadd_ps(_mm512_mul_ps(dw[k], xd), isum, acc[k]);
-        if constexpr (F::kMin) {
-          acc[k] = _mm512_fmadd_ps(mw[k], _mm512_broadcast_f32x4(_mm_load_ps(xb.s)), acc[k]);
+        for (int k = 0; k < G; ++k) {
+          const __m512 isum = _mm512_cvtepi32_ps(_mm512_add_epi32(even[k][n], odd[k][n]));
+          acc[k][n] = _mm512_fmadd_ps(_mm512_mul_ps(dw[k], xd), isum, acc[k][n]);
+          if constexpr (F::kMin) {
+            acc[k][n] = _mm512_fmadd_ps(mw[k], _mm512_broadcast_f32x4(_mm_load_ps(xb.s + 4 * n)),
+                                        acc[k][n]);
+          }
         }
       }
     }
@@ -501,15 +503,19 @@ void FourTokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const
   const __m512i by_token = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
 #pragma GCC unroll 4
   for (int k = 0; k < G; ++k) {
-    alignas(64) float lanes[16];
-    _mm512_store_ps(lanes, _mm512_permutexvar_ps(by_token, acc[k]));
     const int valid = std::min(4, rows - 4 * k);
-    for (int t = 0; t < nt; ++t) {
-      float* o = out + t * out_stride + 4 * k;
-      if (valid == 4) {
-        _mm_storeu_ps(o, _mm_load_ps(lanes + 4 * t));
-      } else {
-        for (int r = 0; r < valid; ++r) o[r] = lanes[4 * t + r];
+#pragma GCC unroll 2
+    for (int n = 0; n < NG; ++n) {
+      alignas(64) float lanes[16];
+      _mm512_store_ps(lanes, _mm512_permutexvar_ps(by_token, acc[k][n]));
+      for (int t = 4 * n; t < std::min(nt, 4 * n + 4); ++t) {
+        const float* v = lanes + 4 * (t - 4 * n);
+        float* o = out + t * out_stride + 4 * k;
+        if (valid == 4) {
+          _mm_storeu_ps(o, _mm_load_ps(v));
+        } else {
+          for (int r = 0; r < valid; ++r) o[r] = v[r];
+        }
       }
     }
   }
@@ -570,7 +576,7 @@ struct Layout {
   const ActRow* x = nullptr;
   int64_t num_tokens = 0, num_xblocks = 0;
   const XBlock<16>* x16 = nullptr;
-  const XBlock<8>* x8 = nullptr;  // 5-8 tokens (TokenTile), or 2-4 (FourTokenTile)
+  const XBlock<8>* x8 = nullptr;  // FourTokenTile's 2-8 tokens
 };
 Layout& LastLayout() {
   thread_local Layout last;
@@ -578,11 +584,11 @@ Layout& LastLayout() {
 }
 
 // Tokens go in groups of 16 (zmm); a remainder of 9..15 fills one more
-// padded group of 16, one of 5..8 a group of 8 (ymm: half the cost of a
-// padded 16), one of 2..4 a FourTokenTile (2 tokens too: faster than the
-// AVX2 kernels' two-token tile, 41 against 54 us for a 1536 x 576 Q4_1
-// matrix), and a single token the AVX2 kernels' RowTokenTile (memory-bound
-// decode). Every path gives the same bits (batch invariance).
+// padded group of 16, one of 2..8 a FourTokenTile (two groups of 4 tokens
+// for 5-8; for 2 tokens too, faster than the AVX2 kernels' two-token tile: 41
+// against 54 us for a 1536 x 576 Q4_1 matrix), and a single token the AVX2
+// kernels' RowTokenTile (memory-bound decode). Every path gives the same bits
+// (batch invariance).
 template <class F>
 void QuantMatMul(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0,
                  int64_t r1, const ActRow* x, int64_t num_tokens, float* out, int64_t out_stride) {
@@ -593,12 +599,10 @@ void QuantMatMul(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n,
     float* const o = out + t0 * out_stride;
     const int64_t rem = nt % 16;
     const int64_t n16 = nt / 16 + (rem > 8 ? 1 : 0);
-    const int64_t in16 = std::min(nt, 16 * n16);  // tokens in the groups of 16
-    const int64_t n8 = rem >= 5 && rem <= 8 ? 1 : 0;
-    const int64_t in8 = n8 * rem;
-    const int64_t in4 = rem >= 2 && rem <= 4 ? rem : 0;
-    const int64_t tail = nt - in16 - in8 - in4;  // 0 or 1
-    if (n16 == 0 && n8 == 0 && in4 == 0) {
+    const int64_t in16 = std::min(nt, 16 * n16);         // tokens in the groups of 16
+    const int64_t in4 = rem >= 2 && rem <= 8 ? rem : 0;  // tokens of the FourTokenTile
+    const int64_t tail = nt - in16 - in4;                // 0 or 1
+    if (n16 == 0 && in4 == 0) {
       MatMulTileAvx2(type, w, row_bytes, n, r0, r1, x + t0, nt, o, out_stride);
       continue;
     }
@@ -624,7 +628,7 @@ void QuantMatMul(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n,
               num_tokens,
               num_xblocks,
               n16 > 0 ? Interleave<16>(xs, in16, n16, num_xblocks) : nullptr,
-              n8 + in4 > 0 ? Interleave<8>(xs + in16, in8 + in4, 1, num_xblocks) : nullptr};
+              in4 > 0 ? Interleave<8>(xs + in16, in4, 1, num_xblocks) : nullptr};
     }
     const XBlock<16>* x16 = last.x16;
     const XBlock<8>* x8 = last.x8;
@@ -638,29 +642,33 @@ void QuantMatMul(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n,
                                x16 + g * num_xblocks, cnt, o + 16 * g * out_stride + r, out_stride);
         });
       }
-      if (n8 > 0) {
-        ForRowTiles<8, 4, 1>(rc, rc_end, [&]<int R>(int64_t r) {
-          TokenTile<F, R, V8>(w + static_cast<size_t>(r) * row_bytes, row_bytes, num_blocks, x8,
-                              static_cast<int>(in8), o + in16 * out_stride + r, out_stride);
-        });
-      }
       if (in4 > 0) {
-        float* const o4 = o + in16 * out_stride;
-        int64_t r = rc;
-        for (; r + 16 <= rc_end; r += 16) {
-          FourTokenTile<F, 4>(w + static_cast<size_t>(r) * row_bytes, row_bytes, num_blocks, x8,
-                              static_cast<int>(in4), 16, o4 + r, out_stride);
-        }
-        for (; r < rc_end; r += 4) {
-          FourTokenTile<F, 1>(w + static_cast<size_t>(r) * row_bytes, row_bytes, num_blocks, x8,
-                              static_cast<int>(in4),
-                              static_cast<int>(std::min<int64_t>(4, rc_end - r)), o4 + r,
-                              out_stride);
+        // 5-8 tokens: two groups of 4 (rows 8 at a time, for the registers:
+        // 16 at a time ran Q8_0 8-15% slower); 2-4 tokens: one (rows 16 at a
+        // time).
+        const int cnt = static_cast<int>(in4);
+        float* const o8 = o + in16 * out_stride;
+        auto tiles = [&]<int kG, int kNG>() {
+          int64_t r = rc;
+          for (; r + 4 * kG <= rc_end; r += 4 * kG) {
+            FourTokenTile<F, kG, kNG>(w + static_cast<size_t>(r) * row_bytes, row_bytes, num_blocks,
+                                      x8, cnt, 4 * kG, o8 + r, out_stride);
+          }
+          for (; r < rc_end; r += 4) {
+            FourTokenTile<F, 1, kNG>(w + static_cast<size_t>(r) * row_bytes, row_bytes, num_blocks,
+                                     x8, cnt, static_cast<int>(std::min<int64_t>(4, rc_end - r)),
+                                     o8 + r, out_stride);
+          }
+        };
+        if (in4 > 4) {
+          tiles.template operator()<2, 2>();
+        } else {
+          tiles.template operator()<4, 1>();
         }
       }
       if (tail > 0) {
-        MatMulTileAvx2(type, w, row_bytes, n, rc, rc_end, x + t0 + in16 + in8 + in4, tail,
-                       o + (in16 + in8 + in4) * out_stride, out_stride);
+        MatMulTileAvx2(type, w, row_bytes, n, rc, rc_end, x + t0 + in16 + in4, tail,
+                       o + (in16 + in4) * out_stride, out_stride);
       }
     }
   }

@@ -589,7 +589,7 @@ std::vector<uint32_t> BitsOf(const std::vector<float>& v) {
 }
 
 // (g) Batch invariance: MatMulTile over 1..24 tokens (AVX-512: groups of 16
-// and of 8, with or without a 1-2 token tail) and row ranges that are not
+// and a FourTokenTile of 2-8 tokens, or a single token) and row ranges that are not
 // multiples of any tile, with varying other tokens in the call, gives for
 // every (row, token) the bits of a call with that one row and token alone;
 // DotRow gives them too, and the SIMD kernels give the scalar kernels' bits.
@@ -740,9 +740,10 @@ TEST_P(KernelTest, SameActivationsScopeReusesOnlyTheSameTokens) {
 }
 
 // (c) The AVX-512 VNNI kernels against the scalar ones, bit for bit, for
-// 1..17 tokens and more (every split into groups of 16, 8 or 4 (2-4 tokens:
-// FourTokenTile) and a one-token tail), row ranges that are not multiples of
-// any tile (FourTokenTile's last group of 1-3 rows), and an output stride
+// 1..17 tokens and more (every split into groups of 16, a FourTokenTile of
+// 2-8 tokens (one or two groups of 4) and a one-token tail), row ranges that
+// are not multiples of any tile (FourTokenTile's last group of 1-3 rows),
+// and an output stride
 // wider than the rows, whose other entries must stay untouched.
 TEST_P(KernelTest, Avx512VnniMatchesScalar) {
   if (!internal::CpuHasAvx512Vnni()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
