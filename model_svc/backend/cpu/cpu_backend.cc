@@ -278,8 +278,8 @@ class CpuBackend : public model::Backend {
       // server's RPC threads, on a machine whose cores all compute) hand its
       // remaining ranges to the others instead of stalling the step. With one
       // range per thread, e2e decode lost twice the CPU time those threads
-      // took. Two tokens go to the AVX-512 kernels, which lay them out once
-      // per thread in the scope (not once per range).
+      // took. Two tokens of a VNNI format go to the AVX-512 kernels, which
+      // lay them out once per thread in the scope (not once per range).
       constexpr int64_t kDecodeChunks = 4;
       const int64_t chunks = threads * kDecodeChunks;
       auto bound = [&](int64_t i) {

@@ -115,7 +115,8 @@ void MatMulTile(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n, 
 // same x and num_tokens then lay the tokens out once (the AVX-512 kernels'
 // interleaving, ~0.5 us a call at 16 tokens and 576 columns) instead of once
 // a call, so that a product can go in small pieces (the CPU backend's
-// batched steps, which share their rows out with stealing). Calls with other
+// batched steps, which share their rows out with stealing, and its
+// two-token decode ranges). Calls with other
 // activations lay theirs out as usual. Scopes do not nest.
 class SameActivationsScope {
  public:

@@ -94,7 +94,7 @@ inline __m256i UnsignedLanes(const WeightBlock& wb) {
 }
 
 // ---------------------------------------------------------------------------
-// Vector width: V16 (zmm, 16 tokens). (A V8 on ymm took 5-8 tokens until
+// Vector width: V16 (zmm, 16 tokens). (A V8 on ymm took 3-8 tokens until
 // FourTokenTile did it for less.)
 
 struct V16 {

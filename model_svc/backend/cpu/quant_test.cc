@@ -687,55 +687,64 @@ TEST_P(KernelTest, Avx512VnniMatchesScalarOnLargeTiles) {
 // (c) In a SameActivationsScope, MatMulTile over pieces of the rows gives one
 // call's bits; a call with other activations in the same scope gets its
 // own; and a new scope lays the tokens out again even at the same address
-// (the CPU backend reuses one ActRow array for every product).
+// (the CPU backend reuses one ActRow array for every product). For 2, 6 and
+// 19 tokens (the AVX-512 kernels' layouts for FourTokenTile's one and two
+// groups of 4, and a group of 16 beside one).
 TEST_P(KernelTest, SameActivationsScopeReusesOnlyTheSameTokens) {
   const TensorType type = GetParam();
   std::mt19937 rng(29 + static_cast<int>(type));
-  constexpr int64_t kRows = 37, kTokens = 19;  // a group of 16 and a 3-token group
+  constexpr int64_t kRows = 37;
   const int64_t n = RowLengths(type).back();
-  const std::vector<uint8_t> w = RandomRows(type, kRows, n, rng);
-  const size_t row_bytes = RowBytes(type, n);
-  auto make_tokens = [&] {
-    std::vector<Token> tokens;
-    for (int64_t t = 0; t < kTokens; ++t) tokens.push_back(RandomToken(n, rng));
-    return tokens;
-  };
-  std::vector<Token> a = make_tokens(), b = make_tokens(), c = make_tokens();
-  std::vector<ActRow> acts_a, acts_b;
-  for (int64_t t = 0; t < kTokens; ++t) {
-    acts_a.push_back(a[t].act());
-    acts_b.push_back(b[t].act());
-  }
-  auto whole = [&](const std::vector<ActRow>& acts) {
-    std::vector<float> out(kTokens * kRows);
-    MatMulTile(type, w.data(), row_bytes, n, 0, kRows, acts.data(), kTokens, out.data(), kRows);
-    return out;
-  };
-  auto pieces = [&](const std::vector<ActRow>& acts) {
-    std::vector<float> out(kTokens * kRows);
-    for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{0, 8}, {8, 21}, {21, kRows}}) {
-      MatMulTile(type, w.data(), row_bytes, n, r0, r1, acts.data(), kTokens, out.data(), kRows);
+  // Two tokens (a decode of two sessions), two groups of 4, and a group of
+  // 16 with a 3-token group.
+  for (const int64_t num_tokens : {2, 6, 19}) {
+    SCOPED_TRACE(::testing::Message() << "tokens=" << num_tokens);
+    const std::vector<uint8_t> w = RandomRows(type, kRows, n, rng);
+    const size_t row_bytes = RowBytes(type, n);
+    auto make_tokens = [&] {
+      std::vector<Token> tokens;
+      for (int64_t t = 0; t < num_tokens; ++t) tokens.push_back(RandomToken(n, rng));
+      return tokens;
+    };
+    std::vector<Token> a = make_tokens(), b = make_tokens(), c = make_tokens();
+    std::vector<ActRow> acts_a, acts_b;
+    for (int64_t t = 0; t < num_tokens; ++t) {
+      acts_a.push_back(a[t].act());
+      acts_b.push_back(b[t].act());
     }
-    return out;
-  };
-  std::vector<ActRow> acts_c;
-  for (const Token& t : c) acts_c.push_back(t.act());
-  const std::vector<float> want_a = whole(acts_a), want_b = whole(acts_b), want_c = whole(acts_c);
-  {
-    const SameActivationsScope same;
-    EXPECT_EQ(BitsOf(pieces(acts_a)), BitsOf(want_a));
-    EXPECT_EQ(BitsOf(pieces(acts_b)), BitsOf(want_b));
-    EXPECT_EQ(BitsOf(pieces(acts_a)), BitsOf(want_a));
-  }
-  // Other activations at a's address (nothing in between): a new scope sees
-  // them.
-  for (int64_t t = 0; t < kTokens; ++t) {  // same sizes: no reallocation
-    a[t].f32 = c[t].f32;
-    a[t].q8 = c[t].q8;
-  }
-  {
-    const SameActivationsScope same;
-    EXPECT_EQ(BitsOf(pieces(acts_a)), BitsOf(want_c));
+    auto whole = [&](const std::vector<ActRow>& acts) {
+      std::vector<float> out(num_tokens * kRows);
+      MatMulTile(type, w.data(), row_bytes, n, 0, kRows, acts.data(), num_tokens, out.data(),
+                 kRows);
+      return out;
+    };
+    auto pieces = [&](const std::vector<ActRow>& acts) {
+      std::vector<float> out(num_tokens * kRows);
+      for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{0, 8}, {8, 21}, {21, kRows}}) {
+        MatMulTile(type, w.data(), row_bytes, n, r0, r1, acts.data(), num_tokens, out.data(),
+                   kRows);
+      }
+      return out;
+    };
+    std::vector<ActRow> acts_c;
+    for (const Token& t : c) acts_c.push_back(t.act());
+    const std::vector<float> want_a = whole(acts_a), want_b = whole(acts_b), want_c = whole(acts_c);
+    {
+      const SameActivationsScope same;
+      EXPECT_EQ(BitsOf(pieces(acts_a)), BitsOf(want_a));
+      EXPECT_EQ(BitsOf(pieces(acts_b)), BitsOf(want_b));
+      EXPECT_EQ(BitsOf(pieces(acts_a)), BitsOf(want_a));
+    }
+    // Other activations at a's address (nothing in between): a new scope sees
+    // them.
+    for (int64_t t = 0; t < num_tokens; ++t) {  // same sizes: no reallocation
+      a[t].f32 = c[t].f32;
+      a[t].q8 = c[t].q8;
+    }
+    {
+      const SameActivationsScope same;
+      EXPECT_EQ(BitsOf(pieces(acts_a)), BitsOf(want_c));
+    }
   }
 }
 
