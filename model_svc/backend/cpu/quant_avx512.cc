@@ -538,14 +538,15 @@ void ForRowTiles(int64_t r_begin, int64_t r_end, Tile tile) {
 }
 
 // Rows per chunk: about kChunkBytes of weights, which every token group
-// passes over while they are in L2.
+// passes over while they are in L2; a multiple of 16 rows (FourTokenTile's
+// tile with one group of tokens).
 constexpr size_t kChunkBytes = 128 * 1024;
 // Tokens per pass: bounds the interleaved scratch (and the pointer table).
 constexpr int64_t kTokenBatch = 256;
 
 int64_t ChunkRows(size_t row_bytes) {
   const size_t rows = kChunkBytes / std::max<size_t>(row_bytes, 1);
-  return std::max<int64_t>(8, static_cast<int64_t>(rows) / 8 * 8);
+  return std::max<int64_t>(16, static_cast<int64_t>(rows) / 16 * 16);
 }
 
 // Scratch for interleaved activations: grows to the largest call, then stays.
