@@ -2,8 +2,9 @@
 // default model (SmolLM2-135M): a 1536x576 Q4_1 FFN matrix and the 49152x576
 // Q8_0 tied LM head, with 1 token (decode, memory-bound) and 64 tokens
 // (prefill, compute-bound). The *_Isa benchmarks run each SIMD kernel set
-// (avx2, avx512vnni; skipped when the CPU lacks it) at 1, 2, 8, 16 and 64
-// tokens: a step that batches the decode of several sessions.
+// (avx2, avx512vnni; skipped when the CPU lacks it) at 1, 2, 4, 8, 16 and 64
+// tokens: a step that batches the decode of several sessions; BM_AllTypes
+// every weight type at 1, 16 and 64.
 //
 // Counters: GFLOP/s counts 2 * rows * cols * tokens per call; weight_GB/s is
 // the weight bytes read per call (the decode roofline is memory bandwidth).

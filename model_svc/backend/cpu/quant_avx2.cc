@@ -183,9 +183,6 @@ inline __m256 TokenLanes(const float* v0, const float* v1) {
   return _mm256_blend_ps(_mm256_broadcast_ss(v0), _mm256_broadcast_ss(v1), 0xCC);
 }
 
-// Prefetch distance of the one-token kernels, in rows.
-constexpr size_t kPrefetchRows = 16;
-
 // Prefetches what the tiles' own prefetching will not cover of rows
 // [r_begin, r_end): the rows from the second tile (of `rows_per_tile`) up to
 // the first tile's prefetch distance.
@@ -196,20 +193,6 @@ inline void PrefetchLeadIn(const uint8_t* w, size_t row_bytes, int64_t r_begin, 
                               static_cast<size_t>(r_end) * row_bytes);
   for (size_t off = begin; off < end; off += 64) {
     _mm_prefetch(reinterpret_cast<const char*>(w + off), _MM_HINT_T0);
-  }
-}
-
-// A row tile reads its rows as several short interleaved streams, which the
-// hardware prefetchers follow badly when the weights come from DRAM (decode,
-// or a large matrix such as the LM head): prefetch the rows kPrefetchRows
-// ahead (rows are contiguous) at the pace the tile reads its own, kStep
-// bytes per block, as one sequential stream. Prefetches never fault: running
-// past the matrix is harmless.
-template <size_t kStep>
-inline void PrefetchAhead(const uint8_t* w, size_t row_bytes, int64_t b) {
-  const uintptr_t p = reinterpret_cast<uintptr_t>(w) + kPrefetchRows * row_bytes + b * kStep;
-  for (size_t off = 0; off < kStep + 63; off += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
   }
 }
 

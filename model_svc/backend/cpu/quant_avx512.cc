@@ -234,7 +234,7 @@ inline __m256 High256(__m512 v) {
 template <int R, class V>
 [[gnu::always_inline]] inline void StoreTile(typename V::F* acc, int nt, float* out,
                                              int64_t out_stride) {
-  if constexpr (R == 8 && V::kTokens == 16) {
+  if constexpr (R == 8) {
     // 8 consecutive outputs per token: one transpose and 16 stores.
     Transpose8x16(acc);
 #pragma GCC unroll 4
@@ -257,9 +257,6 @@ template <int R, class V>
   }
 }
 
-// Prefetch distance of TokenTile, in rows.
-constexpr int64_t kPrefetchRows = 16;
-
 // out[t * out_stride + r] = dot(row r, token t) for r < R and t < nt
 // (<= V::kTokens). Lane t of acc[r] is the pair (row r, token t).
 template <class F, int R, class V>
@@ -271,16 +268,8 @@ void TokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XBl
   Fv acc[R];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc[r] = V::ZeroF();
-  // The rows kPrefetchRows ahead, as one sequential stream at the pace this
-  // tile reads its own (the hardware prefetchers follow R interleaved row
-  // streams badly): the weights of a large matrix come from DRAM. Prefetches
-  // never fault, so running past the matrix is harmless.
-  const uintptr_t ahead = reinterpret_cast<uintptr_t>(w) + kPrefetchRows * row_bytes;
-  constexpr size_t kStep = R * F::kBlockBytes;
   for (int64_t b = 0; b < num_blocks; ++b) {
-    for (size_t off = 0; off < kStep; off += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + b * kStep + off), _MM_HINT_T0);
-    }
+    PrefetchAhead<R * F::kBlockBytes>(w, row_bytes, b);
     typename F::Header header[R];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
@@ -389,12 +378,8 @@ void FourTokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const
 #pragma GCC unroll 2
     for (int n = 0; n < NG; ++n) acc[k][n] = _mm512_setzero_ps();
   }
-  const uintptr_t ahead = reinterpret_cast<uintptr_t>(w) + kPrefetchRows * row_bytes;
-  constexpr size_t kStep = R * F::kBlockBytes;
   for (int64_t b = 0; b < num_blocks; ++b) {
-    for (size_t off = 0; off < kStep; off += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + b * kStep + off), _MM_HINT_T0);
-    }
+    PrefetchAhead<R * F::kBlockBytes>(w, row_bytes, b);
     typename F::Header header[R];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) header[r] = F::Prepare(row_ptr[r] + b * F::kBlockBytes);

@@ -45,6 +45,23 @@ inline __m128 LoadHalf2(const uint8_t* p) {
   return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(LoadU32(p))));
 }
 
+// Prefetch distance of the tiles' weight streams, in rows.
+constexpr int64_t kPrefetchRows = 16;
+
+// A row tile reads its rows as several short interleaved streams, which the
+// hardware prefetchers follow badly when the weights come from DRAM (decode,
+// or a large matrix such as the LM head): prefetch the rows kPrefetchRows
+// ahead (rows are contiguous) at the pace the tile reads its own, kStep
+// bytes per block b, as one sequential stream. Prefetches never fault:
+// running past the matrix is harmless.
+template <size_t kStep>
+inline void PrefetchAhead(const uint8_t* w, size_t row_bytes, int64_t b) {
+  const uintptr_t p = reinterpret_cast<uintptr_t>(w) + kPrefetchRows * row_bytes + b * kStep;
+  for (size_t off = 0; off < kStep + 63; off += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+  }
+}
+
 inline __m256i LoadBytes32(const void* p) {
   return _mm256_loadu_si256(static_cast<const __m256i*>(p));
 }
