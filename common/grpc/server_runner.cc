@@ -1,5 +1,6 @@
 #include "common/grpc/server_runner.h"
 
+#include <grpc/grpc.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/impl/server_builder_option.h>
@@ -62,12 +63,24 @@ absl::StatusOr<std::unique_ptr<ServerRunner>> ServerRunner::Start(
       options.listen,
       options.credentials != nullptr ? options.credentials : grpc::InsecureServerCredentials(),
       &runner->port_);
+  // gRPC sets SO_REUSEPORT by default on Linux, so a second server on an
+  // address already served would start and share its port, each taking a
+  // share of the connections. An address in use must be an error, as it is
+  // for every other server.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(options.max_receive_bytes);
   builder.SetMaxSendMessageSize(options.max_send_bytes);
   for (grpc::Service* s : services) builder.RegisterService(s);
   builder.SetOption(std::make_unique<ServiceNamesOption>(&runner->service_names_));
   runner->server_ = builder.BuildAndStart();
   if (runner->server_ == nullptr || runner->port_ == 0) {
+    // The runner is destroyed on return: it must not touch a server that was
+    // never built (or built without a port: shut that one down here).
+    if (runner->server_ != nullptr) {
+      runner->server_->Shutdown();
+      runner->server_->Wait();
+      runner->server_.reset();
+    }
     return absl::UnavailableError(
         StrCat("cannot listen on ", options.listen, " (address in use or invalid?)"));
   }
@@ -88,6 +101,7 @@ ServerRunner::~ServerRunner() {
 }
 
 void ServerRunner::SetServing(bool serving) {
+  if (server_ == nullptr) return;
   if (auto* health = server_->GetHealthCheckService()) {
     // The overall status (""), then each hosted service by name: gRPC's
     // SetServingStatus(bool) only updates names it has already been given.
@@ -107,7 +121,7 @@ int ServerRunner::WaitForTerminationSignal() {
 }
 
 void ServerRunner::Shutdown(absl::Duration deadline) {
-  if (shut_down_) return;
+  if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
   SetServing(false);
   server_->Shutdown(absl::ToChronoTime(absl::Now() + deadline));
