@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -511,6 +512,92 @@ TEST(RequestLogTest, TokenizerLogLevelFilters) {
   const std::optional<int> status = testing::WaitForExit(pid, std::chrono::seconds(30));
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2);
+}
+
+// An open TCP connection that sends nothing to 127.0.0.1:`port`; -1 on failure.
+int IdleConnection(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
+  if (fd >= 0) close(fd);
+  return -1;
+}
+
+// Idle TCP connections to the metrics port (a port scanner, a TCP liveness
+// check) do not stall a scrape: with one HTTP worker, one idle connection
+// held /metrics until civetweb's 30 s request timeout closed it. The scrape
+// must be answered while the idle connections are still open.
+TEST(MetricsTest, IdleConnectionsDoNotBlockAScrape) {
+  if (!std::filesystem::exists(MptVocab())) GTEST_SKIP() << "missing " << MptVocab();
+  std::string error;
+  auto server = OpsServer::Start(
+      "tokenizer_server", {"--vocab", MptVocab(), "--metrics_listen", "127.0.0.1:0"}, true, &error);
+  ASSERT_NE(server, nullptr) << error;
+  const int idle[2] = {IdleConnection(server->metrics_port()),
+                       IdleConnection(server->metrics_port())};
+  ASSERT_GE(idle[0], 0);
+  ASSERT_GE(idle[1], 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let the server take them
+  const std::string scrape = HttpGet(server->metrics_port(), "/metrics");
+  EXPECT_THAT(scrape, HasSubstr("200 OK"));
+  for (const int fd : idle) {
+    // Still open: nothing to read, no hang-up (a closed one reads as EOF).
+    pollfd p{fd, POLLIN, 0};
+    EXPECT_EQ(poll(&p, 1, 0), 0) << "the idle connection was closed before the scrape ended";
+    close(fd);
+  }
+}
+
+// A server whose address is taken (here by the other service) exits with
+// status 1 and says so. It used to crash with SIGSEGV on a port bound without
+// SO_REUSEPORT, and to start and share the port with a server of this project
+// (gRPC's default SO_REUSEPORT), so that clients got either server's answers.
+TEST(ServerAddressTest, ServerOnABusyAddressExitsWithAClearError) {
+  if (!std::filesystem::exists(MptVocab())) GTEST_SKIP() << "missing " << MptVocab();
+  const std::string model = testing::WriteRandomModel("ops-test-busy-port", 12);
+  ASSERT_FALSE(model.empty());
+  std::string error;
+  auto first = OpsServer::Start("tokenizer_server", {"--vocab", MptVocab()}, false, &error);
+  ASSERT_NE(first, nullptr) << error;
+  const std::string address = first->address();
+  const std::vector<std::vector<std::string>> second_servers = {
+      {testing::BinPath("tokenizer_server"), "--vocab", MptVocab(), "--listen", address},
+      {testing::BinPath("model_server"), "--model", model, "--kv_cache_mb", "8", "--listen",
+       address},
+      {testing::BinPath("tokenizer_server"), "--vocab", MptVocab(), "--listen", "999.1.1.1:5"},
+  };
+  for (const std::vector<std::string>& argv : second_servers) {
+    SCOPED_TRACE(StrCat(argv[0], " --listen ", argv.back()));
+    const std::string err_path =
+        StrCat(::testing::TempDir(), "ops_test_busy_port_", getpid(), ".err");
+    const int err_file = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ASSERT_GE(err_file, 0);
+    const int saved_stderr = dup(STDERR_FILENO);
+    dup2(err_file, STDERR_FILENO);
+    close(err_file);
+    const pid_t pid = testing::Spawn(argv, -1, -1, &error);
+    dup2(saved_stderr, STDERR_FILENO);
+    close(saved_stderr);
+    ASSERT_GT(pid, 0) << error;
+    const std::optional<int> status = testing::WaitForExit(pid, std::chrono::seconds(60));
+    ASSERT_TRUE(status.has_value()) << "still running: it shares the address";
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1)
+        << testing::DescribeWaitStatus(*status);
+    EXPECT_THAT(ReadAll(err_path), HasSubstr("cannot listen on " + argv.back()));
+    std::filesystem::remove(err_path);
+  }
+  // The first server still answers alone.
+  auto stub =
+      v1::Tokenizer::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  v1::EncodeRequest request;
+  request.set_text("hello");
+  v1::EncodeResponse response;
+  EXPECT_TRUE(stub->Encode(&context, request, &response).ok());
+  std::filesystem::remove(model);
 }
 
 }  // namespace

@@ -25,6 +25,11 @@ namespace llm {
 
 class MetricsHttp {
  public:
+  // HTTP workers, each serving one connection at a time, and how long a
+  // connection may take to send its request before it is closed.
+  static constexpr int kWorkers = 4;
+  static constexpr int kRequestTimeoutMs = 5000;
+
   // Listens on `listen` (HOST:PORT; port 0 picks a free port). UNAVAILABLE
   // when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<MetricsHttp>> Start(const std::string& listen);
