@@ -39,28 +39,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Starts a server on 127.0.0.1:0 in the background and sets $port from its
-# "listening on port N" line on stdout. Its stderr goes to $tmp/NAME.log. (Not
-# run in a $(...) subshell, so that the trap knows its pid.)
-start() {
-  local name=$1; shift
-  build/bin/"$name" --listen 127.0.0.1:0 "$@" >"$tmp/$name.out" 2>"$tmp/$name.log" &
-  local pid=$!
-  pids+=("$pid")
-  port=""
-  for _ in $(seq 1 300); do
-    port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/$name.out")
-    [[ -n $port ]] && return 0
-    kill -0 "$pid" 2>/dev/null || { cat "$tmp/$name.log" >&2; echo "$name exited" >&2; exit 1; }
-    sleep 0.1
-  done
-  cat "$tmp/$name.log" >&2
-  echo "$name did not start" >&2
-  exit 1
-}
-start tokenizer_server --vocab "$MODEL"
+# start_server: scripts/lib/servers.sh (sets $port, adds the pid to $pids).
+source scripts/lib/servers.sh
+start_server "$tmp" tokenizer_server --vocab "$MODEL" || exit 1
 tok=127.0.0.1:$port
-start model_server --model "$MODEL"
+start_server "$tmp" model_server --model "$MODEL" || exit 1
 model=127.0.0.1:$port
 if ! build/bin/llm health --tokenizer "$tok" --model "$model" --wait 120 >"$tmp/health" 2>&1; then
   cat "$tmp/health" "$tmp"/*.log >&2

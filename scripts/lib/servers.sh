@@ -1,0 +1,43 @@
+# Starting the project's servers from a shell script (sourced by scripts/run.sh).
+#
+# start_server DIR NAME [FLAGS...]
+#   Starts build/bin/NAME --listen 127.0.0.1:0 FLAGS... in the background, its
+#   stdout in DIR/NAME.out and its stderr in DIR/NAME.log, appends its pid to
+#   the array `pids` (so that the caller's EXIT trap can stop it), and waits up
+#   to 30 s for its "listening on port N" line; sets `port` to N. Returns 1,
+#   with the server's log on stderr, if the server exits or does not start.
+#   Not to be called in a $(...) subshell: `pids` and `port` must reach the
+#   caller. Safe under `set -euo pipefail`.
+
+# The port of a "NAME: listening on port N" line in FILE; "" while there is
+# none yet, or while FILE does not exist yet (the background process creates
+# it, and may not have done so when the first look comes).
+port_from_output() {
+  sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$1" 2>/dev/null || true
+}
+
+start_server() {
+  local dir=$1 name=$2
+  shift 2
+  local out="$dir/$name.out" log="$dir/$name.log"
+  : >"$out"
+  : >"$log"
+  "${LLM_BIN_DIR:-build/bin}/$name" --listen 127.0.0.1:0 "$@" >"$out" 2>"$log" &
+  local pid=$!
+  pids+=("$pid")
+  port=""
+  local _
+  for _ in $(seq 1 300); do
+    port=$(port_from_output "$out")
+    [[ -n $port ]] && return 0
+    if ! kill -0 "$pid" 2>/dev/null; then
+      cat "$log" >&2
+      echo "$name exited before it listened" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+  cat "$log" >&2
+  echo "$name did not start within 30 s" >&2
+  return 1
+}
