@@ -844,6 +844,36 @@ TEST_F(Cl100kServerTest, LongestMatchIsAnotherValidTokenization) {
   EXPECT_EQ(MustDecode(ids), text);
 }
 
+// An algorithm number the proto does not define is INVALID_ARGUMENT (it used
+// to be encoded with BPE, OK), in Encode and in EncodeBatch.
+TEST_F(Cl100kServerTest, UnknownAlgorithmIsInvalid) {
+  v1::EncodeOptions options;
+  options.set_algorithm(static_cast<v1::Algorithm>(9));
+  std::vector<uint32_t> ids;
+  grpc::Status status = Encode("text", options, &ids);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("unknown algorithm 9"));
+  v1::EncodeBatchRequest batch;
+  batch.add_texts("text");
+  *batch.mutable_options() = options;
+  v1::EncodeBatchResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  status = stub().EncodeBatch(&context, batch, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+}
+
+// allowed_special entries are bounded, and a long one is never echoed.
+TEST_F(Cl100kServerTest, LongAllowedSpecialNameIsInvalidAndNotEchoed) {
+  v1::EncodeOptions options;
+  options.add_allowed_special(std::string(9000, 'x'));
+  std::vector<uint32_t> ids;
+  const grpc::Status status = Encode("text", options, &ids);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("9000 bytes"));
+  EXPECT_LT(status.error_message().size(), 200u);
+}
+
 TEST_F(Cl100kServerTest, RequestOverMaxRequestBytesIsResourceExhausted) {
   // Just under the limit works ...
   std::string under;

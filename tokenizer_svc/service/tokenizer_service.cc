@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "common/grpc/grpc_status.h"
 #include "common/grpc/request_log.h"
+#include "common/status_macros.h"
 #include "common/strings.h"
 #include "tokenizer_svc/incremental_decoder.h"
 
@@ -144,6 +145,22 @@ class DecodeStreamReactor final
 
 }  // namespace
 
+absl::Status ValidateEncodeOptions(const v1::EncodeOptions& options) {
+  if (!v1::Algorithm_IsValid(options.algorithm())) {
+    return absl::InvalidArgumentError(StrCat("unknown algorithm ",
+                                             static_cast<int>(options.algorithm()),
+                                             " (ALGORITHM_BPE = 0, ALGORITHM_LONGEST_MATCH = 1)"));
+  }
+  for (const std::string& name : options.allowed_special()) {
+    if (name.size() > kMaxSpecialTokenNameBytes) {
+      return absl::InvalidArgumentError(StrCat("an allowed_special entry has ", name.size(),
+                                               " bytes, more than the limit of ",
+                                               kMaxSpecialTokenNameBytes));
+    }
+  }
+  return absl::OkStatus();
+}
+
 tok::EncodeOptions FromProto(const v1::EncodeOptions& options) {
   tok::EncodeOptions out;
   out.allowed_special.assign(options.allowed_special().begin(), options.allowed_special().end());
@@ -171,8 +188,10 @@ grpc::ServerUnaryReactor* TokenizerService::Encode(grpc::CallbackServerContext* 
     return FinishNow(context, FromGrpcStatus(auth));
   }
   const absl::Time start = absl::Now();
-  absl::Status status =
-      EncodeInto(tokenizer_, request->text(), FromProto(request->options()), response);
+  absl::Status status = ValidateEncodeOptions(request->options());
+  if (status.ok()) {
+    status = EncodeInto(tokenizer_, request->text(), FromProto(request->options()), response);
+  }
   Observe("Encode", request->text().size(), start, response->ids_size(), status);
   return FinishNow(context, status);
 }
@@ -202,6 +221,7 @@ absl::Status TokenizerService::EncodeBatchInto(const v1::EncodeBatchRequest& req
                                                " texts exceeds the limit of ",
                                                limits_.max_batch_texts));
   }
+  LLM_RETURN_IF_ERROR(ValidateEncodeOptions(request.options()));
   const tok::EncodeOptions options = FromProto(request.options());
   for (int i = 0; i < request.texts_size(); ++i) {
     if (context->IsCancelled()) return absl::CancelledError("cancelled by the client");

@@ -66,7 +66,15 @@ class TokenizerService final : public v1::Tokenizer::CallbackService {
   const BearerAuth* auth_ = nullptr;
 };
 
-// Converts wire options to library options.
+// The longest allowed_special entry a request may carry (no special token of
+// any known vocabulary comes near it).
+inline constexpr size_t kMaxSpecialTokenNameBytes = 256;
+
+// INVALID_ARGUMENT for an algorithm the proto does not define, or an
+// allowed_special entry over kMaxSpecialTokenNameBytes.
+absl::Status ValidateEncodeOptions(const v1::EncodeOptions& options);
+
+// Converts wire options to library options (after ValidateEncodeOptions).
 tok::EncodeOptions FromProto(const v1::EncodeOptions& options);
 
 }  // namespace llm
