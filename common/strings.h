@@ -66,6 +66,17 @@ std::string StrJoin(const Range& parts, std::string_view sep) {
   return out;
 }
 
+// `s` cut to at most `max_bytes` bytes (at a UTF-8 character boundary) with
+// "...(N bytes)" appended when it was longer: for echoing client input into
+// status messages and logs without echoing an unbounded amount of it.
+inline std::string Clip(std::string_view s, size_t max_bytes) {
+  if (s.size() <= max_bytes) return std::string(s);
+  size_t n = max_bytes;
+  // Back off continuation bytes (10xxxxxx) so that no character is cut.
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return StrCat(s.substr(0, n), "...(", s.size(), " bytes)");
+}
+
 // std::string_view to the Abseil type, for Abseil APIs (SimpleAtoi, Base64...).
 inline absl::string_view ToAbsl(std::string_view s) { return {s.data(), s.size()}; }
 

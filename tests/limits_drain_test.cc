@@ -9,7 +9,10 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +21,7 @@
 
 #include "common/strings.h"
 #include "llm/v1/model.grpc.pb.h"
+#include "model_svc/testing/random_model.h"
 #include "tests/ops_server.h"
 #include "tests/server_process.h"
 
@@ -93,14 +97,25 @@ bool StreamStep(grpc::ClientReaderWriter<v1::DecodeTokenRequest, v1::DecodeToken
 
 class ModelServerFixture : public ::testing::Test {
  protected:
-  void Start(const std::vector<std::string>& extra) {
-    model_ = testing::WriteRandomModel("limits_drain_test", 5);
+  // Starts model_server with `extra` flags on `spec`'s model (default: the
+  // random model of seed 5); its stderr (the request log) goes to log_path_.
+  void Start(const std::vector<std::string>& extra,
+             std::optional<model::testing::RandomModelSpec> spec = std::nullopt) {
+    if (spec.has_value()) {
+      model_ = StrCat(::testing::TempDir(), "limits_drain_test_model_", getpid(), ".gguf");
+      absl::StatusOr<std::string> bytes = model::testing::RandomModelGguf(*spec);
+      ASSERT_TRUE(bytes.ok()) << bytes.status();
+      std::ofstream(model_, std::ios::binary) << *bytes;
+    } else {
+      model_ = testing::WriteRandomModel("limits_drain_test", 5);
+    }
     ASSERT_FALSE(model_.empty());
     std::vector<std::string> flags = {"--model",          model_,       "--kv_cache_mb", "8",
                                       "--metrics_listen", "127.0.0.1:0"};
     flags.insert(flags.end(), extra.begin(), extra.end());
     std::string error;
-    server_ = OpsServer::Start("model_server", flags, true, &error);
+    log_path_ = StrCat(::testing::TempDir(), "limits_drain_test_log_", getpid());
+    server_ = OpsServer::Start("model_server", flags, true, &error, log_path_);
     ASSERT_NE(server_, nullptr) << error;
     channel_ = grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
     ASSERT_TRUE(testing::WaitUntilServing(channel_, std::chrono::seconds(60), &error)) << error;
@@ -111,6 +126,17 @@ class ModelServerFixture : public ::testing::Test {
     channel_.reset();
     server_.reset();
     if (!model_.empty()) std::filesystem::remove(model_);
+    if (!log_path_.empty()) std::filesystem::remove(log_path_);
+  }
+  // The sessions the server holds, by id: their token counts.
+  std::map<std::string, int64_t> Sessions() const {
+    grpc::ClientContext context;
+    context.set_deadline(Deadline());
+    v1::ListSessionsResponse response;
+    EXPECT_TRUE(stub_->ListSessions(&context, {}, &response).ok());
+    std::map<std::string, int64_t> out;
+    for (const v1::SessionInfo& s : response.sessions()) out[s.session_id()] = s.num_tokens();
+    return out;
   }
   std::string Scrape() const { return HttpGet(server_->metrics_port(), "/metrics"); }
   std::optional<double> Limited(const std::string& reason) const {
@@ -118,6 +144,7 @@ class ModelServerFixture : public ::testing::Test {
   }
 
   std::string model_;
+  std::string log_path_;
   std::unique_ptr<OpsServer> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Model::Stub> stub_;
@@ -185,6 +212,152 @@ TEST_F(LimitsTest, MessageOverTheLimitIsResourceExhaustedAndCounted) {
   const grpc::Status huge = Prefill(*stub_, p.session_id(), std::vector<int>(6000, 300), &p);
   EXPECT_EQ(huge.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << Describe(huge);
   EXPECT_EQ(Limited("message_size"), 1.0);
+}
+
+// A call whose response could not be sent (over --max_message_bytes) is
+// refused before any work: it used to leave a new session (Prefill) or its
+// token (Decode) behind although the call failed.
+class ResponseLimitTest : public ModelServerFixture {
+ protected:
+  // The random model's 512 logits: 2,048 bytes as float32, 1,024 as float16.
+  void SetUp() override { Start({"--max_message_bytes", "1500"}); }
+};
+
+grpc::Status PrefillWith(v1::Model::Stub& stub, const std::string& session,
+                         v1::LogitsOptions::Encoding encoding, v1::PrefillResponse* response) {
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  v1::PrefillRequest request;
+  request.set_session_id(session);
+  for (int t : {1, 2, 3}) request.add_tokens(t);
+  request.mutable_logits()->set_encoding(encoding);
+  return stub.Prefill(&context, request, response);
+}
+
+TEST_F(ResponseLimitTest, ResponseOverTheLimitIsRefusedBeforeAnyWork) {
+  v1::PrefillResponse p;
+  grpc::Status status = PrefillWith(*stub_, "", v1::LogitsOptions::LOGITS_FLOAT32, &p);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << Describe(status);
+  EXPECT_THAT(status.error_message(), HasSubstr("LOGITS_FLOAT16 or LOGITS_TOP_N"));
+  EXPECT_TRUE(Sessions().empty()) << "the refused Prefill left a session";
+  EXPECT_EQ(Limited("message_size"), 1.0);
+
+  ASSERT_TRUE(PrefillWith(*stub_, "", v1::LogitsOptions::LOGITS_FLOAT16, &p).ok());
+  EXPECT_EQ(Sessions(), (std::map<std::string, int64_t>{{p.session_id(), 3}}));
+  // An existing session: neither Prefill nor Decode nor a stream step appends.
+  status = PrefillWith(*stub_, p.session_id(), v1::LogitsOptions::LOGITS_FLOAT32, &p);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << Describe(status);
+  v1::DecodeTokenRequest decode;
+  decode.set_session_id(p.session_id());
+  decode.set_token(4);
+  decode.mutable_logits()->set_encoding(v1::LogitsOptions::LOGITS_FLOAT32);
+  {
+    grpc::ClientContext context;
+    context.set_deadline(Deadline());
+    v1::DecodeTokenResponse response;
+    status = stub_->Decode(&context, decode, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << Describe(status);
+  }
+  {
+    grpc::ClientContext context;
+    context.set_deadline(Deadline());
+    auto stream = stub_->DecodeStream(&context);
+    v1::DecodeTokenResponse response;
+    ASSERT_TRUE(stream->Write(decode));
+    EXPECT_FALSE(stream->Read(&response));
+    status = stream->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << Describe(status);
+  }
+  EXPECT_EQ(Sessions(), (std::map<std::string, int64_t>{{p.session_id(), 3}}));
+  EXPECT_EQ(Limited("message_size"), 4.0);
+  // What fits is served.
+  decode.mutable_logits()->set_encoding(v1::LogitsOptions::LOGITS_FLOAT16);
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  v1::DecodeTokenResponse response;
+  ASSERT_TRUE(stub_->Decode(&context, decode, &response).ok());
+  EXPECT_EQ(response.num_tokens(), 4);
+}
+
+// The server with its default limits.
+class DefaultLimitsTest : public ModelServerFixture {
+ protected:
+  void SetUp() override { Start({}); }
+};
+
+// Client strings are bounded and never echoed whole: a 9 KB session id used
+// to come back in the status (RESOURCE_EXHAUSTED "received initial metadata
+// size exceeds limit" at the client instead of the real error) and a 1 MiB
+// one wrote a 2 MB log line.
+TEST_F(DefaultLimitsTest, LongSessionIdsAreInvalidAndNeverEchoedWhole) {
+  for (const size_t bytes : {size_t{257}, size_t{9000}, size_t{1} << 20}) {
+    SCOPED_TRACE(bytes);
+    const std::string id(bytes, 'x');
+    grpc::ClientContext context;
+    context.set_deadline(Deadline());
+    v1::DecodeTokenResponse response;
+    const grpc::Status status = stub_->Decode(&context, Top1Request(id, 1), &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << Describe(status);
+    EXPECT_THAT(status.error_message(), HasSubstr(StrCat("session_id has ", bytes, " bytes")));
+    EXPECT_LT(status.error_message().size(), 200u);
+    v1::PrefillResponse p;
+    EXPECT_EQ(Prefill(*stub_, id, {1}, &p).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    grpc::ClientContext release_context;
+    v1::ReleaseRequest release;
+    release.set_session_id(id);
+    v1::ReleaseResponse released;
+    EXPECT_EQ(stub_->Release(&release_context, release, &released).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  // 256 bytes is within the limit: an unknown session.
+  v1::PrefillResponse p;
+  const grpc::Status status = Prefill(*stub_, std::string(256, 'x'), {1}, &p);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND) << Describe(status);
+  // No log line carries more than a clipped id.
+  std::ifstream log(log_path_);
+  std::string line;
+  int lines = 0;
+  while (std::getline(log, line)) {
+    ++lines;
+    EXPECT_LT(line.size(), 1200u) << line.substr(0, 200);
+  }
+  EXPECT_GT(lines, 0);
+}
+
+// An enum value the proto does not define is INVALID_ARGUMENT, never a
+// default.
+TEST_F(DefaultLimitsTest, UnknownLogitsEncodingIsInvalid) {
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  v1::PrefillRequest request;
+  request.add_tokens(1);
+  request.mutable_logits()->set_encoding(static_cast<v1::LogitsOptions::Encoding>(7));
+  v1::PrefillResponse response;
+  const grpc::Status status = stub_->Prefill(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << Describe(status);
+  EXPECT_THAT(status.error_message(), HasSubstr("unknown logits encoding 7"));
+}
+
+// A model whose logits are NaN (here: a NaN output norm) is not served: the
+// call fails with INTERNAL and is counted, instead of sending NaN logits
+// that only the client's sampler would notice.
+class BrokenModelTest : public ModelServerFixture {
+ protected:
+  void SetUp() override {
+    model::testing::RandomModelSpec spec;
+    spec.seed = 6;
+    spec.overrides.push_back(
+        {"output_norm.weight", gguf::TensorType::kF32, {spec.d_model}, std::nanf("")});
+    Start({}, spec);
+  }
+};
+
+TEST_F(BrokenModelTest, NonFiniteLogitsAreInternalAndCounted) {
+  v1::PrefillResponse p;
+  grpc::Status status = Prefill(*stub_, "", {1, 2, 3}, &p);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INTERNAL) << Describe(status);
+  EXPECT_THAT(status.error_message(), HasSubstr("non-finite logits"));
+  EXPECT_EQ(Sample(Scrape(), "llm_non_finite_logits_total"), 1.0);
 }
 
 TEST_F(LimitsTest, StreamBeyondTheLimitIsResourceExhaustedAndCounted) {

@@ -64,6 +64,10 @@ void SetLogLevel(LogLevel level) { g_level.store(static_cast<int>(level)); }
 
 bool LogEnabled(LogLevel level) { return static_cast<int>(level) <= g_level.load(); }
 
+void RequestLog::set_session(std::string_view session) {
+  session_ = Clip(session, kMaxLoggedBytes);
+}
+
 void RequestLog::Finish(const absl::Status& status) {
   if (finished_) return;
   finished_ = true;
@@ -90,7 +94,11 @@ void RequestLog::Finish(const absl::Status& status) {
   char ms[32];
   std::snprintf(ms, sizeof(ms), "%.3f", absl::ToDoubleMilliseconds(now - start_));
   line += StrCat(" duration_ms=", ms, " status=", absl::StatusCodeToString(status.code()));
-  if (!status.ok()) line += StrCat(" msg=", Quote(std::string(status.message())));
+  if (!status.ok()) {
+    line += StrCat(" msg=",
+                   Quote(Clip(std::string_view(status.message().data(), status.message().size()),
+                              kMaxLoggedBytes)));
+  }
   line += '\n';
   std::fwrite(line.data(), 1, line.size(), stderr);  // one write: lines do not interleave
 }

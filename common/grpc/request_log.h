@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -35,8 +36,13 @@ class RequestLog {
   RequestLog(const char* service, const char* method, absl::Time start)
       : service_(service), method_(method), start_(start) {}
 
-  void set_session(std::string session) { session_ = std::move(session); }
+  // The session id as the client sent it; the line shows at most its first
+  // kMaxLoggedBytes bytes (the rest is counted, not written).
+  void set_session(std::string_view session);
   void add_tokens(int64_t n) { tokens_ += n; }
+
+  // Longest session id and status message written whole.
+  static constexpr size_t kMaxLoggedBytes = 256;
 
   // Writes the line with `status` and the time since construction.
   void Finish(const absl::Status& status);

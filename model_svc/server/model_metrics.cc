@@ -97,6 +97,12 @@ ModelMetrics::ModelMetrics(prometheus::Registry& registry)
                    .Help("Calls refused by a server limit, by reason (max_sessions, max_streams, "
                          "message_size, kv_cache, prompt_tokens, context_length).")
                    .Register(registry)),
+      non_finite_(prometheus::BuildCounter()
+                      .Name("llm_non_finite_logits_total")
+                      .Help("Calls failed with INTERNAL because the model's logits held NaN or "
+                            "infinity (broken weights or backend).")
+                      .Register(registry)
+                      .Add({})),
       collector_(std::make_shared<EngineCollector>()) {}
 
 std::shared_ptr<prometheus::Collectable> ModelMetrics::engine_collectable() const {

@@ -17,6 +17,8 @@
 //       message_size (RESOURCE_EXHAUSTED), kv_cache (RESOURCE_EXHAUSTED),
 //       prompt_tokens (a Prefill past the context, OUT_OF_RANGE),
 //       context_length (a Decode past the context, OUT_OF_RANGE)
+//   llm_non_finite_logits_total       counter: calls failed with INTERNAL because the model's
+//       logits held NaN or infinity (broken weights or backend)
 // The engine's values are read from Engine::Stats() at scrape time.
 //
 // Threads: every method may be called concurrently; SetEngine() once.
@@ -56,6 +58,8 @@ class ModelMetrics {
   void CountStatus(absl::StatusCode code);
   // A call refused by the limit `reason` (one of the names above).
   void CountLimit(std::string_view reason);
+  // A call whose logits were not finite.
+  void CountNonFiniteLogits() { non_finite_.Increment(); }
 
  private:
   class EngineCollector;
@@ -65,6 +69,7 @@ class ModelMetrics {
   prometheus::Counter& reuse_;
   prometheus::Family<prometheus::Counter>& rejected_;
   prometheus::Family<prometheus::Counter>& limited_;
+  prometheus::Counter& non_finite_;
   std::shared_ptr<EngineCollector> collector_;
 };
 

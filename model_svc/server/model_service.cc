@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -109,9 +110,79 @@ grpc::ServerUnaryReactor* FinishNow(ModelMetrics* metrics, RequestLog* log,
   return reactor;
 }
 
-absl::Status RequireSessionId(const std::string& id) {
-  if (id.empty()) return absl::InvalidArgumentError("session_id is required");
+// A session id as a request carries it: at most kMaxSessionIdBytes (never
+// echoed whole: the status names its length only), and not empty where the
+// call needs one.
+absl::Status CheckSessionId(const std::string& id, bool required) {
+  if (id.empty() && required) return absl::InvalidArgumentError("session_id is required");
+  if (id.size() > kMaxSessionIdBytes) {
+    return absl::InvalidArgumentError(StrCat("session_id has ", id.size(),
+                                             " bytes, more than the limit of ", kMaxSessionIdBytes,
+                                             " (ids this server issues are shorter)"));
+  }
   return absl::OkStatus();
+}
+
+// The most bytes a response carrying `spec`'s logits of a `vocab_size`
+// vocabulary and a session id of `session_id_bytes` may serialize to: the
+// payload plus a bound on every tag, length and scalar field (64 bytes).
+int64_t ResponseBytesBound(const model::LogitsSpec& spec, int64_t vocab_size,
+                           size_t session_id_bytes) {
+  int64_t payload = 0;
+  switch (spec.encoding) {
+    case model::LogitsEncoding::kFloat32:
+      payload = 4 * vocab_size;
+      break;
+    case model::LogitsEncoding::kFloat16:
+      payload = 2 * vocab_size;
+      break;
+    case model::LogitsEncoding::kTopN:
+      payload = int64_t{9} * spec.top_n;  // a varint id (<= 5 bytes) and a float
+      break;
+  }
+  return 64 + static_cast<int64_t>(session_id_bytes) + payload;
+}
+
+std::string_view EncodingName(model::LogitsEncoding encoding) {
+  switch (encoding) {
+    case model::LogitsEncoding::kFloat32:
+      return "LOGITS_FLOAT32";
+    case model::LogitsEncoding::kFloat16:
+      return "LOGITS_FLOAT16";
+    case model::LogitsEncoding::kTopN:
+      return "LOGITS_TOP_N";
+  }
+  return "";
+}
+
+// RESOURCE_EXHAUSTED (counted as message_size) when the response could exceed
+// `max_bytes` (0: no limit), checked before any work so that a call whose
+// answer cannot be sent changes nothing.
+absl::Status CheckResponseSize(ModelMetrics* metrics, const model::LogitsSpec& spec,
+                               int64_t vocab_size, size_t session_id_bytes, int64_t max_bytes) {
+  if (max_bytes <= 0) return absl::OkStatus();
+  const int64_t bytes = ResponseBytesBound(spec, vocab_size, session_id_bytes);
+  if (bytes <= max_bytes) return absl::OkStatus();
+  return OverLimit(
+      metrics, "message_size",
+      absl::ResourceExhaustedError(StrCat(
+          "the response would have up to ", bytes, " bytes (", EncodingName(spec.encoding),
+          " logits of ", spec.encoding == model::LogitsEncoding::kTopN ? spec.top_n : vocab_size,
+          " ids), more than the server's limit of ", max_bytes,
+          " (--max_message_bytes); ask for LOGITS_FLOAT16 or LOGITS_TOP_N")));
+}
+
+// INTERNAL (counted) when the logits of a completed call are not finite: a
+// NaN or +infinity anywhere in the row makes log_sum_exp non-finite. The
+// weights or the backend are broken; no client should sample from them.
+absl::Status CheckFinite(ModelMetrics* metrics, const engine::AppendResult& result) {
+  if (result.logits.empty() || std::isfinite(result.logits.back().log_sum_exp)) {
+    return absl::OkStatus();
+  }
+  if (metrics != nullptr) metrics->CountNonFiniteLogits();
+  return absl::InternalError(
+      StrCat("the model produced non-finite logits (NaN or infinity) at position ",
+             result.num_tokens - 1, "; its weights or the compute backend are broken"));
 }
 
 // The values as packed little-endian bytes.
@@ -130,11 +201,16 @@ void SetLittleEndian(const std::vector<T>& values, std::string* out) {
 
 // The engine request of a Decode / DecodeStream message.
 absl::StatusOr<engine::AppendRequest> DecodeRequestOf(const v1::DecodeTokenRequest& request,
-                                                      int64_t vocab_size,
+                                                      int64_t vocab_size, ModelMetrics* metrics,
+                                                      int64_t max_message_bytes,
                                                       const engine::CancelFlag& cancel) {
-  if (absl::Status s = RequireSessionId(request.session_id()); !s.ok()) return s;
+  if (absl::Status s = CheckSessionId(request.session_id(), /*required=*/true); !s.ok()) return s;
   absl::StatusOr<model::LogitsSpec> spec = FromProto(request.logits(), vocab_size);
   if (!spec.ok()) return spec.status();
+  if (absl::Status s = CheckResponseSize(metrics, *spec, vocab_size, 0, max_message_bytes);
+      !s.ok()) {
+    return s;
+  }
   engine::AppendRequest out;
   out.session_id = request.session_id();
   out.tokens.push_back(request.token());
@@ -210,8 +286,8 @@ class DecodeStreamReactor final
       Finish(grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled by the client"));
       return;
     }
-    absl::StatusOr<engine::AppendRequest> request =
-        DecodeRequestOf(request_, engine_->config().vocab_size, std::move(cancel));
+    absl::StatusOr<engine::AppendRequest> request = DecodeRequestOf(
+        request_, engine_->config().vocab_size, metrics_, max_message_bytes_, std::move(cancel));
     if (!request.ok()) {
       Finish(Counted(metrics_, &log_, request.status()));
       return;
@@ -250,6 +326,9 @@ class DecodeStreamReactor final
 
   // The engine's completion (on its step-loop thread, or inline in Submit).
   void OnAppended(absl::StatusOr<engine::AppendResult> result) {
+    if (result.ok()) {
+      if (absl::Status s = CheckFinite(metrics_, *result); !s.ok()) result = s;
+    }
     if (!result.ok()) {
       Finish(Counted(metrics_, &log_, result.status()));
     } else {
@@ -331,12 +410,12 @@ void ModelServiceImpl::SetEngine(engine::Engine* engine, const ModelServiceOptio
 
 absl::StatusOr<engine::Engine*> ModelServiceImpl::Admit(
     const grpc::CallbackServerContext& context, const google::protobuf::MessageLite& request,
-    const std::string* session_id) const {
+    const std::string* session_id, bool session_required) const {
   if (grpc::Status auth = CheckAuth(auth_, context); !auth.ok()) return FromGrpcStatus(auth);
   engine::Engine* e = engine();
   if (e == nullptr) return Loading();
   if (session_id != nullptr) {
-    if (absl::Status s = RequireSessionId(*session_id); !s.ok()) return s;
+    if (absl::Status s = CheckSessionId(*session_id, session_required); !s.ok()) return s;
   }
   if (absl::Status s = CheckMessageSize(metrics_, request, options_.max_message_bytes); !s.ok()) {
     return s;
@@ -355,7 +434,8 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Prefill(grpc::CallbackServerContext*
   RequestLog log("model", "Prefill");
   log.set_session(request->session_id());
   log.add_tokens(request->tokens_size());
-  absl::StatusOr<engine::Engine*> admitted = Admit(*context, *request);
+  absl::StatusOr<engine::Engine*> admitted =
+      Admit(*context, *request, &request->session_id(), /*session_required=*/false);
   if (admitted.ok() && request->session_id().empty()) {
     if (absl::Status s = CheckNotDraining(); !s.ok()) admitted = s;
   }
@@ -363,6 +443,14 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Prefill(grpc::CallbackServerContext*
   engine::Engine* e = *admitted;
   absl::StatusOr<model::LogitsSpec> spec = FromProto(request->logits(), e->config().vocab_size);
   if (!spec.ok()) return FinishNow(metrics_, &log, context, spec.status());
+  // A new session's id is replica_id + "." + 16 hex digits.
+  const size_t id_bytes = request->session_id().empty() ? options_.replica_id.size() + 17
+                                                        : request->session_id().size();
+  if (absl::Status s = CheckResponseSize(metrics_, *spec, e->config().vocab_size, id_bytes,
+                                         options_.max_message_bytes);
+      !s.ok()) {
+    return FinishNow(metrics_, &log, context, s);
+  }
   auto* reactor = new AppendReactor();
   engine::AppendRequest append;
   append.session_id = request->session_id();
@@ -374,6 +462,9 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Prefill(grpc::CallbackServerContext*
   e->Submit(std::move(append), [reactor, response, metrics = metrics_, reused, start = absl::Now(),
                                 log = std::move(log), in_flight = std::move(in_flight)](
                                    absl::StatusOr<engine::AppendResult> result) mutable {
+    if (result.ok()) {
+      if (absl::Status s = CheckFinite(metrics, *result); !s.ok()) result = s;
+    }
     if (result.ok()) {
       if (metrics != nullptr) metrics->ObservePrefill(absl::Now() - start, reused);
       log.set_session(result->session_id);
@@ -399,8 +490,8 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Decode(grpc::CallbackServerContext* 
   if (!admitted.ok()) return FinishNow(metrics_, &log, context, admitted.status());
   engine::Engine* e = *admitted;
   auto* reactor = new AppendReactor();
-  absl::StatusOr<engine::AppendRequest> append =
-      DecodeRequestOf(*request, e->config().vocab_size, reactor->cancel());
+  absl::StatusOr<engine::AppendRequest> append = DecodeRequestOf(
+      *request, e->config().vocab_size, metrics_, options_.max_message_bytes, reactor->cancel());
   if (!append.ok()) {
     reactor->Finish(Counted(metrics_, &log, append.status()));
     return reactor;
@@ -408,6 +499,9 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Decode(grpc::CallbackServerContext* 
   e->Submit(std::move(*append), [reactor, response, metrics = metrics_, start = absl::Now(),
                                  log = std::move(log), in_flight = std::move(in_flight)](
                                     absl::StatusOr<engine::AppendResult> result) mutable {
+    if (result.ok()) {
+      if (absl::Status s = CheckFinite(metrics, *result); !s.ok()) result = s;
+    }
     if (result.ok()) {
       if (metrics != nullptr) metrics->ObserveDecodeStep(absl::Now() - start);
       response->set_num_tokens(result->num_tokens);

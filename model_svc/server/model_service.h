@@ -16,8 +16,9 @@
 // Fork) is UNAVAILABLE, while calls on existing sessions and open streams go
 // on; calls_in_flight() tells the server when they are all done.
 //
-// Limits (ModelServiceOptions): requests over max_message_bytes and streams
-// beyond max_streams are RESOURCE_EXHAUSTED; with the engine's limits
+// Limits (ModelServiceOptions): requests over max_message_bytes, calls whose
+// response could exceed it (checked before any work, so that such a call
+// changes nothing) and streams beyond max_streams are RESOURCE_EXHAUSTED; with the engine's limits
 // (sessions, KV pool, context) they are counted in
 // llm_limit_rejected_total{reason} (model_metrics.h).
 //
@@ -42,12 +43,15 @@
 
 namespace llm {
 
+// The longest session_id a request may carry (INVALID_ARGUMENT past it).
+inline constexpr size_t kMaxSessionIdBytes = 256;
+
 // What Info reports that the engine does not know, and the service's limits.
 struct ModelServiceOptions {
   int32_t kv_block_size = 16;  // positions per KV block
   std::string replica_id;      // Info.replica_id: the prefix of this server's session ids
-  // Largest request (serialized bytes) the service accepts; 0: no check here
-  // (gRPC's transport limit still applies).
+  // Largest request, and largest response, in serialized bytes; 0: no check
+  // here (gRPC's transport limits still apply).
   int64_t max_message_bytes = 0;
   // Most DecodeStreams open at once; 0: no limit.
   int64_t max_streams = 0;
@@ -106,11 +110,13 @@ class ModelServiceImpl final : public v1::Model::CallbackService {
   engine::Engine* engine() const { return engine_.load(std::memory_order_acquire); }
   // What every unary call checks first: the bearer token (UNAUTHENTICATED),
   // that the model is loaded (UNAVAILABLE) and, when `session_id` is given,
-  // that it is not empty (INVALID_ARGUMENT). Returns the engine.
-  // Then the request's size (RESOURCE_EXHAUSTED, counted as message_size).
+  // that it is at most kMaxSessionIdBytes and, if `session_required`, not
+  // empty (INVALID_ARGUMENT). Then the request's size (RESOURCE_EXHAUSTED,
+  // counted as message_size). Returns the engine.
   absl::StatusOr<engine::Engine*> Admit(const grpc::CallbackServerContext& context,
                                         const google::protobuf::MessageLite& request,
-                                        const std::string* session_id = nullptr) const;
+                                        const std::string* session_id = nullptr,
+                                        bool session_required = true) const;
   // UNAVAILABLE while draining (for calls that would create a session).
   absl::Status CheckNotDraining() const;
 

@@ -111,7 +111,15 @@ class Writer {
   }
 
   void WriteOverrides() {
-    for (const TensorOverride& o : spec_.overrides) b_->AddTensor(o.name, o.type, o.ne);
+    for (const TensorOverride& o : spec_.overrides) {
+      if (o.fill.has_value() && o.type == TensorType::kF32) {
+        int64_t n = 1;
+        for (int64_t d : o.ne) n *= d;
+        b_->AddTensorF32(o.name, o.ne, std::vector<float>(n, *o.fill));
+      } else {
+        b_->AddTensor(o.name, o.type, o.ne);
+      }
+    }
   }
 
  private:

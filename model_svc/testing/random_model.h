@@ -32,11 +32,13 @@
 namespace llm::model::testing {
 
 // A tensor written zero-filled with this type and shape instead of the
-// random one of the same name (or in addition, for a new name).
+// random one of the same name (or in addition, for a new name); an F32 one
+// may be filled with `fill` instead (NaN: a broken model).
 struct TensorOverride {
   std::string name;
   gguf::TensorType type = gguf::TensorType::kF32;
   std::vector<int64_t> ne;
+  std::optional<float> fill;  // F32 only
 };
 
 struct RandomModelSpec {
@@ -63,7 +65,7 @@ struct RandomModelSpec {
 
   // For malformed-file tests.
   std::vector<std::string> omit;          // metadata keys and tensor names left out
-  std::vector<TensorOverride> overrides;  // zero-filled replacements
+  std::vector<TensorOverride> overrides;  // zero-filled (or `fill`ed) replacements
   // Writes the metadata and a zero-filled token_embd.weight only (ModelConfig
   // tests of full-size configurations without building their weights).
   bool config_only = false;
