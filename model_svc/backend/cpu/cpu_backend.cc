@@ -36,19 +36,16 @@ using model::Tensor;
 using model::WeightView;
 
 // MatMul with 3 or more tokens. A prefill takes tasks of kRowGrain rows of
-// output features or more, in turn. A step of few tokens (a batched decode: fewer
-// than kTaskMacs multiply-adds in kRowGrain rows) would make such tasks short
-// (~20 us at 16 tokens), each starting cold (its tokens' activations laid
-// out again, its first rows unprefetched, ~3 us): there, up to kTokenTile
-// tokens, each thread instead owns a contiguous run of the rows, computed in
-// pieces of about kPieceMacs (up to kPiecesPerThread a thread, of at least 8
-// rows), the activations laid out once per thread (SameActivationsScope), and
-// a thread that finishes first steals pieces from the end of another's run
-// (PieceClaims); with more tokens, tasks of kTaskMacs. One task per thread
-// (the previous scheme) left a thread that the OS or the hypervisor slowed
-// stalling the product with the other waiting: steps alternating between
-// the two in one process, the pieces took 0.95-0.998 of the time at 16
-// sessions (0.97-1.0 at 4).
+// output features or more, in turn. A step of few tokens (a batched decode:
+// fewer than kTaskMacs multiply-adds in kRowGrain rows) would make such tasks
+// short, each starting cold: there, up to kTokenTile tokens, each thread
+// instead owns a contiguous run of the rows, computed in pieces of about
+// kPieceMacs (up to kPiecesPerThread a thread, of at least 8 rows), the
+// activations laid out once per thread (SameActivationsScope), and a thread
+// that finishes first steals pieces from the end of another's run
+// (PieceClaims), so that a thread the OS slows does not stall the product;
+// with more tokens, tasks of kTaskMacs. Why, measured: bench/README.md,
+// "Measurements behind the code", matmul pieces.
 constexpr int64_t kRowGrain = 256;
 constexpr int64_t kTaskMacs = int64_t{32} << 20;
 constexpr int64_t kPieceMacs = int64_t{4} << 20;
@@ -540,8 +537,8 @@ class CpuBackend : public model::Backend {
     // together. The query heads of a KV head are computed together (up to
     // score_rows_ at a time), so each key and value row is read once for
     // all of them; a thread that takes all of a sequence's KV heads reads
-    // each block's keys and values from one place (~7% less attention time
-    // at 16 sessions than KV heads on alternating threads).
+    // each block's keys and values from one place (bench/README.md,
+    // "Measurements behind the code", attention items).
     constexpr int64_t kChunk = 16;
     const int64_t kv_group = p.head_count / p.head_count_kv;
     const int64_t min_items = 4 * pool_.num_threads();
@@ -619,12 +616,11 @@ class CpuBackend : public model::Backend {
         const int64_t t_end = std::min<int64_t>(s.num_new, item.token + kChunk);
         if (per_sequence) {
           store(s);
-          // Ask for the item's keys and values in L2 at once (at 16
-          // sessions, 11-14% less attention time; into L1 they push each
-          // other out: no gain), and for the start of the item this thread
+          // Ask for the item's keys and values in L2 at once (into L1 they
+          // push each other out), and for the start of the item this thread
           // most likely takes next (items go in turn: i + threads), which
-          // then does not start cold: 9-12% less again (all of it, 8%; the
-          // item after this one, which the other thread usually takes, 4%).
+          // then does not start cold (bench/README.md, "Measurements behind
+          // the code", attention prefetch).
           prefetch_sequence(s, kItemPrefetchBytes);
           if (const int64_t ahead = i + pool_.num_threads(); ahead < num_work) {
             prefetch_sequence(batch_->sequences[items_[ahead].seq], kNextItemPrefetchBytes);

@@ -339,8 +339,9 @@ void TokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XBl
 // Every lane performs TokenTile's operations for its pair, so the bits are
 // the same. Missing tokens are zero; rows past the range's end (a last group
 // of 1-3 rows) repeat its last row and are not stored. (A layout with the
-// rows transposed through memory instead, lane 4t + r, was slower: 61 against
-// 50 us at 4 tokens, its 16-byte loads waiting on the stores before them.)
+// rows transposed through memory instead, lane 4t + r, was slower: its
+// 16-byte loads wait on the stores before them; bench/README.md,
+// "Measurements behind the code", FourTokenTile.)
 
 // [v0, v1, v2, v3] -> [v0 x4, v1 x4, v2 x4, v3 x4].
 inline __m512 ExpandFour(__m128 v) {
@@ -571,8 +572,9 @@ Layout& LastLayout() {
 
 // Tokens go in groups of 16 (zmm); a remainder of 9..15 fills one more
 // padded group of 16, one of 2..8 a FourTokenTile (two groups of 4 tokens
-// for 5-8; for 2 tokens too, faster than the AVX2 kernels' two-token tile: 41
-// against 54 us for a 1536 x 576 Q4_1 matrix), and a single token the AVX2
+// for 5-8; for 2 tokens too, where it is faster than the AVX2 kernels'
+// two-token tile: bench/README.md, "Measurements behind the code"), and a
+// single token the AVX2
 // kernels' RowTokenTile (memory-bound decode). Every path gives the same bits
 // (batch invariance).
 template <class F>
