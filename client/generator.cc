@@ -85,6 +85,8 @@ std::string_view StopReasonName(StopReason reason) {
       return "length";
     case StopReason::kCancelled:
       return "cancelled";
+    case StopReason::kContext:
+      return "context";
   }
   return "unknown";
 }
@@ -439,6 +441,13 @@ class Generator::Run {
   bool IsEnd(int32_t id) const {
     return std::find(g_.end_ids_.begin(), g_.end_ids_.end(), id) != g_.end_ids_.end();
   }
+  // Whether the model session is full: one more token would grow it past
+  // ModelInfo.context_length (0: not known; then the OUT_OF_RANGE of the
+  // step that overflows tells, AwaitStep).
+  bool ContextFull() const {
+    const int64_t n = g_.model_info_.context_length();
+    return n > 0 && static_cast<int64_t>(session_.tokens.size()) >= n;
+  }
 
   // Sends `token` on the model stream (opening it if needed) and starts
   // reading its logits. A failure is left for AwaitStep to handle.
@@ -463,6 +472,7 @@ class Generator::Run {
   std::unique_ptr<ModelStream> model_stream_;
   ModelPool::Endpoint* stream_endpoint_ = nullptr;     // model_stream_'s replica
   absl::Status send_error_;                            // a failed SendStep, reported by AwaitStep
+  bool context_ended_ = false;                         // a step answered OUT_OF_RANGE
   std::unique_ptr<TokenizerStream> tokenizer_stream_;  // kDecodeStream
   std::optional<Detokenizer> detokenizer_;             // kCachedDecode
 };
@@ -507,6 +517,15 @@ absl::Status Generator::Run::AwaitStep(int32_t token, bool need_logits) {
     return logits_.Decode(model_stream_->response().logits(), g_.model_info_.vocab_size());
   }
   model_stream_.reset();  // finished (or aborted by the destructor)
+  if (absl::IsOutOfRange(s)) {
+    // The session is full (its replica's context is shorter than Info said,
+    // or Info said none): the end of the generation, not a failure. The
+    // token was not fed.
+    stream_endpoint_ = nullptr;
+    session_.pending.push_back(token);
+    context_ended_ = true;
+    return absl::OkStatus();
+  }
   // Its replica went away or is shutting down (it cancels streams then).
   if (stream_endpoint_ != nullptr && (absl::IsUnavailable(s) || absl::IsCancelled(s))) {
     g_.pool_->MarkDown(stream_endpoint_, s);
@@ -620,11 +639,13 @@ absl::StatusOr<GenerateResult> Generator::Run::Go(std::span<const int32_t> new_t
     result_.tokens.push_back(token);
     history.push_back(token);
     const bool last = static_cast<int32_t>(result_.tokens.size()) >= params_.max_tokens;
+    // No room in the model session for this token: it is the last one.
+    const bool full = ContextFull();
     // The model computes the next logits while the token is detokenized.
-    if (!last) SendStep(token);
+    if (!last && !full) SendStep(token);
     absl::StatusOr<std::string> text = Detokenize(token);
     if (!text.ok()) {
-      if (!last) AwaitStep(token, /*need_logits=*/false).IgnoreError();
+      if (!last && !full) AwaitStep(token, /*need_logits=*/false).IgnoreError();
       CloseStreams().IgnoreError();
       return text.status();
     }
@@ -634,10 +655,12 @@ absl::StatusOr<GenerateResult> Generator::Run::Go(std::span<const int32_t> new_t
       stop = StopReason::kStopString;
     } else if (last) {
       stop = StopReason::kMaxTokens;
+    } else if (full) {
+      stop = StopReason::kContext;
     } else if (g_.cancel_requested()) {
       stop = StopReason::kCancelled;
     }
-    if (last) {
+    if (last || full) {
       session_.pending.push_back(token);  // sampled, never fed
     } else {
       absl::Status s = AwaitStep(token, /*need_logits=*/!stop.has_value());
@@ -645,6 +668,7 @@ absl::StatusOr<GenerateResult> Generator::Run::Go(std::span<const int32_t> new_t
         CloseStreams().IgnoreError();
         return s;
       }
+      if (context_ended_ && !stop) stop = StopReason::kContext;
     }
   }
   if (!result_.tokens.empty()) result_.decode_time = last_token - first_token;

@@ -15,7 +15,8 @@
 //   (*gen)->Release(session);
 //
 // Stops on the vocabulary's EOS / EOT ids (tokenizer Info), on a stop string
-// (which never reaches the output), at max_tokens, or on Cancel().
+// (which never reaches the output), at max_tokens, when the model session is
+// full (ModelInfo.context_length), or on Cancel().
 //
 // Replicas: ClientOptions::model_address may name several model servers (a
 // comma-separated list, or dns:///NAME:PORT for every address of a headless
@@ -126,8 +127,11 @@ struct GenerateParams {
 // empty stop string.
 absl::Status ValidateParams(const GenerateParams& params);
 
-enum class StopReason { kEos, kStopString, kMaxTokens, kCancelled };
-// "eos", "stop", "length", "cancelled".
+// kContext: the model session is full (ModelInfo.context_length tokens, or a
+// decode step answered OUT_OF_RANGE): the last token was sampled from the
+// logits of the last position and is not fed (it is in Session::pending).
+enum class StopReason { kEos, kStopString, kMaxTokens, kCancelled, kContext };
+// "eos", "stop", "length", "cancelled", "context".
 std::string_view StopReasonName(StopReason reason);
 
 // One callback per generated token, in order, plus at most one at the end of

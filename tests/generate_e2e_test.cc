@@ -26,11 +26,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/strings.h"
 #include "common/test_paths.h"
 #include "gmock/gmock.h"
@@ -46,6 +50,7 @@ namespace llm {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::ServerProcess;
 
 constexpr int kMaxTokens = 24;
@@ -176,6 +181,65 @@ std::optional<Answer> ReadAnswer(Child& child) {
   }
   ADD_FAILURE() << "no summary line";
   return std::nullopt;
+}
+
+// A finished command: its exit status (-1: killed or not exited), stdout
+// and stderr.
+struct CliRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::string text;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) text.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return text;
+}
+
+// Runs argv in `dir` (relative paths in argv are relative to it) with
+// `input` on stdin, to completion; stdout and stderr go through files.
+CliRun RunCli(const std::vector<std::string>& argv, const std::string& input = "",
+              const std::string& dir = ".") {
+  CliRun run;
+  const std::string base = StrCat(::testing::TempDir(), "generate_e2e_cli_", getpid());
+  const std::string in_path = base + ".in", out_path = base + ".out", err_path = base + ".err";
+  {
+    const int fd = open(in_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || write(fd, input.data(), input.size()) != static_cast<ssize_t>(input.size())) {
+      ADD_FAILURE() << "cannot write " << in_path;
+      if (fd >= 0) close(fd);
+      return run;
+    }
+    close(fd);
+  }
+  const int in_fd = open(in_path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int out_fd = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  // sh: cd to the directory and send stderr to its file ($1, $2), then exec argv.
+  std::vector<std::string> sh = {
+      "/bin/sh", "-c", "cd \"$1\" && f=$2 && shift 2 && exec \"$@\" 2>\"$f\"", "sh", dir, err_path};
+  sh.insert(sh.end(), argv.begin(), argv.end());
+  std::string error;
+  const pid_t pid = testing::Spawn(sh, in_fd, out_fd, &error);
+  close(in_fd);
+  close(out_fd);
+  if (pid < 0) {
+    ADD_FAILURE() << error;
+    return run;
+  }
+  const std::optional<int> status = testing::WaitForExit(pid, std::chrono::seconds(180));
+  if (status && WIFEXITED(*status)) run.exit_code = WEXITSTATUS(*status);
+  run.out = ReadFile(out_path);
+  run.err = ReadFile(err_path);
+  unlink(in_path.c_str());
+  unlink(out_path.c_str());
+  unlink(err_path.c_str());
+  return run;
 }
 
 class GenerateE2ETest : public ::testing::Test {
@@ -422,6 +486,37 @@ TEST_F(GenerateE2ETest, BadValuesAndUnreachableServers) {
   std::string out;
   EXPECT_EQ(health->Finish(&out), 0);
   EXPECT_THAT(out, HasSubstr("SERVING"));
+}
+
+// Decoding up to the end of the model's context is a normal end: the model
+// server's --max_context 64 (ModelInfo.context_length), so a generation
+// that ignores EOS stops with stop_reason "context" and exit status 0 after
+// 64 - prompt + 1 tokens (the last one is sampled from the logits of the
+// 64th position and not fed).
+TEST_F(GenerateE2ETest, ContextEndIsANormalStop) {
+  constexpr int kContext = 64;
+  std::string error;
+  std::unique_ptr<ServerProcess> server = ServerProcess::Start(
+      "model_server",
+      {"--model", ModelPath(), "--kv_cache_mb", "64", "--max_context", std::to_string(kContext)},
+      &error);
+  ASSERT_NE(server, nullptr) << error;
+  auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(testing::WaitUntilServing(channel, std::chrono::seconds(60), &error)) << error;
+  const CliRun run = RunCli(
+      LlmArgs("generate", server->address(),
+              {"--prompt", kPrompt, "--temperature", "0", "--ignore-eos", "--max-tokens", "200"}));
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  const std::vector<std::string> lines = absl::StrSplit(run.out, '\n', absl::SkipEmpty());
+  ASSERT_FALSE(lines.empty()) << run.err;
+  const nlohmann::json summary = nlohmann::json::parse(lines.back(), nullptr, false);
+  ASSERT_TRUE(summary.is_object()) << lines.back();
+  EXPECT_EQ(summary["stop_reason"], "context") << lines.back();
+  const int prompt = summary["prompt_tokens"].get<int>();
+  ASSERT_LT(prompt, kContext);
+  EXPECT_EQ(summary["tokens"].get<int>(), kContext - prompt + 1) << lines.back();
+  EXPECT_TRUE(Sessions(server->address()).empty());
 }
 
 }  // namespace
