@@ -8,6 +8,7 @@
 
 #include "absl/time/clock.h"
 #include "client/async_call.h"
+#include "client/health.h"
 #include "client/stop_strings.h"
 #include "client/utf8_text.h"
 #include "common/grpc/grpc_status.h"
@@ -130,45 +131,82 @@ absl::Status Generator::Init() {
   if (!pool.ok()) return pool.status();
   pool_ = std::move(*pool);
 
-  // Info from one service; a server that answers UNAVAILABLE over a live
-  // connection is loading, and is waited for.
-  const auto info = [&](const std::shared_ptr<grpc::Channel>& channel, std::string_view name,
-                        const std::string& address,
-                        const std::function<grpc::Status(grpc::ClientContext*)>& call) {
-    const absl::Time give_up = absl::Now() + options_.reconnect_timeout;
-    while (true) {
-      auto context = NewContext();
-      const grpc::Status s = call(context.get());
-      if (s.ok()) return absl::OkStatus();
-      if (s.error_code() == grpc::StatusCode::UNAVAILABLE &&
-          channel->GetState(false) == GRPC_CHANNEL_READY && absl::Now() < give_up) {
-        absl::SleepFor(absl::Milliseconds(200));
-        continue;
-      }
-      if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
-          s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-        return absl::UnavailableError(
-            StrCat("cannot reach the ", name, " service at ", address, ": ", s.error_message()));
-      }
-      return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                          StrCat(name, " service at ", address, ": ", s.error_message()));
-    }
-  };
-  LLM_RETURN_IF_ERROR(info(tokenizer_channel_, "tokenizer", options_.tokenizer_address,
-                           [&](grpc::ClientContext* c) {
-                             return tokenizer_->Info(c, v1::InfoRequest(), &tokenizer_info_);
-                           }));
-  {  // The model replicas: wait for one that is loading.
-    const absl::Time give_up = absl::Now() + options_.reconnect_timeout;
+  // Retries `attempt()` every 200 ms while `loading()` says the service is
+  // up but still loading and ready_timeout has not run out, reporting to
+  // on_wait. Returns the last attempt's status, or DEADLINE_EXCEEDED ("still
+  // loading after N s") with *still_loading set when the time ran out.
+  const auto wait_ready = [&](std::string_view name, const std::string& address,
+                              const std::function<absl::Status()>& attempt,
+                              const std::function<bool()>& loading, bool* still_loading) {
+    const absl::Time start = absl::Now();
+    const absl::Time give_up = start + options_.ready_timeout;
+    bool waited = false;
     absl::Status s;
-    while (!(s = pool_->Refresh()).ok() && pool_->any_loading() && absl::Now() < give_up) {
+    while (!(s = attempt()).ok() && loading() && absl::Now() < give_up) {
+      waited = true;
+      if (options_.on_wait) {
+        options_.on_wait({name, address, absl::Now() - start, options_.ready_timeout, false});
+      }
       absl::SleepFor(absl::Milliseconds(200));
     }
-    if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) {
-      return absl::UnavailableError(
-          StrCat("cannot reach the model service at ", options_.model_address, ": ", s.message()));
+    *still_loading = !s.ok() && loading();
+    if (waited && options_.on_wait) {
+      options_.on_wait({name, address, absl::Now() - start, options_.ready_timeout, true});
     }
-    LLM_RETURN_IF_ERROR(s);  // the replicas refused us: their own code
+    if (*still_loading) {
+      return absl::DeadlineExceededError(StrCat("the ", name, " service at ", address,
+                                                " is still loading after ",
+                                                absl::FormatDuration(options_.ready_timeout)));
+    }
+    return s;
+  };
+  const absl::Duration probe_timeout = std::min(options_.rpc_timeout, absl::Seconds(5));
+
+  {  // The tokenizer.
+    grpc::Status last;
+    bool still_loading = false;
+    const absl::Status s = wait_ready(
+        "tokenizer", options_.tokenizer_address,
+        [&] {
+          auto context = NewContext();
+          last = tokenizer_->Info(context.get(), v1::InfoRequest(), &tokenizer_info_);
+          return FromGrpcStatus(last);
+        },
+        [&] {
+          return last.error_code() == grpc::StatusCode::UNAVAILABLE &&
+                 tokenizer_channel_->GetState(false) == GRPC_CHANNEL_READY;
+        },
+        &still_loading);
+    if (still_loading) return s;
+    if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) {
+      return absl::UnavailableError(StrCat("cannot reach the tokenizer service at ",
+                                           options_.tokenizer_address, ": ", s.message()));
+    }
+    if (absl::IsUnimplemented(s)) {  // another service at this address
+      return absl::UnimplementedError(
+          StrCat("tokenizer service at ", options_.tokenizer_address, ": ",
+                 WrongServiceMessage(tokenizer_channel_, Service::kTokenizer, probe_timeout)));
+    }
+    if (!s.ok()) {
+      return absl::Status(
+          s.code(), StrCat("tokenizer service at ", options_.tokenizer_address, ": ", s.message()));
+    }
+  }
+  {  // The model replicas: wait for one that is loading.
+    bool still_loading = false;
+    const absl::Status s = wait_ready(
+        "model", options_.model_address, [&] { return pool_->Refresh(); },
+        [&] { return pool_->any_loading(); }, &still_loading);
+    if (still_loading) return s;
+    if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) {
+      std::string why(s.message());
+      const std::string redundant =
+          StrCat("no model server is up at ", options_.model_address, ": ");
+      if (why.rfind(redundant, 0) == 0) why.erase(0, redundant.size());
+      return absl::UnavailableError(
+          StrCat("cannot reach the model service at ", options_.model_address, ": ", why));
+    }
+    LLM_RETURN_IF_ERROR(s);  // the replicas refused us: their own code and message
     model_info_ = pool_->info();
   }
   if (tokenizer_info_.vocab_size() > model_info_.vocab_size()) {

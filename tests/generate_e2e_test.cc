@@ -519,5 +519,74 @@ TEST_F(GenerateE2ETest, ContextEndIsANormalStop) {
   EXPECT_TRUE(Sessions(server->address()).empty());
 }
 
+// The tokenizer and model addresses swapped: `llm health` checks the named
+// services (llm.v1.Tokenizer, llm.v1.Model) and says which one each address
+// serves; `llm generate` says so too instead of an empty message.
+TEST_F(GenerateE2ETest, SwappedAddressesAreNamed) {
+  const std::string llm = testing::BinPath("llm");
+  const std::string tok = tokenizer_server_->address(), model = model_server_->address();
+  CliRun run = RunCli({llm, "health", "--tokenizer", model, "--model", tok});
+  EXPECT_EQ(run.exit_code, 1) << run.out;
+  EXPECT_THAT(run.out, HasSubstr(StrCat("tokenizer ", model,
+                                        ": NOT SERVING (this address serves the model, not the "
+                                        "tokenizer)")));
+  EXPECT_THAT(run.out, HasSubstr(StrCat("model ", tok,
+                                        ": NOT SERVING (this address serves the tokenizer, not "
+                                        "the model)")));
+  // One server alone: an empty address skips that service.
+  run = RunCli({llm, "health", "--tokenizer", tok, "--model", ""});
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_EQ(run.out, StrCat("tokenizer ", tok, ": SERVING\n"));
+  run = RunCli({llm, "health", "--tokenizer=", "--model", model});
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_EQ(run.out, StrCat("model ", model, ": SERVING\n"));
+
+  run = RunCli({llm, "generate", "--prompt", "x", "--tokenizer", model, "--model", tok});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr(StrCat("tokenizer service at ", model,
+                                        ": this address serves the model, not the tokenizer")));
+  run = RunCli({llm, "generate", "--prompt", "x", "--tokenizer", tok, "--model", tok});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr(StrCat("model service at ", tok,
+                                        ": this address serves the tokenizer, not the model")));
+}
+
+// A model service that is up but never finishes loading: Info answers
+// UNAVAILABLE, as model_server does while it reads its weights.
+class LoadingModelService final : public v1::Model::Service {
+ public:
+  grpc::Status Info(grpc::ServerContext*, const v1::ModelInfoRequest*, v1::ModelInfo*) override {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the model is still loading");
+  }
+};
+
+// `llm generate` says on stderr that it waits for the model to load, shows
+// the time waited (a line every 5 s when stderr is not a terminal), and
+// says so when --wait-ready runs out.
+TEST_F(GenerateE2ETest, WaitsForALoadingModelAndSaysSo) {
+  LoadingModelService service;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  ASSERT_GT(port, 0);
+  const std::string address = StrCat("127.0.0.1:", port);
+  const CliRun run =
+      RunCli({testing::BinPath("llm"), "generate", "--prompt", "x", "--tokenizer",
+              tokenizer_server_->address(), "--model", address, "--wait-ready", "6"});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr(StrCat("llm: the model service at ", address,
+                                        " is still loading; waiting for it (up to 6s, "
+                                        "--wait-ready)\n")));
+  EXPECT_THAT(run.err, HasSubstr("llm: still waiting for the model service to load (5 s)\n"));
+  EXPECT_THAT(run.err, HasSubstr(StrCat("llm: the model service at ", address,
+                                        " is still loading after 6s (--wait-ready 6)")));
+  EXPECT_THAT(run.err, Not(HasSubstr("cannot reach")));
+  EXPECT_EQ(run.out, "");
+  server->Shutdown();
+}
+
 }  // namespace
 }  // namespace llm
