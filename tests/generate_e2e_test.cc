@@ -519,6 +519,85 @@ TEST_F(GenerateE2ETest, ContextEndIsANormalStop) {
   EXPECT_TRUE(Sessions(server->address()).empty());
 }
 
+// Usage errors exit with status 2 and name the flag; a typo gets the nearest
+// flag as a suggestion.
+TEST_F(GenerateE2ETest, UsageErrorsExitWith2) {
+  const std::string llm = testing::BinPath("llm");
+  const struct {
+    std::vector<std::string> args;
+    std::string message;
+  } cases[] = {
+      {{"generate", "--promt", "x"}, "llm generate: unknown flag --promt; did you mean --prompt?"},
+      {{"generate", "--prompt", "x", "--temperature", "abc"},
+       "llm generate: bad value 'abc' for --temperature: expected a number"},
+      {{"generate", "--prompt", "x", "--max-tokens", "1000000000000"},
+       "llm generate: bad value '1000000000000' for --max-tokens: expected an integer from "
+       "-2147483648 to 2147483647"},
+      {{"generate", "--prompt"}, "llm generate: --prompt needs a value"},
+      {{"chat", "--top_k=many"}, "llm chat: bad value 'many' for --top_k"},
+      {{"health", "--wiat", "3"}, "llm health: unknown flag --wiat; did you mean --wait?"},
+      {{"tokenize", "--vocba", "x"}, "llm tokenize: unknown flag --vocba; did you mean --vocab?"},
+      {{"generat", "--prompt", "x"}, "llm: unknown command 'generat'; did you mean 'generate'?"},
+      {{"generate", "--prompt", "x", "extra"}, "llm generate: unexpected argument 'extra'"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> argv = {llm};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    const CliRun run = RunCli(argv);
+    EXPECT_EQ(run.exit_code, 2) << c.args[1] << ": " << run.err;
+    EXPECT_THAT(run.err, HasSubstr(c.message));
+    EXPECT_EQ(run.out, "");
+  }
+}
+
+// `llm --version`, each command's own --help, and the servers' --version and
+// --help (no build paths, no absl's "Debug build" line).
+TEST_F(GenerateE2ETest, VersionAndHelp) {
+  const std::string llm = testing::BinPath("llm");
+  CliRun run = RunCli({llm, "--version"});
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_THAT(run.out, ::testing::MatchesRegex("llm [0-9]+\\.[0-9]+\\.[0-9]+ \\(.* build.*\\)\n"));
+  const struct {
+    std::string command;
+    std::vector<std::string> has;
+    std::vector<std::string> lacks;
+  } commands[] = {
+      {"generate", {"Usage: llm generate", "--max-tokens", "--stop", "--wait-ready"}, {"--vocab"}},
+      {"chat", {"Usage: llm chat", "--temperature"}, {"--prompt", "--vocab"}},
+      {"health", {"Usage: llm health", "--wait", "--tokenizer"}, {"--temperature"}},
+      {"tokenize", {"Usage: llm tokenize", "--vocab", "--allowed-special"}, {"--temperature"}},
+      {"detokenize", {"Usage: llm detokenize", "--server"}, {"--allowed-special"}},
+  };
+  for (const auto& c : commands) {
+    run = RunCli({llm, c.command, "--help"});
+    EXPECT_EQ(run.exit_code, 0) << c.command;
+    for (const std::string& s : c.has) EXPECT_THAT(run.out, HasSubstr(s)) << c.command;
+    for (const std::string& s : c.lacks) {
+      EXPECT_THAT(run.out, Not(HasSubstr(s + " "))) << c.command;
+    }
+    EXPECT_THAT(run.out, Not(HasSubstr("Commands:"))) << c.command;  // not the global help
+  }
+  for (const std::string server : {"tokenizer_server", "model_server"}) {
+    run = RunCli({testing::BinPath(server), "--version"});
+    EXPECT_EQ(run.exit_code, 0) << server;
+    EXPECT_THAT(run.out, ::testing::MatchesRegex(server + " [0-9]+\\.[0-9]+\\.[0-9]+ \\(.*\\)\n"));
+    EXPECT_THAT(run.out, Not(HasSubstr("NDEBUG")));
+    run = RunCli({testing::BinPath(server), "--help"});
+    EXPECT_EQ(run.exit_code, 0) << server;
+    EXPECT_THAT(run.out, HasSubstr("--listen"));
+    EXPECT_THAT(run.out, Not(HasSubstr("Flags from")));
+    EXPECT_THAT(run.out, Not(HasSubstr(".cc")));
+    EXPECT_THAT(run.out, Not(HasSubstr(testing::SourceDir())));
+  }
+  // The model server names the one bad numeric flag and its rule.
+  run = RunCli({testing::BinPath("model_server"), "--model", ModelPath(), "--kv_cache_mb", "0"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err, "model_server: --kv_cache_mb must be >= 1, got 0\n");
+  run = RunCli({testing::BinPath("model_server"), "--model", ModelPath(), "--kv-cache-mb", "x"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("bad value 'x' for --kv-cache-mb"));
+}
+
 // The tokenizer and model addresses swapped: `llm health` checks the named
 // services (llm.v1.Tokenizer, llm.v1.Model) and says which one each address
 // serves; `llm generate` says so too instead of an empty message.
