@@ -13,7 +13,12 @@
 //   - the model server is SIGKILLed and restarted on the same port between
 //     two chat turns: the chat goes on (the session is rebuilt from the
 //     client's history) and the answer is the one it gives without the
-//     restart.
+//     restart;
+//   - the command line: the end of the context is a normal stop (a model
+//     server with --max_context), usage errors exit 2 with a suggestion,
+//     --version and each command's --help, swapped tokenizer and model
+//     addresses are named, a model that stays loading is waited for visibly
+//     (a fake service), and every `llm` example of README.md runs as written.
 //
 // Needs models/SmolLM2-135M-Instruct.Q4_1.gguf (scripts/fetch-model.sh).
 #include <fcntl.h>
@@ -665,6 +670,184 @@ TEST_F(GenerateE2ETest, WaitsForALoadingModelAndSaysSo) {
   EXPECT_THAT(run.err, Not(HasSubstr("cannot reach")));
   EXPECT_EQ(run.out, "");
   server->Shutdown();
+}
+
+// Splits a command line as /bin/sh does for the README's examples: words,
+// '...' literally, "..." with \" \\ \$ \` escapes, an unquoted | as its own
+// word, and an unquoted # starting a comment.
+std::vector<std::string> ShellWords(const std::string& line) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (c == ' ' || c == '\t') {
+      if (in_word) words.push_back(word);
+      word.clear();
+      in_word = false;
+    } else if (c == '#' && !in_word) {
+      break;
+    } else if (c == '|') {
+      if (in_word) words.push_back(word);
+      words.push_back("|");
+      word.clear();
+      in_word = false;
+    } else if (c == '\'') {
+      const size_t end = line.find('\'', i + 1);
+      word += line.substr(i + 1, end - i - 1);
+      in_word = true;
+      i = end;
+    } else if (c == '"') {
+      for (++i; i < line.size() && line[i] != '"'; ++i) {
+        if (line[i] == '\\' && i + 1 < line.size() && std::strchr("\"\\$`", line[i + 1])) ++i;
+        word.push_back(line[i]);
+      }
+      in_word = true;
+    } else {
+      word.push_back(c);
+      in_word = true;
+    }
+  }
+  if (in_word) words.push_back(word);
+  return words;
+}
+
+// A README line of output matches when equal; a JSON object matches when it
+// has the same keys and values, where "..." in the README stands for any
+// value and logprobs (which differ a little between CPUs) only need to be
+// numbers.
+bool OutputLineMatches(const std::string& expected, const std::string& actual) {
+  if (expected == actual) return true;
+  if (expected.empty() || expected[0] != '{') return false;
+  std::string e = expected;
+  for (size_t p; (p = e.find(":...")) != std::string::npos;) e.replace(p, 4, ":null");
+  const nlohmann::json je = nlohmann::json::parse(e, nullptr, false);
+  const nlohmann::json ja = nlohmann::json::parse(actual, nullptr, false);
+  if (!je.is_object() || !ja.is_object() || je.size() != ja.size()) return false;
+  for (const auto& [key, value] : je.items()) {
+    if (!ja.contains(key)) return false;
+    if (value.is_null() || key == "logprob") {
+      if (!value.is_null() && !ja[key].is_number()) return false;
+      continue;
+    }
+    if (ja[key] != value) return false;
+  }
+  return true;
+}
+
+// Every `llm` example in README.md, run as written (with the suite's server
+// addresses for the default ones, from the source directory) and compared
+// with the output the README shows ("..." for lines left out).
+TEST_F(GenerateE2ETest, ReadmeExamplesWork) {
+  std::ifstream file(testing::SourceDir() + "/README.md");
+  ASSERT_TRUE(file) << "no README.md";
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(file, line);) lines.push_back(line);
+  const auto indented = [&](size_t i) { return lines[i].rfind("    ", 0) == 0; };
+  const auto is_command = [](const std::string& text) {
+    return text.rfind("build/bin/", 0) == 0 || text.rfind("echo ", 0) == 0 ||
+           text.rfind("scripts/", 0) == 0;
+  };
+  int examples = 0;
+  std::set<std::string> commands;
+  bool stop_example = false;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (!indented(i)) continue;
+    const std::string text = lines[i].substr(4);
+    // Every example works from a fresh clone: nothing from beside the checkout
+    // (the model comes from scripts/fetch-model.sh into models/).
+    if (is_command(text)) {
+      EXPECT_EQ(text.find("../"), std::string::npos) << text;
+    }
+    if (!is_command(text) || text.find("build/bin/llm ") == std::string::npos) continue;
+    // Its output and, for chat, its input ("> " lines).
+    std::vector<std::string> expected;
+    std::string input;
+    for (size_t j = i + 1; j < lines.size() && indented(j) && !is_command(lines[j].substr(4));
+         ++j) {
+      const std::string out = lines[j].substr(4);
+      if (out.rfind("> ", 0) == 0) {
+        input += out.substr(2) + "\n";
+      } else {
+        expected.push_back(out);
+      }
+    }
+    std::vector<std::string> words = ShellWords(text);
+    const auto pipe = std::find(words.begin(), words.end(), "|");
+    if (pipe != words.end()) {  // echo WORDS | llm ...
+      ASSERT_EQ(words[0], "echo") << text;
+      input = absl::StrJoin(std::vector<std::string>(words.begin() + 1, pipe), " ") + "\n";
+      words.erase(words.begin(), pipe + 1);
+    }
+    ASSERT_GE(words.size(), 2u) << text;
+    ASSERT_EQ(words[0], "build/bin/llm") << text;
+    words[0] = testing::BinPath("llm");
+    for (std::string& w : words) {  // the README's default addresses: the suite's servers
+      if (w == "127.0.0.1:50051") w = tokenizer_server_->address();
+      if (w == "127.0.0.1:50052") w = model_server_->address();
+    }
+    const std::string command = words[1];
+    commands.insert(command);
+    if (command == "generate" || command == "chat" || command == "health") {
+      words.insert(words.end(), {"--tokenizer", tokenizer_server_->address(), "--model",
+                                 model_server_->address()});
+    }
+    ++examples;
+    const CliRun run = RunCli(words, input, testing::SourceDir());
+    EXPECT_EQ(run.exit_code, 0) << text << "\n" << run.err;
+    std::vector<std::string> actual = absl::StrSplit(run.out, '\n');
+    if (!actual.empty() && actual.back().empty()) actual.pop_back();
+    // The README shows no output for health (it prints the suite's addresses)
+    // nor for some generations.
+    if (command == "health") continue;
+    if (!expected.empty()) {
+      const auto dots = std::find(expected.begin(), expected.end(), "...");
+      if (dots == expected.end()) {
+        EXPECT_EQ(actual.size(), expected.size()) << text << "\n" << run.out;
+      } else {
+        EXPECT_GE(actual.size(), expected.size() - 1) << text << "\n" << run.out;
+      }
+      const size_t head = static_cast<size_t>(dots - expected.begin());
+      for (size_t k = 0; k < head && k < actual.size(); ++k) {
+        EXPECT_TRUE(OutputLineMatches(expected[k], actual[k]))
+            << text << "\nREADME: " << expected[k] << "\nactual: " << actual[k];
+      }
+      const size_t tail = dots == expected.end() ? 0 : expected.size() - head - 1;
+      for (size_t k = 1; k <= tail && k <= actual.size(); ++k) {
+        const std::string& e = expected[expected.size() - k];
+        const std::string& a = actual[actual.size() - k];
+        EXPECT_TRUE(OutputLineMatches(e, a)) << text << "\nREADME: " << e << "\nactual: " << a;
+      }
+    }
+    // --stop "\n\n" stops at the first blank line, which never reaches the output.
+    const auto stop = std::find(words.begin(), words.end(), "--stop");
+    if (stop != words.end() && stop + 1 != words.end() && *(stop + 1) == "\\n\\n") {
+      stop_example = true;
+      words.push_back("--json");
+      const CliRun json = RunCli(words, input, testing::SourceDir());
+      ASSERT_EQ(json.exit_code, 0) << json.err;
+      std::string generated;
+      nlohmann::json summary;
+      const std::vector<std::string> json_lines = absl::StrSplit(json.out, '\n', absl::SkipEmpty());
+      for (const std::string& line : json_lines) {
+        const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+        ASSERT_TRUE(j.is_object()) << line;
+        if (j.contains("stop_reason")) {
+          summary = j;
+        } else {
+          generated += j["text"].get<std::string>();
+        }
+      }
+      EXPECT_EQ(summary["stop_reason"], "stop") << json.out;
+      EXPECT_FALSE(generated.empty());
+      EXPECT_EQ(generated.find("\n\n"), std::string::npos) << generated;
+      EXPECT_EQ(run.out, generated + "\n");  // the plain run printed the same text
+    }
+  }
+  EXPECT_GE(examples, 10);
+  EXPECT_EQ(commands,
+            (std::set<std::string>{"generate", "chat", "health", "tokenize", "detokenize"}));
+  EXPECT_TRUE(stop_example) << "the README's --stop \"\\n\\n\" example is gone";
 }
 
 }  // namespace
