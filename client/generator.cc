@@ -133,8 +133,9 @@ absl::Status Generator::Init() {
 
   // Retries `attempt()` every 200 ms while `loading()` says the service is
   // up but still loading and ready_timeout has not run out, reporting to
-  // on_wait. Returns the last attempt's status, or DEADLINE_EXCEEDED ("still
-  // loading after N s") with *still_loading set when the time ran out.
+  // on_wait. Returns the last attempt's status, or DEADLINE_EXCEEDED ("the
+  // model service at ADDR is still loading after 2m") with *still_loading set
+  // when the time ran out.
   const auto wait_ready = [&](std::string_view name, const std::string& address,
                               const std::function<absl::Status()>& attempt,
                               const std::function<bool()>& loading, bool* still_loading) {

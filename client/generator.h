@@ -198,7 +198,7 @@ class Generator {
   // UNAVAILABLE naming the address of a service that cannot be reached; a
   // server that answers UNAVAILABLE on a live connection (still loading) is
   // waited for up to ready_timeout (on_wait reports the wait), then
-  // DEADLINE_EXCEEDED ("still loading after N s"). UNIMPLEMENTED when an
+  // DEADLINE_EXCEEDED ("... is still loading after 2m"). UNIMPLEMENTED when an
   // address serves the other service ("serves the tokenizer, not the
   // model"). FailedPrecondition when the vocabularies disagree (tokenizer
   // vocab_size > model vocab_size).
