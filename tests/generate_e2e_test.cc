@@ -524,6 +524,84 @@ TEST_F(GenerateE2ETest, ContextEndIsANormalStop) {
   EXPECT_TRUE(Sessions(server->address()).empty());
 }
 
+// A model service whose sessions hold `steps` decoded tokens at most, and
+// whose Info does not say so (context_length 0): the decode step past them
+// answers OUT_OF_RANGE, as model_server does at the end of the context. Its
+// logits always put token 504 first (greedy).
+class ShortContextModelService final : public v1::Model::Service {
+ public:
+  explicit ShortContextModelService(int steps) : steps_(steps) {}
+
+  grpc::Status Info(grpc::ServerContext*, const v1::ModelInfoRequest*,
+                    v1::ModelInfo* info) override {
+    info->set_name("short-context fake");
+    info->set_vocab_size(49152);  // SmolLM2's
+    info->set_replica_id("fake.1");
+    return grpc::Status::OK;
+  }
+  grpc::Status Prefill(grpc::ServerContext*, const v1::PrefillRequest* request,
+                       v1::PrefillResponse* response) override {
+    response->set_session_id("fake.1.0000000000000001");
+    response->set_num_tokens(request->tokens_size());
+    SetLogits(response->mutable_logits());
+    return grpc::Status::OK;
+  }
+  grpc::Status DecodeStream(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<v1::DecodeTokenResponse, v1::DecodeTokenRequest>* stream) override {
+    v1::DecodeTokenRequest request;
+    for (int fed = 0; stream->Read(&request); ++fed) {
+      if (fed == steps_) {
+        return grpc::Status(grpc::StatusCode::OUT_OF_RANGE, "the session is full");
+      }
+      v1::DecodeTokenResponse response;
+      SetLogits(response.mutable_logits());
+      stream->Write(response);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status Release(grpc::ServerContext*, const v1::ReleaseRequest*,
+                       v1::ReleaseResponse*) override {
+    return grpc::Status::OK;
+  }
+
+ private:
+  static void SetLogits(v1::Logits* logits) {
+    logits->set_encoding(v1::LogitsOptions::LOGITS_TOP_N);
+    logits->add_top_ids(504);
+    logits->add_top_logits(10.0f);
+    logits->set_log_sum_exp(10.0f);
+  }
+  const int steps_;
+};
+
+// The end of the context learned from a decode step's OUT_OF_RANGE (Info
+// did not give the context length) is a normal stop too: the token whose
+// step failed is the last one, stop_reason "context", exit status 0.
+TEST_F(GenerateE2ETest, ContextEndFromADecodeStepIsANormalStop) {
+  ShortContextModelService service(3);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  const CliRun run =
+      RunCli(LlmArgs("generate", StrCat("127.0.0.1:", port),
+                     {"--prompt", "x", "--raw", "--temperature", "0", "--max-tokens", "50"}));
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  const std::vector<std::string> lines = absl::StrSplit(run.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 5u) << run.out << run.err;  // 3 fed tokens, the 4th, the summary
+  const nlohmann::json summary = nlohmann::json::parse(lines.back(), nullptr, false);
+  ASSERT_TRUE(summary.is_object()) << lines.back();
+  EXPECT_EQ(summary["stop_reason"], "context");
+  EXPECT_EQ(summary["tokens"], 4);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(nlohmann::json::parse(lines[i])["token"], 504) << lines[i];
+  }
+  server->Shutdown();
+}
+
 // Usage errors exit with status 2 and name the flag; a typo gets the nearest
 // flag as a suggestion.
 TEST_F(GenerateE2ETest, UsageErrorsExitWith2) {
