@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "client/chat_session.h"
 #include "client/chat_template.h"
@@ -68,6 +71,10 @@ ABSL_FLAG(bool, lookahead, true,
           "compute each next step before the token arrives (DecodeTokenRequest.lookahead).");
 ABSL_FLAG(bool, ignore_eos, false, "generate/chat: do not stop at EOS / EOT (benchmarks).");
 ABSL_FLAG(double, wait, 0, "health: wait up to this many seconds for both services to be SERVING.");
+ABSL_FLAG(double, wait_ready, 120,
+          "generate/chat: wait up to this many seconds for a service that is still loading (the "
+          "model server while it reads its weights), showing the time waited on stderr; 0: do "
+          "not wait.");
 
 namespace llm::cli {
 namespace {
@@ -104,6 +111,47 @@ void Fail(const absl::Status& status) {
   std::fprintf(stderr, "llm: %s\n", std::string(status.message()).c_str());
 }
 
+// Reports Connect's wait for a service that is still loading, on stderr: a
+// line when the wait begins, then the seconds waited, on one line rewritten
+// in place on a terminal or a line every 5 s otherwise.
+std::function<void(const client::WaitProgress&)> WaitReporter() {
+  struct State {
+    bool started = false;
+    bool line_open = false;  // a terminal line without its newline yet
+    int64_t last = -1;       // the seconds last shown
+  };
+  return [state = std::make_shared<State>(),
+          tty = isatty(STDERR_FILENO) != 0](const client::WaitProgress& p) {
+    const std::string service(p.service);
+    const std::string address(p.address);
+    const int64_t seconds = absl::ToInt64Seconds(p.waited);
+    if (!state->started) {
+      state->started = true;
+      std::fprintf(stderr,
+                   "llm: the %s service at %s is still loading; waiting for it (up to %s, "
+                   "--wait-ready)\n",
+                   service.c_str(), address.c_str(), absl::FormatDuration(p.limit).c_str());
+    }
+    if (p.done) {
+      if (state->line_open) std::fputc('\n', stderr);
+      state->line_open = false;
+      std::fflush(stderr);
+      return;
+    }
+    if (seconds == state->last) return;
+    if (tty) {
+      std::fprintf(stderr, "\rllm: waiting for the %s service to load: %lld s", service.c_str(),
+                   static_cast<long long>(seconds));
+      state->line_open = true;
+    } else if (seconds > 0 && seconds % 5 == 0) {
+      std::fprintf(stderr, "llm: still waiting for the %s service to load (%lld s)\n",
+                   service.c_str(), static_cast<long long>(seconds));
+    }
+    std::fflush(stderr);
+    state->last = seconds;
+  };
+}
+
 // Sampling and stopping from the flags; InvalidArgument for bad values.
 absl::StatusOr<GenerateParams> ParamsFromFlags(const std::vector<std::string>& stop) {
   GenerateParams p;
@@ -138,6 +186,13 @@ absl::StatusOr<client::ClientOptions> OptionsFromFlags() {
     return absl::InvalidArgumentError(StrCat("--timeout must be > 0 seconds, got ", timeout));
   }
   o.rpc_timeout = absl::Seconds(timeout);
+  const double wait_ready = absl::GetFlag(FLAGS_wait_ready);
+  if (!(wait_ready >= 0)) {
+    return absl::InvalidArgumentError(
+        StrCat("--wait-ready must be >= 0 seconds, got ", wait_ready));
+  }
+  o.ready_timeout = absl::Seconds(wait_ready);
+  o.on_wait = WaitReporter();
   absl::StatusOr<client::SecurityFlags> security = client::SecurityFromFlags();
   if (!security.ok()) return absl::InvalidArgumentError(security.status().message());
   o.tls = security->tls;
@@ -266,7 +321,14 @@ std::optional<Connection> ConnectOrFail(int* exit_code) {
   }
   absl::StatusOr<std::unique_ptr<Generator>> g = Generator::Connect(*options);
   if (!g.ok()) {
-    Fail(g.status());
+    if (absl::IsDeadlineExceeded(g.status()) &&
+        absl::StrContains(g.status().message(), "still loading")) {
+      Fail(absl::DeadlineExceededError(
+          StrCat(g.status().message(), " (--wait-ready ", absl::GetFlag(FLAGS_wait_ready),
+                 "); give it longer with a larger --wait-ready, or check the server's log")));
+    } else {
+      Fail(g.status());
+    }
     // A malformed --model is a usage error; anything else is the services'.
     *exit_code = absl::IsInvalidArgument(g.status()) ? 2 : 1;
     return std::nullopt;
@@ -389,44 +451,66 @@ int RunChat(const std::vector<std::string>& stop) {
 
 int RunHealth() {
   const absl::Duration wait = absl::Seconds(std::max(0.0, absl::GetFlag(FLAGS_wait)));
-  std::vector<std::pair<std::string, std::string>> checks = {
-      {"tokenizer", absl::GetFlag(FLAGS_tokenizer)}};
-  // Every model replica the target names.
-  absl::StatusOr<client::ModelTarget> target = client::ParseModelTarget(absl::GetFlag(FLAGS_model));
-  if (!target.ok()) {
-    std::fprintf(stderr, "llm health: --model: %s\n",
-                 std::string(target.status().message()).c_str());
+  const std::string tokenizer = absl::GetFlag(FLAGS_tokenizer);
+  const std::string model = absl::GetFlag(FLAGS_model);
+  if (tokenizer.empty() && model.empty()) {
+    std::fprintf(stderr, "llm health: nothing to check: --tokenizer and --model are empty\n");
     return 2;
+  }
+  struct Check {
+    std::string name;     // "tokenizer" or "model"
+    std::string address;  // one server
+    std::string service;  // the gRPC service it must serve
+  };
+  std::vector<Check> checks;
+  if (!tokenizer.empty()) checks.push_back({"tokenizer", tokenizer, client::kTokenizerServiceName});
+  // Every model replica the target names ("": the model is not checked).
+  client::ModelTarget target;
+  int exit_code = 0;
+  if (!model.empty()) {
+    absl::StatusOr<client::ModelTarget> parsed = client::ParseModelTarget(model);
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "llm health: --model: %s\n",
+                   std::string(parsed.status().message()).c_str());
+      return 2;
+    }
+    target = *std::move(parsed);
   }
   // A headless Service lists no address until a pod is ready: resolve until
   // --wait runs out.
   const absl::Time give_up = absl::Now() + wait;
-  absl::StatusOr<std::vector<std::string>> replicas = client::TargetAddresses(*target);
-  while ((!replicas.ok() || replicas->empty()) && absl::Now() < give_up) {
-    absl::SleepFor(absl::Milliseconds(500));
-    replicas = client::TargetAddresses(*target);
+  if (!model.empty()) {
+    absl::StatusOr<std::vector<std::string>> replicas = client::TargetAddresses(target);
+    while ((!replicas.ok() || replicas->empty()) && absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(500));
+      replicas = client::TargetAddresses(target);
+    }
+    if (!replicas.ok() || replicas->empty()) {
+      std::printf("model %s: NOT SERVING (%s)\n", model.c_str(),
+                  replicas.ok() ? "no address" : std::string(replicas.status().message()).c_str());
+      exit_code = 1;  // the tokenizer is still checked
+    } else {
+      for (const std::string& address : *replicas) {
+        checks.push_back({"model", address, client::kModelServiceName});
+      }
+    }
   }
-  int exit_code = 0;
-  if (!replicas.ok() || replicas->empty()) {
-    std::printf("model %s: NOT SERVING (%s)\n", absl::GetFlag(FLAGS_model).c_str(),
-                replicas.ok() ? "no address" : std::string(replicas.status().message()).c_str());
-    exit_code = 1;  // the tokenizer is still checked
-  } else {
-    for (const std::string& address : *replicas) checks.emplace_back("model", address);
-  }
-  for (const auto& [name, address] : checks) {
+  for (const Check& check : checks) {
     absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-        client::ChannelFromFlags(address, name == "model" ? target->dns_host : "");
+        client::ChannelFromFlags(check.address, check.name == "model" ? target.dns_host : "");
     if (!channel.ok()) {
       std::fprintf(stderr, "llm health: %s\n", std::string(channel.status().message()).c_str());
       return 2;
     }
-    absl::Status s = client::WaitUntilServing(
-        address, std::max(give_up - absl::Now(), absl::ZeroDuration()), *channel);
+    // The named service: the server's overall status ("") says SERVING for
+    // whichever service it hosts.
+    absl::Status s = client::WaitUntilServing(check.address,
+                                              std::max(give_up - absl::Now(), absl::ZeroDuration()),
+                                              *channel, check.service);
     if (s.ok()) {
-      std::printf("%s %s: SERVING\n", name.c_str(), address.c_str());
+      std::printf("%s %s: SERVING\n", check.name.c_str(), check.address.c_str());
     } else {
-      std::printf("%s %s: NOT SERVING (%s)\n", name.c_str(), address.c_str(),
+      std::printf("%s %s: NOT SERVING (%s)\n", check.name.c_str(), check.address.c_str(),
                   std::string(s.message()).c_str());
       exit_code = 1;
     }

@@ -8,6 +8,7 @@
 
 #include "absl/time/clock.h"
 #include "client/async_call.h"
+#include "client/health.h"
 #include "client/stop_strings.h"
 #include "client/utf8_text.h"
 #include "common/grpc/grpc_status.h"
@@ -85,6 +86,8 @@ std::string_view StopReasonName(StopReason reason) {
       return "length";
     case StopReason::kCancelled:
       return "cancelled";
+    case StopReason::kContext:
+      return "context";
   }
   return "unknown";
 }
@@ -128,45 +131,83 @@ absl::Status Generator::Init() {
   if (!pool.ok()) return pool.status();
   pool_ = std::move(*pool);
 
-  // Info from one service; a server that answers UNAVAILABLE over a live
-  // connection is loading, and is waited for.
-  const auto info = [&](const std::shared_ptr<grpc::Channel>& channel, std::string_view name,
-                        const std::string& address,
-                        const std::function<grpc::Status(grpc::ClientContext*)>& call) {
-    const absl::Time give_up = absl::Now() + options_.reconnect_timeout;
-    while (true) {
-      auto context = NewContext();
-      const grpc::Status s = call(context.get());
-      if (s.ok()) return absl::OkStatus();
-      if (s.error_code() == grpc::StatusCode::UNAVAILABLE &&
-          channel->GetState(false) == GRPC_CHANNEL_READY && absl::Now() < give_up) {
-        absl::SleepFor(absl::Milliseconds(200));
-        continue;
-      }
-      if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
-          s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-        return absl::UnavailableError(
-            StrCat("cannot reach the ", name, " service at ", address, ": ", s.error_message()));
-      }
-      return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                          StrCat(name, " service at ", address, ": ", s.error_message()));
-    }
-  };
-  LLM_RETURN_IF_ERROR(info(tokenizer_channel_, "tokenizer", options_.tokenizer_address,
-                           [&](grpc::ClientContext* c) {
-                             return tokenizer_->Info(c, v1::InfoRequest(), &tokenizer_info_);
-                           }));
-  {  // The model replicas: wait for one that is loading.
-    const absl::Time give_up = absl::Now() + options_.reconnect_timeout;
+  // Retries `attempt()` every 200 ms while `loading()` says the service is
+  // up but still loading and ready_timeout has not run out, reporting to
+  // on_wait. Returns the last attempt's status, or DEADLINE_EXCEEDED ("the
+  // model service at ADDR is still loading after 2m") with *still_loading set
+  // when the time ran out.
+  const auto wait_ready = [&](std::string_view name, const std::string& address,
+                              const std::function<absl::Status()>& attempt,
+                              const std::function<bool()>& loading, bool* still_loading) {
+    const absl::Time start = absl::Now();
+    const absl::Time give_up = start + options_.ready_timeout;
+    bool waited = false;
     absl::Status s;
-    while (!(s = pool_->Refresh()).ok() && pool_->any_loading() && absl::Now() < give_up) {
+    while (!(s = attempt()).ok() && loading() && absl::Now() < give_up) {
+      waited = true;
+      if (options_.on_wait) {
+        options_.on_wait({name, address, absl::Now() - start, options_.ready_timeout, false});
+      }
       absl::SleepFor(absl::Milliseconds(200));
     }
-    if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) {
-      return absl::UnavailableError(
-          StrCat("cannot reach the model service at ", options_.model_address, ": ", s.message()));
+    *still_loading = !s.ok() && loading();
+    if (waited && options_.on_wait) {
+      options_.on_wait({name, address, absl::Now() - start, options_.ready_timeout, true});
     }
-    LLM_RETURN_IF_ERROR(s);  // the replicas refused us: their own code
+    if (*still_loading) {
+      return absl::DeadlineExceededError(StrCat("the ", name, " service at ", address,
+                                                " is still loading after ",
+                                                absl::FormatDuration(options_.ready_timeout)));
+    }
+    return s;
+  };
+  const absl::Duration probe_timeout = std::min(options_.rpc_timeout, absl::Seconds(5));
+
+  {  // The tokenizer.
+    grpc::Status last;
+    bool still_loading = false;
+    const absl::Status s = wait_ready(
+        "tokenizer", options_.tokenizer_address,
+        [&] {
+          auto context = NewContext();
+          last = tokenizer_->Info(context.get(), v1::InfoRequest(), &tokenizer_info_);
+          return FromGrpcStatus(last);
+        },
+        [&] {
+          return last.error_code() == grpc::StatusCode::UNAVAILABLE &&
+                 tokenizer_channel_->GetState(false) == GRPC_CHANNEL_READY;
+        },
+        &still_loading);
+    if (still_loading) return s;
+    if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) {
+      return absl::UnavailableError(StrCat("cannot reach the tokenizer service at ",
+                                           options_.tokenizer_address, ": ", s.message()));
+    }
+    if (absl::IsUnimplemented(s)) {  // another service at this address
+      return absl::UnimplementedError(
+          StrCat("tokenizer service at ", options_.tokenizer_address, ": ",
+                 WrongServiceMessage(tokenizer_channel_, Service::kTokenizer, probe_timeout)));
+    }
+    if (!s.ok()) {
+      return absl::Status(
+          s.code(), StrCat("tokenizer service at ", options_.tokenizer_address, ": ", s.message()));
+    }
+  }
+  {  // The model replicas: wait for one that is loading.
+    bool still_loading = false;
+    const absl::Status s = wait_ready(
+        "model", options_.model_address, [&] { return pool_->Refresh(); },
+        [&] { return pool_->any_loading(); }, &still_loading);
+    if (still_loading) return s;
+    if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) {
+      std::string why(s.message());
+      const std::string redundant =
+          StrCat("no model server is up at ", options_.model_address, ": ");
+      if (why.rfind(redundant, 0) == 0) why.erase(0, redundant.size());
+      return absl::UnavailableError(
+          StrCat("cannot reach the model service at ", options_.model_address, ": ", why));
+    }
+    LLM_RETURN_IF_ERROR(s);  // the replicas refused us: their own code and message
     model_info_ = pool_->info();
   }
   if (tokenizer_info_.vocab_size() > model_info_.vocab_size()) {
@@ -439,6 +480,13 @@ class Generator::Run {
   bool IsEnd(int32_t id) const {
     return std::find(g_.end_ids_.begin(), g_.end_ids_.end(), id) != g_.end_ids_.end();
   }
+  // Whether the model session is full: one more token would grow it past
+  // ModelInfo.context_length (0: not known; then the OUT_OF_RANGE of the
+  // step that overflows tells, AwaitStep).
+  bool ContextFull() const {
+    const int64_t n = g_.model_info_.context_length();
+    return n > 0 && static_cast<int64_t>(session_.tokens.size()) >= n;
+  }
 
   // Sends `token` on the model stream (opening it if needed) and starts
   // reading its logits. A failure is left for AwaitStep to handle.
@@ -463,6 +511,7 @@ class Generator::Run {
   std::unique_ptr<ModelStream> model_stream_;
   ModelPool::Endpoint* stream_endpoint_ = nullptr;     // model_stream_'s replica
   absl::Status send_error_;                            // a failed SendStep, reported by AwaitStep
+  bool context_ended_ = false;                         // a step answered OUT_OF_RANGE
   std::unique_ptr<TokenizerStream> tokenizer_stream_;  // kDecodeStream
   std::optional<Detokenizer> detokenizer_;             // kCachedDecode
 };
@@ -507,6 +556,15 @@ absl::Status Generator::Run::AwaitStep(int32_t token, bool need_logits) {
     return logits_.Decode(model_stream_->response().logits(), g_.model_info_.vocab_size());
   }
   model_stream_.reset();  // finished (or aborted by the destructor)
+  if (absl::IsOutOfRange(s)) {
+    // The session is full (its replica's context is shorter than Info said,
+    // or Info said none): the end of the generation, not a failure. The
+    // token was not fed.
+    stream_endpoint_ = nullptr;
+    session_.pending.push_back(token);
+    context_ended_ = true;
+    return absl::OkStatus();
+  }
   // Its replica went away or is shutting down (it cancels streams then).
   if (stream_endpoint_ != nullptr && (absl::IsUnavailable(s) || absl::IsCancelled(s))) {
     g_.pool_->MarkDown(stream_endpoint_, s);
@@ -620,11 +678,13 @@ absl::StatusOr<GenerateResult> Generator::Run::Go(std::span<const int32_t> new_t
     result_.tokens.push_back(token);
     history.push_back(token);
     const bool last = static_cast<int32_t>(result_.tokens.size()) >= params_.max_tokens;
+    // No room in the model session for this token: it is the last one.
+    const bool full = ContextFull();
     // The model computes the next logits while the token is detokenized.
-    if (!last) SendStep(token);
+    if (!last && !full) SendStep(token);
     absl::StatusOr<std::string> text = Detokenize(token);
     if (!text.ok()) {
-      if (!last) AwaitStep(token, /*need_logits=*/false).IgnoreError();
+      if (!last && !full) AwaitStep(token, /*need_logits=*/false).IgnoreError();
       CloseStreams().IgnoreError();
       return text.status();
     }
@@ -634,10 +694,12 @@ absl::StatusOr<GenerateResult> Generator::Run::Go(std::span<const int32_t> new_t
       stop = StopReason::kStopString;
     } else if (last) {
       stop = StopReason::kMaxTokens;
+    } else if (full) {
+      stop = StopReason::kContext;
     } else if (g_.cancel_requested()) {
       stop = StopReason::kCancelled;
     }
-    if (last) {
+    if (last || full) {
       session_.pending.push_back(token);  // sampled, never fed
     } else {
       absl::Status s = AwaitStep(token, /*need_logits=*/!stop.has_value());
@@ -645,6 +707,7 @@ absl::StatusOr<GenerateResult> Generator::Run::Go(std::span<const int32_t> new_t
         CloseStreams().IgnoreError();
         return s;
       }
+      if (context_ended_ && !stop) stop = StopReason::kContext;
     }
   }
   if (!result_.tokens.empty()) result_.decode_time = last_token - first_token;

@@ -15,7 +15,8 @@
 //   (*gen)->Release(session);
 //
 // Stops on the vocabulary's EOS / EOT ids (tokenizer Info), on a stop string
-// (which never reaches the output), at max_tokens, or on Cancel().
+// (which never reaches the output), at max_tokens, when the model session is
+// full (ModelInfo.context_length), or on Cancel().
 //
 // Replicas: ClientOptions::model_address may name several model servers (a
 // comma-separated list, or dns:///NAME:PORT for every address of a headless
@@ -78,6 +79,15 @@
 
 namespace llm::client {
 
+// Connect waiting for a service that is still loading (ClientOptions::on_wait).
+struct WaitProgress {
+  std::string_view service;  // "tokenizer" or "model"
+  std::string_view address;  // as given (the model target may name several replicas)
+  absl::Duration waited;     // since the wait began
+  absl::Duration limit;      // ClientOptions::ready_timeout
+  bool done = false;         // the last call of this wait
+};
+
 struct ClientOptions {
   std::string tokenizer_address = "127.0.0.1:50051";
   // One model server "host:port", several "h1:p1,h2:p2", or "dns:///name:port"
@@ -88,8 +98,17 @@ struct ClientOptions {
   absl::Duration model_refresh_interval = absl::Seconds(30);
   // Deadline of each unary call, and of each step of a stream.
   absl::Duration rpc_timeout = absl::Seconds(60);
-  // How long UNAVAILABLE answers are retried (server restarting or loading).
+  // How long UNAVAILABLE answers are retried during a generation (a server
+  // restarting).
   absl::Duration reconnect_timeout = absl::Seconds(30);
+  // How long Connect waits for a service that is up but still loading (it
+  // answers UNAVAILABLE on a live connection; the model server while it
+  // reads its weights). Then Connect fails with DEADLINE_EXCEEDED.
+  absl::Duration ready_timeout = absl::Seconds(120);
+  // Called while Connect waits for a loading service: about every 200 ms,
+  // and once more with `done` set when the wait ends (either way). Null: no
+  // calls.
+  std::function<void(const WaitProgress&)> on_wait;
   // Which logits encoding to ask for (logits.h; default: exact and cheapest).
   LogitsMode logits;
   // How text is made from ids. kCachedDecode: Connect fetches the bytes of
@@ -126,8 +145,11 @@ struct GenerateParams {
 // empty stop string.
 absl::Status ValidateParams(const GenerateParams& params);
 
-enum class StopReason { kEos, kStopString, kMaxTokens, kCancelled };
-// "eos", "stop", "length", "cancelled".
+// kContext: the model session is full (ModelInfo.context_length tokens, or a
+// decode step answered OUT_OF_RANGE): the last token was sampled from the
+// logits of the last position and is not fed (it is in Session::pending).
+enum class StopReason { kEos, kStopString, kMaxTokens, kCancelled, kContext };
+// "eos", "stop", "length", "cancelled", "context".
 std::string_view StopReasonName(StopReason reason);
 
 // One callback per generated token, in order, plus at most one at the end of
@@ -174,9 +196,12 @@ class Generator {
   // kCachedDecode, then fetches the vocabulary's token bytes (best effort:
   // a failure there only leaves them to be fetched per id). Fails with
   // UNAVAILABLE naming the address of a service that cannot be reached; a
-  // server that answers UNAVAILABLE (still loading) is retried for
-  // reconnect_timeout. FailedPrecondition when the vocabularies disagree
-  // (tokenizer vocab_size > model vocab_size).
+  // server that answers UNAVAILABLE on a live connection (still loading) is
+  // waited for up to ready_timeout (on_wait reports the wait), then
+  // DEADLINE_EXCEEDED ("... is still loading after 2m"). UNIMPLEMENTED when an
+  // address serves the other service ("serves the tokenizer, not the
+  // model"). FailedPrecondition when the vocabularies disagree (tokenizer
+  // vocab_size > model vocab_size).
   static absl::StatusOr<std::unique_ptr<Generator>> Connect(const ClientOptions& options);
 
   Generator(const Generator&) = delete;

@@ -79,18 +79,55 @@ absl::StatusOr<ServingStatus> CheckHealth(const std::shared_ptr<grpc::Channel>& 
   return result;
 }
 
+std::string WrongServiceMessage(const std::shared_ptr<grpc::Channel>& channel, Service expected,
+                                absl::Duration timeout) {
+  const bool tokenizer = expected == Service::kTokenizer;
+  const std::string want = tokenizer ? kTokenizerServiceName : kModelServiceName;
+  const std::string other = tokenizer ? kModelServiceName : kTokenizerServiceName;
+  absl::StatusOr<ServingStatus> s = CheckHealth(channel, other, timeout);
+  if (s.ok()) {
+    return StrCat("this address serves the ", tokenizer ? "model" : "tokenizer", ", not the ",
+                  tokenizer ? "tokenizer" : "model");
+  }
+  return StrCat("this address does not serve ", want);
+}
+
+namespace {
+
+std::string StatusName(ServingStatus s) {
+  switch (s) {
+    case ServingStatus::kUnknown:
+      return "UNKNOWN";
+    case ServingStatus::kServing:
+      return "SERVING";
+    case ServingStatus::kNotServing:
+      return "NOT_SERVING";
+    case ServingStatus::kServiceUnknown:
+      return "SERVICE_UNKNOWN";
+  }
+  return StrCat("serving status ", static_cast<int>(s));
+}
+
+}  // namespace
+
 absl::Status WaitUntilServing(const std::string& address, absl::Duration timeout,
-                              std::shared_ptr<grpc::Channel> channel) {
+                              std::shared_ptr<grpc::Channel> channel, const std::string& service) {
   if (channel == nullptr)
     channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
   const absl::Time give_up = absl::Now() + timeout;
   std::string last;
   while (true) {
     const absl::Duration left = std::max(give_up - absl::Now(), absl::Milliseconds(100));
-    absl::StatusOr<ServingStatus> s = CheckHealth(channel, "", std::min(left, absl::Seconds(5)));
+    absl::StatusOr<ServingStatus> s =
+        CheckHealth(channel, service, std::min(left, absl::Seconds(5)));
     if (s.ok() && *s == ServingStatus::kServing) return absl::OkStatus();
-    last = s.ok() ? StrCat("serving status ", static_cast<int>(*s))
-                  : std::string(s.status().message());
+    if (!s.ok() && absl::IsNotFound(s.status()) && !service.empty()) {
+      // The server is up and does not host `service`.
+      const Service expected =
+          service == kTokenizerServiceName ? Service::kTokenizer : Service::kModel;
+      return absl::NotFoundError(WrongServiceMessage(channel, expected, absl::Seconds(5)));
+    }
+    last = s.ok() ? StatusName(*s) : std::string(s.status().message());
     if (absl::Now() >= give_up) break;
     absl::SleepFor(absl::Milliseconds(100));
   }

@@ -21,11 +21,26 @@ enum class ServingStatus { kUnknown = 0, kServing = 1, kNotServing = 2, kService
 absl::StatusOr<ServingStatus> CheckHealth(const std::shared_ptr<grpc::Channel>& channel,
                                           const std::string& service, absl::Duration timeout);
 
-// Polls CheckHealth every 100 ms until SERVING or `timeout`; the error says
-// what the last check saw.
+// The two services of this project, and their gRPC names.
+enum class Service { kTokenizer, kModel };
+inline constexpr char kTokenizerServiceName[] = "llm.v1.Tokenizer";
+inline constexpr char kModelServiceName[] = "llm.v1.Model";
+
+// Why a server does not serve `expected` (it answered UNIMPLEMENTED, or its
+// health service does not know the name), from the health status of the
+// other service: "this address serves the tokenizer, not the model", or
+// "this address does not serve llm.v1.Model" when it serves neither.
+std::string WrongServiceMessage(const std::shared_ptr<grpc::Channel>& channel, Service expected,
+                                absl::Duration timeout);
+
+// Polls CheckHealth of `service` ("": the whole server) every 100 ms until
+// SERVING or `timeout`; the error says what the last check saw. A server
+// whose health service does not know a named service fails at once with
+// NOT_FOUND and WrongServiceMessage.
 // `channel`: a channel to `address` (e.g. with TLS); null: a plaintext one.
 absl::Status WaitUntilServing(const std::string& address, absl::Duration timeout,
-                              std::shared_ptr<grpc::Channel> channel = nullptr);
+                              std::shared_ptr<grpc::Channel> channel = nullptr,
+                              const std::string& service = "");
 
 }  // namespace llm::client
 

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "client/health.h"
 #include "common/grpc/grpc_status.h"
 #include "common/strings.h"
 
@@ -47,6 +48,12 @@ void ModelPool::Probe(Endpoint& e) {
     e.loading = s.error_code() == grpc::StatusCode::UNAVAILABLE &&
                 e.channel->GetState(false) == GRPC_CHANNEL_READY;
     e.last_error = FromGrpcStatus(s);
+    if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {  // another service at the address
+      const std::string why =
+          WrongServiceMessage(e.channel, Service::kModel, options_.probe_timeout);
+      e.last_error =
+          absl::UnimplementedError(endpoints_.size() > 1 ? StrCat(e.address, ": ", why) : why);
+    }
     return;
   }
   if (have_info_ && info.vocab_size() != info_.vocab_size()) {

@@ -12,6 +12,39 @@ absl::Status ValidateStopStrings(const std::vector<std::string>& stop) {
   return absl::OkStatus();
 }
 
+std::string ProcessEscapes(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\\' || i + 1 == text.size()) {
+      out.push_back(text[i]);
+      continue;
+    }
+    switch (text[i + 1]) {
+      case 'n':
+        out.push_back('\n');
+        break;
+      case 'r':
+        out.push_back('\r');
+        break;
+      case 't':
+        out.push_back('\t');
+        break;
+      case '\\':
+      case '"':
+      case '\'':
+        out.push_back(text[i + 1]);
+        break;
+      default:  // not an escape: both characters as they are
+        out.push_back('\\');
+        out.push_back(text[i + 1]);
+        break;
+    }
+    ++i;
+  }
+  return out;
+}
+
 StopStringMatcher::StopStringMatcher(std::vector<std::string> stop) {
   for (std::string& s : stop) {
     if (!s.empty()) stop_.push_back(std::move(s));

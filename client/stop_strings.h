@@ -30,6 +30,11 @@ namespace llm::client {
 // InvalidArgument for an empty stop string.
 absl::Status ValidateStopStrings(const std::vector<std::string>& stop);
 
+// The escapes of a command-line stop string (`llm --stop "\n\n"`), as
+// llama.cpp's -e does: \n, \r, \t, \\, \" and \' become the character;
+// any other backslash, and one at the end, is kept as it is.
+std::string ProcessEscapes(std::string_view text);
+
 class StopStringMatcher {
  public:
   // `stop` must pass ValidateStopStrings (empty strings are ignored here).

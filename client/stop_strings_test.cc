@@ -23,6 +23,17 @@ std::pair<std::string, bool> FeedAll(const std::vector<std::string>& stop,
   return {out, false};
 }
 
+TEST(StopStringsTest, ProcessEscapes) {
+  EXPECT_EQ(ProcessEscapes("\\n\\n"), "\n\n");
+  EXPECT_EQ(ProcessEscapes("a\\tb\\r\\nc"), "a\tb\r\nc");
+  EXPECT_EQ(ProcessEscapes("\\\\n"), "\\n");  // an escaped backslash, then 'n'
+  EXPECT_EQ(ProcessEscapes("\\\"q\\'"), "\"q'");
+  EXPECT_EQ(ProcessEscapes("\\x41 \\d"), "\\x41 \\d");  // not escapes: kept
+  EXPECT_EQ(ProcessEscapes("end\\"), "end\\");          // a trailing backslash
+  EXPECT_EQ(ProcessEscapes("User:"), "User:");
+  EXPECT_EQ(ProcessEscapes(""), "");
+}
+
 TEST(StopStringsTest, NoStopStringsReleasesEverythingAtOnce) {
   StopStringMatcher m({});
   EXPECT_EQ(m.Feed("Hello").released, "Hello");

@@ -13,7 +13,12 @@
 //   - the model server is SIGKILLed and restarted on the same port between
 //     two chat turns: the chat goes on (the session is rebuilt from the
 //     client's history) and the answer is the one it gives without the
-//     restart.
+//     restart;
+//   - the command line: the end of the context is a normal stop (a model
+//     server with --max_context), usage errors exit 2 with a suggestion,
+//     --version and each command's --help, swapped tokenizer and model
+//     addresses are named, a model that stays loading is waited for visibly
+//     (a fake service), and every `llm` example of README.md runs as written.
 //
 // Needs models/SmolLM2-135M-Instruct.Q4_1.gguf (scripts/fetch-model.sh).
 #include <fcntl.h>
@@ -26,11 +31,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/strings.h"
 #include "common/test_paths.h"
 #include "gmock/gmock.h"
@@ -46,6 +55,7 @@ namespace llm {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::ServerProcess;
 
 constexpr int kMaxTokens = 24;
@@ -176,6 +186,65 @@ std::optional<Answer> ReadAnswer(Child& child) {
   }
   ADD_FAILURE() << "no summary line";
   return std::nullopt;
+}
+
+// A finished command: its exit status (-1: killed or not exited), stdout
+// and stderr.
+struct CliRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::string text;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) text.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return text;
+}
+
+// Runs argv in `dir` (relative paths in argv are relative to it) with
+// `input` on stdin, to completion; stdout and stderr go through files.
+CliRun RunCli(const std::vector<std::string>& argv, const std::string& input = "",
+              const std::string& dir = ".") {
+  CliRun run;
+  const std::string base = StrCat(::testing::TempDir(), "generate_e2e_cli_", getpid());
+  const std::string in_path = base + ".in", out_path = base + ".out", err_path = base + ".err";
+  {
+    const int fd = open(in_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || write(fd, input.data(), input.size()) != static_cast<ssize_t>(input.size())) {
+      ADD_FAILURE() << "cannot write " << in_path;
+      if (fd >= 0) close(fd);
+      return run;
+    }
+    close(fd);
+  }
+  const int in_fd = open(in_path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int out_fd = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  // sh: cd to the directory and send stderr to its file ($1, $2), then exec argv.
+  std::vector<std::string> sh = {
+      "/bin/sh", "-c", "cd \"$1\" && f=$2 && shift 2 && exec \"$@\" 2>\"$f\"", "sh", dir, err_path};
+  sh.insert(sh.end(), argv.begin(), argv.end());
+  std::string error;
+  const pid_t pid = testing::Spawn(sh, in_fd, out_fd, &error);
+  close(in_fd);
+  close(out_fd);
+  if (pid < 0) {
+    ADD_FAILURE() << error;
+    return run;
+  }
+  const std::optional<int> status = testing::WaitForExit(pid, std::chrono::seconds(180));
+  if (status && WIFEXITED(*status)) run.exit_code = WEXITSTATUS(*status);
+  run.out = ReadFile(out_path);
+  run.err = ReadFile(err_path);
+  unlink(in_path.c_str());
+  unlink(out_path.c_str());
+  unlink(err_path.c_str());
+  return run;
 }
 
 class GenerateE2ETest : public ::testing::Test {
@@ -422,6 +491,441 @@ TEST_F(GenerateE2ETest, BadValuesAndUnreachableServers) {
   std::string out;
   EXPECT_EQ(health->Finish(&out), 0);
   EXPECT_THAT(out, HasSubstr("SERVING"));
+}
+
+// Decoding up to the end of the model's context is a normal end: the model
+// server's --max_context 64 (ModelInfo.context_length), so a generation
+// that ignores EOS stops with stop_reason "context" and exit status 0 after
+// 64 - prompt + 1 tokens (the last one is sampled from the logits of the
+// 64th position and not fed).
+TEST_F(GenerateE2ETest, ContextEndIsANormalStop) {
+  constexpr int kContext = 64;
+  std::string error;
+  std::unique_ptr<ServerProcess> server = ServerProcess::Start(
+      "model_server",
+      {"--model", ModelPath(), "--kv_cache_mb", "64", "--max_context", std::to_string(kContext)},
+      &error);
+  ASSERT_NE(server, nullptr) << error;
+  auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(testing::WaitUntilServing(channel, std::chrono::seconds(60), &error)) << error;
+  const CliRun run = RunCli(
+      LlmArgs("generate", server->address(),
+              {"--prompt", kPrompt, "--temperature", "0", "--ignore-eos", "--max-tokens", "200"}));
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  const std::vector<std::string> lines = absl::StrSplit(run.out, '\n', absl::SkipEmpty());
+  ASSERT_FALSE(lines.empty()) << run.err;
+  const nlohmann::json summary = nlohmann::json::parse(lines.back(), nullptr, false);
+  ASSERT_TRUE(summary.is_object()) << lines.back();
+  EXPECT_EQ(summary["stop_reason"], "context") << lines.back();
+  const int prompt = summary["prompt_tokens"].get<int>();
+  ASSERT_LT(prompt, kContext);
+  EXPECT_EQ(summary["tokens"].get<int>(), kContext - prompt + 1) << lines.back();
+  EXPECT_TRUE(Sessions(server->address()).empty());
+}
+
+// A model service whose sessions hold `steps` decoded tokens at most, and
+// whose Info does not say so (context_length 0): the decode step past them
+// answers OUT_OF_RANGE, as model_server does at the end of the context. Its
+// logits always put token 504 first (greedy).
+class ShortContextModelService final : public v1::Model::Service {
+ public:
+  explicit ShortContextModelService(int steps) : steps_(steps) {}
+
+  grpc::Status Info(grpc::ServerContext*, const v1::ModelInfoRequest*,
+                    v1::ModelInfo* info) override {
+    info->set_name("short-context fake");
+    info->set_vocab_size(49152);  // SmolLM2's
+    info->set_replica_id("fake.1");
+    return grpc::Status::OK;
+  }
+  grpc::Status Prefill(grpc::ServerContext*, const v1::PrefillRequest* request,
+                       v1::PrefillResponse* response) override {
+    response->set_session_id("fake.1.0000000000000001");
+    response->set_num_tokens(request->tokens_size());
+    SetLogits(response->mutable_logits());
+    return grpc::Status::OK;
+  }
+  grpc::Status DecodeStream(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<v1::DecodeTokenResponse, v1::DecodeTokenRequest>* stream) override {
+    v1::DecodeTokenRequest request;
+    for (int fed = 0; stream->Read(&request); ++fed) {
+      if (fed == steps_) {
+        return grpc::Status(grpc::StatusCode::OUT_OF_RANGE, "the session is full");
+      }
+      v1::DecodeTokenResponse response;
+      SetLogits(response.mutable_logits());
+      stream->Write(response);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status Release(grpc::ServerContext*, const v1::ReleaseRequest*,
+                       v1::ReleaseResponse*) override {
+    return grpc::Status::OK;
+  }
+
+ private:
+  static void SetLogits(v1::Logits* logits) {
+    logits->set_encoding(v1::LogitsOptions::LOGITS_TOP_N);
+    logits->add_top_ids(504);
+    logits->add_top_logits(10.0f);
+    logits->set_log_sum_exp(10.0f);
+  }
+  const int steps_;
+};
+
+// The end of the context learned from a decode step's OUT_OF_RANGE (Info
+// did not give the context length) is a normal stop too: the token whose
+// step failed is the last one, stop_reason "context", exit status 0.
+TEST_F(GenerateE2ETest, ContextEndFromADecodeStepIsANormalStop) {
+  ShortContextModelService service(3);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  const CliRun run =
+      RunCli(LlmArgs("generate", StrCat("127.0.0.1:", port),
+                     {"--prompt", "x", "--raw", "--temperature", "0", "--max-tokens", "50"}));
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  const std::vector<std::string> lines = absl::StrSplit(run.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 5u) << run.out << run.err;  // 3 fed tokens, the 4th, the summary
+  const nlohmann::json summary = nlohmann::json::parse(lines.back(), nullptr, false);
+  ASSERT_TRUE(summary.is_object()) << lines.back();
+  EXPECT_EQ(summary["stop_reason"], "context");
+  EXPECT_EQ(summary["tokens"], 4);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(nlohmann::json::parse(lines[i])["token"], 504) << lines[i];
+  }
+  server->Shutdown();
+}
+
+// Usage errors exit with status 2 and name the flag; a typo gets the nearest
+// flag as a suggestion.
+TEST_F(GenerateE2ETest, UsageErrorsExitWith2) {
+  const std::string llm = testing::BinPath("llm");
+  const struct {
+    std::vector<std::string> args;
+    std::string message;
+  } cases[] = {
+      {{"generate", "--promt", "x"}, "llm generate: unknown flag --promt; did you mean --prompt?"},
+      {{"generate", "--prompt", "x", "--temperature", "abc"},
+       "llm generate: bad value 'abc' for --temperature: expected a number"},
+      {{"generate", "--prompt", "x", "--max-tokens", "1000000000000"},
+       "llm generate: bad value '1000000000000' for --max-tokens: expected an integer from "
+       "-2147483648 to 2147483647"},
+      {{"generate", "--prompt"}, "llm generate: --prompt needs a value"},
+      {{"chat", "--top_k=many"}, "llm chat: bad value 'many' for --top_k"},
+      {{"health", "--wiat", "3"}, "llm health: unknown flag --wiat; did you mean --wait?"},
+      {{"tokenize", "--vocba", "x"}, "llm tokenize: unknown flag --vocba; did you mean --vocab?"},
+      {{"generat", "--prompt", "x"}, "llm: unknown command 'generat'; did you mean 'generate'?"},
+      {{"generate", "--prompt", "x", "extra"}, "llm generate: unexpected argument 'extra'"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> argv = {llm};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    const CliRun run = RunCli(argv);
+    EXPECT_EQ(run.exit_code, 2) << c.args[1] << ": " << run.err;
+    EXPECT_THAT(run.err, HasSubstr(c.message));
+    EXPECT_EQ(run.out, "");
+  }
+}
+
+// `llm --version`, each command's own --help, and the servers' --version and
+// --help (no build paths, no absl's "Debug build" line).
+TEST_F(GenerateE2ETest, VersionAndHelp) {
+  const std::string llm = testing::BinPath("llm");
+  CliRun run = RunCli({llm, "--version"});
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_THAT(run.out, ::testing::MatchesRegex("llm [0-9]+\\.[0-9]+\\.[0-9]+ \\(.* build.*\\)\n"));
+  const struct {
+    std::string command;
+    std::vector<std::string> has;
+    std::vector<std::string> lacks;
+  } commands[] = {
+      {"generate", {"Usage: llm generate", "--max-tokens", "--stop", "--wait-ready"}, {"--vocab"}},
+      {"chat", {"Usage: llm chat", "--temperature"}, {"--prompt", "--vocab"}},
+      {"health", {"Usage: llm health", "--wait", "--tokenizer"}, {"--temperature"}},
+      {"tokenize", {"Usage: llm tokenize", "--vocab", "--allowed-special"}, {"--temperature"}},
+      {"detokenize", {"Usage: llm detokenize", "--server"}, {"--allowed-special"}},
+  };
+  for (const auto& c : commands) {
+    run = RunCli({llm, c.command, "--help"});
+    EXPECT_EQ(run.exit_code, 0) << c.command;
+    for (const std::string& s : c.has) EXPECT_THAT(run.out, HasSubstr(s)) << c.command;
+    for (const std::string& s : c.lacks) {
+      EXPECT_THAT(run.out, Not(HasSubstr(s + " "))) << c.command;
+    }
+    EXPECT_THAT(run.out, Not(HasSubstr("Commands:"))) << c.command;  // not the global help
+  }
+  for (const std::string server : {"tokenizer_server", "model_server"}) {
+    run = RunCli({testing::BinPath(server), "--version"});
+    EXPECT_EQ(run.exit_code, 0) << server;
+    EXPECT_THAT(run.out, ::testing::MatchesRegex(server + " [0-9]+\\.[0-9]+\\.[0-9]+ \\(.*\\)\n"));
+    EXPECT_THAT(run.out, Not(HasSubstr("NDEBUG")));
+    run = RunCli({testing::BinPath(server), "--help"});
+    EXPECT_EQ(run.exit_code, 0) << server;
+    EXPECT_THAT(run.out, HasSubstr("--listen"));
+    EXPECT_THAT(run.out, Not(HasSubstr("Flags from")));
+    EXPECT_THAT(run.out, Not(HasSubstr(".cc")));
+    EXPECT_THAT(run.out, Not(HasSubstr(testing::SourceDir())));
+  }
+  // The model server names the one bad numeric flag and its rule.
+  run = RunCli({testing::BinPath("model_server"), "--model", ModelPath(), "--kv_cache_mb", "0"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err, "model_server: --kv_cache_mb must be >= 1, got 0\n");
+  run = RunCli({testing::BinPath("model_server"), "--model", ModelPath(), "--kv-cache-mb", "x"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("bad value 'x' for --kv-cache-mb"));
+}
+
+// The tokenizer and model addresses swapped: `llm health` checks the named
+// services (llm.v1.Tokenizer, llm.v1.Model) and says which one each address
+// serves; `llm generate` says so too instead of an empty message.
+TEST_F(GenerateE2ETest, SwappedAddressesAreNamed) {
+  const std::string llm = testing::BinPath("llm");
+  const std::string tok = tokenizer_server_->address(), model = model_server_->address();
+  CliRun run = RunCli({llm, "health", "--tokenizer", model, "--model", tok});
+  EXPECT_EQ(run.exit_code, 1) << run.out;
+  EXPECT_THAT(run.out, HasSubstr(StrCat("tokenizer ", model,
+                                        ": NOT SERVING (this address serves the model, not the "
+                                        "tokenizer)")));
+  EXPECT_THAT(run.out, HasSubstr(StrCat("model ", tok,
+                                        ": NOT SERVING (this address serves the tokenizer, not "
+                                        "the model)")));
+  // One server alone: an empty address skips that service.
+  run = RunCli({llm, "health", "--tokenizer", tok, "--model", ""});
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_EQ(run.out, StrCat("tokenizer ", tok, ": SERVING\n"));
+  run = RunCli({llm, "health", "--tokenizer=", "--model", model});
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_EQ(run.out, StrCat("model ", model, ": SERVING\n"));
+
+  run = RunCli({llm, "generate", "--prompt", "x", "--tokenizer", model, "--model", tok});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr(StrCat("tokenizer service at ", model,
+                                        ": this address serves the model, not the tokenizer")));
+  run = RunCli({llm, "generate", "--prompt", "x", "--tokenizer", tok, "--model", tok});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr(StrCat("model service at ", tok,
+                                        ": this address serves the tokenizer, not the model")));
+}
+
+// A model service that is up but never finishes loading: Info answers
+// UNAVAILABLE, as model_server does while it reads its weights.
+class LoadingModelService final : public v1::Model::Service {
+ public:
+  grpc::Status Info(grpc::ServerContext*, const v1::ModelInfoRequest*, v1::ModelInfo*) override {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the model is still loading");
+  }
+};
+
+// `llm generate` says on stderr that it waits for the model to load, shows
+// the time waited (a line every 5 s when stderr is not a terminal), and
+// says so when --wait-ready runs out.
+TEST_F(GenerateE2ETest, WaitsForALoadingModelAndSaysSo) {
+  LoadingModelService service;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  ASSERT_GT(port, 0);
+  const std::string address = StrCat("127.0.0.1:", port);
+  const CliRun run =
+      RunCli({testing::BinPath("llm"), "generate", "--prompt", "x", "--tokenizer",
+              tokenizer_server_->address(), "--model", address, "--wait-ready", "6"});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr(StrCat("llm: the model service at ", address,
+                                        " is still loading; waiting for it (up to 6s, "
+                                        "--wait-ready)\n")));
+  EXPECT_THAT(run.err, HasSubstr("llm: still waiting for the model service to load (5 s)\n"));
+  EXPECT_THAT(run.err, HasSubstr(StrCat("llm: the model service at ", address,
+                                        " is still loading after 6s (--wait-ready 6)")));
+  EXPECT_THAT(run.err, Not(HasSubstr("cannot reach")));
+  EXPECT_EQ(run.out, "");
+  server->Shutdown();
+}
+
+// Splits a command line as /bin/sh does for the README's examples: words,
+// '...' literally, "..." with \" \\ \$ \` escapes, an unquoted | as its own
+// word, and an unquoted # starting a comment.
+std::vector<std::string> ShellWords(const std::string& line) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (c == ' ' || c == '\t') {
+      if (in_word) words.push_back(word);
+      word.clear();
+      in_word = false;
+    } else if (c == '#' && !in_word) {
+      break;
+    } else if (c == '|') {
+      if (in_word) words.push_back(word);
+      words.push_back("|");
+      word.clear();
+      in_word = false;
+    } else if (c == '\'') {
+      const size_t end = line.find('\'', i + 1);
+      word += line.substr(i + 1, end - i - 1);
+      in_word = true;
+      i = end;
+    } else if (c == '"') {
+      for (++i; i < line.size() && line[i] != '"'; ++i) {
+        if (line[i] == '\\' && i + 1 < line.size() && std::strchr("\"\\$`", line[i + 1])) ++i;
+        word.push_back(line[i]);
+      }
+      in_word = true;
+    } else {
+      word.push_back(c);
+      in_word = true;
+    }
+  }
+  if (in_word) words.push_back(word);
+  return words;
+}
+
+// A README line of output matches when equal; a JSON object matches when it
+// has the same keys and values, where "..." in the README stands for any
+// value and logprobs (which differ a little between CPUs) only need to be
+// numbers.
+bool OutputLineMatches(const std::string& expected, const std::string& actual) {
+  if (expected == actual) return true;
+  if (expected.empty() || expected[0] != '{') return false;
+  std::string e = expected;
+  for (size_t p; (p = e.find(":...")) != std::string::npos;) e.replace(p, 4, ":null");
+  const nlohmann::json je = nlohmann::json::parse(e, nullptr, false);
+  const nlohmann::json ja = nlohmann::json::parse(actual, nullptr, false);
+  if (!je.is_object() || !ja.is_object() || je.size() != ja.size()) return false;
+  for (const auto& [key, value] : je.items()) {
+    if (!ja.contains(key)) return false;
+    if (value.is_null() || key == "logprob") {
+      if (!value.is_null() && !ja[key].is_number()) return false;
+      continue;
+    }
+    if (ja[key] != value) return false;
+  }
+  return true;
+}
+
+// Every `llm` example in README.md, run as written (with the suite's server
+// addresses for the default ones, from the source directory) and compared
+// with the output the README shows ("..." for lines left out).
+TEST_F(GenerateE2ETest, ReadmeExamplesWork) {
+  std::ifstream file(testing::SourceDir() + "/README.md");
+  ASSERT_TRUE(file) << "no README.md";
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(file, line);) lines.push_back(line);
+  const auto indented = [&](size_t i) { return lines[i].rfind("    ", 0) == 0; };
+  const auto is_command = [](const std::string& text) {
+    return text.rfind("build/bin/", 0) == 0 || text.rfind("echo ", 0) == 0 ||
+           text.rfind("scripts/", 0) == 0;
+  };
+  int examples = 0;
+  std::set<std::string> commands;
+  bool stop_example = false;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (!indented(i)) continue;
+    const std::string text = lines[i].substr(4);
+    // Every example works from a fresh clone: nothing from beside the checkout
+    // (the model comes from scripts/fetch-model.sh into models/).
+    if (is_command(text)) {
+      EXPECT_EQ(text.find("../"), std::string::npos) << text;
+    }
+    if (!is_command(text) || text.find("build/bin/llm ") == std::string::npos) continue;
+    // Its output and, for chat, its input ("> " lines).
+    std::vector<std::string> expected;
+    std::string input;
+    for (size_t j = i + 1; j < lines.size() && indented(j) && !is_command(lines[j].substr(4));
+         ++j) {
+      const std::string out = lines[j].substr(4);
+      if (out.rfind("> ", 0) == 0) {
+        input += out.substr(2) + "\n";
+      } else {
+        expected.push_back(out);
+      }
+    }
+    std::vector<std::string> words = ShellWords(text);
+    const auto pipe = std::find(words.begin(), words.end(), "|");
+    if (pipe != words.end()) {  // echo WORDS | llm ...
+      ASSERT_EQ(words[0], "echo") << text;
+      input = absl::StrJoin(std::vector<std::string>(words.begin() + 1, pipe), " ") + "\n";
+      words.erase(words.begin(), pipe + 1);
+    }
+    ASSERT_GE(words.size(), 2u) << text;
+    ASSERT_EQ(words[0], "build/bin/llm") << text;
+    words[0] = testing::BinPath("llm");
+    for (std::string& w : words) {  // the README's default addresses: the suite's servers
+      if (w == "127.0.0.1:50051") w = tokenizer_server_->address();
+      if (w == "127.0.0.1:50052") w = model_server_->address();
+    }
+    const std::string command = words[1];
+    commands.insert(command);
+    if (command == "generate" || command == "chat" || command == "health") {
+      words.insert(words.end(), {"--tokenizer", tokenizer_server_->address(), "--model",
+                                 model_server_->address()});
+    }
+    ++examples;
+    const CliRun run = RunCli(words, input, testing::SourceDir());
+    EXPECT_EQ(run.exit_code, 0) << text << "\n" << run.err;
+    std::vector<std::string> actual = absl::StrSplit(run.out, '\n');
+    if (!actual.empty() && actual.back().empty()) actual.pop_back();
+    // The README shows no output for health (it prints the suite's addresses)
+    // nor for some generations.
+    if (command == "health") continue;
+    if (!expected.empty()) {
+      const auto dots = std::find(expected.begin(), expected.end(), "...");
+      if (dots == expected.end()) {
+        EXPECT_EQ(actual.size(), expected.size()) << text << "\n" << run.out;
+      } else {
+        EXPECT_GE(actual.size(), expected.size() - 1) << text << "\n" << run.out;
+      }
+      const size_t head = static_cast<size_t>(dots - expected.begin());
+      for (size_t k = 0; k < head && k < actual.size(); ++k) {
+        EXPECT_TRUE(OutputLineMatches(expected[k], actual[k]))
+            << text << "\nREADME: " << expected[k] << "\nactual: " << actual[k];
+      }
+      const size_t tail = dots == expected.end() ? 0 : expected.size() - head - 1;
+      for (size_t k = 1; k <= tail && k <= actual.size(); ++k) {
+        const std::string& e = expected[expected.size() - k];
+        const std::string& a = actual[actual.size() - k];
+        EXPECT_TRUE(OutputLineMatches(e, a)) << text << "\nREADME: " << e << "\nactual: " << a;
+      }
+    }
+    // --stop "\n\n" stops at the first blank line, which never reaches the output.
+    const auto stop = std::find(words.begin(), words.end(), "--stop");
+    if (stop != words.end() && stop + 1 != words.end() && *(stop + 1) == "\\n\\n") {
+      stop_example = true;
+      words.push_back("--json");
+      const CliRun json = RunCli(words, input, testing::SourceDir());
+      ASSERT_EQ(json.exit_code, 0) << json.err;
+      std::string generated;
+      nlohmann::json summary;
+      const std::vector<std::string> json_lines = absl::StrSplit(json.out, '\n', absl::SkipEmpty());
+      for (const std::string& line : json_lines) {
+        const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+        ASSERT_TRUE(j.is_object()) << line;
+        if (j.contains("stop_reason")) {
+          summary = j;
+        } else {
+          generated += j["text"].get<std::string>();
+        }
+      }
+      EXPECT_EQ(summary["stop_reason"], "stop") << json.out;
+      EXPECT_FALSE(generated.empty());
+      EXPECT_EQ(generated.find("\n\n"), std::string::npos) << generated;
+      EXPECT_EQ(run.out, generated + "\n");  // the plain run printed the same text
+    }
+  }
+  EXPECT_GE(examples, 10);
+  EXPECT_EQ(commands,
+            (std::set<std::string>{"generate", "chat", "health", "tokenize", "detokenize"}));
+  EXPECT_TRUE(stop_example) << "the README's --stop \"\\n\\n\" example is gone";
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include <string_view>
 #include <thread>
 
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -189,17 +190,39 @@ int Main() {
     std::fprintf(stderr, "model_server: --model is required (see --help)\n");
     return 2;
   }
-  if (absl::GetFlag(FLAGS_threads) < 0 || absl::GetFlag(FLAGS_max_batch_tokens) < 1 ||
-      absl::GetFlag(FLAGS_max_sessions) < 1 || absl::GetFlag(FLAGS_max_context) < 0 ||
-      absl::GetFlag(FLAGS_session_ttl) <= absl::ZeroDuration() ||
-      absl::GetFlag(FLAGS_max_message_bytes) < 1 || absl::GetFlag(FLAGS_kv_cache_mb) < 1 ||
-      absl::GetFlag(FLAGS_drain_seconds) < 0 || absl::GetFlag(FLAGS_step_watchdog_seconds) < 0 ||
-      absl::GetFlag(FLAGS_max_streams) < 0) {
-    std::fprintf(stderr,
-                 "model_server: --threads, --max_context and --max_streams must be >= 0; "
-                 "--max_batch_tokens, --max_sessions, --session_ttl, --kv_cache_mb and "
-                 "--max_message_bytes > 0; --drain_seconds and --step_watchdog_seconds >= 0\n");
-    return 2;
+  // Each numeric flag and its rule: a bad value is named with its own rule.
+  const struct {
+    const absl::CommandLineFlag& flag;
+    bool ok;
+    const char* rule;
+  } checks[] = {
+      {absl::GetFlagReflectionHandle(FLAGS_threads), absl::GetFlag(FLAGS_threads) >= 0, ">= 0"},
+      {absl::GetFlagReflectionHandle(FLAGS_max_batch_tokens),
+       absl::GetFlag(FLAGS_max_batch_tokens) >= 1, ">= 1"},
+      {absl::GetFlagReflectionHandle(FLAGS_max_sessions), absl::GetFlag(FLAGS_max_sessions) >= 1,
+       ">= 1"},
+      {absl::GetFlagReflectionHandle(FLAGS_max_context), absl::GetFlag(FLAGS_max_context) >= 0,
+       ">= 0"},
+      {absl::GetFlagReflectionHandle(FLAGS_session_ttl),
+       absl::GetFlag(FLAGS_session_ttl) > absl::ZeroDuration(), "> 0"},
+      {absl::GetFlagReflectionHandle(FLAGS_max_message_bytes),
+       absl::GetFlag(FLAGS_max_message_bytes) >= 1, ">= 1"},
+      {absl::GetFlagReflectionHandle(FLAGS_kv_cache_mb), absl::GetFlag(FLAGS_kv_cache_mb) >= 1,
+       ">= 1"},
+      {absl::GetFlagReflectionHandle(FLAGS_drain_seconds), absl::GetFlag(FLAGS_drain_seconds) >= 0,
+       ">= 0"},
+      {absl::GetFlagReflectionHandle(FLAGS_step_watchdog_seconds),
+       absl::GetFlag(FLAGS_step_watchdog_seconds) >= 0, ">= 0"},
+      {absl::GetFlagReflectionHandle(FLAGS_max_streams), absl::GetFlag(FLAGS_max_streams) >= 0,
+       ">= 0"},
+  };
+  for (const auto& check : checks) {
+    if (!check.ok) {
+      std::fprintf(stderr, "model_server: --%s must be %s, got %s\n",
+                   std::string(check.flag.Name()).c_str(), check.rule,
+                   check.flag.CurrentValue().c_str());
+      return 2;
+    }
   }
   if (absl::GetFlag(FLAGS_pin_threads)) {
     absl::Status pinnable =
