@@ -1,21 +1,34 @@
 #!/usr/bin/env python3
-"""Model benchmark: our engine (build/bin/llm-bench) against llama.cpp
-(PyPI `llama-cpp-python`, which builds llama.cpp from source) on the same GGUF
-file and the same number of threads.
+"""Model benchmark: our engine (build/bin/llm-bench) against llama.cpp's own
+llama-bench and llama-batched-bench, on the same GGUF files and threads.
 
-    python3 bench/model_bench.py [--model models/SmolLM2-135M-Instruct.Q4_1.gguf]
-                                 [--threads 2] [-p 512] [-n 128] [--repetitions 5]
+    python3 bench/model_bench.py [--threads 2] [--rounds 12] [--quants Q4_1,Q4_0,Q4_K_M]
+                                 [-p 512] [-n 128] [--sessions 1,4,16]
 
-Both sides measure what llama-bench calls pp512 and tg128: a prefill of 512
-random tokens in one batch from an empty cache, and 128 single-token decode
-steps from an empty cache; one warm-up run, then the mean rate over the
-repetitions. The llama.cpp side calls Llama.eval() from Python, which adds a
-few microseconds per call (under 1% of a decode step here). The engine side
-also reports aggregate decode throughput with 1, 4 and 16 concurrent sessions.
+The anchor is llama.cpp itself, not a binding: the first run downloads the
+current llama-cpp-python source distribution from PyPI (LLAMA_CPP_PYTHON below;
+it vendors llama.cpp), and builds its llama-bench, llama-batched-bench and
+llama-quantize with CMake in build/bench-llama.cpp (Release, GGML_NATIVE, the
+same compiler as ours; several minutes on 2 cores). Nothing of it is kept in
+the repository.
 
-Prints a table with the ratios (ours / llama.cpp) and writes
-build/bench/model.json. The first run creates build/bench-venv and installs
-llama-cpp-python there (pip compiles llama.cpp: several minutes on 2 cores).
+Files: the default model (Q4_1) and, made from it with
+`llama-quantize --allow-requantize`, Q4_0 (llama.cpp's tuned path: it repacks
+Q4_0 weights for AVX2 / AVX-512) and Q4_K_M. Requantizing a quantized file
+loses quality; both sides read the same file, and the speed is what is
+measured.
+
+Method, per file and round: each side runs pp{p} (a prefill of p random
+tokens in one batch) and tg{n} (n single-token decode steps), once each after
+its own warm-up (llama-bench -r 1; llm-bench --repetitions 1), and the side
+that goes first alternates from round to round, so that the machine's phases
+hit both. The aggregate decode of K concurrent sequences is llm-bench
+--sessions K against llama-batched-bench -npp 1 -ntg n -npl K (S_TG: tokens of
+all sequences per second), once per round.
+
+Prints, per test, each side's min / median / max rate and the min / median /
+max of the per-round ratios (ours / llama.cpp), and writes
+build/bench/model.json.
 """
 
 from __future__ import annotations
@@ -23,126 +36,170 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
+import re
 import statistics
 import subprocess
 import sys
-import time
+import tarfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build"
-VENV = BUILD / "bench-venv"
+LLAMA_DIR = BUILD / "bench-llama.cpp"
 OUT = BUILD / "bench"
-LLAMA_CPP_PYTHON = "llama-cpp-python==0.3.16"
-IN_VENV_ENV = "LLM_MODEL_BENCH_IN_VENV"
+LLAMA_CPP_PYTHON = "0.3.36"  # the newest llama-cpp-python on 2026-12-01
+DEFAULT_MODEL = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+TOOLS = ("llama-bench", "llama-batched-bench", "llama-quantize")
 
 
 def log(msg: str) -> None:
     print(f"model_bench: {msg}", file=sys.stderr, flush=True)
 
 
-def ensure_llama_cpp() -> None:
-    try:
-        import llama_cpp  # noqa: F401
-        return
-    except ImportError:
-        pass
-    if os.environ.get(IN_VENV_ENV):
-        sys.exit("model_bench: llama_cpp still missing inside the venv")
-    py = VENV / "bin" / "python"
-    if not py.exists():
-        log(f"creating {VENV}")
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    probe = subprocess.run([str(py), "-c", "import llama_cpp"], capture_output=True)
-    if probe.returncode != 0:
-        log(f"installing {LLAMA_CPP_PYTHON} (pip builds llama.cpp; several minutes)")
-        subprocess.run([str(py), "-m", "pip", "install", "-q", LLAMA_CPP_PYTHON], check=True)
-    os.environ[IN_VENV_ENV] = "1"
-    os.execv(str(py), [str(py), __file__] + sys.argv[1:])
+def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    res = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if res.returncode != 0:
+        sys.exit(f"model_bench: {' '.join(cmd)} failed ({res.returncode}):\n"
+                 f"{res.stdout[-2000:]}\n{res.stderr[-4000:]}")
+    return res
 
 
-def llama_cpp_rates(model: str, threads: int, p: int, n: int, reps: int) -> dict:
-    from llama_cpp import Llama
+def llama_tools() -> Path:
+    """Builds llama.cpp's tools from the llama-cpp-python sdist; their bin dir."""
+    bin_dir = LLAMA_DIR / "build" / "bin"
+    if all((bin_dir / t).exists() for t in TOOLS):
+        return bin_dir
+    src = LLAMA_DIR / f"src-{LLAMA_CPP_PYTHON}"
+    if not src.exists():
+        LLAMA_DIR.mkdir(parents=True, exist_ok=True)
+        log(f"downloading llama-cpp-python=={LLAMA_CPP_PYTHON} (source) from PyPI")
+        run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+             "-d", str(LLAMA_DIR), f"llama-cpp-python=={LLAMA_CPP_PYTHON}"])
+        sdist = LLAMA_DIR / f"llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz"
+        with tarfile.open(sdist) as tar:
+            tar.extractall(LLAMA_DIR, filter="data")
+        (LLAMA_DIR / f"llama_cpp_python-{LLAMA_CPP_PYTHON}").rename(src)
+    log("building llama-bench, llama-batched-bench, llama-quantize (several minutes)")
+    run(["cmake", "-S", str(src / "vendor" / "llama.cpp"), "-B", str(LLAMA_DIR / "build"),
+         "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF",
+         "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF",
+         "-DLLAMA_OPENSSL=OFF"])
+    run(["cmake", "--build", str(LLAMA_DIR / "build"), "-j", str(os.cpu_count() or 2),
+         "--target", *TOOLS])
+    return bin_dir
 
-    llm = Llama(model_path=model, n_ctx=max(p, n) + 16, n_batch=max(p, 1), n_ubatch=max(p, 1),
-                n_threads=threads, n_threads_batch=threads, verbose=False)
-    vocab = llm.n_vocab()
-    rng = random.Random(42)
 
-    def pp() -> float:
-        tokens = [rng.randrange(vocab) for _ in range(p)]
-        llm.reset()
-        start = time.perf_counter()
-        llm.eval(tokens)
-        return p / (time.perf_counter() - start)
-
-    def tg() -> float:
-        tokens = [rng.randrange(vocab) for _ in range(n)]
-        llm.reset()
-        start = time.perf_counter()
-        for t in tokens:
-            llm.eval([t])
-        return n / (time.perf_counter() - start)
-
-    out = {}
-    for name, fn, count in (("prefill", pp, p), ("decode", tg, n)):
-        if count <= 0:
-            continue
-        fn()
-        rates = [fn() for _ in range(reps)]
-        out[f"{name}_tok_s"] = round(statistics.mean(rates), 2)
-        out[f"{name}_tok_s_stddev"] = round(statistics.stdev(rates), 2) if reps > 1 else 0.0
+def model_file(quant: str, tools: Path) -> Path:
+    """The default model in `quant` (Q4_1: the file itself; others requantized)."""
+    if quant.upper() == "Q4_1":
+        return DEFAULT_MODEL
+    out = OUT / f"SmolLM2-135M-Instruct.{quant.upper()}.gguf"
+    if not out.exists():
+        OUT.mkdir(parents=True, exist_ok=True)
+        log(f"making {out.name} with llama-quantize --allow-requantize")
+        run([str(tools / "llama-quantize"), "--allow-requantize", str(DEFAULT_MODEL), str(out),
+             quant.upper(), "2"])
     return out
 
 
-def ours(model: str, threads: int, p: int, n: int, reps: int, sessions: str) -> dict:
+def llama_bench(tools: Path, model: Path, threads: int, p: int, n: int) -> dict[str, float]:
+    res = run([str(tools / "llama-bench"), "-m", str(model), "-t", str(threads), "-p", str(p),
+               "-n", str(n), "-r", "1", "-o", "json"])
+    out = {}
+    for row in json.loads(res.stdout):
+        if row.get("n_prompt", 0) > 0 and row.get("n_gen", 0) == 0:
+            out["prefill"] = float(row["avg_ts"])
+        elif row.get("n_gen", 0) > 0 and row.get("n_prompt", 0) == 0:
+            out["decode"] = float(row["avg_ts"])
+    return out
+
+
+def llama_batched(tools: Path, model: Path, threads: int, n: int,
+                  sessions: list[int]) -> dict[int, float]:
+    ctx = max(sessions) * (n + 1) + 64
+    res = run([str(tools / "llama-batched-bench"), "-m", str(model), "-t", str(threads),
+               "-tb", str(threads), "-c", str(ctx), "-b", "2048", "-ub", "512", "-npp", "1",
+               "-ntg", str(n), "-npl", ",".join(map(str, sessions)), "--output-format", "jsonl"])
+    out = {}
+    for line in (res.stdout + "\n" + res.stderr).splitlines():  # its log goes to either
+        line = line.strip()
+        if line.startswith("{"):
+            row = json.loads(line)
+            out[int(row["pl"])] = float(row["speed_tg"])
+    return out
+
+
+def ours(model: Path, threads: int, p: int, n: int, sessions: list[int]) -> dict:
     cmd = [str(BUILD / "bin" / "llm-bench"), f"--model={model}", f"--threads={threads}",
-           f"-p={p}", f"-n={n}", f"--repetitions={reps}"]
+           f"-p={p}", f"-n={n}", "--repetitions=1"]
     if sessions:
-        cmd.append(f"--sessions={sessions}")
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode != 0:
-        sys.exit(f"model_bench: llm-bench failed:\n{res.stderr}")
-    return json.loads(res.stdout.strip().splitlines()[-1])
+        cmd.append("--sessions=" + ",".join(map(str, sessions)))
+    res = json.loads(run(cmd).stdout.strip().splitlines()[-1])
+    out = {"prefill": res["prefill_tok_s"], "decode": res["decode_tok_s"]}
+    for k, v in res.get("aggregate_decode_tok_s", {}).items():
+        out[f"sessions{k}"] = v
+    return out
+
+
+def spread(values: list[float]) -> tuple[float, float, float]:
+    return min(values), statistics.median(values), max(values)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default=str(ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--rounds", type=int, default=12)
+    ap.add_argument("--quants", default="Q4_1,Q4_0,Q4_K_M")
     ap.add_argument("-p", type=int, default=512)
     ap.add_argument("-n", type=int, default=128)
-    ap.add_argument("--repetitions", type=int, default=5)
-    ap.add_argument("--sessions", default="1,4,16")
-    ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--sessions", default="1,4,16",
+                    help="aggregate decode with these sequence counts ('' skips it)")
+    ap.add_argument("--no-build", action="store_true", help="do not build llm-bench")
     args = ap.parse_args()
-    ensure_llama_cpp()
+    sessions = [int(s) for s in args.sessions.split(",") if s]
+
+    tools = llama_tools()
     if not args.no_build:
         log("building llm-bench")
-        subprocess.run(["cmake", "--build", str(BUILD), "--target", "llm_bench_tool", "-j2"],
-                       check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-    # Alternate the two sides so that machine noise hits both.
-    log("llama.cpp ...")
-    theirs = llama_cpp_rates(args.model, args.threads, args.p, args.n, args.repetitions)
-    log("ours ...")
-    mine = ours(args.model, args.threads, args.p, args.n, args.repetitions, args.sessions)
-    result = {"model": args.model, "threads": args.threads, "ours": mine, "llama.cpp": theirs}
-    print(f"\nmodel {Path(args.model).name}, {args.threads} threads, "
-          f"{args.repetitions} repetitions after a warm-up\n")
-    print(f"{'test':<12}{'ours tok/s':>14}{'llama.cpp tok/s':>18}{'ratio':>8}")
-    for key, label in (("prefill_tok_s", f"pp{args.p}"), ("decode_tok_s", f"tg{args.n}")):
-        if key in mine and key in theirs:
-            ratio = mine[key] / theirs[key]
-            result[f"{key.split('_')[0]}_ratio"] = round(ratio, 3)
-            print(f"{label:<12}{mine[key]:>14.1f}{theirs[key]:>18.1f}{ratio:>8.2f}")
-    agg = mine.get("aggregate_decode_tok_s", {})
-    if agg:
-        base = agg.get("1")
-        print("\naggregate decode through the step loop (ours):")
-        for k, v in agg.items():
-            scale = f"  ({v / base:.2f}x one session)" if base else ""
-            print(f"  {k:>3} sessions: {v:8.1f} tok/s{scale}")
+        run(["cmake", "--build", str(BUILD), "--target", "llm_bench_tool", "-j2"], cwd=ROOT)
+    result = {"threads": args.threads, "rounds": args.rounds,
+              "llama_cpp_python": LLAMA_CPP_PYTHON, "files": {}}
+    tests = [("prefill", f"pp{args.p}"), ("decode", f"tg{args.n}")]
+    tests += [(f"sessions{k}", f"{k} sessions") for k in sessions]
+    for quant in args.quants.split(","):
+        model = model_file(quant, tools)
+        samples: dict[str, dict[str, list[float]]] = {}
+        for r in range(args.rounds):
+            log(f"{model.name}: round {r + 1}/{args.rounds}")
+            order = ("llama.cpp", "ours") if r % 2 == 0 else ("ours", "llama.cpp")
+            for side in order:
+                if side == "ours":
+                    got = ours(model, args.threads, args.p, args.n, sessions)
+                else:
+                    got = llama_bench(tools, model, args.threads, args.p, args.n)
+                    if sessions:
+                        for k, v in llama_batched(tools, model, args.threads, args.n,
+                                                  sessions).items():
+                            got[f"sessions{k}"] = v
+                for key, value in got.items():
+                    samples.setdefault(key, {}).setdefault(side, []).append(value)
+        print(f"\n{model.name}, {args.threads} threads, {args.rounds} rounds "
+              f"(min / median / max)\n")
+        print(f"{'':<12}{'ours, tok/s':^26}{'llama.cpp, tok/s':^26}{'ours / llama.cpp':^22}")
+        print(f"{'test':<12}" + f"{'min':>8}{'median':>9}{'max':>9}" * 2
+              + f"{'min':>8}{'median':>7}{'max':>7}")
+        file_result = {}
+        for key, label in tests:
+            mine, theirs = samples.get(key, {}).get("ours"), samples.get(key, {}).get("llama.cpp")
+            if not mine or not theirs:
+                continue
+            ratios = [a / b for a, b in zip(mine, theirs)]
+            m, t, q = spread(mine), spread(theirs), spread(ratios)
+            print(f"{label:<12}{m[0]:8.0f}{m[1]:9.0f}{m[2]:9.0f}{t[0]:8.0f}{t[1]:9.0f}{t[2]:9.0f}"
+                  f"{q[0]:8.2f}{q[1]:7.2f}{q[2]:7.2f}")
+            file_result[label] = {"ours": mine, "llama.cpp": theirs,
+                                  "ratio_min_median_max": [round(x, 3) for x in q]}
+        result["files"][model.name] = file_result
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "model.json").write_text(json.dumps(result, indent=1) + "\n")
     log(f"wrote {OUT / 'model.json'}")
