@@ -29,6 +29,10 @@ struct Tokenizer::Impl {
   bool has_user_defined = false;
   BpeModel model;
   std::array<uint32_t, 256> byte_fallback{};  // <0xNN> token ids
+  // The token a byte without a token of its own (and without a byte token)
+  // becomes: a real unknown token (type kUnknown), never a control token such
+  // as the <|endoftext|> that many GGUF files name as unknown_token_id.
+  uint32_t unk_fallback = Trie::kNoValue;
   std::unique_ptr<Pretokenizer> pre;
   // Names this instance's entries in the per-thread piece caches.
   uint64_t cache_owner = 0;
@@ -37,6 +41,7 @@ struct Tokenizer::Impl {
   // calling thread's piece cache.
   struct Call {
     const EncodeOptions& options;
+    const char* text;               // the request's text, for byte offsets in errors
     std::vector<uint32_t> allowed;  // sorted
     BpeScratch scratch;
     std::vector<uint32_t>* ids;
@@ -74,15 +79,18 @@ struct Tokenizer::Impl {
     return {std::string_view::npos, 0, Trie::kNoValue};
   }
 
-  void PushFallback(Call& call, uint8_t byte) const {
+  // The byte at `at` (a pointer into the request's text) has no token.
+  void PushFallback(Call& call, const char* at) const {
+    const auto byte = static_cast<uint8_t>(*at);
     if (byte_fallback[byte] != Trie::kNoValue) {
       call.ids->push_back(byte_fallback[byte]);
-    } else if (vocab.unk_id.has_value()) {
-      call.ids->push_back(*vocab.unk_id);
+    } else if (unk_fallback != Trie::kNoValue) {
+      call.ids->push_back(unk_fallback);
     } else if (call.status.ok()) {
-      call.status = absl::InvalidArgumentError(
-          absl::StrFormat("byte 0x%02X has no token in vocabulary %s (no byte token, no <unk>)",
-                          byte, vocab.source));
+      call.status = absl::InvalidArgumentError(absl::StrFormat(
+          "byte 0x%02X at byte offset %d of the text has no token in vocabulary %s (no "
+          "<0x%02X> byte token, no unknown token)",
+          byte, at - call.text, vocab.source, byte));
     }
   }
 
@@ -92,7 +100,7 @@ struct Tokenizer::Impl {
       if (model.byte_ids[b] != Trie::kNoValue) {
         call.ids->push_back(model.byte_ids[b]);
       } else {
-        PushFallback(call, b);
+        PushFallback(call, piece.data());
       }
       return;
     }
@@ -121,7 +129,7 @@ struct Tokenizer::Impl {
         call.ids->push_back(id);
       } else {
         all_tokens = false;
-        PushFallback(call, static_cast<uint8_t>(piece[begin]));
+        PushFallback(call, piece.data() + begin);
       }
     });
     if (all_tokens && call.cache != nullptr) {
@@ -133,7 +141,7 @@ struct Tokenizer::Impl {
     for (size_t pos = 0; pos < text.size();) {
       const auto [len, id] = trie.LongestPrefix(text.substr(pos));
       if (len == 0) {
-        PushFallback(call, static_cast<uint8_t>(text[pos]));
+        PushFallback(call, text.data() + pos);
         ++pos;
       } else {
         call.ids->push_back(id);
@@ -207,6 +215,20 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(Vocab vocab) {
         break;
     }
   }
+  // The unknown token: unk_id if it names a token of type kUnknown, else the
+  // first such token. A unk_id of another type (SmolLM2 and GPT-NeoX name
+  // their control token <|endoftext|>) is ignored: ordinary text must never
+  // turn into a control token.
+  if (vocab.unk_id.has_value() && vocab.token_types[*vocab.unk_id] == TokenType::kUnknown) {
+    impl->unk_fallback = *vocab.unk_id;
+  } else {
+    for (uint32_t id = 0; id < n; ++id) {
+      if (vocab.token_types[id] == TokenType::kUnknown) {
+        impl->unk_fallback = id;
+        break;
+      }
+    }
+  }
   impl->trie.Freeze();
   impl->special_trie.Freeze();
   impl->model.trie = &impl->trie;
@@ -234,7 +256,7 @@ absl::StatusOr<std::vector<uint32_t>> Tokenizer::Encode(std::string_view text,
 absl::Status Tokenizer::EncodeTo(std::string_view text, const EncodeOptions& options,
                                  std::vector<uint32_t>* ids) const {
   const Impl& im = *impl_;
-  Impl::Call call{options, {}, {}, ids, absl::OkStatus(), nullptr};
+  Impl::Call call{options, text.data(), {}, {}, ids, absl::OkStatus(), nullptr};
   if (options.use_piece_cache) {
     call.cache = &ThreadPieceCache(im.cache_owner);
     // Long pieces are remembered within one call only (see piece_cache.h).
