@@ -2,7 +2,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "common/gguf/gguf_writer.h"
 #include "tokenizer_svc/gguf_vocab_loader.h"
@@ -164,6 +166,68 @@ TEST(GgufVocabLoaderTest, RejectsInconsistentFiles) {
     b.AddStringArray("tokenizer.ggml.merges", {});
     expect(b.Serialize(), "<0xNN>");
   }
+}
+
+// Issue 17, item 10: files whose parts do not agree are load errors.
+absl::Status LoadError(const std::vector<std::string>& tokens, const std::vector<int32_t>& types,
+                       const std::vector<std::string>& merges,
+                       const std::function<void(gguf::testing::GgufBuilder&)>& extra = nullptr) {
+  gguf::testing::GgufBuilder b;
+  b.AddString("tokenizer.ggml.model", "gpt2");
+  b.AddString("tokenizer.ggml.pre", "gpt-2");
+  b.AddStringArray("tokenizer.ggml.tokens", tokens);
+  b.AddInt32Array("tokenizer.ggml.token_type", types);
+  b.AddStringArray("tokenizer.ggml.merges", merges);
+  if (extra) extra(b);
+  return LoadBytes(b.Serialize()).status();
+}
+
+TEST(GgufVocabLoaderTest, RejectsDuplicateTokenTextsNamingBothIds) {
+  const absl::Status normal = LoadError({"a", "b", "ab", "b", "<s>"}, {1, 1, 1, 1, 3}, {"a b"});
+  EXPECT_EQ(normal.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(normal.message(), HasSubstr("vocab.gguf: tokenizer.ggml.tokens: entries 1 and 3 "
+                                          "are the same token 'b'"));
+  // Any two tokens, whatever their types, as in llama.cpp.
+  EXPECT_THAT(LoadError({"a", "b", "ab", "<s>", "<s>"}, {1, 1, 1, 3, 4}, {"a b"}).message(),
+              HasSubstr("entries 3 and 4 are the same token '<s>'"));
+  EXPECT_THAT(LoadError({"a", "b", "ab", "a"}, {1, 1, 1, 3}, {"a b"}).message(),
+              HasSubstr("entries 0 and 3 are the same token 'a'"));
+}
+
+TEST(GgufVocabLoaderTest, RejectsMergesOfUnknownTokensOrWithoutAResultToken) {
+  const absl::Status left = LoadError({"a", "b", "ab"}, {1, 1, 1}, {"a b", "x b"});
+  EXPECT_EQ(left.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(left.message(), HasSubstr("vocab.gguf: tokenizer.ggml.merges: entry 1 'x b' names "
+                                        "'x', which is not a token"));
+  EXPECT_THAT(LoadError({"a", "b", "ab"}, {1, 1, 1}, {"a y"}).message(),
+              HasSubstr("entry 0 'a y' names 'y', which is not a token"));
+  EXPECT_THAT(LoadError({"a", "b", "ab"}, {1, 1, 1}, {"a b", "b a"}).message(),
+              HasSubstr("entry 1 'b a' makes 'ba', which is not a token"));
+}
+
+TEST(GgufVocabLoaderTest, RejectsFewerOrMoreTokensThanTheModelHasRows) {
+  const std::vector<std::string> tokens = {"a", "b", "ab", "<s>"};
+  const std::vector<int32_t> types = {1, 1, 1, 3};
+  const auto embedding = [](int64_t rows, const char* name = "token_embd.weight") {
+    return [=](gguf::testing::GgufBuilder& b) {
+      b.AddTensor(name, gguf::TensorType::kF32, {8, rows});
+    };
+  };
+  EXPECT_TRUE(LoadError(tokens, types, {"a b"}, embedding(4)).ok());
+  const absl::Status fewer = LoadError(tokens, types, {"a b"}, embedding(6));
+  EXPECT_EQ(fewer.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(fewer.message(), HasSubstr("vocab.gguf: tokenizer.ggml.tokens: 4 tokens, but the "
+                                         "model's token_embd.weight has 6 rows"));
+  EXPECT_THAT(LoadError(tokens, types, {"a b"}, embedding(3)).message(),
+              HasSubstr("4 tokens, but the model's token_embd.weight has 3 rows"));
+  // The output matrix too (a model whose output is not tied to the embedding).
+  EXPECT_THAT(LoadError(tokens, types, {"a b"},
+                        [&](gguf::testing::GgufBuilder& b) {
+                          embedding(4)(b);
+                          embedding(5, "output.weight")(b);
+                        })
+                  .message(),
+              HasSubstr("4 tokens, but the model's output.weight has 5 rows"));
 }
 
 TEST(GgufVocabLoaderTest, EosOutOfTheVocabularyIsRejectedAtCreate) {
