@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -22,10 +23,17 @@ namespace llm::tok {
 
 struct Tokenizer::Impl {
   Vocab vocab;
-  Trie trie;          // normal tokens: bytes -> id
+  // Normal tokens: bytes -> id. Only longest match walks it, and the paths
+  // below when `tokens` is empty, so it is built at load only then, else on
+  // first use (NormalTrie()): the token index and the pair table are built
+  // without it.
+  mutable Trie trie;
+  mutable std::once_flag trie_once;
   Trie special_trie;  // control, unknown and user-defined tokens: text -> id
   PairTable pairs;    // concatenation rule: (left id, right id) -> merged id
-  TokenIndex tokens;  // whole-piece shortcut: bytes -> id in one probe (empty: use the trie)
+  // Normal tokens: bytes -> id in one probe; empty (then the trie is used)
+  // when a token is longer than TokenIndex::kMaxTokenBytes.
+  TokenIndex tokens;
   bool has_user_defined = false;
   BpeModel model;
   std::array<uint32_t, 256> byte_fallback{};  // <0xNN> token ids
@@ -48,6 +56,19 @@ struct Tokenizer::Impl {
     absl::Status status;
     PieceCache* cache = nullptr;  // nullptr: options.use_piece_cache is false
   };
+
+  static void BuildTrie(const Vocab& v, Trie* trie) {
+    for (uint32_t id = 0; id < v.size(); ++id) {
+      // A duplicate keeps the lower id.
+      if (v.token_types[id] == TokenType::kNormal) trie->Insert(v.token_bytes[id], id);
+    }
+    trie->Freeze();
+  }
+
+  const Trie& NormalTrie() const {
+    std::call_once(trie_once, [this] { BuildTrie(vocab, &trie); });
+    return trie;
+  }
 
   bool Matchable(const Call& call, uint32_t id) const {
     if (vocab.token_types[id] == TokenType::kUserDefined) return true;
@@ -139,7 +160,7 @@ struct Tokenizer::Impl {
 
   void EncodeLongestMatch(Call& call, std::string_view text) const {
     for (size_t pos = 0; pos < text.size();) {
-      const auto [len, id] = trie.LongestPrefix(text.substr(pos));
+      const auto [len, id] = NormalTrie().LongestPrefix(text.substr(pos));
       if (len == 0) {
         PushFallback(call, text.data() + pos);
         ++pos;
@@ -194,11 +215,13 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(Vocab vocab) {
   static std::atomic<uint64_t> next_owner{1};
   impl->cache_owner = next_owner.fetch_add(1, std::memory_order_relaxed);
   impl->byte_fallback.fill(Trie::kNoValue);
+  std::vector<uint32_t> normal;
+  normal.reserve(n);
   for (uint32_t id = 0; id < n; ++id) {
     const std::string& bytes = vocab.token_bytes[id];
     switch (vocab.token_types[id]) {
       case TokenType::kNormal:
-        impl->trie.Insert(bytes, id);  // a duplicate keeps the lower id
+        normal.push_back(id);
         break;
       case TokenType::kUserDefined:
         impl->has_user_defined = true;
@@ -229,16 +252,27 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(Vocab vocab) {
       }
     }
   }
-  impl->trie.Freeze();
   impl->special_trie.Freeze();
-  impl->model.trie = &impl->trie;
-  if (vocab.whole_piece_shortcut) impl->tokens = TokenIndex::Build(impl->trie, vocab.token_bytes);
+  // The token index first; the pair table from it. Without an index (a token
+  // over kMaxTokenBytes) the trie does both jobs and is built now.
+  std::vector<uint32_t> canonical;
+  impl->tokens = TokenIndex::Build(vocab.token_bytes, normal, &canonical);
+  if (impl->tokens.empty()) {
+    std::call_once(impl->trie_once, [&] { Impl::BuildTrie(vocab, &impl->trie); });
+    impl->model.trie = &impl->trie;
+  } else {
+    impl->model.tokens = &impl->tokens;
+  }
   if (vocab.merge_rule == MergeRule::kConcatenationRank) {
-    impl->pairs = PairTable::Build(impl->trie, vocab.token_bytes);
+    impl->pairs = impl->tokens.empty()
+                      ? PairTable::Build(impl->trie, vocab.token_bytes)
+                      : PairTable::Build(impl->tokens, vocab.token_bytes, canonical);
     impl->model.pairs = &impl->pairs;
   }
   for (int b = 0; b < 256; ++b) {
-    impl->model.byte_ids[b] = impl->trie.Find(std::string(1, static_cast<char>(b)));
+    const std::string byte(1, static_cast<char>(b));
+    impl->model.byte_ids[b] =
+        impl->tokens.empty() ? impl->trie.Find(byte) : impl->tokens.Find(byte);
   }
   LLM_ASSIGN_OR_RETURN(impl->pre, Pretokenizer::Create(vocab.pre_regexes));
   impl->vocab = std::move(vocab);

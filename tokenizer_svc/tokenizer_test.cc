@@ -220,6 +220,41 @@ TEST(TokenizerTest, GgufByteTokensAreTheFallback) {
   EXPECT_THAT(none.status().message(), HasSubstr("byte 0xC1 at byte offset 1 "));
 }
 
+// The trie of normal tokens is built on the first longest-match call (BPE
+// uses the token index and the pair table); threads that race to it agree.
+TEST(TokenizerTest, LongestMatchFromManyThreadsOnAFreshTokenizer) {
+  auto tok = Tokenizer::Load({.path = testing::SharedDir() + "/tokenizer/cl100k_base.tiktoken"});
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const std::string text = "'LL tokenization, longest match: 'LL";
+  std::vector<std::vector<uint32_t>> got(4);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < got.size(); ++i) {
+    threads.emplace_back(
+        [&, i] { got[i] = *(*tok)->Encode(text, {.algorithm = Algorithm::kLongestMatch}); });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& ids : got) EXPECT_EQ(ids, got[0]);
+  EXPECT_THAT(std::vector<uint32_t>(got[0].begin(), got[0].begin() + 2), ElementsAre(92526, 43));
+  EXPECT_EQ(*(*tok)->Decode(got[0]), text);
+}
+
+// A token longer than the token index takes (255 bytes): the trie does its
+// work, built at load.
+TEST(TokenizerTest, VocabularyWithAVeryLongToken) {
+  Vocab v = TinyVocab(false, false);
+  const std::string long_token(300, 'a');
+  v.token_bytes.push_back(long_token);
+  v.token_types.push_back(TokenType::kNormal);
+  v.token_bytes.emplace_back("aa");
+  v.token_types.push_back(TokenType::kNormal);
+  auto tok = Tokenizer::Create(std::move(v));
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_THAT(*(*tok)->Encode(long_token, {}), ElementsAre(8));  // the whole piece
+  EXPECT_THAT(*(*tok)->Encode("aaab", {}), ElementsAre(9, 4));   // merges: aa, ab
+  EXPECT_THAT(*(*tok)->Encode(long_token + "b", {.algorithm = Algorithm::kLongestMatch}),
+              ElementsAre(8, 1));
+}
+
 TEST(TokenizerTest, InvalidUtf8IsTokenizedAsBytesAndRoundTrips) {
   const Tokenizer& tok = Cl100k();
   const std::string text = "ok \xFF\xFE caf\xC3 \xE4\xB8 end\x80";
