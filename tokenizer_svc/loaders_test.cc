@@ -2,11 +2,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "common/gguf/gguf_writer.h"
+#include "common/test_paths.h"
 #include "tokenizer_svc/gguf_vocab_loader.h"
 #include "tokenizer_svc/tiktoken_loader.h"
 #include "tokenizer_svc/tokenizer.h"
@@ -51,6 +55,50 @@ TEST(TiktokenLoaderTest, RejectsMalformedLinesWithTheirNumber) {
   ExpectTiktokenError("YQ== 0\n", "no pre-tokenizer pattern", TiktokenOptions{});
   ExpectTiktokenError("YQ== 0\n", "is also the rank on line 1",
                       {.pattern = std::string("."), .special_tokens = {{"<s>", 0}}});
+}
+
+// Ranks in any order; when a file has several faults, the one on the
+// earliest line is reported, as when each line was checked in turn.
+TEST(TiktokenLoaderTest, RanksInAnyOrderAndTheEarliestFault) {
+  auto v = ParseTiktoken("Yg== 1\nYw== 2\nYQ== 0\n", "t", Pattern());
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->token_bytes, (std::vector<std::string>{"a", "b", "c"}));
+  ExpectTiktokenError("Yg== 1\nYQ== 0\nYw== 1\n", ":3: duplicate rank 1 (first on line 1)");
+  ExpectTiktokenError("Yg== 1\nYQ== 0\nYw== 1\nYQ== 2\n", ":3: duplicate rank 1");
+  ExpectTiktokenError("YQ== 0\nYg== 1\nYQ== 2\nYw== 1\n",
+                      ":3: duplicate token bytes (also rank 0)");
+  ExpectTiktokenError("Yg== 1\nYQ== 0\nYQ== 2\nYw== 1\n",
+                      ":3: duplicate token bytes (also rank 0)");
+  ExpectTiktokenError("YQ== 0\nYQ== 1\n!!!! 2\n", ":2: duplicate token bytes");
+  ExpectTiktokenError("Yg== 1\nYQ== 0\n!!!! 1\nYw== 0\n", ":3: bad base64");
+  ExpectTiktokenError("Yg== 3\nYQ== 0\n", "rank 1 is missing");
+  auto filled =
+      ParseTiktoken("Yw== 3\nYQ== 0\n", "t",
+                    {.pattern = std::string("."), .special_tokens = {{"<x>", 1}, {"<y>", 2}}});
+  ASSERT_TRUE(filled.ok()) << filled.status();
+  EXPECT_EQ(filled->token_bytes, (std::vector<std::string>{"a", "<x>", "<y>", "c"}));
+  ExpectTiktokenError("Yw== 3\nYQ== 0\n", "is also the rank on line 1",
+                      {.pattern = std::string("."), .special_tokens = {{"<x>", 3}}});
+}
+
+// A real vocabulary with its lines shuffled loads to the same tokens.
+TEST(TiktokenLoaderTest, ShuffledLinesGiveTheSameVocabulary) {
+  const std::string path = llm::testing::SharedDir() + "/tokenizer/cl100k_base.tiktoken";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) GTEST_SKIP() << "missing " << path;
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::string joined;
+  for (const std::string& line : lines) joined += line + "\n";
+  std::mt19937 rng(1);
+  std::shuffle(lines.begin(), lines.end(), rng);
+  std::string shuffled;
+  for (const std::string& line : lines) shuffled += line + "\n";
+  auto a = ParseTiktoken(joined, "a", Pattern());
+  auto b = ParseTiktoken(shuffled, "b", Pattern());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->token_bytes, b->token_bytes);
+  EXPECT_EQ(a->token_types, b->token_types);
 }
 
 TEST(TiktokenLoaderTest, ASpecialTokenMayFillARankGap) {
