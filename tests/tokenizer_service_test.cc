@@ -945,6 +945,29 @@ TEST_F(Cl100kServerTest, LlmCliDetokenizeThroughServer) {
   EXPECT_EQ(nlohmann::json::parse(lines.back()).at("text").get<std::string>(), "Hello, world!");
 }
 
+// `llm tokenize` and `llm detokenize` in process give byte for byte the output
+// recorded before their JSON lines got a fast path (tests/data/tokenize_cli/:
+// vector texts written raw and with \uXXXX escapes and surrogate pairs, every
+// escape, other shapes of object, invalid JSON and invalid UTF-8, each error
+// line with its message; ids with control characters, quotes, bytes that are
+// not UTF-8 on their own, bad ids).
+TEST(LlmCliTest, JsonLinesAreByteIdenticalToTheRecording) {
+  if (!std::filesystem::exists(Cl100kPath())) GTEST_SKIP() << "missing " << Cl100kPath();
+  const std::string dir = testing::SourceDir() + "/tests/data/tokenize_cli/";
+  for (const char* command : {"tokenize", "detokenize"}) {
+    SCOPED_TRACE(command);
+    const std::string input = ReadFile(StrCat(dir, command, "_input.jsonl"));
+    const std::string expected = ReadFile(StrCat(dir, command, "_cl100k_base.expected"));
+    ASSERT_GT(input.size(), 1000u);
+    ASSERT_GT(expected.size(), 1000u);
+    const ProcessResult r = RunProcess({BinPath("llm"), command, "--vocab", Cl100kPath()}, input);
+    // Some lines fail, in line: exit status 1.
+    ASSERT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 1)
+        << DescribeWaitStatus(r.wait_status);
+    EXPECT_EQ(r.out, expected);
+  }
+}
+
 // `llm tokenize` in process, on a vocabulary without a token for byte 0x04
 // whose unknown_token_id names the control token <|endoftext|>: the line
 // with that byte gets an error naming the byte and its offset (not id 3), the
