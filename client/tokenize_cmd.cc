@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,14 +62,11 @@ class Backend {
     return b;
   }
 
-  // *ids is replaced by the ids of `text`.
+  // *ids is replaced by the ids of `text`; `local` is FromProto(options).
   absl::Status Encode(std::string_view text, const v1::EncodeOptions& options,
-                      std::vector<uint32_t>* ids) {
+                      const tok::EncodeOptions& local, std::vector<uint32_t>* ids) {
     ids->clear();
-    if (tokenizer_) {
-      if (!local_options_.has_value()) local_options_ = FromProto(options);
-      return tokenizer_->EncodeTo(text, *local_options_, ids);
-    }
+    if (tokenizer_) return tokenizer_->EncodeTo(text, local, ids);
     v1::EncodeRequest request;
     request.set_text(text.data(), text.size());
     *request.mutable_options() = options;
@@ -102,7 +98,6 @@ class Backend {
                          std::chrono::milliseconds(absl::GetFlag(FLAGS_deadline_ms)));
   }
   std::unique_ptr<tok::Tokenizer> tokenizer_;
-  std::optional<tok::EncodeOptions> local_options_;  // the options, converted once
   std::unique_ptr<v1::Tokenizer::Stub> stub_;
 };
 
@@ -153,9 +148,9 @@ int ForEachLine(std::FILE* in, std::FILE* out, Handle&& handle) {
   char* buffer = nullptr;
   size_t capacity = 0;
   size_t line_no = 0;
-  ssize_t read;
-  while ((read = getline(&buffer, &capacity, in)) > 0) {
-    std::string_view line(buffer, static_cast<size_t>(read));
+  ssize_t got;
+  while ((got = getline(&buffer, &capacity, in)) > 0) {
+    std::string_view line(buffer, static_cast<size_t>(got));
     if (line.back() == '\n') line.remove_suffix(1);
     ++line_no;
     if (line.empty()) continue;
@@ -198,6 +193,7 @@ int RunTokenize(std::FILE* in, std::FILE* out) {
     std::fprintf(stderr, "llm: --algorithm must be 'bpe' or 'longest-match'\n");
     return 2;
   }
+  const tok::EncodeOptions local = FromProto(options);  // converted once
   std::string scratch;
   std::vector<uint32_t> ids;
   return ForEachLine(
@@ -214,7 +210,7 @@ int RunTokenize(std::FILE* in, std::FILE* out) {
           parsed = it->get<std::string>();
           text = parsed;
         }
-        if (absl::Status s = b.Encode(text, options, &ids); !s.ok()) return s;
+        if (absl::Status s = b.Encode(text, options, local, &ids); !s.ok()) return s;
         tok::jsonl::AppendIdsLine(ids, out_lines);
         return absl::OkStatus();
       });
