@@ -101,11 +101,15 @@ absl::StatusOr<Vocab> ReadVocab(const gguf::File& f,
   for (uint32_t i = 0; i < n; ++i) {
     // A token text names one id: llama.cpp maps a duplicate to its higher id
     // and then refuses the file (GGML_ASSERT on the sizes of its maps), our
-    // tries would keep the lower one, so there is no agreed meaning.
-    if (auto [it, fresh] = id_of_text.emplace(tokens[i], i); !fresh) {
-      return KeyError(
-          f, "tokenizer.ggml.tokens",
-          llm::StrCat("entries ", it->second, " and ", i, " are the same token '", tokens[i], "'"));
+    // tries would keep the lower one, so there is no agreed meaning. Empty
+    // texts name nothing (llama.cpp renames them [EMPTY_<id>]; here they are
+    // tokens nothing encodes to) and may repeat; no merge can name them.
+    if (!tokens[i].empty()) {
+      if (auto [it, fresh] = id_of_text.emplace(tokens[i], i); !fresh) {
+        return KeyError(f, "tokenizer.ggml.tokens",
+                        llm::StrCat("entries ", it->second, " and ", i, " are the same token '",
+                                    tokens[i], "'"));
+      }
     }
     switch (v.token_types[i]) {
       case TokenType::kNormal:

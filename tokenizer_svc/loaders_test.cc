@@ -240,6 +240,11 @@ TEST(GgufVocabLoaderTest, RejectsDuplicateTokenTextsNamingBothIds) {
               HasSubstr("entries 3 and 4 are the same token '<s>'"));
   EXPECT_THAT(LoadError({"a", "b", "ab", "a"}, {1, 1, 1, 3}, {"a b"}).message(),
               HasSubstr("entries 0 and 3 are the same token 'a'"));
+  // Empty texts are no token's text (llama.cpp renames them): they may repeat,
+  // and no merge can name one.
+  EXPECT_TRUE(LoadError({"a", "b", "ab", "", ""}, {1, 1, 1, 1, 5}, {"a b"}).ok());
+  EXPECT_THAT(LoadError({"a", "b", "ab", ""}, {1, 1, 1, 1}, {"a b", "a "}).message(),
+              HasSubstr("entry 1 'a ' names '', which is not a token"));
 }
 
 TEST(GgufVocabLoaderTest, RejectsMergesOfUnknownTokensOrWithoutAResultToken) {
