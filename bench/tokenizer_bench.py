@@ -3,6 +3,7 @@
 OpenAI's tiktoken (PyPI `tiktoken`), single-threaded, on the same inputs.
 
     python3 bench/tokenizer_bench.py [--encodings cl100k_base,o200k_base] [--repeat 5]
+    python3 bench/tokenizer_bench.py --only-jsonl      # the whole-process figure alone
 
 What it does (bench/README.md has the details):
   1. makes sure tiktoken can be imported: if not, creates the venv
@@ -22,8 +23,8 @@ What it does (bench/README.md has the details):
      (checked), wall time from start to exit, vocabulary load included;
   6. prints tables and writes the summary to build/bench/tokenizer.json.
 
-Exit status: 0 when every comparison that ran agreed, 1 on a token mismatch,
-2 on a setup error.
+Exit status: 0 when every comparison that ran agreed, 1 on a token mismatch
+(or JSON lines output that differs), 2 on a setup error.
 """
 
 from __future__ import annotations
