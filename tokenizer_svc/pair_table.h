@@ -22,7 +22,7 @@
 // Memory: 16 bytes per pair rounded up to a power of two (cl100k_base: 233 K
 // pairs, 4 MiB; o200k_base: 446 K pairs, 8 MiB), plus 256 KiB for byte
 // pairs. Build cost: 2 (length - 1) index probes per token, overlapped
-// (~40 ms for o200k_base's 200 K tokens), or O(sum of squared token lengths)
+// (~70 ms for o200k_base's 200 K tokens), or O(sum of squared token lengths)
 // trie steps from the trie (~0.25 s).
 // Threads: immutable after Build(); Find may run concurrently.
 #ifndef LLM_TOKENIZER_SVC_PAIR_TABLE_H_
