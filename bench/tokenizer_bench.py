@@ -3,6 +3,7 @@
 OpenAI's tiktoken (PyPI `tiktoken`), single-threaded, on the same inputs.
 
     python3 bench/tokenizer_bench.py [--encodings cl100k_base,o200k_base] [--repeat 5]
+    python3 bench/tokenizer_bench.py --only-jsonl      # the whole-process figure alone
 
 What it does (bench/README.md has the details):
   1. makes sure tiktoken can be imported: if not, creates the venv
@@ -16,10 +17,14 @@ What it does (bench/README.md has the details):
      times enc.encode_ordinary on exactly the same chunks, checks that both give
      the same token ids, and times tiktoken on the same worst-case inputs
      (each run in a child process, killed after --timeout seconds);
-  5. prints tables and writes the summary to build/bench/tokenizer.json.
+  5. whole process: `llm tokenize --vocab X --jsonl` against a Python process
+     doing json.loads + tiktoken encode_ordinary + json.dumps, each reading the
+     ~8 MB of JSON lines build/bench/corpus.jsonl and writing the same bytes
+     (checked), wall time from start to exit, vocabulary load included;
+  6. prints tables and writes the summary to build/bench/tokenizer.json.
 
-Exit status: 0 when every comparison that ran agreed, 1 on a token mismatch,
-2 on a setup error.
+Exit status: 0 when every comparison that ran agreed, 1 on a token mismatch
+(or JSON lines output that differs), 2 on a setup error.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ BUILD = ROOT / "build"
 VENV = BUILD / "bench-venv"
 OUT = BUILD / "bench"
 BENCH_BIN = BUILD / "bin" / "tokenizer_bench"
+LLM_BIN = BUILD / "bin" / "llm"
 
 CORPUS_SEED = 20240611
 CORPUS_TARGET_BYTES = 10_000_000
@@ -54,6 +60,7 @@ CHUNK_BYTES = 65536
 SMALL_BYTES = 100_000
 LARGE_BYTES = 1_000_000
 CASE_BUDGET_S = 10.0
+JSONL_TARGET_BYTES = 8_000_000
 IN_VENV_ENV = "LLM_TOKENIZER_BENCH_IN_VENV"
 
 
@@ -157,6 +164,30 @@ def split_chunks(data: bytes, target: int) -> list[bytes]:
     return chunks
 
 
+def build_jsonl(vectors: Path, target: int, seed: int) -> tuple[bytes, dict]:
+    """JSON lines {"text": ...} of the same vector texts as the corpus, shuffled
+    round after round; each line written by json.dumps with ensure_ascii chosen
+    at random (non-ASCII as \\uXXXX escapes, surrogate pairs above U+FFFF, or as
+    raw UTF-8), so both kinds of input are read."""
+    texts = [json.loads(line)["text"] for line in vectors.open(encoding="utf-8") if line.strip()]
+    keep = [t for t in texts if 0 < len(t.encode("utf-8")) < STRESS_MIN_BYTES]
+    rng = random.Random(seed)
+    lines: list[bytes] = []
+    size = 0
+    while size < target:
+        order = keep[:]
+        rng.shuffle(order)
+        for t in order:
+            line = json.dumps({"text": t}, ensure_ascii=rng.random() < 0.5).encode("utf-8")
+            lines.append(line)
+            size += len(line) + 1
+            if size >= target:
+                break
+    data = b"\n".join(lines) + b"\n"
+    return data, {"lines": len(lines), "bytes": len(data), "seed": seed,
+                  "sha256": hashlib.sha256(data).hexdigest()}
+
+
 # ---------------------------------------------------------------------------
 # Timing tiktoken.
 
@@ -192,6 +223,58 @@ def worker(args) -> None:
             spent += s
             if spent >= args.budget:
                 break
+
+
+def jsonl_worker(args) -> None:
+    """Child process: the Python whole-process anchor. JSON lines on stdin,
+    {"ids":[...]} lines on stdout, the bytes `llm tokenize --jsonl` writes."""
+    sidecar = json.loads(Path(args.sidecar).read_text())
+    enc = load_tiktoken(Path(args.vocab), sidecar)
+    out = sys.stdout
+    encode = enc.encode_ordinary
+    for line in sys.stdin:
+        out.write(json.dumps({"ids": encode(json.loads(line)["text"])},
+                             separators=(",", ":")) + "\n")
+
+
+def time_process(cmd: list[str], input_path: Path, output_path: Path) -> float:
+    """Wall seconds of one run of `cmd`, stdin from input_path, stdout to
+    output_path."""
+    with input_path.open("rb") as fin, output_path.open("wb") as fout:
+        t0 = time.perf_counter()
+        r = subprocess.run(cmd, stdin=fin, stdout=fout)
+        s = time.perf_counter() - t0
+    if r.returncode != 0:
+        die(f"{' '.join(cmd)} exited with {r.returncode}")
+    return s
+
+
+def run_jsonl(name: str, vocab: Path, sidecar_path: Path, jsonl_path: Path,
+              repeat: int) -> dict:
+    """Whole processes on the JSON lines, alternating ours and Python's so that
+    other load hits both; one untimed warm-up each (page cache), then `repeat`
+    timed runs; medians. The outputs must be the same bytes."""
+    ours_cmd = [str(LLM_BIN), "tokenize", "--vocab", str(vocab), "--jsonl"]
+    py_cmd = [sys.executable, str(Path(__file__).resolve()), "--jsonl-worker", "--vocab",
+              str(vocab), "--sidecar", str(sidecar_path)]
+    ours_out = OUT / f"{name}.llm.jsonl.out"
+    py_out = OUT / f"{name}.tiktoken.jsonl.out"
+    log(f"{name}: whole process on {jsonl_path.name}: {' '.join(ours_cmd)} / python json + tiktoken")
+    time_process(ours_cmd, jsonl_path, ours_out)
+    time_process(py_cmd, jsonl_path, py_out)
+    same = ours_out.read_bytes() == py_out.read_bytes()
+    ours_t: list[float] = []
+    py_t: list[float] = []
+    for _ in range(repeat):
+        ours_t.append(time_process(ours_cmd, jsonl_path, ours_out))
+        py_t.append(time_process(py_cmd, jsonl_path, py_out))
+    ours_s = statistics.median(ours_t)
+    py_s = statistics.median(py_t)
+    return {"encoding": name, "bytes": jsonl_path.stat().st_size, "repeat": repeat,
+            "llm_s": ours_s, "llm_min_s": min(ours_t), "tiktoken_s": py_s,
+            "tiktoken_min_s": min(py_t), "ratio": py_s / ours_s,
+            "ratio_of_min": min(py_t) / min(ours_t), "same_output": same,
+            "output_lines": ours_out.read_bytes().count(b"\n")}
 
 
 def run_worker(vocab: Path, sidecar_path: Path, input_path: Path, repeat: int,
@@ -263,11 +346,11 @@ def run_ours(bench: Path, vocab: Path, corpus: Path, repeat: int, chunk_bytes: i
 
 
 def build_bench() -> None:
-    log("building tokenizer_bench")
+    log("building tokenizer_bench and llm")
     r = subprocess.run(["cmake", "--preset", "default"], cwd=ROOT, stdout=subprocess.DEVNULL)
     if r.returncode == 0:
-        r = subprocess.run(["cmake", "--build", "build", "--target", "tokenizer_bench", "-j2"],
-                           cwd=ROOT)
+        r = subprocess.run(["cmake", "--build", "build", "--target", "tokenizer_bench", "llm",
+                            "-j2"], cwd=ROOT)
     if r.returncode != 0:
         if not BENCH_BIN.exists():
             die("building tokenizer_bench failed")
@@ -306,8 +389,13 @@ def main() -> int:
                          "../shared/tokenizer beside the checkout)")
     ap.add_argument("--no-build", action="store_true", help="use build/bin/tokenizer_bench as is")
     ap.add_argument("--skip-worst-case-tiktoken", action="store_true")
+    ap.add_argument("--jsonl-bytes", type=int, default=JSONL_TARGET_BYTES,
+                    help="whole process: size of the JSON lines input (0: skip that part)")
+    ap.add_argument("--only-jsonl", action="store_true",
+                    help="run only the whole-process comparison")
     # Child-process mode (internal).
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--jsonl-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--vocab", help=argparse.SUPPRESS)
     ap.add_argument("--sidecar", help=argparse.SUPPRESS)
     ap.add_argument("--input", help=argparse.SUPPRESS)
@@ -317,6 +405,9 @@ def main() -> int:
     ensure_tiktoken()
     if args.worker:
         worker(args)
+        return 0
+    if args.jsonl_worker:
+        jsonl_worker(args)
         return 0
     import tiktoken
 
@@ -337,6 +428,8 @@ def main() -> int:
         build_bench()
     if not BENCH_BIN.exists():
         die(f"{BENCH_BIN} does not exist; build it (see bench/README.md)")
+    if args.jsonl_bytes > 0 and not LLM_BIN.exists():
+        die(f"{LLM_BIN} does not exist; build it (see bench/README.md)")
 
     OUT.mkdir(parents=True, exist_ok=True)
     machine = machine_info()
@@ -355,7 +448,7 @@ def main() -> int:
                "corpus": corpus_info, "chunking": chunking, "repeat": args.repeat,
                "timeout_s": args.timeout, "throughput": [], "worst_case": []}
     ok = True
-    for name in encodings:
+    for name in [] if args.only_jsonl else encodings:
         vocab = shared / f"{name}.tiktoken"
         sidecar_path = shared / f"{name}.json"
         sidecar = json.loads(sidecar_path.read_text())
@@ -438,6 +531,23 @@ def main() -> int:
                 entry["tiktoken"] = tkwc
             summary["worst_case"].append(entry)
 
+    # Whole process on JSON lines.
+    if args.jsonl_bytes > 0:
+        jsonl, jsonl_info = build_jsonl(vectors, args.jsonl_bytes, CORPUS_SEED)
+        jsonl_path = OUT / "corpus.jsonl"
+        jsonl_path.write_bytes(jsonl)
+        jsonl_info["path"] = str(jsonl_path)
+        summary["jsonl"] = {"input": jsonl_info, "results": []}
+        for name in encodings:
+            r = run_jsonl(name, shared / f"{name}.tiktoken", shared / f"{name}.json", jsonl_path,
+                          args.repeat)
+            if not r["same_output"]:
+                ok = False
+                log(f"{name}: MISMATCH: llm tokenize --jsonl and the Python script wrote "
+                    f"different bytes ({OUT / (name + '.llm.jsonl.out')}, "
+                    f"{OUT / (name + '.tiktoken.jsonl.out')})")
+            summary["jsonl"]["results"].append(r)
+
     summary["all_match"] = ok
     summary["machine"]["loadavg_at_end"] = list(os.getloadavg())
     (OUT / "tokenizer.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -468,6 +578,31 @@ def main() -> int:
             line += (f"; with the piece cache off "
                      f"{t['ratio_mb_s_llm_no_cache_over_tiktoken']:.2f}")
         print(line)
+    if "jsonl" in summary:
+        j = summary["jsonl"]
+        print(f"\nwhole process: `llm tokenize --vocab X --jsonl` against Python (json.loads + "
+              f"tiktoken encode_ordinary + json.dumps), both reading {j['input']['bytes']:,} bytes "
+              f"of JSON lines ({j['input']['lines']:,} lines, {OUT / 'corpus.jsonl'}) and writing "
+              f"the same {{\"ids\":[...]}} lines; wall time from start to exit, vocabulary load "
+              f"included; median of {args.repeat} alternating runs after 1 warm-up each")
+        hdr = (f"{'encoding':<12} {'llm s':>8} {'python s':>9} {'python / llm':>13} "
+               f"{'ratio(min)':>10} {'same output':>12}")
+        print(hdr)
+        print("-" * len(hdr))
+        for r in j["results"]:
+            print(f"{r['encoding']:<12} {r['llm_s']:>8.3f} {r['tiktoken_s']:>9.3f} "
+                  f"{r['ratio']:>13.2f} {r['ratio_of_min']:>10.2f} {str(r['same_output']):>12}")
+        print()
+        for r in j["results"]:
+            t = next((t for t in summary["throughput"] if t["encoding"] == r["encoding"]), None)
+            line = f"{r['encoding']}: "
+            if t is not None:
+                line += f"encoder ours / tiktoken MB/s = {t['ratio_mb_s_llm_over_tiktoken']:.2f}; "
+            line += f"whole process python s / llm s = {r['ratio']:.2f}"
+            print(line)
+    if not summary["worst_case"]:
+        print(f"\nsummary: {OUT / 'tokenizer.json'}; all token ids match: {ok}")
+        return 0 if ok else 1
     print("\nworst case (no whitespace), one call per input; ratio = time(1 MB) / time(100 KB): "
           "10 = linear, 100 = quadratic")
     hdr = (f"{'encoding':<12} {'case':<13} {'impl':<9} {'t(100KB) s':>11} {'t(1MB) s':>10} "

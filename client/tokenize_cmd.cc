@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -16,6 +18,7 @@
 #include "common/grpc/grpc_status.h"
 #include "common/strings.h"
 #include "llm/v1/tokenizer.grpc.pb.h"
+#include "tokenizer_svc/json_lines.h"
 #include "tokenizer_svc/service/tokenizer_service.h"
 #include "tokenizer_svc/tokenizer.h"
 
@@ -59,18 +62,21 @@ class Backend {
     return b;
   }
 
-  absl::StatusOr<std::vector<uint32_t>> Encode(const std::string& text,
-                                               const v1::EncodeOptions& options) {
-    if (tokenizer_) return tokenizer_->Encode(text, FromProto(options));
+  // *ids is replaced by the ids of `text`; `local` is FromProto(options).
+  absl::Status Encode(std::string_view text, const v1::EncodeOptions& options,
+                      const tok::EncodeOptions& local, std::vector<uint32_t>* ids) {
+    ids->clear();
+    if (tokenizer_) return tokenizer_->EncodeTo(text, local, ids);
     v1::EncodeRequest request;
-    request.set_text(text);
+    request.set_text(text.data(), text.size());
     *request.mutable_options() = options;
     v1::EncodeResponse response;
     grpc::ClientContext context;
     SetDeadline(context);
     grpc::Status s = stub_->Encode(&context, request, &response);
     if (!s.ok()) return FromGrpcStatus(s);
-    return std::vector<uint32_t>(response.ids().begin(), response.ids().end());
+    ids->assign(response.ids().begin(), response.ids().end());
+    return absl::OkStatus();
   }
 
   absl::StatusOr<std::string> Decode(const std::vector<uint32_t>& ids) {
@@ -95,23 +101,29 @@ class Backend {
   std::unique_ptr<v1::Tokenizer::Stub> stub_;
 };
 
-bool ReadLine(std::FILE* in, std::string* line) {
-  line->clear();
-  int c;
-  while ((c = std::fgetc(in)) != EOF) {
-    if (c == '\n') return true;
-    line->push_back(static_cast<char>(c));
-  }
-  return !line->empty();
+// Appends `j` as one line, as it has always been written (the fast writers in
+// tokenizer_svc/json_lines.h give the same bytes).
+void AppendJsonLine(const nlohmann::json& j, std::string* out) {
+  out->append(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  out->push_back('\n');
 }
 
-void WriteLine(std::FILE* out, const nlohmann::json& j) {
-  const std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  std::fwrite(s.data(), 1, s.size(), out);
-  std::fputc('\n', out);
+// A line that the fast parsers in json_lines.h left to nlohmann::json: the
+// object, or the error for a line that is none.
+absl::StatusOr<nlohmann::json> ParseObject(std::string_view line) {
+  nlohmann::json j =
+      nlohmann::json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return absl::InvalidArgumentError("not a JSON object");
+  return j;
 }
 
-// Runs `handle` on every input line; writes its result or {"error": ...}.
+// Output is written in blocks of this size (and after every line when stdout
+// is a terminal).
+constexpr size_t kOutputBlock = 1 << 16;
+
+// Runs `handle` on every input line: it appends its answer line to the output
+// or returns the error, which gives the line {"error": "line N: ..."} (and
+// the same on stderr), so that outputs stay aligned with inputs.
 template <typename Handle>
 int ForEachLine(std::FILE* in, std::FILE* out, Handle&& handle) {
   if (!absl::GetFlag(FLAGS_jsonl)) {
@@ -125,26 +137,38 @@ int ForEachLine(std::FILE* in, std::FILE* out, Handle&& handle) {
   }
   const bool interactive = isatty(fileno(out));
   int failures = 0;
-  std::string line;
+  std::string output;
+  output.reserve(2 * kOutputBlock);
+  const auto flush = [&] {
+    std::fwrite(output.data(), 1, output.size(), out);
+    output.clear();
+  };
+  // getline reads what is there (a pipe's or a terminal's line at a time), so
+  // a line is answered without waiting for more input.
+  char* buffer = nullptr;
+  size_t capacity = 0;
   size_t line_no = 0;
-  while (ReadLine(in, &line)) {
+  ssize_t got;
+  while ((got = getline(&buffer, &capacity, in)) > 0) {
+    std::string_view line(buffer, static_cast<size_t>(got));
+    if (line.back() == '\n') line.remove_suffix(1);
     ++line_no;
     if (line.empty()) continue;
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    absl::StatusOr<nlohmann::json> result =
-        j.is_object()
-            ? handle(**backend, j)
-            : absl::StatusOr<nlohmann::json>(absl::InvalidArgumentError("not a JSON object"));
-    if (!result.ok()) {
+    if (const absl::Status status = handle(**backend, line, &output); !status.ok()) {
       ++failures;
-      const std::string msg = StrCat("line ", line_no, ": ", result.status().message());
+      const std::string msg = StrCat("line ", line_no, ": ", status.message());
       std::fprintf(stderr, "llm: %s\n", msg.c_str());
-      WriteLine(out, nlohmann::json{{"error", msg}});
-    } else {
-      WriteLine(out, *result);
+      AppendJsonLine(nlohmann::json{{"error", msg}}, &output);
     }
-    if (interactive) std::fflush(out);
+    if (interactive) {
+      flush();
+      std::fflush(out);
+    } else if (output.size() >= kOutputBlock) {
+      flush();
+    }
   }
+  std::free(buffer);
+  flush();
   std::fflush(out);
   return failures == 0 ? 0 : 1;
 }
@@ -169,36 +193,55 @@ int RunTokenize(std::FILE* in, std::FILE* out) {
     std::fprintf(stderr, "llm: --algorithm must be 'bpe' or 'longest-match'\n");
     return 2;
   }
-  return ForEachLine(in, out,
-                     [&](Backend& b, const nlohmann::json& j) -> absl::StatusOr<nlohmann::json> {
-                       auto it = j.find("text");
-                       if (it == j.end() || !it->is_string()) {
-                         return absl::InvalidArgumentError("expected {\"text\": \"...\"}");
-                       }
-                       auto ids = b.Encode(it->get<std::string>(), options);
-                       if (!ids.ok()) return ids.status();
-                       return nlohmann::json{{"ids", *ids}};
-                     });
+  const tok::EncodeOptions local = FromProto(options);  // converted once
+  std::string scratch;
+  std::vector<uint32_t> ids;
+  return ForEachLine(
+      in, out, [&](Backend& b, std::string_view line, std::string* out_lines) -> absl::Status {
+        std::string_view text;
+        std::string parsed;  // the text, when nlohmann::json parsed the line
+        if (!tok::jsonl::ParseTextObject(line, &scratch, &text)) {
+          absl::StatusOr<nlohmann::json> j = ParseObject(line);
+          if (!j.ok()) return j.status();
+          auto it = j->find("text");
+          if (it == j->end() || !it->is_string()) {
+            return absl::InvalidArgumentError("expected {\"text\": \"...\"}");
+          }
+          parsed = it->get<std::string>();
+          text = parsed;
+        }
+        if (absl::Status s = b.Encode(text, options, local, &ids); !s.ok()) return s;
+        tok::jsonl::AppendIdsLine(ids, out_lines);
+        return absl::OkStatus();
+      });
 }
 
 int RunDetokenize(std::FILE* in, std::FILE* out) {
-  return ForEachLine(in, out,
-                     [&](Backend& b, const nlohmann::json& j) -> absl::StatusOr<nlohmann::json> {
-                       auto it = j.find("ids");
-                       if (it == j.end() || !it->is_array()) {
-                         return absl::InvalidArgumentError("expected {\"ids\": [...]}");
-                       }
-                       std::vector<uint32_t> ids;
-                       for (const auto& v : *it) {
-                         if (!v.is_number_unsigned() || v.get<uint64_t>() > UINT32_MAX) {
-                           return absl::InvalidArgumentError("ids must be non-negative integers");
-                         }
-                         ids.push_back(v.get<uint32_t>());
-                       }
-                       auto text = b.Decode(ids);
-                       if (!text.ok()) return text.status();
-                       return nlohmann::json{{"text", *text}};
-                     });
+  std::vector<uint32_t> ids;
+  return ForEachLine(
+      in, out, [&](Backend& b, std::string_view line, std::string* out_lines) -> absl::Status {
+        if (!tok::jsonl::ParseIdsObject(line, &ids)) {
+          absl::StatusOr<nlohmann::json> j = ParseObject(line);
+          if (!j.ok()) return j.status();
+          auto it = j->find("ids");
+          if (it == j->end() || !it->is_array()) {
+            return absl::InvalidArgumentError("expected {\"ids\": [...]}");
+          }
+          ids.clear();
+          for (const auto& v : *it) {
+            if (!v.is_number_unsigned() || v.get<uint64_t>() > UINT32_MAX) {
+              return absl::InvalidArgumentError("ids must be non-negative integers");
+            }
+            ids.push_back(v.get<uint32_t>());
+          }
+        }
+        absl::StatusOr<std::string> text = b.Decode(ids);
+        if (!text.ok()) return text.status();
+        if (!tok::jsonl::AppendTextLine(*text, out_lines)) {
+          AppendJsonLine(nlohmann::json{{"text", *text}}, out_lines);
+        }
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace llm::cli

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "common/gguf/gguf_writer.h"
 #include "common/strings.h"
 #include "common/test_paths.h"
 #include "llm/v1/tokenizer.grpc.pb.h"
@@ -974,6 +975,59 @@ TEST_F(Cl100kServerTest, LlmCliDetokenizeThroughServer) {
   EXPECT_EQ(nlohmann::json::parse(lines.back()).at("text").get<std::string>(), "Hello, world!");
 }
 
+// `llm tokenize` and `llm detokenize` in process give byte for byte the output
+// recorded before their JSON lines got a fast path (tests/data/tokenize_cli/:
+// vector texts written raw and with \uXXXX escapes and surrogate pairs, every
+// escape, other shapes of object, invalid JSON and invalid UTF-8, each error
+// line with its message; ids with control characters, quotes, bytes that are
+// not UTF-8 on their own, bad ids).
+TEST(LlmCliTest, JsonLinesAreByteIdenticalToTheRecording) {
+  if (!std::filesystem::exists(Cl100kPath())) GTEST_SKIP() << "missing " << Cl100kPath();
+  const std::string dir = testing::SourceDir() + "/tests/data/tokenize_cli/";
+  for (const char* command : {"tokenize", "detokenize"}) {
+    SCOPED_TRACE(command);
+    const std::string input = ReadFile(StrCat(dir, command, "_input.jsonl"));
+    const std::string expected = ReadFile(StrCat(dir, command, "_cl100k_base.expected"));
+    ASSERT_GT(input.size(), 1000u);
+    ASSERT_GT(expected.size(), 1000u);
+    const ProcessResult r = RunProcess({BinPath("llm"), command, "--vocab", Cl100kPath()}, input);
+    // Some lines fail, in line: exit status 1.
+    ASSERT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 1)
+        << DescribeWaitStatus(r.wait_status);
+    EXPECT_EQ(r.out, expected);
+  }
+}
+
+// `llm tokenize` in process, on a vocabulary without a token for byte 0x04
+// whose unknown_token_id names the control token <|endoftext|>: the line
+// with that byte gets an error naming the byte and its offset (not id 3), the
+// others their ids, and the exit status is 1.
+TEST(LlmCliTest, TokenizeByteWithoutATokenIsAnErrorLine) {
+  gguf::testing::GgufBuilder b;
+  b.AddString("tokenizer.ggml.model", "gpt2");
+  b.AddString("tokenizer.ggml.pre", "gpt-2");
+  b.AddStringArray("tokenizer.ggml.tokens", {"a", "b", "ab", "<|endoftext|>"});
+  b.AddInt32Array("tokenizer.ggml.token_type", {1, 1, 1, 3});
+  b.AddStringArray("tokenizer.ggml.merges", {"a b"});
+  b.AddUint32("tokenizer.ggml.unknown_token_id", 3);
+  const std::string path = ::testing::TempDir() + "llm_cli_no_0x04.gguf";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << b.Serialize();
+  }
+  const std::string vocab_path = StrCat("vocabulary ", path, " ");
+  const ProcessResult r = RunProcess({BinPath("llm"), "tokenize", "--vocab", path},
+                                     "{\"text\": \"ab\\u0004\"}\n{\"text\": \"abab\"}\n");
+  std::filesystem::remove(path);
+  ASSERT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 1)
+      << DescribeWaitStatus(r.wait_status) << "\n"
+      << r.out;
+  EXPECT_EQ(
+      r.out,
+      StrCat("{\"error\":\"line 1: byte 0x04 at byte offset 2 of the text has no token in ",
+             vocab_path, "(no <0x04> byte token, no unknown token)\"}\n", "{\"ids\":[2,2]}\n"));
+}
+
 // ---------------------------------------------------------------------------
 // GGUF server: ggml-vocab-mpt.gguf (pre-tokenizer "mpt", 178 user-defined
 // tokens, two control tokens; BOS = EOS = 0).
@@ -1061,6 +1115,36 @@ TEST_F(GgufServerTest, UserDefinedTokensAreAlwaysRecognized) {
   ASSERT_FALSE(with_bos.empty());
   EXPECT_EQ(with_bos.front(), 0u);
   EXPECT_EQ(std::vector<uint32_t>(with_bos.begin() + 1, with_bos.end()), MustEncode("Hello"));
+}
+
+// MPT's vocabulary has no token for 0xC0 (never in UTF-8), no byte tokens and
+// no unknown token (its unknown_token_id is the control token <|endoftext|>,
+// id 0): such a byte is INVALID_ARGUMENT naming it and its offset, never id 0.
+TEST_F(GgufServerTest, ByteWithoutATokenIsInvalidArgumentNotAControlToken) {
+  std::vector<uint32_t> ids;
+  grpc::Status status = Encode(
+      "a\xC0\x80"
+      "b",
+      {}, &ids);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << ::testing::PrintToString(ids);
+  EXPECT_THAT(status.error_message(), HasSubstr("byte 0xC0 at byte offset 1 "));
+  // Even with every special token allowed.
+  v1::EncodeOptions all;
+  all.set_allow_all_special(true);
+  status = Encode("ok\xFF", all, &ids);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("byte 0xFF at byte offset 2 "));
+  // In a batch, the text is named too.
+  v1::EncodeBatchRequest request;
+  request.add_texts("fine");
+  request.add_texts("x\xF5");
+  v1::EncodeBatchResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  status = stub().EncodeBatch(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("text 1: byte 0xF5 at byte offset 1 "));
 }
 
 TEST_F(GgufServerTest, DecodeOutOfRangeIsInvalidArgument) {

@@ -31,13 +31,16 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "tokenizer_svc/pair_table.h"
+#include "tokenizer_svc/token_index.h"
 #include "tokenizer_svc/trie.h"
 #include "tokenizer_svc/vocab.h"
 
 namespace llm::tok {
 
 struct BpeModel {
-  const Trie* trie = nullptr;  // normal tokens' bytes -> id
+  // Normal tokens' bytes -> id: the index when there is one, else the trie.
+  const TokenIndex* tokens = nullptr;
+  const Trie* trie = nullptr;
   // Concatenation rule: (left id, right id) -> merged id; nullptr or empty to
   // look pairs up in the trie instead (slower, same result).
   const PairTable* pairs = nullptr;

@@ -150,12 +150,13 @@ inline bool PairRank(const BpeModel& m, std::string_view piece, uint32_t a, uint
     return true;
   }
   // Concatenation rule: the pair table when both parts are tokens, else the
-  // trie on the concatenated bytes.
+  // token index (or the trie) on the concatenated bytes.
   uint32_t id = Trie::kNoValue;
   if (m.pairs != nullptr && !m.pairs->empty() && a != Trie::kNoValue && b != Trie::kNoValue) {
     id = m.pairs->Find(a, b);
   } else {
-    id = m.trie->Find(piece.substr(a_begin, b_end - a_begin));
+    const std::string_view bytes = piece.substr(a_begin, b_end - a_begin);
+    id = m.tokens != nullptr ? m.tokens->Find(bytes) : m.trie->Find(bytes);
   }
   if (id == Trie::kNoValue) return false;
   *rank = id;

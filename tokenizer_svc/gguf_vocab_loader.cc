@@ -63,6 +63,19 @@ absl::StatusOr<Vocab> ReadVocab(const gguf::File& f,
     return KeyError(f, "tokenizer.ggml.tokens", llm::StrCat(n, " tokens is out of range"));
   }
 
+  // The model's embedding and output matrices have one row per token id: a
+  // vocabulary of another size leaves rows without a token (ids the model may
+  // produce that nothing decodes) or tokens without a row. llama.cpp refuses
+  // such a file too (the tensor's shape does not match). Only in files that
+  // hold the model; vocabulary-only files have no tensors.
+  for (const std::string_view tensor : {"token_embd.weight", "output.weight"}) {
+    const gguf::TensorInfo* t = f.FindTensor(tensor);
+    if (t == nullptr || t->n_dims != 2 || t->ne[1] == static_cast<int64_t>(n)) continue;
+    return KeyError(f, "tokenizer.ggml.tokens",
+                    llm::StrCat(n, " tokens, but the model's ", tensor, " has ", t->ne[1],
+                                " rows (one per token id)"));
+  }
+
   Vocab v;
   v.source = f.name();
   v.format = "gguf";
@@ -86,7 +99,18 @@ absl::StatusOr<Vocab> ReadVocab(const gguf::File& f,
   absl::flat_hash_map<std::string_view, uint32_t> id_of_text;
   id_of_text.reserve(n);
   for (uint32_t i = 0; i < n; ++i) {
-    id_of_text.emplace(tokens[i], i);  // a duplicate text keeps the lower id
+    // A token text names one id: llama.cpp maps a duplicate to its higher id
+    // and then refuses the file (GGML_ASSERT on the sizes of its maps), our
+    // tries would keep the lower one, so there is no agreed meaning. Empty
+    // texts name nothing (llama.cpp renames them [EMPTY_<id>]; here they are
+    // tokens nothing encodes to) and may repeat; no merge can name them.
+    if (!tokens[i].empty()) {
+      if (auto [it, fresh] = id_of_text.emplace(tokens[i], i); !fresh) {
+        return KeyError(f, "tokenizer.ggml.tokens",
+                        llm::StrCat("entries ", it->second, " and ", i, " are the same token '",
+                                    tokens[i], "'"));
+      }
+    }
     switch (v.token_types[i]) {
       case TokenType::kNormal:
         v.token_bytes[i] = ByteLevelDecode(tokens[i]);
@@ -118,12 +142,23 @@ absl::StatusOr<Vocab> ReadVocab(const gguf::File& f,
     }
     const std::string_view left = m.substr(0, space);
     const std::string_view right = m.substr(space + 1);
+    // A merge must join two tokens into a token (Hugging Face refuses the
+    // file otherwise); a merge that names something else is a broken file,
+    // not a rule that never applies.
     auto l = id_of_text.find(left);
     auto r = id_of_text.find(right);
-    if (l == id_of_text.end() || r == id_of_text.end()) continue;  // can never apply
+    if (l == id_of_text.end() || r == id_of_text.end()) {
+      return KeyError(f, "tokenizer.ggml.merges",
+                      llm::StrCat("entry ", rank, " '", m, "' names '",
+                                  l == id_of_text.end() ? left : right, "', which is not a token"));
+    }
     const std::string joined = llm::StrCat(left, right);
     auto j = id_of_text.find(joined);
-    if (j == id_of_text.end()) continue;  // result not a token: HF rejects, we skip
+    if (j == id_of_text.end()) {
+      return KeyError(
+          f, "tokenizer.ggml.merges",
+          llm::StrCat("entry ", rank, " '", m, "' makes '", joined, "', which is not a token"));
+    }
     v.merges.emplace(PairKey(l->second, r->second), Merge{rank, j->second});
   }
   v.merge_rule = MergeRule::kMergeList;

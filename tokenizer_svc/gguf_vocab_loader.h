@@ -8,7 +8,11 @@
 //   tokenizer.ggml.pre         pre-tokenizer preset name (pretokenizer.h)
 //   tokenizer.ggml.{bos,eos,eot,unknown,padding}_token_id, add_bos_token,
 //   tokenizer.chat_template
-// Errors name the file and the key (and the index within an array).
+// Errors name the file and the key (and the index within an array). Besides
+// malformed entries, inconsistent files are errors: two tokens with the same
+// text, a merge of something that is not a token or into something that is
+// not one, and (when the file holds the model) a number of tokens other than
+// the rows of token_embd.weight or output.weight.
 #ifndef LLM_TOKENIZER_SVC_GGUF_VOCAB_LOADER_H_
 #define LLM_TOKENIZER_SVC_GGUF_VOCAB_LOADER_H_
 

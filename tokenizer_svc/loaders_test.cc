@@ -2,9 +2,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "common/gguf/gguf_writer.h"
+#include "common/test_paths.h"
 #include "tokenizer_svc/gguf_vocab_loader.h"
 #include "tokenizer_svc/tiktoken_loader.h"
 #include "tokenizer_svc/tokenizer.h"
@@ -49,6 +55,50 @@ TEST(TiktokenLoaderTest, RejectsMalformedLinesWithTheirNumber) {
   ExpectTiktokenError("YQ== 0\n", "no pre-tokenizer pattern", TiktokenOptions{});
   ExpectTiktokenError("YQ== 0\n", "is also the rank on line 1",
                       {.pattern = std::string("."), .special_tokens = {{"<s>", 0}}});
+}
+
+// Ranks in any order; when a file has several faults, the one on the
+// earliest line is reported, as when each line was checked in turn.
+TEST(TiktokenLoaderTest, RanksInAnyOrderAndTheEarliestFault) {
+  auto v = ParseTiktoken("Yg== 1\nYw== 2\nYQ== 0\n", "t", Pattern());
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->token_bytes, (std::vector<std::string>{"a", "b", "c"}));
+  ExpectTiktokenError("Yg== 1\nYQ== 0\nYw== 1\n", ":3: duplicate rank 1 (first on line 1)");
+  ExpectTiktokenError("Yg== 1\nYQ== 0\nYw== 1\nYQ== 2\n", ":3: duplicate rank 1");
+  ExpectTiktokenError("YQ== 0\nYg== 1\nYQ== 2\nYw== 1\n",
+                      ":3: duplicate token bytes (also rank 0)");
+  ExpectTiktokenError("Yg== 1\nYQ== 0\nYQ== 2\nYw== 1\n",
+                      ":3: duplicate token bytes (also rank 0)");
+  ExpectTiktokenError("YQ== 0\nYQ== 1\n!!!! 2\n", ":2: duplicate token bytes");
+  ExpectTiktokenError("Yg== 1\nYQ== 0\n!!!! 1\nYw== 0\n", ":3: bad base64");
+  ExpectTiktokenError("Yg== 3\nYQ== 0\n", "rank 1 is missing");
+  auto filled =
+      ParseTiktoken("Yw== 3\nYQ== 0\n", "t",
+                    {.pattern = std::string("."), .special_tokens = {{"<x>", 1}, {"<y>", 2}}});
+  ASSERT_TRUE(filled.ok()) << filled.status();
+  EXPECT_EQ(filled->token_bytes, (std::vector<std::string>{"a", "<x>", "<y>", "c"}));
+  ExpectTiktokenError("Yw== 3\nYQ== 0\n", "is also the rank on line 1",
+                      {.pattern = std::string("."), .special_tokens = {{"<x>", 3}}});
+}
+
+// A real vocabulary with its lines shuffled loads to the same tokens.
+TEST(TiktokenLoaderTest, ShuffledLinesGiveTheSameVocabulary) {
+  const std::string path = llm::testing::SharedDir() + "/tokenizer/cl100k_base.tiktoken";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) GTEST_SKIP() << "missing " << path;
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::string joined;
+  for (const std::string& line : lines) joined += line + "\n";
+  std::mt19937 rng(1);
+  std::shuffle(lines.begin(), lines.end(), rng);
+  std::string shuffled;
+  for (const std::string& line : lines) shuffled += line + "\n";
+  auto a = ParseTiktoken(joined, "a", Pattern());
+  auto b = ParseTiktoken(shuffled, "b", Pattern());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->token_bytes, b->token_bytes);
+  EXPECT_EQ(a->token_types, b->token_types);
 }
 
 TEST(TiktokenLoaderTest, ASpecialTokenMayFillARankGap) {
@@ -164,6 +214,73 @@ TEST(GgufVocabLoaderTest, RejectsInconsistentFiles) {
     b.AddStringArray("tokenizer.ggml.merges", {});
     expect(b.Serialize(), "<0xNN>");
   }
+}
+
+// Issue 17, item 10: files whose parts do not agree are load errors.
+absl::Status LoadError(const std::vector<std::string>& tokens, const std::vector<int32_t>& types,
+                       const std::vector<std::string>& merges,
+                       const std::function<void(gguf::testing::GgufBuilder&)>& extra = nullptr) {
+  gguf::testing::GgufBuilder b;
+  b.AddString("tokenizer.ggml.model", "gpt2");
+  b.AddString("tokenizer.ggml.pre", "gpt-2");
+  b.AddStringArray("tokenizer.ggml.tokens", tokens);
+  b.AddInt32Array("tokenizer.ggml.token_type", types);
+  b.AddStringArray("tokenizer.ggml.merges", merges);
+  if (extra) extra(b);
+  return LoadBytes(b.Serialize()).status();
+}
+
+TEST(GgufVocabLoaderTest, RejectsDuplicateTokenTextsNamingBothIds) {
+  const absl::Status normal = LoadError({"a", "b", "ab", "b", "<s>"}, {1, 1, 1, 1, 3}, {"a b"});
+  EXPECT_EQ(normal.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(normal.message(), HasSubstr("vocab.gguf: tokenizer.ggml.tokens: entries 1 and 3 "
+                                          "are the same token 'b'"));
+  // Any two tokens, whatever their types, as in llama.cpp.
+  EXPECT_THAT(LoadError({"a", "b", "ab", "<s>", "<s>"}, {1, 1, 1, 3, 4}, {"a b"}).message(),
+              HasSubstr("entries 3 and 4 are the same token '<s>'"));
+  EXPECT_THAT(LoadError({"a", "b", "ab", "a"}, {1, 1, 1, 3}, {"a b"}).message(),
+              HasSubstr("entries 0 and 3 are the same token 'a'"));
+  // Empty texts are no token's text (llama.cpp renames them): they may repeat,
+  // and no merge can name one.
+  EXPECT_TRUE(LoadError({"a", "b", "ab", "", ""}, {1, 1, 1, 1, 5}, {"a b"}).ok());
+  EXPECT_THAT(LoadError({"a", "b", "ab", ""}, {1, 1, 1, 1}, {"a b", "a "}).message(),
+              HasSubstr("entry 1 'a ' names '', which is not a token"));
+}
+
+TEST(GgufVocabLoaderTest, RejectsMergesOfUnknownTokensOrWithoutAResultToken) {
+  const absl::Status left = LoadError({"a", "b", "ab"}, {1, 1, 1}, {"a b", "x b"});
+  EXPECT_EQ(left.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(left.message(), HasSubstr("vocab.gguf: tokenizer.ggml.merges: entry 1 'x b' names "
+                                        "'x', which is not a token"));
+  EXPECT_THAT(LoadError({"a", "b", "ab"}, {1, 1, 1}, {"a y"}).message(),
+              HasSubstr("entry 0 'a y' names 'y', which is not a token"));
+  EXPECT_THAT(LoadError({"a", "b", "ab"}, {1, 1, 1}, {"a b", "b a"}).message(),
+              HasSubstr("entry 1 'b a' makes 'ba', which is not a token"));
+}
+
+TEST(GgufVocabLoaderTest, RejectsFewerOrMoreTokensThanTheModelHasRows) {
+  const std::vector<std::string> tokens = {"a", "b", "ab", "<s>"};
+  const std::vector<int32_t> types = {1, 1, 1, 3};
+  const auto embedding = [](int64_t rows, const char* name = "token_embd.weight") {
+    return [=](gguf::testing::GgufBuilder& b) {
+      b.AddTensor(name, gguf::TensorType::kF32, {8, rows});
+    };
+  };
+  EXPECT_TRUE(LoadError(tokens, types, {"a b"}, embedding(4)).ok());
+  const absl::Status fewer = LoadError(tokens, types, {"a b"}, embedding(6));
+  EXPECT_EQ(fewer.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(fewer.message(), HasSubstr("vocab.gguf: tokenizer.ggml.tokens: 4 tokens, but the "
+                                         "model's token_embd.weight has 6 rows"));
+  EXPECT_THAT(LoadError(tokens, types, {"a b"}, embedding(3)).message(),
+              HasSubstr("4 tokens, but the model's token_embd.weight has 3 rows"));
+  // The output matrix too (a model whose output is not tied to the embedding).
+  EXPECT_THAT(LoadError(tokens, types, {"a b"},
+                        [&](gguf::testing::GgufBuilder& b) {
+                          embedding(4)(b);
+                          embedding(5, "output.weight")(b);
+                        })
+                  .message(),
+              HasSubstr("4 tokens, but the model's output.weight has 5 rows"));
 }
 
 TEST(GgufVocabLoaderTest, EosOutOfTheVocabularyIsRejectedAtCreate) {

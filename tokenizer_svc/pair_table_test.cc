@@ -1,6 +1,7 @@
 // The pair table against the trie it is built from: for every pair of tokens
 // (exhaustively on small vocabularies, every split of every token and random
-// pairs on the real ones) Find(l, r) == trie.Find(bytes(l) + bytes(r)).
+// pairs on the real ones) Find(l, r) == trie.Find(bytes(l) + bytes(r)); and
+// the table built from the token index equals the one built from the trie.
 #include "tokenizer_svc/pair_table.h"
 
 #include <gtest/gtest.h>
@@ -16,12 +17,37 @@
 namespace llm::tok {
 namespace {
 
+using testing::AllIds;
 using testing::MakeTrie;
+
+// The table from the token index, as Tokenizer::Create builds it.
+PairTable FromIndex(const std::vector<std::string>& tokens) {
+  std::vector<uint32_t> canonical;
+  const TokenIndex index = TokenIndex::Build(tokens, AllIds(tokens), &canonical);
+  return PairTable::Build(index, tokens, canonical);
+}
+
+// Both builds of the table agree on every pair of `ids` and every byte pair.
+void ExpectSameTables(const PairTable& a, const PairTable& b, const std::vector<uint32_t>& ids) {
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_EQ(a.empty(), b.empty());
+  for (const uint32_t l : ids) {
+    for (const uint32_t r : ids) ASSERT_EQ(a.Find(l, r), b.Find(l, r)) << l << " " << r;
+  }
+  if (a.empty()) return;
+  for (int x = 0; x < 256; ++x) {
+    for (int y = 0; y < 256; ++y) {
+      ASSERT_EQ(a.FindBytes(static_cast<uint8_t>(x), static_cast<uint8_t>(y)),
+                b.FindBytes(static_cast<uint8_t>(x), static_cast<uint8_t>(y)));
+    }
+  }
+}
 
 TEST(PairTableTest, SmallExample) {
   const std::vector<std::string> tokens = {"a", "b", "ab", "abb", "bb", "c"};
   const Trie trie = MakeTrie(tokens);
   const PairTable t = PairTable::Build(trie, tokens);
+  ExpectSameTables(t, FromIndex(tokens), AllIds(tokens));
   // Pairs: (a,b)->ab, (ab,b)->abb, (a,bb)->abb, (b,b)->bb.
   EXPECT_EQ(t.size(), 4u);
   EXPECT_EQ(t.Find(0, 1), 2u);
@@ -47,6 +73,7 @@ TEST(PairTableTest, BytePairsWhoseBytesAreNotTokens) {
   const std::vector<std::string> tokens = {"a", "b", "ab", std::string("\xFF") + "a"};
   const Trie trie = MakeTrie(tokens);
   const PairTable t = PairTable::Build(trie, tokens);
+  ExpectSameTables(t, FromIndex(tokens), AllIds(tokens));
   EXPECT_EQ(t.FindBytes(0xFF, 'a'), 3u);
   EXPECT_EQ(t.FindBytes('a', 0xFF), Trie::kNoValue);
   EXPECT_EQ(t.FindBytes('a', 'b'), 2u);
@@ -57,6 +84,7 @@ TEST(PairTableTest, DuplicatesMapToTheLowestId) {
   const std::vector<std::string> tokens = {"a", "b", "ab", "ab", "", "abab"};
   const Trie trie = MakeTrie(tokens);
   const PairTable t = PairTable::Build(trie, tokens);
+  ExpectSameTables(t, FromIndex(tokens), AllIds(tokens));
   EXPECT_EQ(t.Find(0, 1), 2u);
   EXPECT_EQ(t.Find(2, 2), 5u);
   EXPECT_EQ(t.Find(3, 3), Trie::kNoValue);  // 3 is never a part's id
@@ -71,6 +99,8 @@ TEST(PairTableTest, IdsTooLargeGiveAnEmptyTable) {
   const PairTable t = PairTable::Build(trie, tokens);
   EXPECT_TRUE(t.empty());
   EXPECT_EQ(t.Find(0, 1), Trie::kNoValue);
+  EXPECT_TRUE(FromIndex(tokens).empty());
+  EXPECT_TRUE(PairTable::Build(TokenIndex(), tokens, AllIds(tokens)).empty());
 }
 
 TEST(PairTableTest, EveryPairAgreesWithTheTrieOnRandomVocabularies) {
@@ -83,6 +113,7 @@ TEST(PairTableTest, EveryPairAgreesWithTheTrieOnRandomVocabularies) {
     }
     const Trie trie = MakeTrie(tokens);
     const PairTable t = PairTable::Build(trie, tokens);
+    ExpectSameTables(t, FromIndex(tokens), AllIds(tokens));
     for (uint32_t l = 0; l < tokens.size(); ++l) {
       for (uint32_t r = 0; r < tokens.size(); ++r) {
         if (trie.Find(tokens[l]) != l || trie.Find(tokens[r]) != r) continue;  // not canonical
@@ -103,6 +134,8 @@ TEST_P(RealVocab, AgreesWithTheTrie) {
   const Trie trie = MakeTrie(tokens);
   const PairTable t = PairTable::Build(trie, tokens);
   ASSERT_FALSE(t.empty());
+  const PairTable from_index = FromIndex(tokens);
+  ASSERT_EQ(from_index.size(), t.size());
   // Complete: every split of every token into two tokens is in the table.
   size_t splits = 0;
   for (uint32_t id = 0; id < tokens.size(); ++id) {
@@ -113,6 +146,7 @@ TEST_P(RealVocab, AgreesWithTheTrie) {
       if (l == Trie::kNoValue || r == Trie::kNoValue) continue;
       ++splits;
       ASSERT_EQ(t.Find(l, r), trie.Find(s)) << id << " at " << k;
+      ASSERT_EQ(from_index.Find(l, r), trie.Find(s)) << id << " at " << k;
     }
   }
   EXPECT_EQ(splits, t.size());
@@ -122,6 +156,8 @@ TEST_P(RealVocab, AgreesWithTheTrie) {
       const std::string two = {static_cast<char>(a), static_cast<char>(b)};
       ASSERT_EQ(t.FindBytes(static_cast<uint8_t>(a), static_cast<uint8_t>(b)), trie.Find(two))
           << a << " " << b;
+      ASSERT_EQ(from_index.FindBytes(static_cast<uint8_t>(a), static_cast<uint8_t>(b)),
+                trie.Find(two));
     }
   }
   // Sound: random pairs, and pairs with a single byte, agree with the trie.
@@ -135,6 +171,7 @@ TEST_P(RealVocab, AgreesWithTheTrie) {
     if (i % 4 == 1) std::swap(l, r);
     if (l >= n || r >= n || tokens[l].empty() || tokens[r].empty()) continue;
     ASSERT_EQ(t.Find(l, r), trie.Find(tokens[l] + tokens[r])) << l << " " << r;
+    ASSERT_EQ(from_index.Find(l, r), t.Find(l, r)) << l << " " << r;
   }
 }
 

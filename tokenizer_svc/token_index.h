@@ -3,16 +3,18 @@
 // probe instead of a trie walk, which costs a few dependent memory reads per
 // byte.
 //
-// Built from a frozen Trie of the vocabulary: exactly the ids the trie maps
-// their bytes back to take part (a duplicated byte string maps to its lowest
-// id), so Find(bytes) == trie.Find(bytes) for every byte string.
+// Built from the normal tokens' ids in increasing order: a duplicated byte
+// string maps to its lowest id, and empty strings take no part, exactly as in
+// a Trie of the same tokens, so Find(bytes) == trie.Find(bytes) for every byte
+// string. It needs no trie: the tokenizer builds it first, and the pair table
+// from it (pair_table.h), at load.
 //
 // Layout: open addressing with linear probing, load factor at most 1/2, 16-byte
 // slots holding the id, the length and up to kInlineBytes bytes, so most
 // lookups compare within the slot's cache line; longer tokens' bytes live in
 // one arena. Memory: 32 bytes per token rounded up to a power of two
 // (cl100k_base: 4 MiB; o200k_base: 8 MiB) plus the long tokens' bytes.
-// Build cost: one hash per token.
+// Build cost: one hash and one probe per token.
 // Threads: immutable after Build(); Find may run concurrently.
 #ifndef LLM_TOKENIZER_SVC_TOKEN_INDEX_H_
 #define LLM_TOKENIZER_SVC_TOKEN_INDEX_H_
@@ -20,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,8 +40,22 @@ class TokenIndex {
 
   TokenIndex() = default;
 
-  // token_bytes[id] is token id's byte string.
-  static TokenIndex Build(const Trie& trie, const std::vector<std::string>& token_bytes);
+  // token_bytes[id] is token id's byte string; `ids`, in increasing order,
+  // are the ids that take part (a byte string already present keeps its
+  // first id; empty ones are skipped). When `canonical` is not null it gets
+  // the ids that were entered, in order: those that Find maps back to
+  // themselves. Returns an empty index if one of them is longer than
+  // kMaxTokenBytes.
+  static TokenIndex Build(const std::vector<std::string>& token_bytes,
+                          std::span<const uint32_t> ids,
+                          std::vector<uint32_t>* canonical = nullptr);
+
+  // Starts loading the slot where Find(bytes) begins into the CPU cache, so
+  // that lookups known in advance overlap their memory latency.
+  void Prefetch(std::string_view bytes) const {
+    if (bytes.empty() || bytes.size() > kMaxTokenBytes || slots_.empty()) return;
+    __builtin_prefetch(&slots_[Hash(bytes) >> shift_]);
+  }
 
   // The id of the token whose bytes are `bytes`, or Trie::kNoValue.
   uint32_t Find(std::string_view bytes) const {
@@ -69,6 +86,12 @@ class TokenIndex {
   static_assert(sizeof(Slot) == 16);
 
   static uint64_t Hash(std::string_view bytes) { return HashBytes(bytes); }
+  std::string_view SlotBytes(const Slot& s) const {
+    if (s.size <= kInlineBytes) return std::string_view(s.bytes, s.size);
+    uint32_t offset;
+    std::memcpy(&offset, s.bytes, sizeof(offset));
+    return std::string_view(arena_.data() + offset, s.size);
+  }
 
   std::vector<Slot> slots_;
   std::string arena_;  // bytes of the tokens longer than kInlineBytes

@@ -1,4 +1,4 @@
-// The token index against the trie it is built from: Find(bytes) ==
+// The token index against a trie of the same tokens: Find(bytes) ==
 // trie.Find(bytes) for every token, duplicates, non-tokens near tokens
 // (prefixes, extensions, one byte changed) and random strings.
 #include "tokenizer_svc/token_index.h"
@@ -16,6 +16,7 @@
 namespace llm::tok {
 namespace {
 
+using testing::AllIds;
 using testing::MakeTrie;
 
 TEST(TokenIndexTest, SmallExample) {
@@ -23,7 +24,7 @@ TEST(TokenIndexTest, SmallExample) {
   const std::string long_token(TokenIndex::kInlineBytes + 5, 'z');
   const std::vector<std::string> tokens = {"a", "ab", "abc", "ab", "", long_token};
   const Trie trie = MakeTrie(tokens);
-  const TokenIndex t = TokenIndex::Build(trie, tokens);
+  const TokenIndex t = TokenIndex::Build(tokens, AllIds(tokens));
   EXPECT_EQ(t.size(), 4u);
   EXPECT_EQ(t.Find("a"), 0u);
   EXPECT_EQ(t.Find("ab"), 1u);
@@ -35,12 +36,23 @@ TEST(TokenIndexTest, SmallExample) {
   EXPECT_EQ(t.Find("b"), Trie::kNoValue);
   EXPECT_EQ(t.Find("abcd"), Trie::kNoValue);
   EXPECT_EQ(t.Find(std::string(300, 'a')), Trie::kNoValue);
+  // The ids entered: each maps back to itself; the duplicate and the hole do not.
+  std::vector<uint32_t> canonical;
+  TokenIndex::Build(tokens, AllIds(tokens), &canonical);
+  EXPECT_EQ(canonical, (std::vector<uint32_t>{0, 1, 2, 5}));
+  // Only the ids given take part.
+  const std::vector<uint32_t> some = {2, 3};
+  const TokenIndex u = TokenIndex::Build(tokens, some, &canonical);
+  EXPECT_EQ(u.size(), 2u);
+  EXPECT_EQ(u.Find("ab"), 3u);
+  EXPECT_EQ(u.Find("a"), Trie::kNoValue);
+  EXPECT_EQ(canonical, some);
 }
 
 TEST(TokenIndexTest, TooLongTokensGiveAnEmptyIndex) {
   const std::vector<std::string> tokens = {"a", std::string(TokenIndex::kMaxTokenBytes + 1, 'a')};
   const Trie trie = MakeTrie(tokens);
-  const TokenIndex t = TokenIndex::Build(trie, tokens);
+  const TokenIndex t = TokenIndex::Build(tokens, AllIds(tokens));
   EXPECT_TRUE(t.empty());
   EXPECT_EQ(t.Find("a"), Trie::kNoValue);
 }
@@ -54,7 +66,7 @@ TEST_P(RealVocabIndex, AgreesWithTheTrie) {
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   const std::vector<std::string>& tokens = *loaded;
   const Trie trie = MakeTrie(tokens);
-  const TokenIndex t = TokenIndex::Build(trie, tokens);
+  const TokenIndex t = TokenIndex::Build(tokens, AllIds(tokens));
   ASSERT_FALSE(t.empty());
   std::mt19937 rng(3);
   size_t found = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -22,13 +23,24 @@ namespace llm::tok {
 
 struct Tokenizer::Impl {
   Vocab vocab;
-  Trie trie;          // normal tokens: bytes -> id
+  // Normal tokens: bytes -> id. Only longest match walks it, and the paths
+  // below when `tokens` is empty, so it is built at load only then, else on
+  // first use (NormalTrie()): the token index and the pair table are built
+  // without it.
+  mutable Trie trie;
+  mutable std::once_flag trie_once;
   Trie special_trie;  // control, unknown and user-defined tokens: text -> id
   PairTable pairs;    // concatenation rule: (left id, right id) -> merged id
-  TokenIndex tokens;  // whole-piece shortcut: bytes -> id in one probe (empty: use the trie)
+  // Normal tokens: bytes -> id in one probe; empty (then the trie is used)
+  // when a token is longer than TokenIndex::kMaxTokenBytes.
+  TokenIndex tokens;
   bool has_user_defined = false;
   BpeModel model;
   std::array<uint32_t, 256> byte_fallback{};  // <0xNN> token ids
+  // The token a byte without a token of its own (and without a byte token)
+  // becomes: a real unknown token (type kUnknown), never a control token such
+  // as the <|endoftext|> that many GGUF files name as unknown_token_id.
+  uint32_t unk_fallback = Trie::kNoValue;
   std::unique_ptr<Pretokenizer> pre;
   // Names this instance's entries in the per-thread piece caches.
   uint64_t cache_owner = 0;
@@ -37,12 +49,26 @@ struct Tokenizer::Impl {
   // calling thread's piece cache.
   struct Call {
     const EncodeOptions& options;
+    const char* text;               // the request's text, for byte offsets in errors
     std::vector<uint32_t> allowed;  // sorted
     BpeScratch scratch;
     std::vector<uint32_t>* ids;
     absl::Status status;
     PieceCache* cache = nullptr;  // nullptr: options.use_piece_cache is false
   };
+
+  static void BuildTrie(const Vocab& v, Trie* trie) {
+    for (uint32_t id = 0; id < v.size(); ++id) {
+      // A duplicate keeps the lower id.
+      if (v.token_types[id] == TokenType::kNormal) trie->Insert(v.token_bytes[id], id);
+    }
+    trie->Freeze();
+  }
+
+  const Trie& NormalTrie() const {
+    std::call_once(trie_once, [this] { BuildTrie(vocab, &trie); });
+    return trie;
+  }
 
   bool Matchable(const Call& call, uint32_t id) const {
     if (vocab.token_types[id] == TokenType::kUserDefined) return true;
@@ -74,15 +100,18 @@ struct Tokenizer::Impl {
     return {std::string_view::npos, 0, Trie::kNoValue};
   }
 
-  void PushFallback(Call& call, uint8_t byte) const {
+  // The byte at `at` (a pointer into the request's text) has no token.
+  void PushFallback(Call& call, const char* at) const {
+    const auto byte = static_cast<uint8_t>(*at);
     if (byte_fallback[byte] != Trie::kNoValue) {
       call.ids->push_back(byte_fallback[byte]);
-    } else if (vocab.unk_id.has_value()) {
-      call.ids->push_back(*vocab.unk_id);
+    } else if (unk_fallback != Trie::kNoValue) {
+      call.ids->push_back(unk_fallback);
     } else if (call.status.ok()) {
-      call.status = absl::InvalidArgumentError(
-          absl::StrFormat("byte 0x%02X has no token in vocabulary %s (no byte token, no <unk>)",
-                          byte, vocab.source));
+      call.status = absl::InvalidArgumentError(absl::StrFormat(
+          "byte 0x%02X at byte offset %d of the text has no token in vocabulary %s (no "
+          "<0x%02X> byte token, no unknown token)",
+          byte, at - call.text, vocab.source, byte));
     }
   }
 
@@ -92,7 +121,7 @@ struct Tokenizer::Impl {
       if (model.byte_ids[b] != Trie::kNoValue) {
         call.ids->push_back(model.byte_ids[b]);
       } else {
-        PushFallback(call, b);
+        PushFallback(call, piece.data());
       }
       return;
     }
@@ -121,7 +150,7 @@ struct Tokenizer::Impl {
         call.ids->push_back(id);
       } else {
         all_tokens = false;
-        PushFallback(call, static_cast<uint8_t>(piece[begin]));
+        PushFallback(call, piece.data() + begin);
       }
     });
     if (all_tokens && call.cache != nullptr) {
@@ -131,9 +160,9 @@ struct Tokenizer::Impl {
 
   void EncodeLongestMatch(Call& call, std::string_view text) const {
     for (size_t pos = 0; pos < text.size();) {
-      const auto [len, id] = trie.LongestPrefix(text.substr(pos));
+      const auto [len, id] = NormalTrie().LongestPrefix(text.substr(pos));
       if (len == 0) {
-        PushFallback(call, static_cast<uint8_t>(text[pos]));
+        PushFallback(call, text.data() + pos);
         ++pos;
       } else {
         call.ids->push_back(id);
@@ -186,11 +215,13 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(Vocab vocab) {
   static std::atomic<uint64_t> next_owner{1};
   impl->cache_owner = next_owner.fetch_add(1, std::memory_order_relaxed);
   impl->byte_fallback.fill(Trie::kNoValue);
+  std::vector<uint32_t> normal;
+  normal.reserve(n);
   for (uint32_t id = 0; id < n; ++id) {
     const std::string& bytes = vocab.token_bytes[id];
     switch (vocab.token_types[id]) {
       case TokenType::kNormal:
-        impl->trie.Insert(bytes, id);  // a duplicate keeps the lower id
+        normal.push_back(id);
         break;
       case TokenType::kUserDefined:
         impl->has_user_defined = true;
@@ -207,16 +238,41 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(Vocab vocab) {
         break;
     }
   }
-  impl->trie.Freeze();
+  // The unknown token: unk_id if it names a token of type kUnknown, else the
+  // first such token. A unk_id of another type (SmolLM2 and GPT-NeoX name
+  // their control token <|endoftext|>) is ignored: ordinary text must never
+  // turn into a control token.
+  if (vocab.unk_id.has_value() && vocab.token_types[*vocab.unk_id] == TokenType::kUnknown) {
+    impl->unk_fallback = *vocab.unk_id;
+  } else {
+    for (uint32_t id = 0; id < n; ++id) {
+      if (vocab.token_types[id] == TokenType::kUnknown) {
+        impl->unk_fallback = id;
+        break;
+      }
+    }
+  }
   impl->special_trie.Freeze();
-  impl->model.trie = &impl->trie;
-  if (vocab.whole_piece_shortcut) impl->tokens = TokenIndex::Build(impl->trie, vocab.token_bytes);
+  // The token index first; the pair table from it. Without an index (a token
+  // over kMaxTokenBytes) the trie does both jobs and is built now.
+  std::vector<uint32_t> canonical;
+  impl->tokens = TokenIndex::Build(vocab.token_bytes, normal, &canonical);
+  if (impl->tokens.empty()) {
+    std::call_once(impl->trie_once, [&] { Impl::BuildTrie(vocab, &impl->trie); });
+    impl->model.trie = &impl->trie;
+  } else {
+    impl->model.tokens = &impl->tokens;
+  }
   if (vocab.merge_rule == MergeRule::kConcatenationRank) {
-    impl->pairs = PairTable::Build(impl->trie, vocab.token_bytes);
+    impl->pairs = impl->tokens.empty()
+                      ? PairTable::Build(impl->trie, vocab.token_bytes)
+                      : PairTable::Build(impl->tokens, vocab.token_bytes, canonical);
     impl->model.pairs = &impl->pairs;
   }
   for (int b = 0; b < 256; ++b) {
-    impl->model.byte_ids[b] = impl->trie.Find(std::string(1, static_cast<char>(b)));
+    const std::string byte(1, static_cast<char>(b));
+    impl->model.byte_ids[b] =
+        impl->tokens.empty() ? impl->trie.Find(byte) : impl->tokens.Find(byte);
   }
   LLM_ASSIGN_OR_RETURN(impl->pre, Pretokenizer::Create(vocab.pre_regexes));
   impl->vocab = std::move(vocab);
@@ -234,7 +290,7 @@ absl::StatusOr<std::vector<uint32_t>> Tokenizer::Encode(std::string_view text,
 absl::Status Tokenizer::EncodeTo(std::string_view text, const EncodeOptions& options,
                                  std::vector<uint32_t>* ids) const {
   const Impl& im = *impl_;
-  Impl::Call call{options, {}, {}, ids, absl::OkStatus(), nullptr};
+  Impl::Call call{options, text.data(), {}, {}, ids, absl::OkStatus(), nullptr};
   if (options.use_piece_cache) {
     call.cache = &ThreadPieceCache(im.cache_owner);
     // Long pieces are remembered within one call only (see piece_cache.h).

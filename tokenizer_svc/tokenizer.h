@@ -15,8 +15,10 @@
 // special token with InvalidArgument, like tiktoken's default encode().
 //
 // Unknown input: a byte the vocabulary has no token for becomes its <0xNN>
-// byte token, else the unknown token, else InvalidArgument naming the byte.
-// Invalid UTF-8 is tokenized as bytes.
+// byte token, else the unknown token (a token of type kUnknown: a unk_id that
+// names a control token is not used), else InvalidArgument naming the byte and
+// its byte offset in `text`. Text never becomes a control token unless it is
+// allowed. Invalid UTF-8 is tokenized as bytes.
 //
 // Threads: immutable after Load()/Create(); Encode and Decode may be called
 // concurrently from any number of threads. Encoding remembers recent pieces'

@@ -9,7 +9,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_format.h"
+#include "common/gguf/gguf_writer.h"
 #include "common/test_paths.h"
+#include "tokenizer_svc/gguf_vocab_loader.h"
 #include "tokenizer_svc/incremental_decoder.h"
 #include "tokenizer_svc/utf8.h"
 
@@ -125,8 +128,131 @@ TEST(TokenizerTest, UnknownByteFallsBackToByteTokenThenUnkThenError) {
   std::vector<uint32_t> ids = {42};
   absl::Status s = (*neither)->EncodeTo("azb", {}, &ids);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("0x7A"));
+  EXPECT_THAT(s.message(), HasSubstr("byte 0x7A at byte offset 1 "));
   EXPECT_THAT(ids, ElementsAre(42));  // nothing appended on error
+  // The first byte without a token is named, in both algorithms, whether it
+  // is a piece of its own or part of a longer piece.
+  for (const Algorithm algorithm : {Algorithm::kBpe, Algorithm::kLongestMatch}) {
+    auto longer = (*neither)->Encode("abczzd", {.algorithm = algorithm});
+    EXPECT_EQ(longer.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(longer.status().message(), HasSubstr("byte 0x7A at byte offset 3 "));
+  }
+}
+
+// A unk_id that names a control token (as SmolLM2's and GPT-NeoX's GGUF files
+// do: unknown_token_id = 0 = <|endoftext|>) is not an unknown token: ordinary
+// text must never become a control token.
+TEST(TokenizerTest, UnkIdOfAControlTokenIsNotUsedForUnknownBytes) {
+  Vocab v = TinyVocab(false, false);
+  v.unk_id = 7;  // <|end|>, a control token
+  auto tok = Tokenizer::Create(std::move(v));
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  for (const Algorithm algorithm : {Algorithm::kBpe, Algorithm::kLongestMatch}) {
+    auto ids = (*tok)->Encode("abzb", {.algorithm = algorithm});
+    ASSERT_FALSE(ids.ok()) << ::testing::PrintToString(*ids);
+    EXPECT_EQ(ids.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(ids.status().message(), HasSubstr("byte 0x7A at byte offset 2 "));
+  }
+  // Allowing special tokens changes nothing: the byte is still not <|end|>.
+  auto allowed = (*tok)->Encode("az", {.allow_all_special = true});
+  EXPECT_EQ(allowed.status().code(), absl::StatusCode::kInvalidArgument);
+  // The control token itself still matches where it is allowed.
+  EXPECT_THAT(*(*tok)->Encode("a<|end|>", {.allow_all_special = true}), ElementsAre(0, 7));
+  // A real unknown token is used even when unk_id names another token.
+  Vocab with_unk = TinyVocab(false, true);
+  with_unk.unk_id = 7;
+  auto tok2 = Tokenizer::Create(std::move(with_unk));
+  ASSERT_TRUE(tok2.ok());
+  EXPECT_THAT(*(*tok2)->Encode("azb", {}), ElementsAre(0, 8, 1));
+}
+
+// Issue 17: with the SmolLM2 vocabulary, bytes 61 C0 80 62 gave
+// [81, 0, 218, 82], 0 being <|endoftext|>. SmolLM2 has no byte tokens and no
+// unknown token, so a byte without a token (C0, C1, F5-FF, and some control
+// characters such as 0x04) is an error naming the byte and its offset.
+TEST(TokenizerTest, SmolLM2BytesWithoutATokenAreAnErrorNotEndOfText) {
+  const std::string path = testing::SourceDir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (!std::filesystem::exists(path))
+    GTEST_SKIP() << "missing " << path << " (scripts/fetch-model.sh)";
+  auto tok = Tokenizer::Load({.path = path});
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  for (const Algorithm algorithm : {Algorithm::kBpe, Algorithm::kLongestMatch}) {
+    auto ids = (*tok)->Encode("\x61\xC0\x80\x62", {.algorithm = algorithm});
+    ASSERT_FALSE(ids.ok()) << ::testing::PrintToString(*ids);
+    EXPECT_EQ(ids.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(ids.status().message(), HasSubstr("byte 0xC0 at byte offset 1 "));
+  }
+  for (int b = 0xF5; b <= 0xFF; ++b) {
+    const std::string text = std::string("ok ") + static_cast<char>(b);
+    auto ids = (*tok)->Encode(text, {});
+    ASSERT_FALSE(ids.ok()) << b;
+    EXPECT_THAT(ids.status().message(),
+                HasSubstr(absl::StrFormat("byte 0x%02X at byte offset 3 ", b)));
+  }
+  auto control = (*tok)->Encode("a\x04", {.allow_all_special = true});
+  EXPECT_THAT(control.status().message(), HasSubstr("byte 0x04 at byte offset 1 "));
+  // Bytes that have a token are unchanged.
+  EXPECT_THAT(*(*tok)->Encode("\x61\x80\x62", {}), ElementsAre(81, 218, 82));
+}
+
+// A GGUF vocabulary with <0xNN> byte tokens still falls back to them.
+TEST(TokenizerTest, GgufByteTokensAreTheFallback) {
+  gguf::testing::GgufBuilder b;
+  b.AddString("tokenizer.ggml.model", "gpt2");
+  b.AddString("tokenizer.ggml.pre", "gpt-2");
+  b.AddStringArray("tokenizer.ggml.tokens", {"a", "b", "ab", "<0xC0>", "<|endoftext|>"});
+  b.AddInt32Array("tokenizer.ggml.token_type", {1, 1, 1, 6, 3});
+  b.AddStringArray("tokenizer.ggml.merges", {"a b"});
+  b.AddUint32("tokenizer.ggml.unknown_token_id", 4);
+  auto file = gguf::File::FromBytes(b.Serialize(), "bytes.gguf");
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto vocab = VocabFromGguf(**file, std::nullopt);
+  ASSERT_TRUE(vocab.ok()) << vocab.status();
+  auto tok = Tokenizer::Create(*std::move(vocab));
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_THAT(*(*tok)->Encode("ab\xC0"
+                              "b",
+                              {}),
+              ElementsAre(2, 3, 1));
+  EXPECT_THAT(*(*tok)->Encode("a\xC0", {.algorithm = Algorithm::kLongestMatch}), ElementsAre(0, 3));
+  // A byte with neither: an error, not <|endoftext|>.
+  auto none = (*tok)->Encode("a\xC1", {});
+  EXPECT_THAT(none.status().message(), HasSubstr("byte 0xC1 at byte offset 1 "));
+}
+
+// The trie of normal tokens is built on the first longest-match call (BPE
+// uses the token index and the pair table); threads that race to it agree.
+TEST(TokenizerTest, LongestMatchFromManyThreadsOnAFreshTokenizer) {
+  auto tok = Tokenizer::Load({.path = testing::SharedDir() + "/tokenizer/cl100k_base.tiktoken"});
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const std::string text = "'LL tokenization, longest match: 'LL";
+  std::vector<std::vector<uint32_t>> got(4);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < got.size(); ++i) {
+    threads.emplace_back(
+        [&, i] { got[i] = *(*tok)->Encode(text, {.algorithm = Algorithm::kLongestMatch}); });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& ids : got) EXPECT_EQ(ids, got[0]);
+  EXPECT_THAT(std::vector<uint32_t>(got[0].begin(), got[0].begin() + 2), ElementsAre(92526, 43));
+  EXPECT_EQ(*(*tok)->Decode(got[0]), text);
+}
+
+// A token longer than the token index takes (255 bytes): the trie does its
+// work, built at load.
+TEST(TokenizerTest, VocabularyWithAVeryLongToken) {
+  Vocab v = TinyVocab(false, false);
+  const std::string long_token(300, 'a');
+  v.token_bytes.push_back(long_token);
+  v.token_types.push_back(TokenType::kNormal);
+  v.token_bytes.emplace_back("aa");
+  v.token_types.push_back(TokenType::kNormal);
+  auto tok = Tokenizer::Create(std::move(v));
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_THAT(*(*tok)->Encode(long_token, {}), ElementsAre(8));  // the whole piece
+  EXPECT_THAT(*(*tok)->Encode("aaab", {}), ElementsAre(9, 4));   // merges: aa, ab
+  EXPECT_THAT(*(*tok)->Encode(long_token + "b", {.algorithm = Algorithm::kLongestMatch}),
+              ElementsAre(8, 1));
 }
 
 TEST(TokenizerTest, InvalidUtf8IsTokenizedAsBytesAndRoundTrips) {

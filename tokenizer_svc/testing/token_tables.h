@@ -24,6 +24,13 @@ inline Trie MakeTrie(const std::vector<std::string>& tokens) {
   return t;
 }
 
+// 0, 1, ..., tokens.size() - 1: every id takes part in TokenIndex::Build.
+inline std::vector<uint32_t> AllIds(const std::vector<std::string>& tokens) {
+  std::vector<uint32_t> ids(tokens.size());
+  for (uint32_t id = 0; id < ids.size(); ++id) ids[id] = id;
+  return ids;
+}
+
 // The token bytes of the .tiktoken file at `path` by id, with "" for
 // special tokens.
 inline absl::StatusOr<std::vector<std::string>> NormalTokens(const std::string& path) {
