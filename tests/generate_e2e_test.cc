@@ -524,6 +524,15 @@ TEST_F(GenerateE2ETest, ContextEndIsANormalStop) {
   EXPECT_TRUE(Sessions(server->address()).empty());
 }
 
+// A fake service in this process on a free loopback port (*port); null if
+// it cannot start.
+std::unique_ptr<grpc::Server> ServeOnLoopback(grpc::Service* service, int* port) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), port);
+  builder.RegisterService(service);
+  return builder.BuildAndStart();
+}
+
 // A model service whose sessions hold `steps` decoded tokens at most, and
 // whose Info does not say so (context_length 0): the decode step past them
 // answers OUT_OF_RANGE, as model_server does at the end of the context. Its
@@ -580,11 +589,8 @@ class ShortContextModelService final : public v1::Model::Service {
 // step failed is the last one, stop_reason "context", exit status 0.
 TEST_F(GenerateE2ETest, ContextEndFromADecodeStepIsANormalStop) {
   ShortContextModelService service(3);
-  grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  std::unique_ptr<grpc::Server> server = ServeOnLoopback(&service, &port);
   ASSERT_NE(server, nullptr);
   const CliRun run =
       RunCli(LlmArgs("generate", StrCat("127.0.0.1:", port),
@@ -727,11 +733,8 @@ class LoadingModelService final : public v1::Model::Service {
 // says so when --wait-ready runs out.
 TEST_F(GenerateE2ETest, WaitsForALoadingModelAndSaysSo) {
   LoadingModelService service;
-  grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  std::unique_ptr<grpc::Server> server = ServeOnLoopback(&service, &port);
   ASSERT_NE(server, nullptr);
   ASSERT_GT(port, 0);
   const std::string address = StrCat("127.0.0.1:", port);
