@@ -5,12 +5,13 @@
 # run also reads). New inputs that add coverage are merged back into that
 # corpus (-merge=1 keeps only inputs that add coverage), so it stays small and
 # useful; commit it.
-# A crash stops that fuzzer and leaves the input as build-fuzz/long/crash-*:
+# A crash stops that fuzzer and leaves the input as build-fuzz/long/NAME/crash-*:
 # turn it into a test before anything else.
 #
-# Usage: scripts/fuzz-long.sh [--runs N] [FUZZER...]
+# Usage: scripts/fuzz-long.sh [--runs N] [--max-time SECONDS] [FUZZER...]
 #   scripts/fuzz-long.sh                       # all six, 10^7 executions each
 #   scripts/fuzz-long.sh --runs 100000 gguf_fuzzer
+#   scripts/fuzz-long.sh --max-time 1800 model_load_fuzzer  # stop after 30 min
 #
 # Prints one line per fuzzer: executions done, seconds, corpus size; the same
 # lines go to build-fuzz/long/summary.txt. bench/README.md ("Fuzzing") keeps
@@ -19,11 +20,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 runs=10000000
+max_time=0  # 0: no limit
 fuzzers=()
 while (($#)); do
   case $1 in
     --runs) runs=$2; shift 2 ;;
-    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+    --max-time) max_time=$2; shift 2 ;;
+    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
     -*) echo "fuzz-long: unknown option $1" >&2; exit 2 ;;
     *) fuzzers+=("$1"); shift ;;
   esac
@@ -45,7 +48,7 @@ cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j"$(nproc)" --target "${fuzzers[@]}"
 out=build-fuzz/long
 mkdir -p "$out"
-: >"$out/summary.txt"
+# summary.txt collects the lines of every run (two runs may go side by side).
 export LLM_SOURCE_DIR=$PWD
 for f in "${fuzzers[@]}"; do
   [[ -n ${seeds[$f]+x} ]] || { echo "fuzz-long: unknown fuzzer $f" >&2; exit 2; }
@@ -57,7 +60,7 @@ for f in "${fuzzers[@]}"; do
   echo "== $f: $runs executions" >&2
   start=$(date +%s)
   # The working corpus grows freely; only a minimized merge goes back.
-  build-fuzz/bin/$f -runs="$runs" -max_len="$max_len" -rss_limit_mb=2048 \
+  build-fuzz/bin/$f -runs="$runs" -max_total_time="$max_time" -max_len="$max_len" -rss_limit_mb=2048 \
     -artifact_prefix="$work/" -print_final_stats=1 "$work" "$corpus" 2>"$work/log.txt" || {
     tail -30 "$work/log.txt" >&2
     echo "fuzz-long: $f failed: see $work/log.txt and $work/crash-*" >&2
@@ -67,5 +70,5 @@ for f in "${fuzzers[@]}"; do
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log.txt" | tail -1)
   build-fuzz/bin/$f -merge=1 -max_len="$max_len" "$corpus" "$work" 2>>"$work/log.txt"
   line="$f: ${execs:-?} executions in ${secs} s, corpus $(find "$corpus" -type f | wc -l) files ($(du -sh "$corpus" | cut -f1))"
-  echo "$line" | tee -a "$out/summary.txt"
+  echo "$(date -u +%FT%TZ) $line" | tee -a "$out/summary.txt"
 done
