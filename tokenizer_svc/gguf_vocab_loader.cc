@@ -1,5 +1,7 @@
 #include "tokenizer_svc/gguf_vocab_loader.h"
 
+#include <charconv>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -20,21 +22,11 @@ absl::Status KeyError(const gguf::File& f, std::string_view key, std::string_vie
 // "<0x0A>" -> 0x0A.
 std::optional<uint8_t> ParseByteToken(std::string_view text) {
   if (text.size() != 6 || text.substr(0, 3) != "<0x" || text[5] != '>') return std::nullopt;
-  int value = 0;
-  for (char c : text.substr(3, 2)) {
-    int digit;
-    if (c >= '0' && c <= '9') {
-      digit = c - '0';
-    } else if (c >= 'A' && c <= 'F') {
-      digit = c - 'A' + 10;
-    } else if (c >= 'a' && c <= 'f') {
-      digit = c - 'a' + 10;
-    } else {
-      return std::nullopt;
-    }
-    value = value * 16 + digit;
-  }
-  return static_cast<uint8_t>(value);
+  uint8_t value = 0;
+  const char* end = text.data() + 5;
+  const auto [ptr, ec] = std::from_chars(text.data() + 3, end, value, 16);
+  if (ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
 }
 
 absl::Status ReadOptionalId(const gguf::File& f, std::string_view key,

@@ -57,22 +57,10 @@ size_t Utf8Length(std::string_view s, size_t i) {
 // Four hex digits at s[i..i+4), or -1.
 int32_t Hex4(std::string_view s, size_t i) {
   if (i + 4 > s.size()) return -1;
-  int32_t v = 0;
-  for (size_t k = i; k < i + 4; ++k) {
-    const char c = s[k];
-    int d;
-    if (c >= '0' && c <= '9') {
-      d = c - '0';
-    } else if (c >= 'a' && c <= 'f') {
-      d = c - 'a' + 10;
-    } else if (c >= 'A' && c <= 'F') {
-      d = c - 'A' + 10;
-    } else {
-      return -1;
-    }
-    v = v * 16 + d;
-  }
-  return v;
+  uint16_t v = 0;
+  const char* end = s.data() + i + 4;
+  const auto [ptr, ec] = std::from_chars(s.data() + i, end, v, 16);
+  return ec == std::errc() && ptr == end ? v : -1;
 }
 
 void AppendUtf8(uint32_t cp, std::string* out) {
