@@ -1,13 +1,19 @@
-// Loader for the tokenizer embedded in a GGUF file (tokenizer.ggml.model =
-// "gpt2", byte-level BPE):
-//   tokenizer.ggml.tokens      normal tokens in GPT-2's byte-to-unicode form,
+// Loader for the tokenizer embedded in a GGUF file, tokenizer.ggml.model =
+// "gpt2" (byte-level BPE) or "llama" (SentencePiece-style, spm.h):
+//   tokenizer.ggml.tokens      normal tokens in GPT-2's byte-to-unicode form
+//                              ("gpt2") or with spaces as U+2581 ("llama"),
 //                              control and user-defined tokens as raw text
 //   tokenizer.ggml.token_type  1 normal, 2 unknown, 3 control, 4 user-defined,
-//                              5 unused, 6 byte (<0xNN>)
-//   tokenizer.ggml.merges      "LEFT RIGHT"; the index is the merge rank
-//   tokenizer.ggml.pre         pre-tokenizer preset name (pretokenizer.h)
-//   tokenizer.ggml.{bos,eos,eot,unknown,padding}_token_id, add_bos_token,
-//   tokenizer.chat_template
+//                              5 unused, 6 byte (<0xNN>); a user-defined token
+//                              whose text llama.cpp counts as end of generation
+//                              (</s>, <end_of_turn>, ...) is made a control token
+//   tokenizer.ggml.merges      "gpt2": "LEFT RIGHT"; the index is the merge rank
+//   tokenizer.ggml.pre         "gpt2": pre-tokenizer preset name (pretokenizer.h);
+//                              "llama" has none, the key is ignored
+//   tokenizer.ggml.scores      "llama": merge priority per token (default 0)
+//   tokenizer.ggml.add_space_prefix  "llama": default true
+//   tokenizer.ggml.{bos,eos,eot,unknown,padding}_token_id, add_bos_token
+//   (default false for "gpt2", true for "llama"), tokenizer.chat_template
 // Errors name the file and the key (and the index within an array). Besides
 // malformed entries, inconsistent files are errors: two tokens with the same
 // text, a merge of something that is not a token or into something that is

@@ -157,7 +157,7 @@ TEST(GgufVocabLoaderTest, RejectsInconsistentFiles) {
     EXPECT_THAT(v.status().message(), HasSubstr(needle));
     EXPECT_THAT(v.status().message(), HasSubstr("vocab.gguf"));
   };
-  expect(GgufVocab(nullptr, true, "llama"), "not supported");
+  expect(GgufVocab(nullptr, true, "bert"), "not supported");
   {
     gguf::testing::GgufBuilder b;
     b.AddString("tokenizer.ggml.model", "gpt2");

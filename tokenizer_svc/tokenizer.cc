@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <mutex>
 #include <utility>
 
@@ -15,6 +16,7 @@
 #include "tokenizer_svc/pair_table.h"
 #include "tokenizer_svc/piece_cache.h"
 #include "tokenizer_svc/pretokenizer.h"
+#include "tokenizer_svc/spm.h"
 #include "tokenizer_svc/tiktoken_loader.h"
 #include "tokenizer_svc/token_index.h"
 #include "tokenizer_svc/trie.h"
@@ -41,7 +43,13 @@ struct Tokenizer::Impl {
   // becomes: a real unknown token (type kUnknown), never a control token such
   // as the <|endoftext|> that many GGUF files name as unknown_token_id.
   uint32_t unk_fallback = Trie::kNoValue;
-  std::unique_ptr<Pretokenizer> pre;
+  std::unique_ptr<Pretokenizer> pre;  // BPE only
+  // SentencePiece vocabularies: the tokens a merge may produce (piece text ->
+  // id), and per byte the token a character without a token falls back to
+  // (its <0xNN> token, else a token that is that one byte).
+  Trie spm_trie;
+  SpmModel spm;
+  std::array<uint32_t, 256> spm_byte{};
   // Names this instance's entries in the per-thread piece caches.
   uint64_t cache_owner = 0;
 
@@ -55,6 +63,11 @@ struct Tokenizer::Impl {
     std::vector<uint32_t>* ids;
     absl::Status status;
     PieceCache* cache = nullptr;  // nullptr: options.use_piece_cache is false
+    // SentencePiece: whether the next text follows the start or a special
+    // token (then it gets the space prefix), the escaped text and merge state.
+    bool after_special = true;
+    std::string escaped;
+    SpmScratch spm;
   };
 
   static void BuildTrie(const Vocab& v, Trie* trie) {
@@ -63,6 +76,37 @@ struct Tokenizer::Impl {
       if (v.token_types[id] == TokenType::kNormal) trie->Insert(v.token_bytes[id], id);
     }
     trie->Freeze();
+  }
+
+  // The merge trie and byte fallbacks of a SentencePiece vocabulary. Merges
+  // may produce normal, user-defined and unused tokens (llama.cpp matches
+  // every token's text); not control or unknown tokens, so that text never
+  // becomes one, nor byte tokens, whose text <0xNN> is not their bytes.
+  absl::Status BuildSentencePiece(const Vocab& v) {
+    const size_t n = v.size();
+    if (v.piece_texts.size() != n || v.scores.size() != n) {
+      return absl::InvalidArgumentError(
+          llm::StrCat(v.source, ": a SentencePiece vocabulary needs a text and a score per token"));
+    }
+    spm_byte.fill(Trie::kNoValue);
+    for (uint32_t id = 0; id < n; ++id) {
+      if (!std::isfinite(v.scores[id])) {
+        return absl::InvalidArgumentError(
+            llm::StrCat(v.source, ": token ", id, " has a score that is not a finite number"));
+      }
+      const TokenType t = v.token_types[id];
+      if (t == TokenType::kNormal || t == TokenType::kUserDefined || t == TokenType::kUnused) {
+        spm_trie.Insert(v.piece_texts[id], id);
+      }
+    }
+    spm_trie.Freeze();
+    for (int b = 0; b < 256; ++b) {
+      spm_byte[b] = byte_fallback[b] != Trie::kNoValue
+                        ? byte_fallback[b]
+                        : spm_trie.Find(std::string(1, static_cast<char>(b)));
+    }
+    spm.trie = &spm_trie;
+    return absl::OkStatus();
   }
 
   const Trie& NormalTrie() const {
@@ -102,7 +146,9 @@ struct Tokenizer::Impl {
 
   // The byte at `at` (a pointer into the request's text) has no token.
   void PushFallback(Call& call, const char* at) const {
-    const auto byte = static_cast<uint8_t>(*at);
+    PushFallback(call, static_cast<uint8_t>(*at), at - call.text);
+  }
+  void PushFallback(Call& call, uint8_t byte, ptrdiff_t offset) const {
     if (byte_fallback[byte] != Trie::kNoValue) {
       call.ids->push_back(byte_fallback[byte]);
     } else if (unk_fallback != Trie::kNoValue) {
@@ -111,7 +157,7 @@ struct Tokenizer::Impl {
       call.status = absl::InvalidArgumentError(absl::StrFormat(
           "byte 0x%02X at byte offset %d of the text has no token in vocabulary %s (no "
           "<0x%02X> byte token, no unknown token)",
-          byte, at - call.text, vocab.source, byte));
+          byte, offset, vocab.source, byte));
     }
   }
 
@@ -171,7 +217,58 @@ struct Tokenizer::Impl {
     }
   }
 
+  // One fragment of text between special tokens, as llama.cpp's SPM
+  // tokenizer does it: a space before it when it follows the start or a
+  // special token and the vocabulary asks for that, every space as U+2581,
+  // then the merge loop; a character that is no token becomes its bytes'
+  // tokens.
+  void EncodeSentencePiece(Call& call, std::string_view text) const {
+    static constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581
+    const bool prefix = vocab.add_space_prefix && call.after_special;
+    call.after_special = false;
+    std::string& escaped = call.escaped;
+    escaped.clear();
+    if (prefix) escaped.append(kSpace);
+    for (const char c : text) {
+      if (c == ' ') {
+        escaped.append(kSpace);
+      } else {
+        escaped.push_back(c);
+      }
+    }
+    SpmEncode(spm, escaped, call.spm, [&](uint32_t id, uint32_t begin, uint32_t end) {
+      if (id != Trie::kNoValue) {
+        call.ids->push_back(id);
+        return;
+      }
+      for (uint32_t i = begin; i < end; ++i) {
+        const auto b = static_cast<uint8_t>(escaped[i]);
+        if (spm_byte[b] != Trie::kNoValue) {
+          call.ids->push_back(spm_byte[b]);
+        } else {
+          PushFallback(call, b, OriginalOffset(text, prefix, i) + (text.data() - call.text));
+        }
+      }
+    });
+  }
+
+  // Offset in `text` of byte `i` of its escaped form (the prefix counts as
+  // offset 0). Only for error messages: linear in the text.
+  static size_t OriginalOffset(std::string_view text, bool prefix, size_t i) {
+    size_t escaped = prefix ? 3 : 0;
+    if (i < escaped) return 0;
+    for (size_t k = 0; k < text.size(); ++k) {
+      escaped += text[k] == ' ' ? 3 : 1;
+      if (i < escaped) return k;
+    }
+    return text.size();
+  }
+
   void EncodeOrdinary(Call& call, std::string_view text) const {
+    if (vocab.model == VocabModel::kSentencePiece) {
+      if (!text.empty()) EncodeSentencePiece(call, text);
+      return;
+    }
     if (call.options.algorithm == Algorithm::kLongestMatch) {
       EncodeLongestMatch(call, text);
       return;
@@ -274,8 +371,13 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(Vocab vocab) {
     impl->model.byte_ids[b] =
         impl->tokens.empty() ? impl->trie.Find(byte) : impl->tokens.Find(byte);
   }
-  LLM_ASSIGN_OR_RETURN(impl->pre, Pretokenizer::Create(vocab.pre_regexes));
+  if (vocab.model == VocabModel::kSentencePiece) {
+    LLM_RETURN_IF_ERROR(impl->BuildSentencePiece(vocab));
+  } else {
+    LLM_ASSIGN_OR_RETURN(impl->pre, Pretokenizer::Create(vocab.pre_regexes));
+  }
   impl->vocab = std::move(vocab);
+  impl->spm.scores = impl->vocab.scores.data();
   if (impl->vocab.merge_rule == MergeRule::kMergeList) impl->model.merges = &impl->vocab.merges;
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
 }
@@ -341,6 +443,7 @@ absl::Status Tokenizer::EncodeTo(std::string_view text, const EncodeOptions& opt
     }
     im.EncodeOrdinary(call, text.substr(pos, at - pos));
     ids->push_back(id);
+    call.after_special = true;
     pos = at + len;
   }
   if (!call.status.ok()) {
@@ -364,12 +467,18 @@ absl::StatusOr<std::string_view> Tokenizer::TokenBytes(uint32_t id) const {
 
 absl::Status Tokenizer::DecodeTo(std::span<const uint32_t> ids, std::string* out) const {
   const size_t original_size = out->size();
+  const Vocab& v = impl_->vocab;
+  // The space the encoder put before the text: llama_detokenize drops one
+  // leading space of the first token, whatever its type.
+  bool strip_space = v.model == VocabModel::kSentencePiece && v.add_space_prefix;
   for (uint32_t id : ids) {
     auto bytes = TokenBytes(id);
     if (!bytes.ok()) {
       out->resize(original_size);
       return bytes.status();
     }
+    if (strip_space && !bytes->empty() && (*bytes)[0] == ' ') bytes->remove_prefix(1);
+    strip_space = false;
     out->append(*bytes);
   }
   return absl::OkStatus();
@@ -381,7 +490,10 @@ absl::StatusOr<std::string> Tokenizer::Decode(std::span<const uint32_t> ids) con
   return out;
 }
 
-bool Tokenizer::HasByteToken(uint8_t b) const { return impl_->model.byte_ids[b] != Trie::kNoValue; }
+bool Tokenizer::HasByteToken(uint8_t b) const {
+  if (impl_->vocab.model == VocabModel::kSentencePiece) return impl_->spm_byte[b] != Trie::kNoValue;
+  return impl_->model.byte_ids[b] != Trie::kNoValue;
+}
 
 const Vocab& Tokenizer::vocab() const { return impl_->vocab; }
 size_t Tokenizer::vocab_size() const { return impl_->vocab.size(); }

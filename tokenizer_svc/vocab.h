@@ -37,6 +37,16 @@ enum class MergeRule : uint8_t {
   kMergeList,
 };
 
+// Which tokenizer the vocabulary belongs to (GGUF tokenizer.ggml.model).
+enum class VocabModel : uint8_t {
+  // Byte-level BPE ("gpt2") and .tiktoken: pre-tokenize, then merge by rank.
+  kBpe,
+  // SentencePiece-style ("llama"), llama.cpp's SPM tokenizer: spaces become
+  // U+2581, then the adjacent pair whose concatenation is the token of highest
+  // score merges, leftmost on ties; no pre-tokenizer (spm.h).
+  kSentencePiece,
+};
+
 struct Merge {
   uint32_t rank;
   uint32_t result;  // token id of the merged pair
@@ -53,11 +63,21 @@ struct Vocab {
   std::vector<std::string> token_bytes;  // id -> raw bytes ("" for holes)
   std::vector<TokenType> token_types;    // id -> type
 
+  VocabModel model = VocabModel::kBpe;
   MergeRule merge_rule = MergeRule::kConcatenationRank;
   absl::flat_hash_map<uint64_t, Merge> merges;  // kMergeList only, keyed by PairKey
   // A piece that is itself a token is emitted whole, without merging (tiktoken
   // always; llama.cpp's ignore_merges for Llama 3).
   bool whole_piece_shortcut = true;
+
+  // kSentencePiece only. id -> the token's text as the file spells it (spaces
+  // as U+2581, byte tokens as <0xNN>): what the merge loop matches.
+  std::vector<std::string> piece_texts;
+  std::vector<float> scores;  // kSentencePiece only: id -> score (finite)
+  // kSentencePiece only: a space is put before the text at its start and
+  // after every special token (llama.cpp's add_space_prefix), and Decode
+  // drops the first token's leading space.
+  bool add_space_prefix = false;
 
   std::string pretokenizer;              // name: "cl100k_base", "smollm", ...
   std::vector<std::string> pre_regexes;  // applied in order, each splitting every fragment
