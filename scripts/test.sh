@@ -15,6 +15,9 @@ bash scripts/setup.sh
 step "default model (models/, checked by SHA-256)"
 bash scripts/fetch-model.sh
 
+step "Gemma 3 270M (its SentencePiece vocabulary: tokenizer_spm_reference_test)"
+bash scripts/fetch-model.sh gemma3-270m
+
 step "configure and build (preset default)"
 cmake --preset default
 cmake --build --preset default -j"$jobs"
