@@ -12,6 +12,7 @@
 #include "common/gguf/gguf_writer.h"
 #include "common/test_paths.h"
 #include "tokenizer_svc/gguf_vocab_loader.h"
+#include "tokenizer_svc/pretokenizer.h"
 #include "tokenizer_svc/tiktoken_loader.h"
 #include "tokenizer_svc/tokenizer.h"
 
@@ -148,6 +149,45 @@ TEST(GgufVocabLoaderTest, LoadsAMinimalVocabulary) {
   ASSERT_TRUE(tok.ok());
   EXPECT_THAT(*(*tok)->Encode("ab ab", {}), ::testing::ElementsAre(2, 3, 2));
   EXPECT_THAT(*(*tok)->Encode("<s>", {.allowed_special = {"<s>"}}), ::testing::ElementsAre(4));
+}
+
+std::vector<std::string> Pieces(const std::string& preset, std::string_view text) {
+  const PretokenizerPreset* p = FindGgufPreset(preset);
+  EXPECT_NE(p, nullptr) << preset;
+  if (p == nullptr) return {};
+  auto pre = Pretokenizer::Create(std::vector<std::string>(p->regexes.begin(), p->regexes.end()));
+  EXPECT_TRUE(pre.ok()) << preset << ": " << pre.status();
+  std::vector<std::string> out;
+  (*pre)->ForEachPiece(text, [&](std::string_view piece) { out.emplace_back(piece); });
+  return out;
+}
+
+// The tokenizer.ggml.pre names llama.cpp maps for Llama 3/4, Qwen 2/2.5/3,
+// Phi, Mistral (Tekken) and the rest, with their pre-type's regexes.
+TEST(GgufVocabLoaderTest, KnowsTheCommonPretokenizerNames) {
+  using ::testing::ElementsAre;
+  for (const char* name : {"llama3", "llama-bpe", "llama-v3", "pixtral", "lfm2", "midm-2.0"}) {
+    EXPECT_THAT(Pieces(name, "12345 it's"), ElementsAre("123", "45", " it", "'s")) << name;
+    EXPECT_TRUE(FindGgufPreset(name)->ignore_merges);
+  }
+  for (const char* name : {"qwen2", "deepseek-r1-qwen", "megrez", "kormo", "f2llmv2"}) {
+    EXPECT_THAT(Pieces(name, "12345 it's"), ElementsAre("1", "2", "3", "4", "5", " it", "'s"))
+        << name;
+    EXPECT_FALSE(FindGgufPreset(name)->ignore_merges);
+  }
+  // qwen35 keeps combining marks with their letters.
+  EXPECT_THAT(Pieces("qwen35", "e\xCC\x81x 12"), ElementsAre("e\xCC\x81x", " ", "1", "2"));
+  EXPECT_THAT(Pieces("qwen2", "e\xCC\x81x"), ElementsAre("e", "\xCC\x81x"));
+  // Tekken and gpt-4o split a word before an upper-case letter.
+  EXPECT_THAT(Pieces("tekken", "HelloWorld 12345"),
+              ElementsAre("Hello", "World", " ", "1", "2", "3", "4", "5"));
+  for (const char* name : {"gpt-4o", "llama4"}) {
+    EXPECT_THAT(Pieces(name, "HelloWorld it's 12345"),
+                ElementsAre("Hello", "World", " it's", " ", "123", "45"))
+        << name;
+  }
+  EXPECT_TRUE(FindGgufPreset("tekken")->ignore_merges);
+  EXPECT_THAT(Pieces("phi-2", "it's 12"), ElementsAre("it", "'s", " 12"));
 }
 
 TEST(GgufVocabLoaderTest, RejectsInconsistentFiles) {

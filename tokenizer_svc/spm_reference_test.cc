@@ -6,9 +6,11 @@
 //    the 432 conformance texts, the 46 texts of llama.cpp's vocabulary tests
 //    and hard cases, with and without special-token parsing. The model
 //    missing is a failure, not a skip.
-//  - llama.cpp's vocabulary test files (ggml-vocab-{llama-spm,phi-3}.gguf with
-//    their .inp/.out), which no checkout holds: only when LLM_LLAMACPP_VOCABS
-//    names their folder (llama.cpp's models/), else skipped.
+//  - llama.cpp's vocabulary test files (ggml-vocab-{llama-spm,phi-3,qwen2,
+//    qwen35}.gguf with their .inp/.out; the last two are byte-level BPE with
+//    the qwen2 and qwen35 pre-tokenizers), which no checkout holds: only when
+//    LLM_LLAMACPP_VOCABS names their folder (llama.cpp's models/), else
+//    skipped.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -81,9 +83,9 @@ TEST(Gemma3Reference, IdsAndTextEqualLlamaCpp) {
   EXPECT_EQ(matched, 596);
 }
 
-class LlamaCppSpmVocab : public ::testing::TestWithParam<std::string> {};
+class LlamaCppVocab : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(LlamaCppSpmVocab, IdsEqualLlamaCppTests) {
+TEST_P(LlamaCppVocab, IdsEqualLlamaCppTests) {
   const char* dir = std::getenv("LLM_LLAMACPP_VOCABS");
   if (dir == nullptr) GTEST_SKIP() << "LLM_LLAMACPP_VOCABS is not set";
   const std::string base = std::string(dir) + "/ggml-vocab-" + GetParam() + ".gguf";
@@ -109,19 +111,19 @@ TEST_P(LlamaCppSpmVocab, IdsEqualLlamaCppTests) {
     EXPECT_EQ(*ids, expected) << GetParam() << " test " << i << ": "
                               << ::testing::PrintToString(texts[i].substr(0, 80));
     if (*ids == expected) ++matched;
-    // The space prefix comes back as the first piece's space, and Decode
-    // drops it.
+    // SentencePiece: the space prefix comes back as the first piece's space,
+    // and Decode drops it.
     auto decoded = (*tok)->Decode(*ids);
     ASSERT_TRUE(decoded.ok());
     EXPECT_EQ(*decoded, texts[i]) << GetParam() << " test " << i;
-    if (!texts[i].empty()) {
-      EXPECT_EQ(Pieces(**tok, *ids), " " + texts[i]);
-    }
+    const bool prefix = (*tok)->vocab().add_space_prefix && !texts[i].empty();
+    EXPECT_EQ(Pieces(**tok, *ids), (prefix ? " " : "") + texts[i]);
   }
   std::printf("%s: %d of %zu texts identical\n", GetParam().c_str(), matched, texts.size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Vocabs, LlamaCppSpmVocab, ::testing::Values("llama-spm", "phi-3"),
+INSTANTIATE_TEST_SUITE_P(Vocabs, LlamaCppVocab,
+                         ::testing::Values("llama-spm", "phi-3", "qwen2", "qwen35"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) {
