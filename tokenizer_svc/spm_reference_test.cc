@@ -74,7 +74,7 @@ TEST(Gemma3Reference, IdsAndTextEqualLlamaCpp) {
     ASSERT_TRUE(ids.ok()) << ids.status();
     EXPECT_EQ(*ids, expected) << "line " << i + 1 << ": " << ::testing::PrintToString(text);
     if (*ids == expected) ++matched;
-    auto back = (*tok)->Decode(expected);
+    auto back = (*tok)->DecodeText(expected);
     ASSERT_TRUE(back.ok()) << back.status();
     EXPECT_EQ(*back, decoded) << "line " << i + 1;
     // No space prefix: the streamed text is the whole decode.
@@ -112,8 +112,8 @@ TEST_P(LlamaCppVocab, IdsEqualLlamaCppTests) {
                               << ::testing::PrintToString(texts[i].substr(0, 80));
     if (*ids == expected) ++matched;
     // SentencePiece: the space prefix comes back as the first piece's space,
-    // and Decode drops it.
-    auto decoded = (*tok)->Decode(*ids);
+    // and DecodeText drops it.
+    auto decoded = (*tok)->DecodeText(*ids);
     ASSERT_TRUE(decoded.ok());
     EXPECT_EQ(*decoded, texts[i]) << GetParam() << " test " << i;
     const bool prefix = (*tok)->vocab().add_space_prefix && !texts[i].empty();

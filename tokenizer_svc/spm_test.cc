@@ -107,13 +107,15 @@ TEST(SpmTest, DecodeDropsTheSpacePrefix) {
   auto tok = Load(testing::SpmGguf(testing::SpmTokens(Pieces())));
   for (const std::string text : {"abc", " abc", "a b", "  x", "x ", "\xC3\xA9"}) {
     const auto ids = Enc(*tok, text);
-    EXPECT_EQ(*tok->Decode(ids), text);
+    EXPECT_EQ(*tok->DecodeText(ids), text);
     std::string pieces;
     for (uint32_t id : ids) pieces += *tok->TokenBytes(id);
     EXPECT_EQ(pieces, " " + text);  // what the client's incremental decoder sees
   }
   // llama_detokenize: the first token's space only.
-  EXPECT_EQ(*tok->Decode(std::vector<uint32_t>{1, kSpAb}), "<s> ab");
+  EXPECT_EQ(*tok->DecodeText(std::vector<uint32_t>{1, kSpAb}), "<s> ab");
+  EXPECT_EQ(*tok->DecodeText(std::vector<uint32_t>{kSpAb, kSpAb}), "ab ab");
+  EXPECT_EQ(*tok->Decode(std::vector<uint32_t>{kSpAb, kSpAb}), " ab ab");
 }
 
 TEST(SpmTest, SpacePrefixAfterSpecialTokens) {
@@ -123,7 +125,7 @@ TEST(SpmTest, SpacePrefixAfterSpecialTokens) {
   auto plain = Load(testing::SpmGguf(testing::SpmTokens(Pieces()), false));
   EXPECT_THAT(Enc(*plain, "<s>ab", {.allowed_special = {"<s>"}}), ElementsAre(1, kAb));
   EXPECT_THAT(Enc(*plain, "abc"), ElementsAre(kAbc));  // ab, then abc
-  EXPECT_EQ(*plain->Decode(std::vector<uint32_t>{kSpAb}), " ab");
+  EXPECT_EQ(*plain->DecodeText(std::vector<uint32_t>{kSpAb}), " ab");
 }
 
 TEST(SpmTest, TextNeverMergesIntoAControlToken) {
@@ -240,7 +242,7 @@ TEST(SpmTest, MatchesNaiveMergeOnRandomVocabularies) {
       }
       if (text.empty()) continue;
       ASSERT_EQ(Enc(*tok, text), NaiveSpm(tokens, escaped)) << round << " " << text;
-      ASSERT_EQ(*tok->Decode(Enc(*tok, text)), text);
+      ASSERT_EQ(*tok->DecodeText(Enc(*tok, text)), text);
     }
   }
 }

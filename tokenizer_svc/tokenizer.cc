@@ -467,21 +467,28 @@ absl::StatusOr<std::string_view> Tokenizer::TokenBytes(uint32_t id) const {
 
 absl::Status Tokenizer::DecodeTo(std::span<const uint32_t> ids, std::string* out) const {
   const size_t original_size = out->size();
-  const Vocab& v = impl_->vocab;
-  // The space the encoder put before the text: llama_detokenize drops one
-  // leading space of the first token, whatever its type.
-  bool strip_space = v.model == VocabModel::kSentencePiece && v.add_space_prefix;
   for (uint32_t id : ids) {
     auto bytes = TokenBytes(id);
     if (!bytes.ok()) {
       out->resize(original_size);
       return bytes.status();
     }
-    if (strip_space && !bytes->empty() && (*bytes)[0] == ' ') bytes->remove_prefix(1);
-    strip_space = false;
     out->append(*bytes);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Tokenizer::DecodeText(std::span<const uint32_t> ids) const {
+  std::string out;
+  LLM_RETURN_IF_ERROR(DecodeTo(ids, &out));
+  // The space Encode put before the text: llama_detokenize drops one leading
+  // space of the first token, whatever its type.
+  const Vocab& v = impl_->vocab;
+  if (v.model == VocabModel::kSentencePiece && v.add_space_prefix && !ids.empty() &&
+      TokenBytes(ids[0])->starts_with(' ')) {
+    out.erase(0, 1);
+  }
+  return out;
 }
 
 absl::StatusOr<std::string> Tokenizer::Decode(std::span<const uint32_t> ids) const {

@@ -90,9 +90,16 @@ class Tokenizer {
   absl::Status EncodeTo(std::string_view text, const EncodeOptions& options,
                         std::vector<uint32_t>* ids) const;
 
-  // The exact bytes of `ids`. InvalidArgument for an id out of range or a hole.
+  // The exact bytes of `ids`: their TokenBytes concatenated, so that decoding
+  // in chunks gives the same bytes. InvalidArgument for an id out of range or
+  // a hole.
   absl::StatusOr<std::string> Decode(std::span<const uint32_t> ids) const;
   absl::Status DecodeTo(std::span<const uint32_t> ids, std::string* out) const;
+  // The text of a whole encoded sequence, as llama_detokenize gives it: like
+  // Decode, except that in a SentencePiece vocabulary with add_space_prefix
+  // the first token loses one leading space (the one Encode put before the
+  // text), so DecodeText(Encode(x)) == x for text without special tokens.
+  absl::StatusOr<std::string> DecodeText(std::span<const uint32_t> ids) const;
   // Bytes of one token (InvalidArgument as above).
   absl::StatusOr<std::string_view> TokenBytes(uint32_t id) const;
 
