@@ -1246,5 +1246,55 @@ TEST(TokenizerServerProcessTest, MissingVocabularyExitsNonZeroWithoutPortLine) {
   EXPECT_THAT(error, AllOf(HasSubstr("no port line"), HasSubstr("exit status 1")));
 }
 
+// ---------------------------------------------------------------------------
+// SentencePiece server: Gemma 3's vocabulary (models/gemma-3-270m-q4_k_m.gguf,
+// scripts/fetch-model.sh gemma3-270m; missing, the suite fails). Ids from
+// llama.cpp (tokenizer_svc/testdata/gemma3_reference.jsonl).
+
+class GemmaServerTest : public testing::SuiteServerTest<GemmaServerTest, TokenizerServiceTestBase> {
+ public:
+  static void StartSuiteServer(ServerState* state) {
+    const std::string model = testing::SourceDir() + "/models/gemma-3-270m-q4_k_m.gguf";
+    if (!std::filesystem::exists(model)) {
+      // Not "missing vocabulary": that would skip, and this model is fetched.
+      state->error = StrCat(model, " is absent: run scripts/fetch-model.sh gemma3-270m");
+      return;
+    }
+    StartTokenizerServer(state, model, {});
+  }
+};
+
+TEST_F(GemmaServerTest, InfoEncodeDecodeAndStreamMatchLlamaCpp) {
+  const v1::InfoResponse info = MustInfo();
+  EXPECT_EQ(info.vocab_size(), 262144u);
+  EXPECT_EQ(info.pretokenizer(), "sentencepiece");
+  EXPECT_EQ(MustEncode("Hello world"), (std::vector<uint32_t>{9259, 1902}));
+  v1::EncodeOptions turns;
+  turns.add_allowed_special("<start_of_turn>");
+  turns.add_allowed_special("<end_of_turn>");
+  const std::string chat = "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n";
+  EXPECT_EQ(MustEncode(chat, turns),
+            (std::vector<uint32_t>{105, 2364, 107, 10979, 106, 107, 105, 4368, 107}));
+  // Not allowed, the control token's text is ordinary text.
+  EXPECT_EQ(MustEncode("<start_of_turn>"),
+            (std::vector<uint32_t>{236820, 3041, 236779, 1340, 236779, 887, 236813}));
+  // Two spaces, a tab, U+10FFFF, CJK, an emoji, newlines.
+  const std::string text = "Hello  world\t\xF4\x8F\xBF\xBF 日本語 😀\n\n";
+  const std::vector<uint32_t> ids = MustEncode(text);
+  EXPECT_EQ(MustDecode(ids), text);
+  ExpectPiecesMatchDecode(ids);
+  LockstepStream stream(stub());
+  std::string streamed;
+  for (const uint32_t id : ids) {
+    std::string delta;
+    ASSERT_TRUE(stream.Send({id}, false, &delta));
+    streamed += delta;
+  }
+  std::vector<std::string> trailing;
+  EXPECT_TRUE(stream.Close(&trailing).ok());
+  for (const std::string& t : trailing) streamed += t;
+  EXPECT_EQ(streamed, text);
+}
+
 }  // namespace
 }  // namespace llm
