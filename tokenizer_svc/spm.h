@@ -18,7 +18,8 @@
 // Threads: SpmModel is shared read-only; an SpmScratch belongs to one thread.
 // Cost: O(n log n) in the length of the text (a heap of candidate pairs, at
 // most n - 1 + 2 per merge entries); each candidate costs a trie walk along
-// the right symbol's bytes. Memory: 36 bytes per input byte at most, kept in
+// the right symbol's bytes. Memory: a 20-byte symbol per character and a
+// 16-byte heap entry per candidate pair (fewer than 3 per character), kept in
 // the scratch for the next call.
 #ifndef LLM_TOKENIZER_SVC_SPM_H_
 #define LLM_TOKENIZER_SVC_SPM_H_

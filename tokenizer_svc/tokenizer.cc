@@ -236,6 +236,12 @@ struct Tokenizer::Impl {
         escaped.push_back(c);
       }
     }
+    if (escaped.size() >= (1u << 31)) {
+      if (call.status.ok()) {
+        call.status = absl::InvalidArgumentError("text over 2 GiB between special tokens");
+      }
+      return;
+    }
     SpmEncode(spm, escaped, call.spm, [&](uint32_t id, uint32_t begin, uint32_t end) {
       if (id != Trie::kNoValue) {
         call.ids->push_back(id);

@@ -6,7 +6,9 @@
 //
 // Encoding is exact BPE (tiktoken's result for .tiktoken vocabularies, Hugging
 // Face's for GGUF ones) unless EncodeOptions::algorithm asks for the seed's
-// greedy longest match, which is a different tokenization.
+// greedy longest match, which is a different tokenization. SentencePiece GGUF
+// vocabularies (tokenizer.ggml.model = "llama") are encoded as llama.cpp's
+// SPM tokenizer does (spm.h), whatever the algorithm option.
 //
 // Special tokens: by default text is encoded as ordinary text (tiktoken's
 // encode_ordinary), except GGUF user-defined tokens, which are always cut out
