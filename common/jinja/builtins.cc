@@ -531,7 +531,8 @@ std::optional<Value> BoundMethod(const Value& receiver, std::string_view name, s
       return Value(false);
     }
     if (method == "split" || method == "rsplit") {
-      LLM_ASSIGN_OR_RETURN(const std::string* sep, optional_string(Arg(args, 0, "sep")));
+      const Value sep_value = Arg(args, 0, "sep");  // outlives `sep`, which points into it
+      LLM_ASSIGN_OR_RETURN(const std::string* sep, optional_string(sep_value));
       if (sep != nullptr && sep->empty()) return Error(what, "empty separator");
       const Value maxsplit = Arg(args, 1, "maxsplit");
       const int64_t n = maxsplit.kind() == Value::Kind::kInt ? maxsplit.as_int() : -1;

@@ -64,6 +64,13 @@ TEST(JinjaTest, FiltersTestsMethods) {
             "TrueTrueTrueTrue");
 }
 
+// The fuzzer's first find: split's separator outlived by a pointer into it.
+TEST(JinjaTest, SplitWithSeparatorArgument) {
+  EXPECT_EQ(Render("{{ 'a</think>b'.split('</think>')[-1] }}|{{ 'a b  c'.split() }}|"
+                   "{{ 'a,b,c'.split(',', 1) }}|{{ 'x'.split(sep=',') }}"),
+            "b|['a', 'b', 'c']|['a', 'b,c']|['x']");
+}
+
 TEST(JinjaTest, RaiseExceptionIsAnError) {
   absl::StatusOr<Template> t = Template::Parse("{{ raise_exception('bad roles') }}");
   ASSERT_TRUE(t.ok());
