@@ -86,6 +86,8 @@ Value Attribute(const Value& v, std::string_view path) {
 // truthiness when none is named) is `keep`.
 absl::StatusOr<Value> SelectItems(std::string_view filter, const Value& input, const CallArgs& args,
                                   bool by_attribute, bool keep) {
+  // jinja2 visits nothing when the input is false (none, undefined, empty).
+  if (!input.Truthy()) return Value(List());
   LLM_ASSIGN_OR_RETURN(List items, Iterate(input));
   size_t next = 0;
   std::string attribute;
@@ -164,6 +166,7 @@ absl::StatusOr<Value> Sort(const Value& input, const CallArgs& args) {
 }
 
 absl::StatusOr<Value> Map(const Value& input, const CallArgs& args, size_t max_bytes) {
+  if (!input.Truthy()) return Value(List());  // as jinja2
   LLM_ASSIGN_OR_RETURN(List items, Iterate(input));
   const Value attribute = Arg(args, 99, "attribute");
   List out;
@@ -201,6 +204,55 @@ absl::StatusOr<Value> Length(const Value& v) {
     default:
       return Error("length", StrCat(v.TypeName(), " has no length"));
   }
+}
+
+// str.format with {} / {0} / {name} fields and {{ }} escapes; format
+// specifications and conversions ({0:>3}, {0!r}) are not supported.
+absl::StatusOr<Value> Format(const std::string& s, const CallArgs& args, size_t max_bytes) {
+  std::string out;
+  size_t next = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '}') {
+      if (i + 1 >= s.size() || s[i + 1] != '}') {
+        return Error("str.format()", "single '}' in the format string");
+      }
+      ++i;
+      out += '}';
+      continue;
+    }
+    if (c != '{') {
+      out += c;
+      continue;
+    }
+    if (i + 1 < s.size() && s[i + 1] == '{') {
+      out += '{';
+      ++i;
+      continue;
+    }
+    const size_t end = s.find('}', i);
+    if (end == std::string::npos) return Error("str.format()", "unterminated '{' field");
+    const std::string field = s.substr(i + 1, end - i - 1);
+    i = end;
+    if (field.find_first_of(":!.[") != std::string::npos) {
+      return Error("str.format()", "format specifications are not supported");
+    }
+    Value v;
+    if (field.empty()) {
+      if (next >= args.positional.size()) return Error("str.format()", "too few arguments");
+      v = args.positional[next++];
+    } else if (field.find_first_not_of("0123456789") == std::string::npos) {
+      const size_t k = std::stoul(field.substr(0, 9));
+      if (k >= args.positional.size()) return Error("str.format()", "too few arguments");
+      v = args.positional[k];
+    } else {
+      v = Arg(args, SIZE_MAX, field);
+      if (v.is_undefined()) return Error("str.format()", StrCat("no argument '", field, "'"));
+    }
+    out += v.Str();
+    LLM_RETURN_IF_ERROR(CheckSize("str.format()", out.size(), max_bytes));
+  }
+  return Value(std::move(out));
 }
 
 }  // namespace
@@ -269,7 +321,7 @@ absl::StatusOr<bool> Contains(const Value& container, const Value& item) {
     case Value::Kind::kDict:
       return item.is_string() && !container.Get(item.as_string()).is_undefined();
     case Value::Kind::kUndefined:
-      return absl::InvalidArgumentError("'in' on an undefined value");
+      return false;  // jinja2 iterates it: nothing
     default:
       return absl::InvalidArgumentError(
           StrCat("'in' needs a string, list or dict, not ", container.TypeName()));
@@ -490,9 +542,9 @@ std::optional<Value> BoundMethod(const Value& receiver, std::string_view name, s
   }
   if (!receiver.is_string()) return std::nullopt;
   static constexpr std::string_view kMethods[] = {
-      "strip",   "lstrip",  "rstrip",  "startswith", "endswith", "split",  "rsplit", "upper",
-      "lower",   "title",   "replace", "capitalize", "find",     "count",  "join",   "splitlines",
-      "isdigit", "isspace", "isalpha", "isalnum",    "isupper",  "islower"};
+      "strip",   "lstrip",  "rstrip",  "startswith", "endswith", "split",   "rsplit", "upper",
+      "lower",   "title",   "replace", "capitalize", "find",     "count",   "join",   "splitlines",
+      "isdigit", "isspace", "isalpha", "isalnum",    "isupper",  "islower", "format"};
   if (std::find(std::begin(kMethods), std::end(kMethods), name) == std::end(kMethods)) {
     return std::nullopt;
   }
@@ -555,6 +607,7 @@ std::optional<Value> BoundMethod(const Value& receiver, std::string_view name, s
       }
       return Value(std::move(out));
     }
+    if (method == "format") return Format(s, args, max_bytes);
     if (method == "upper") return Value(PyUpper(s));
     if (method == "lower") return Value(PyLower(s));
     if (method == "title") return Value(PyTitle(s));

@@ -41,7 +41,7 @@ std::optional<Value> BoundMethod(const Value& receiver, std::string_view name, s
 // strings, lists item by item): negative, zero or positive; InvalidArgument
 // for other types.
 absl::StatusOr<int> Compare(const Value& a, const Value& b);
-// Python's `a in b` (substring, list item, dict key).
+// Python's `a in b` (substring, list item, dict key); false for an undefined b.
 absl::StatusOr<bool> Contains(const Value& container, const Value& item);
 // The items a for loop visits: a list's items, a string's characters, a
 // dict's keys; nothing for undefined. InvalidArgument for other types.

@@ -71,6 +71,13 @@ TEST(JinjaTest, SplitWithSeparatorArgument) {
             "b|['a', 'b', 'c']|['a', 'b,c']|['x']");
 }
 
+TEST(JinjaTest, StrFormatAndFalsySelect) {
+  EXPECT_EQ(Render("{{ '<{}|{0}|{x}>{{}}'.format('a', x=1) }}"), "<a|a|1>{}");
+  EXPECT_THAT(Render("{{ '{0:>3}'.format(1) }}"), HasSubstr("not supported"));
+  EXPECT_EQ(Render("{{ none | selectattr('type', 'equalto', 'x') | list | length }}"), "0");
+  EXPECT_EQ(Render("{{ 'a' in u }}|{{ 'a' not in u }}"), "False|True");
+}
+
 TEST(JinjaTest, RaiseExceptionIsAnError) {
   absl::StatusOr<Template> t = Template::Parse("{{ raise_exception('bad roles') }}");
   ASSERT_TRUE(t.ok());

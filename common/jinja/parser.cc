@@ -240,6 +240,15 @@ class Parser {
       LLM_RETURN_IF_ERROR(ExpectKind(K::kStmtEnd, "'%}'"));
       return s;
     }
+    if (name == "generation") {
+      // transformers' {% generation %}: its body renders as it is (an if true).
+      s.kind = Stmt::Kind::kIf;
+      LLM_RETURN_IF_ERROR(ExpectKind(K::kStmtEnd, "'%}'"));
+      LLM_ASSIGN_OR_RETURN(Body body, ParseBody({"endgeneration"}, &stop));
+      LLM_RETURN_IF_ERROR(ExpectKind(K::kStmtEnd, "'%}'"));
+      s.branches.emplace_back(nullptr, std::move(body));
+      return s;
+    }
     if (name == "break" || name == "continue") {
       s.kind = name == "break" ? Stmt::Kind::kBreak : Stmt::Kind::kContinue;
       LLM_RETURN_IF_ERROR(ExpectKind(K::kStmtEnd, "'%}'"));

@@ -2,11 +2,11 @@
 //
 // Statements: if/elif/else, for (tuple targets, "if" filter, else), set
 // (names, tuples, namespace attributes, block set), break/continue, macro,
-// comments. Expressions: literals (strings, numbers, true/false/none, lists,
-// tuples, dicts), names, attributes, subscripts and slices, calls with
-// keyword arguments, filters, tests ("is [not] name"), unary -, not, and/or,
-// comparisons (==, !=, <, <=, >, >=, in, not in), + - * / // % ** ~, and the
-// conditional expression; precedence as in jinja2.
+// transformers' generation block (rendered as it is), comments. Expressions: literals (strings,
+// numbers, true/false/none, lists, tuples, dicts), names, attributes, subscripts and slices, calls
+// with keyword arguments, filters, tests ("is [not] name"), unary -, not, and/or, comparisons (==,
+// !=, <, <=, >, >=, in, not in), + - * / // % ** ~, and the conditional expression; precedence as
+// in jinja2.
 //
 // Not supported, each a parse error naming it: include, import, extends,
 // from, block, call, filter blocks, raw, recursive loops. Errors are

@@ -4,7 +4,7 @@ jinja2 exactly as Hugging Face transformers' apply_chat_template does, and write
 references.json, which jinja_reference_test.cc checks byte for byte.
 
 transformers' environment: ImmutableSandboxedEnvironment(trim_blocks=True,
-lstrip_blocks=True, extensions=[loopcontrols]), globals raise_exception (raises
+lstrip_blocks=True, extensions=[AssistantTracker, loopcontrols]), globals raise_exception (raises
 TemplateError) and strftime_now, the filter tojson = json.dumps(ensure_ascii=False,
 ...); render(messages=..., tools=None, documents=None, add_generation_prompt=...,
 bos_token=..., eos_token=...). strftime_now is pinned to DATE (UTC) so that the
@@ -12,7 +12,13 @@ output is reproducible; the C++ test passes the same instant.
 
 Run (jinja2 3.1.6 from the repository's reference venv):
     /work/main/build/ref-venv/bin/python common/jinja/testdata/make_references.py
+
+A sweep over another set of templates (names not in TOKENS get <s> / </s>;
+templates that jinja2 cannot parse are skipped, other jinja2 errors recorded as
+error_other), checked with JINJA_TESTDATA=DIR build/bin/jinja_reference_test:
+    python make_references.py --templates DIR/templates --out DIR/references.json
 """
+import argparse
 import datetime
 import json
 import os
@@ -63,6 +69,21 @@ CONVERSATIONS = {
 }
 
 
+class AssistantTracker(jinja2.ext.Extension):
+    """transformers' {% generation %}...{% endgeneration %}: renders its body as it is
+    (transformers also records where it lies, for assistant-token masks)."""
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        call = self.call_method("_render", [])
+        return jinja2.nodes.CallBlock(call, [], [], body).set_lineno(lineno)
+
+    def _render(self, caller):
+        return caller()
+
+
 def environment():
     def raise_exception(message):
         raise jinja2.exceptions.TemplateError(message)
@@ -75,7 +96,7 @@ def environment():
         return DATE.strftime(fmt)
 
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[jinja2.ext.loopcontrols])
+                                        extensions=[AssistantTracker, jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
@@ -83,12 +104,23 @@ def environment():
 
 
 def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--templates", default=os.path.join(HERE, "templates"))
+    parser.add_argument("--out", default=os.path.join(HERE, "references.json"))
+    args = parser.parse_args()
     env = environment()
     cases = []
-    for name in sorted(TOKENS):
-        with open(os.path.join(HERE, "templates", name + ".jinja"), encoding="utf-8") as f:
-            template = env.from_string(f.read())
-        bos, eos = TOKENS[name]
+    names = sorted(n[:-len(".jinja")] for n in os.listdir(args.templates) if n.endswith(".jinja"))
+    tokens = {}
+    for name in names:
+        with open(os.path.join(args.templates, name + ".jinja"), encoding="utf-8") as f:
+            try:
+                template = env.from_string(f.read())
+            except jinja2.exceptions.TemplateSyntaxError as e:
+                print("skipped %s: jinja2 cannot parse it (%s)" % (name, e))
+                continue
+        bos, eos = TOKENS.get(name, ("<s>", "</s>"))
+        tokens[name] = {"bos_token": bos, "eos_token": eos}
         for conv_name, messages in CONVERSATIONS.items():
             for gen in (True, False):
                 case = {"template": name, "conversation": conv_name,
@@ -99,19 +131,21 @@ def main():
                         add_generation_prompt=gen, bos_token=bos, eos_token=eos)
                 except jinja2.exceptions.TemplateError as e:
                     case["error"] = str(e)
+                except Exception as e:  # a TypeError inside the template, ...
+                    case["error_other"] = "%s: %s" % (type(e).__name__, e)
                 cases.append(case)
     out = {
         "generator": "common/jinja/testdata/make_references.py (jinja2 %s)" % jinja2.__version__,
         "date_unix_seconds": int(DATE.timestamp()),
-        "tokens": {k: {"bos_token": v[0], "eos_token": v[1]} for k, v in TOKENS.items()},
+        "tokens": tokens,
         "conversations": CONVERSATIONS,
         "cases": cases,
     }
-    with open(os.path.join(HERE, "references.json"), "w", encoding="utf-8") as f:
+    with open(args.out, "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=False, indent=1)
         f.write("\n")
     errors = sum("error" in c for c in cases)
-    print("%d cases (%d raise an error) in references.json" % (len(cases), errors))
+    print("%d cases (%d raise an error) in %s" % (len(cases), errors, args.out))
 
 
 if __name__ == "__main__":
