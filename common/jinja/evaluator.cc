@@ -186,6 +186,11 @@ class Evaluator {
                          StrCat("cannot set attribute '", s.attribute, "' of '", s.targets[0],
                                 "': only namespace() attributes can be set"));
           }
+          if (HoldsNamespace(v)) {
+            // A namespace inside a namespace could hold itself: a cycle that
+            // printing would follow for ever.
+            return Error(s.line, s.column, "a namespace attribute cannot hold a namespace");
+          }
           target->SetAttribute(s.attribute, std::move(v));
           return Flow::kNormal;
         }
@@ -208,6 +213,22 @@ class Evaluator {
         return Flow::kNormal;
     }
     return Flow::kNormal;
+  }
+
+  // Whether `v` is or contains a namespace (values are depth-bounded).
+  static bool HoldsNamespace(const Value& v) {
+    if (v.kind() == Value::Kind::kNamespace) return true;
+    if (v.is_list()) {
+      for (const Value& item : v.as_list()) {
+        if (HoldsNamespace(item)) return true;
+      }
+    }
+    if (v.is_dict()) {
+      for (const auto& [k, item] : v.as_dict()) {
+        if (HoldsNamespace(item)) return true;
+      }
+    }
+    return false;
   }
 
   absl::Status Bind(const std::vector<std::string>& targets, Value v, Frame& frame, int line,
@@ -318,6 +339,11 @@ class Evaluator {
   absl::StatusOr<Value> Eval(const Expr& e) {
     absl::StatusOr<Value> v = EvalInner(e);
     if (!v.ok()) return At(v.status(), e);
+    if (v->depth() > limits_.max_depth) {
+      return At(absl::ResourceExhaustedError(
+                    StrCat("a value nested deeper than ", limits_.max_depth, " levels")),
+                e);
+    }
     return v;
   }
 

@@ -111,6 +111,11 @@ TEST(JinjaTest, LimitsAreErrors) {
                      "{% set ns.s = ns.s ~ ns.s %}{% endfor %}"),
               HasSubstr("limit"));
   EXPECT_THAT(Render("{{ [].append(1) }}"), HasSubstr("append is undefined"));
+  EXPECT_THAT(Render("{% set ns = namespace(x=1) %}{% for i in range(50000) %}"
+                     "{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}"),
+              HasSubstr("a value nested deeper than 200 levels"));
+  EXPECT_THAT(Render("{% set ns = namespace(a=1) %}{% set ns.a = [ns] %}{{ ns }}"),
+              HasSubstr("cannot hold a namespace"));
 }
 
 }  // namespace

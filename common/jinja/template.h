@@ -43,7 +43,7 @@ namespace llm::jinja {
 
 struct Limits {
   size_t max_template_bytes = 1 << 20;  // the source text
-  int max_depth = 200;                  // nesting in the parser; macro calls while rendering
+  int max_depth = 200;                  // nesting: parser, values built, macro calls
   int64_t max_iterations = 100000;      // loop iterations and range() items, per render
   size_t max_output_bytes = 4 << 20;    // the output, and any one string built on the way
 };

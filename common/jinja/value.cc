@@ -10,13 +10,33 @@
 
 namespace llm::jinja {
 
-Value::Value(List list)
-    : kind_(Kind::kList), list_(std::make_shared<const List>(std::move(list))) {}
+namespace {
 
-Value::Value(Dict dict) : kind_(Kind::kDict), dict_(std::make_shared<Dict>(std::move(dict))) {}
+int DepthOf(const List& list) {
+  int d = 0;
+  for (const Value& v : list) d = std::max(d, v.depth());
+  return d + 1;
+}
+
+int DepthOf(const Dict& dict) {
+  int d = 0;
+  for (const auto& [k, v] : dict) d = std::max(d, v.depth());
+  return d + 1;
+}
+
+}  // namespace
+
+Value::Value(List list)
+    : kind_(Kind::kList),
+      depth_(DepthOf(list)),
+      list_(std::make_shared<const List>(std::move(list))) {}
+
+Value::Value(Dict dict)
+    : kind_(Kind::kDict), depth_(DepthOf(dict)), dict_(std::make_shared<Dict>(std::move(dict))) {}
 
 Value Value::Namespace(Dict attributes) {
   Value v(Kind::kNamespace);
+  v.depth_ = DepthOf(attributes);
   v.dict_ = std::make_shared<Dict>(std::move(attributes));
   return v;
 }

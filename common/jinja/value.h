@@ -98,11 +98,17 @@ class Value {
   bool Equals(const Value& other) const;
   // The type's name for error messages ("string", "list", ...).
   std::string_view TypeName() const;
+  // Container nesting: 0 for scalars, 1 + the deepest item for lists, dicts
+  // and namespaces (as built; a namespace attribute set later is not
+  // counted). The evaluator bounds it, so printing, comparing and
+  // destroying a value cannot recurse without end.
+  int depth() const { return depth_; }
 
  private:
   explicit Value(Kind kind) : kind_(kind) {}
 
   Kind kind_ = Kind::kUndefined;
+  int depth_ = 0;
   int64_t int_ = 0;  // bool and int
   double float_ = 0;
   std::string string_;
