@@ -8,34 +8,27 @@ namespace llm::client {
 
 ChatSession::ChatSession(Generator& generator, ChatTemplate chat_template,
                          std::string system_prompt)
-    : generator_(generator),
-      template_(std::move(chat_template)),
-      system_prompt_(std::move(system_prompt)) {}
-
-std::string ChatSession::NextTurnText(std::string_view user_message) const {
-  std::vector<ChatMessage> turn;
-  const bool first = messages_.empty();
-  if (first && !system_prompt_.empty()) turn.push_back({"system", system_prompt_});
-  turn.push_back({"user", std::string(user_message)});
-  std::string text = first ? std::string() : template_.EndOfAssistantTurn();
-  text += template_.FormatTurn(turn, first);
-  return text;
-}
+    : generator_(generator), turns_(std::move(chat_template), std::move(system_prompt)) {}
 
 absl::StatusOr<GenerateResult> ChatSession::Send(std::string_view user_message,
                                                  const GenerateParams& params,
                                                  const TokenCallback& on_token) {
   LLM_RETURN_IF_ERROR(ValidateParams(params));
-  const bool first = messages_.empty();
+  const bool first = turns_.messages().empty();
+  LLM_ASSIGN_OR_RETURN(TurnPlan plan, turns_.Plan(user_message));
   EncodeOptions encode;
   encode.allow_special = true;
   // Raw text gets the vocabulary's BOS the way a plain prompt would; the
   // templates write their own opening.
-  encode.add_bos = first && template_.kind() == ChatTemplate::Kind::kRaw &&
+  encode.add_bos = first && chat_template().kind() == ChatTemplate::Kind::kRaw &&
                    generator_.tokenizer_info().add_bos();
-  LLM_ASSIGN_OR_RETURN(std::vector<int32_t> ids,
-                       generator_.Encode(NextTurnText(user_message), encode));
+  LLM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, generator_.Encode(plan.text, encode));
   const Session before = session_;
+  if (plan.rebuild) {
+    // The template changed earlier turns' text: a new session gets all of it.
+    generator_.Release(session_).IgnoreError();
+    session_ = Session();
+  }
   absl::StatusOr<GenerateResult> result = generator_.Generate(session_, ids, params, on_token);
   if (!result.ok()) {
     // Back to the conversation before this turn; the model session (which
@@ -46,12 +39,10 @@ absl::StatusOr<GenerateResult> ChatSession::Send(std::string_view user_message,
     session_.unsynced = false;
     return result.status();
   }
-  if (first && !system_prompt_.empty()) messages_.push_back({"system", system_prompt_});
-  messages_.push_back({"user", std::string(user_message)});
-  messages_.push_back({"assistant", result->text});
+  if (plan.rebuild) ++rerenders_;
+  turns_.Commit(user_message, result->text, plan);
   return result;
 }
-
 absl::Status ChatSession::ReleaseSession() {
   Session kept = session_;
   absl::Status s = generator_.Release(session_);

@@ -4,7 +4,9 @@
 //   auto answer = chat.Send("What is the capital of France?", params, on_token);
 //   auto next = chat.Send("And of Italy?", params, on_token);
 //
-// Each turn formats only the new messages with the template (chat_template.h),
+// Each turn's text comes from ChatTurns (chat_turns.h): the new messages
+// formatted with the template (chat_template.h), or for a Jinja template
+// what the rendering of the whole conversation adds to the session's text;
 // encodes them with special tokens recognized (as Hugging Face's
 // apply_chat_template does: special-token text typed by the user is read as
 // the special token), and prefills only those tokens, appended to the
@@ -15,7 +17,13 @@
 //
 // The token that ended an answer (EOS / EOT) is never fed to the model; the
 // next turn starts with the template's end-of-turn text instead, which for
-// ChatML and Llama-3 encodes to that same token.
+// ChatML and Llama-3 encodes to that same token (a Jinja template's
+// rendering has it too).
+//
+// When a Jinja template re-renders earlier turns (the session's text is not
+// a prefix of the new rendering), the turn releases the model session and
+// prefills the whole new rendering into a new one (rerenders() counts them):
+// the model then sees exactly what the template gives.
 //
 // Threads: like the Generator, one turn at a time.
 #ifndef LLM_CLIENT_CHAT_SESSION_H_
@@ -28,6 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "client/chat_template.h"
+#include "client/chat_turns.h"
 #include "client/generator.h"
 
 namespace llm::client {
@@ -47,23 +56,26 @@ class ChatSession {
   absl::StatusOr<GenerateResult> Send(std::string_view user_message, const GenerateParams& params,
                                       const TokenCallback& on_token);
 
-  // The text the next Send would prefill for `user_message` (tests, tools).
-  std::string NextTurnText(std::string_view user_message) const;
+  // What the next Send would prefill for `user_message` (tests, tools).
+  absl::StatusOr<TurnPlan> NextTurn(std::string_view user_message) const {
+    return turns_.Plan(user_message);
+  }
 
   // Releases the model session (the conversation is kept: a later Send
   // rebuilds it).
   absl::Status ReleaseSession();
 
   const Session& session() const { return session_; }
-  const std::vector<ChatMessage>& messages() const { return messages_; }
-  const ChatTemplate& chat_template() const { return template_; }
+  const std::vector<ChatMessage>& messages() const { return turns_.messages(); }
+  const ChatTemplate& chat_template() const { return turns_.chat_template(); }
+  // Turns whose template re-rendered earlier turns, so the session was rebuilt.
+  int rerenders() const { return rerenders_; }
 
  private:
   Generator& generator_;
-  const ChatTemplate template_;
-  const std::string system_prompt_;
+  ChatTurns turns_;  // the conversation so far
   Session session_;
-  std::vector<ChatMessage> messages_;  // the conversation so far
+  int rerenders_ = 0;
 };
 
 }  // namespace llm::client

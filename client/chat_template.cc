@@ -67,8 +67,43 @@ ChatTemplate ChatTemplate::Detect(std::string_view template_text) {
   return Raw();
 }
 
+absl::StatusOr<ChatTemplate> ChatTemplate::FromJinja(std::string_view source, std::string name,
+                                                     std::string bos_token, std::string eos_token) {
+  absl::StatusOr<jinja::Template> t = jinja::Template::Parse(source);
+  if (!t.ok()) return t.status();
+  ChatTemplate out(Kind::kJinja, "");
+  out.jinja_ = std::make_shared<const jinja::Template>(*std::move(t));
+  out.name_ = std::move(name);
+  out.bos_token_ = std::move(bos_token);
+  out.eos_token_ = std::move(eos_token);
+  return out;
+}
+
+absl::StatusOr<std::string> ChatTemplate::Render(std::span<const ChatMessage> messages,
+                                                 bool add_generation_prompt) const {
+  if (kind_ != Kind::kJinja) {
+    return absl::FailedPreconditionError("Render needs a Jinja chat template");
+  }
+  jinja::List list;
+  for (const ChatMessage& m : messages) {
+    list.emplace_back(
+        jinja::Dict{{"role", jinja::Value(m.role)}, {"content", jinja::Value(m.content)}});
+  }
+  const jinja::Dict vars = {
+      {"messages", jinja::Value(std::move(list))},
+      {"add_generation_prompt", jinja::Value(add_generation_prompt)},
+      {"bos_token", jinja::Value(bos_token_)},
+      {"eos_token", jinja::Value(eos_token_)},
+      {"tools", jinja::Value::None()},
+      {"documents", jinja::Value::None()},
+  };
+  return jinja_->Render(vars);
+}
+
 std::string_view ChatTemplate::name() const {
   switch (kind_) {
+    case Kind::kJinja:
+      return name_;
     case Kind::kChatMl:
       return "chatml";
     case Kind::kLlama3:
@@ -96,6 +131,7 @@ std::string ChatTemplate::FormatTurn(std::span<const ChatMessage> messages, bool
       StrAppend(&out, kStartHeader, "assistant", kEndHeader, "\n\n");
       break;
     case Kind::kRaw:
+    case Kind::kJinja:  // rendered whole instead (Render)
       for (const ChatMessage& m : messages) StrAppend(&out, m.content, "\n");
       break;
   }
@@ -109,6 +145,7 @@ std::string ChatTemplate::EndOfAssistantTurn() const {
     case Kind::kLlama3:
       return std::string(kEotId);
     case Kind::kRaw:
+    case Kind::kJinja:
       break;
   }
   return "\n";

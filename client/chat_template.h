@@ -1,12 +1,19 @@
 // Chat templates: how a conversation's messages become the model's prompt
-// text. The format is chosen from the GGUF tokenizer.chat_template text (the
-// tokenizer service's Info): it contains "<|im_start|>" -> ChatML (SmolLM2,
-// Qwen, ...), "<|start_header_id|>" -> Llama-3; anything else (or no
-// template) -> raw, where messages are plain text. Jinja is not evaluated:
-// the two formats are written out here, and a literal default system message
-// in a ChatML template (SmolLM2's "You are a helpful AI assistant named
-// SmolLM, trained by Hugging Face") is extracted and used when the
-// conversation has no system message, as the template itself would.
+// text. Two ways:
+//
+// Jinja (kJinja, what the llm CLI uses): the model's own template text (GGUF
+// tokenizer.chat_template, a .jinja file, or a built-in family template,
+// builtin_templates.h) evaluated by common/jinja as transformers'
+// apply_chat_template would: Render() gives the whole conversation's text.
+// Each turn's text is then the new suffix of that rendering (chat_turns.h).
+//
+// Written-out formats (kChatMl, kLlama3, kRaw; Detect): chosen by substring
+// from the template text: "<|im_start|>" -> ChatML (SmolLM2, Qwen, ...),
+// "<|start_header_id|>" -> Llama-3; anything else (or no template) -> raw,
+// where messages are plain text. A literal default system message in a
+// ChatML template (SmolLM2's "You are a helpful AI assistant named SmolLM,
+// trained by Hugging Face") is extracted and used when the conversation has
+// no system message, as the template itself would.
 //
 // A conversation is formatted turn by turn, so that each turn's text is
 // exactly what the whole conversation's text adds (the model session only
@@ -25,9 +32,13 @@
 #ifndef LLM_CLIENT_CHAT_TEMPLATE_H_
 #define LLM_CLIENT_CHAT_TEMPLATE_H_
 
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+
+#include "absl/status/statusor.h"
+#include "common/jinja/template.h"
 
 namespace llm::client {
 
@@ -38,7 +49,14 @@ struct ChatMessage {
 
 class ChatTemplate {
  public:
-  enum class Kind { kRaw, kChatMl, kLlama3 };
+  enum class Kind { kRaw, kChatMl, kLlama3, kJinja };
+
+  // A Jinja template; `name` says where it came from (for messages: "the
+  // model's", "gemma", a file name); bos_token / eos_token are the
+  // vocabulary's BOS / EOS text ("" when it has none). InvalidArgument with
+  // the line and column when the text does not parse.
+  static absl::StatusOr<ChatTemplate> FromJinja(std::string_view source, std::string name,
+                                                std::string bos_token, std::string eos_token);
 
   // The format a GGUF chat template text asks for (see above); raw when the
   // text is empty or in no known format.
@@ -50,7 +68,7 @@ class ChatTemplate {
   static ChatTemplate Llama3() { return ChatTemplate(Kind::kLlama3, ""); }
 
   Kind kind() const { return kind_; }
-  // "raw", "chatml" or "llama3".
+  // "raw", "chatml" or "llama3"; a Jinja template's name.
   std::string_view name() const;
   // The system message used when a conversation starts without one ("" if none).
   const std::string& default_system() const { return default_system_; }
@@ -67,12 +85,26 @@ class ChatTemplate {
   // the model), so the next turn starts with this text.
   std::string EndOfAssistantTurn() const;
 
+  // kJinja: the whole conversation's text, with the assistant header at the
+  // end when add_generation_prompt, as transformers renders it (variables
+  // messages, add_generation_prompt, bos_token, eos_token, tools=None).
+  // Errors: the template's (raise_exception: roles that do not alternate, a
+  // system role it does not support, ...), InvalidArgument; a limit,
+  // ResourceExhausted. Cost: one rendering of the whole conversation.
+  absl::StatusOr<std::string> Render(std::span<const ChatMessage> messages,
+                                     bool add_generation_prompt) const;
+
  private:
   ChatTemplate(Kind kind, std::string default_system)
       : kind_(kind), default_system_(std::move(default_system)) {}
 
   Kind kind_;
   std::string default_system_;
+  // kJinja only.
+  std::shared_ptr<const jinja::Template> jinja_;
+  std::string name_;
+  std::string bos_token_;
+  std::string eos_token_;
 };
 
 // A literal system message written in a ChatML template text, e.g.

@@ -26,6 +26,7 @@
 #include "client/health.h"
 #include "client/model_target.h"
 #include "client/security_flags.h"
+#include "client/template_choice.h"
 #include "common/strings.h"
 
 ABSL_FLAG(std::string, tokenizer, "127.0.0.1:50051",
@@ -51,8 +52,11 @@ ABSL_FLAG(int64_t, seed, -1,
 ABSL_FLAG(std::vector<std::string>, stop, {},
           "generate/chat: stop string (repeat the flag for several); never printed.");
 ABSL_FLAG(bool, chat, false,
-          "generate: format the prompt with the model's chat template (the default when the "
-          "model has a ChatML or Llama-3 template).");
+          "generate: format the prompt with a chat template (the default whenever one is "
+          "chosen: the model's own, --template, or the family default); an error when none is.");
+ABSL_FLAG(std::string, template, "",
+          "generate/chat: chat template instead of the model's own: a built-in one (chatml, "
+          "gemma, llama3, mistral, phi3, qwen, zephyr), raw, or a Jinja file.");
 ABSL_FLAG(bool, raw, false, "generate/chat: no chat template: the prompt is the model's input.");
 ABSL_FLAG(bool, json, false,
           "generate/chat: one JSON object per token {\"text\",\"token\",\"logprob\"} and a "
@@ -283,24 +287,30 @@ class Printer {
   bool printed_ = false;
 };
 
-// The template to use: raw with --raw; otherwise the model's (chat mode is
-// the default when it has a known one). --chat with no known template is an
+// The template to use (template_choice.h): raw with --raw; otherwise
+// --template, the model's own, or the family default, with a note on stderr
+// when it is not the model's own. --chat when that ends in raw text is an
 // error (exit 2).
 absl::StatusOr<ChatTemplate> ChooseTemplate(const Generator& g) {
   if (absl::GetFlag(FLAGS_raw)) return ChatTemplate::Raw();
-  const std::string& text = g.tokenizer_info().chat_template();
-  ChatTemplate t = ChatTemplate::Detect(text);
-  if (t.kind() == ChatTemplate::Kind::kRaw) {
-    if (absl::GetFlag(FLAGS_chat)) {
-      return absl::InvalidArgumentError(
-          text.empty() ? "--chat: the model has no chat template"
-                       : "--chat: the model's chat template is neither ChatML nor Llama-3");
-    }
-    if (!text.empty()) {
-      std::fprintf(stderr, "llm: unknown chat template format; using raw mode\n");
-    }
+  const auto& info = g.tokenizer_info();
+  client::ModelTemplateInfo model;
+  model.chat_template = info.chat_template();
+  model.architecture = g.model_info().architecture();
+  for (const auto& special : info.special_tokens()) {
+    model.special_tokens.push_back(special.text());
+    if (info.has_bos_id() && special.id() == info.bos_id()) model.bos_token = special.text();
+    if (info.has_eos_id() && special.id() == info.eos_id()) model.eos_token = special.text();
   }
-  return t;
+  absl::StatusOr<client::TemplateChoice> choice =
+      client::ChooseChatTemplate(model, absl::GetFlag(FLAGS_template));
+  if (!choice.ok()) return choice.status();
+  if (choice->chat_template.kind() == ChatTemplate::Kind::kRaw && absl::GetFlag(FLAGS_chat)) {
+    return absl::InvalidArgumentError(StrCat("--chat: no chat template for this model",
+                                             choice->note.empty() ? "" : ": ", choice->note));
+  }
+  if (!choice->note.empty()) std::fprintf(stderr, "llm: %s\n", choice->note.c_str());
+  return choice->chat_template;
 }
 
 // A connected generator and the chat template to use with it.
@@ -435,8 +445,15 @@ int RunChat(const std::vector<std::string>& stop) {
     g->ClearCancel();
     active_generator.store(g.get());
     printer.Begin();
+    const int rerenders = chat.rerenders();
     absl::StatusOr<GenerateResult> result = chat.Send(line, *params, on_token);
     active_generator.store(nullptr);
+    if (result.ok() && chat.rerenders() != rerenders) {
+      std::fprintf(stderr,
+                   "llm: the chat template rewrote earlier turns (e.g. dropped an answer's "
+                   "reasoning); the conversation was prefilled again (%d tokens)\n",
+                   static_cast<int>(result->prompt_tokens));
+    }
     if (!result.ok()) {
       Fail(result.status());
       exit_code = 1;

@@ -51,19 +51,20 @@ std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<st
 }
 
 const std::vector<std::string> kGenerateFlags = {
-    "prompt",     "tokenizer",  "model",    "max_tokens", "temperature", "top_k",
-    "top_p",      "min_p",      "seed",     "stop",       "chat",        "raw",
-    "system",     "json",       "logits",   "timeout",    "wait_ready",  "repeat_penalty",
-    "ignore_eos", "detokenize", "lookahead"};
+    "prompt",         "tokenizer",  "model",      "max_tokens", "temperature", "top_k",
+    "top_p",          "min_p",      "seed",       "stop",       "chat",        "raw",
+    "template",       "system",     "json",       "logits",     "timeout",     "wait_ready",
+    "repeat_penalty", "ignore_eos", "detokenize", "lookahead"};
 
 const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = {
       {"generate",
        "Usage: llm generate --prompt TEXT [flags]\n"
        "\n"
-       "Streams the answer to one prompt (an empty --prompt reads it from stdin). Chat mode\n"
-       "is the default when the model has a ChatML or Llama-3 chat template; --raw sends the\n"
-       "prompt as it is. --json prints {\"text\",\"token\",\"logprob\"} per token and a summary\n"
+       "Streams the answer to one prompt (an empty --prompt reads it from stdin), formatted\n"
+       "with the model's own chat template (Jinja), --template NAME|FILE, or its family's\n"
+       "built-in one when the model has none (said on stderr); --raw sends the prompt as\n"
+       "it is. --json prints {\"text\",\"token\",\"logprob\"} per token and a summary\n"
        "{\"tokens\",\"prompt_tokens\",\"time_to_first_token_ms\",\"tokens_per_second\",\n"
        "\"stop_reason\",\"session_rebuilds\"}; stop_reason is eos, stop, length, context (the\n"
        "model's context is full) or cancelled. --stop takes the escapes \\n, \\r, \\t, \\\\, \\\" "

@@ -9,7 +9,7 @@
 # turn it into a test before anything else.
 #
 # Usage: scripts/fuzz-long.sh [--runs N] [--max-time SECONDS] [FUZZER...]
-#   scripts/fuzz-long.sh                       # all six, 10^7 executions each
+#   scripts/fuzz-long.sh                       # all seven, 10^7 executions each
 #   scripts/fuzz-long.sh --runs 100000 gguf_fuzzer
 #   scripts/fuzz-long.sh --max-time 1800 model_load_fuzzer  # stop after 30 min
 #
@@ -32,7 +32,7 @@ while (($#)); do
   esac
 done
 all=(gguf_fuzzer model_load_fuzzer tokenizer_encode_fuzzer tiktoken_loader_fuzzer
-  pretokenizer_diff_fuzzer gguf_vocab_fuzzer)
+  pretokenizer_diff_fuzzer gguf_vocab_fuzzer jinja_fuzzer)
 ((${#fuzzers[@]})) || fuzzers=("${all[@]}")
 
 declare -A seeds=(
@@ -42,6 +42,7 @@ declare -A seeds=(
   [tiktoken_loader_fuzzer]=tokenizer_svc/fuzz/seeds/tiktoken_loader_fuzzer
   [pretokenizer_diff_fuzzer]=tokenizer_svc/fuzz/seeds/pretokenizer_diff_fuzzer
   [gguf_vocab_fuzzer]=tokenizer_svc/fuzz/seeds/gguf_vocab_fuzzer
+  [jinja_fuzzer]=common/jinja/fuzz_seeds
 )
 
 cmake --preset fuzz >/dev/null
@@ -57,6 +58,7 @@ for f in "${fuzzers[@]}"; do
   mkdir -p "$corpus" "$work"
   max_len=4096
   [[ $f == model_load_fuzzer ]] && max_len=65536
+  [[ $f == jinja_fuzzer ]] && max_len=16384
   echo "== $f: $runs executions" >&2
   start=$(date +%s)
   # The working corpus grows freely; only a minimized merge goes back.
