@@ -1,4 +1,4 @@
-// The operations a Llama-family forward pass needs, implemented once per
+// The operations a transformer forward pass needs, implemented once per
 // device (cpu/, cuda/). The forward itself (model/llama_model.cc) is written
 // once over this interface.
 //
@@ -94,9 +94,11 @@ struct StepBatch {
 
 // out_i = x · W_iᵀ for several weights sharing the same input (Q, K and V; or
 // gate and up), in one pass over the input.
+// With a bias ([weight rows] F32 vector), out_i = x · W_iᵀ + b_i.
 struct MatMulTarget {
   const Weight* weight;
   Tensor out;  // rows = x.rows, cols = weight rows
+  const Weight* bias = nullptr;
 };
 
 struct RopeParams {
@@ -104,6 +106,12 @@ struct RopeParams {
   int64_t rope_dim = 0;  // leading dimensions of each head that rotate
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;
+  // false: pairs (2i, 2i + 1) (llama.cpp's "normal" RoPE, matching GGUF's
+  // permuted llama Q/K rows); true: pairs (i, i + rope_dim / 2) ("NEOX").
+  bool neox = false;
+  // Optional [rope_dim / 2] F32 vector: pair i's angle is divided by
+  // factor i (Llama 3.1+'s rope_freqs.weight).
+  const Weight* freq_factors = nullptr;
 };
 
 struct AttentionParams {
@@ -111,6 +119,9 @@ struct AttentionParams {
   int64_t head_count_kv = 0;
   int64_t head_dim = 0;
   float scale = 0.0f;  // 1/sqrt(head_dim)
+  // > 0: a row at position p attends to positions (p - window, p] only
+  // (sliding-window attention); 0: to [0, p].
+  int64_t window = 0;
 };
 
 class Backend {
@@ -153,21 +164,31 @@ class Backend {
   virtual absl::Status BeginStep(const StepBatch& batch) = 0;
   // out[r] = table[tokens[r]] (dequantized).
   virtual void Embed(const Weight& table, Tensor out) = 0;
-  // out[r] = x[r] / rms(x[r]) * w, with rms = sqrt(mean(x²) + eps).
+  // out[r] = x[r] / rms(x[r]) * w, with rms = sqrt(mean(x²) + eps). `out`
+  // may be `x`. A tensor viewed as [rows * heads, head_dim] normalizes each
+  // head (QK-norm).
   virtual void RmsNorm(const Tensor& x, const Weight& w, float eps, Tensor out) = 0;
   virtual void MatMul(const Tensor& x, std::span<const MatMulTarget> targets) = 0;
-  // Rotates adjacent pairs (2i, 2i+1) of the first rope_dim dimensions of
-  // every head of q and k by angle position * freq_scale * base^(-2i/rope_dim)
-  // (llama.cpp's "normal" RoPE, matching GGUF's permuted Q/K rows).
+  // Rotates pair i of the first rope_dim dimensions of every head of q and
+  // k (see RopeParams.neox) by angle position * freq_scale *
+  // base^(-2i/rope_dim) / factor_i, computed as llama.cpp computes it.
   virtual void Rope(Tensor q, Tensor k, const RopeParams& params) = 0;
   // Stores k and v of the step's rows in the KV cache at `layer`, then
   // computes causal attention of each row's query heads over its sequence's
-  // positions [0, position] (grouped-query: query head h reads KV head
-  // h / (head_count / head_count_kv)). out has q's shape.
+  // positions [0, position], or the last params.window of them
+  // (grouped-query: query head h reads KV head h / (head_count /
+  // head_count_kv)). out has q's shape.
   virtual void Attention(int64_t layer, const Tensor& q, const Tensor& k, const Tensor& v,
                          const AttentionParams& params, Tensor out) = 0;
   // out = silu(gate) * up, elementwise.
   virtual void SiluMul(const Tensor& gate, const Tensor& up, Tensor out) = 0;
+  // out = gelu(gate) * up, elementwise, with GELU's tanh approximation
+  // computed as llama.cpp's CPU backend computes it: gate rounded to fp16,
+  // gelu of that rounded to fp16 (its lookup table); gate <= -10 gives 0 and
+  // gate >= 10 gives gate * up.
+  virtual void GeluMul(const Tensor& gate, const Tensor& up, Tensor out) = 0;
+  // x *= s, elementwise.
+  virtual void Scale(Tensor x, float s) = 0;
   // x += y.
   virtual void Add(Tensor x, const Tensor& y) = 0;
   // x += y, then out = RmsNorm(x): the residual add and the next norm in one

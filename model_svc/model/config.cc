@@ -1,5 +1,6 @@
 #include "model_svc/model/config.h"
 
+#include <cmath>
 #include <string>
 
 #include "absl/status/status.h"
@@ -43,10 +44,13 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const gguf::File& file) {
   ModelConfig c;
   LLM_ASSIGN_OR_RETURN(std::string_view arch, file.GetString("general.architecture"));
   c.architecture = std::string(arch);
-  if (c.architecture != "llama") {
-    return absl::UnimplementedError(
-        StrCat(file.name(), ": architecture \"", arch, "\" is not supported (supported: llama)"));
+  const Architecture* family = FindArchitecture(arch);
+  if (family == nullptr) {
+    return absl::UnimplementedError(StrCat(file.name(), ": architecture \"", arch,
+                                           "\" is not supported (supported: ",
+                                           SupportedArchitectures(), ")"));
   }
+  c.arch = *family;
   if (const gguf::Value* v = file.Find("general.name"); v != nullptr) {
     if (auto s = v->AsString(); s.ok()) c.name = std::string(*s);
   }
@@ -95,8 +99,35 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const gguf::File& file) {
     }
   }
   if (file.FindTensor("rope_freqs.weight") != nullptr) {
-    return absl::UnimplementedError(
-        StrCat(file.name(), ": per-frequency RoPE factors (rope_freqs.weight) are not supported"));
+    if (!c.arch.rope_freqs_allowed) {
+      return absl::UnimplementedError(StrCat(file.name(), ": per-frequency RoPE factors "
+                                             "(rope_freqs.weight) are not supported for ",
+                                             arch));
+    }
+    c.rope_freq_factors = true;
+  }
+  c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  if (c.arch.swa_pattern > 0) {
+    LLM_ASSIGN_OR_RETURN(c.sliding_window, OptionalCount(file, p + "attention.sliding_window", 0));
+    LLM_ASSIGN_OR_RETURN(c.rope_freq_base_swa,
+                         OptionalFloat(file, p + "rope.freq_base_swa", c.arch.swa_rope_base));
+    // A pattern n makes every nth layer global; llama.cpp also reads a
+    // per-layer array here, which no file of these families uses yet.
+    if (const gguf::Value* v = file.Find(p + "attention.sliding_window_pattern"); v != nullptr) {
+      auto n = v->AsUint();
+      if (!n.ok() || *n == 0 || *n > 1024) {
+        return absl::UnimplementedError(StrCat(file.name(), ": ", p,
+                                               "attention.sliding_window_pattern is supported as "
+                                               "a count of layers (1 to 1024) only"));
+      }
+      c.arch.swa_pattern = static_cast<int>(*n);
+    }
+  }
+  if (const gguf::Value* v = file.Find(p + "final_logit_softcapping"); v != nullptr) {
+    if (auto cap = v->AsFloat(); !cap.ok() || *cap != 0) {
+      return absl::UnimplementedError(
+          StrCat(file.name(), ": ", p, "final_logit_softcapping is not supported"));
+    }
   }
 
   const gguf::TensorInfo* embd = file.FindTensor("token_embd.weight");

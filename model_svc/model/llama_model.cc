@@ -26,20 +26,33 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(std::shared_ptr<con
   LLM_ASSIGN_OR_RETURN(ModelWeightViews views, LocateWeights(*m->file_, m->config_));
   Backend& b = *m->backend_;
   LLM_RETURN_IF_ERROR(b.CheckModel(m->attention_params(), m->rope_params()));
-  LLM_ASSIGN_OR_RETURN(m->token_embd_, b.UploadWeight(views.token_embd));
-  LLM_ASSIGN_OR_RETURN(m->output_norm_, b.UploadWeight(views.output_norm));
-  LLM_ASSIGN_OR_RETURN(m->output_, b.UploadWeight(views.output));
+  // An absent optional tensor stays a null weight.
+  auto upload = [&b](const WeightView& v) -> absl::StatusOr<std::unique_ptr<Weight>> {
+    if (!v.present()) return std::unique_ptr<Weight>();
+    return b.UploadWeight(v);
+  };
+  LLM_ASSIGN_OR_RETURN(m->token_embd_, upload(views.token_embd));
+  LLM_ASSIGN_OR_RETURN(m->output_norm_, upload(views.output_norm));
+  LLM_ASSIGN_OR_RETURN(m->output_, upload(views.output));
+  LLM_ASSIGN_OR_RETURN(m->rope_freqs_, upload(views.rope_freqs));
   for (const LayerWeightViews& v : views.layers) {
     Layer l;
-    LLM_ASSIGN_OR_RETURN(l.attn_norm, b.UploadWeight(v.attn_norm));
-    LLM_ASSIGN_OR_RETURN(l.wq, b.UploadWeight(v.wq));
-    LLM_ASSIGN_OR_RETURN(l.wk, b.UploadWeight(v.wk));
-    LLM_ASSIGN_OR_RETURN(l.wv, b.UploadWeight(v.wv));
-    LLM_ASSIGN_OR_RETURN(l.wo, b.UploadWeight(v.wo));
-    LLM_ASSIGN_OR_RETURN(l.ffn_norm, b.UploadWeight(v.ffn_norm));
-    LLM_ASSIGN_OR_RETURN(l.w_gate, b.UploadWeight(v.w_gate));
-    LLM_ASSIGN_OR_RETURN(l.w_up, b.UploadWeight(v.w_up));
-    LLM_ASSIGN_OR_RETURN(l.w_down, b.UploadWeight(v.w_down));
+    LLM_ASSIGN_OR_RETURN(l.attn_norm, upload(v.attn_norm));
+    LLM_ASSIGN_OR_RETURN(l.wq, upload(v.wq));
+    LLM_ASSIGN_OR_RETURN(l.wk, upload(v.wk));
+    LLM_ASSIGN_OR_RETURN(l.wv, upload(v.wv));
+    LLM_ASSIGN_OR_RETURN(l.bq, upload(v.bq));
+    LLM_ASSIGN_OR_RETURN(l.bk, upload(v.bk));
+    LLM_ASSIGN_OR_RETURN(l.bv, upload(v.bv));
+    LLM_ASSIGN_OR_RETURN(l.q_norm, upload(v.q_norm));
+    LLM_ASSIGN_OR_RETURN(l.k_norm, upload(v.k_norm));
+    LLM_ASSIGN_OR_RETURN(l.wo, upload(v.wo));
+    LLM_ASSIGN_OR_RETURN(l.post_attn_norm, upload(v.post_attn_norm));
+    LLM_ASSIGN_OR_RETURN(l.ffn_norm, upload(v.ffn_norm));
+    LLM_ASSIGN_OR_RETURN(l.w_gate, upload(v.w_gate));
+    LLM_ASSIGN_OR_RETURN(l.w_up, upload(v.w_up));
+    LLM_ASSIGN_OR_RETURN(l.w_down, upload(v.w_down));
+    LLM_ASSIGN_OR_RETURN(l.post_ffn_norm, upload(v.post_ffn_norm));
     m->layers_.push_back(std::move(l));
   }
   const ModelConfig& c = m->config_;
@@ -65,15 +78,23 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(std::shared_ptr<con
   return m;
 }
 
-RopeParams LlamaModel::rope_params() const {
+RopeParams LlamaModel::rope_params(int64_t layer) const {
   const ModelConfig& c = config_;
-  return RopeParams{c.head_dim, c.rope_dim, c.rope_freq_base, c.rope_freq_scale};
+  RopeParams p{c.head_dim, c.rope_dim, c.rope_freq_base, c.rope_freq_scale};
+  p.neox = c.arch.rope_style == RopeStyle::kNeox;
+  p.freq_factors = rope_freqs_.get();
+  if (c.IsSlidingLayer(layer)) {
+    p.freq_base = c.rope_freq_base_swa;
+    p.freq_scale = 1.0f;  // llama.cpp: the sliding layers' scale is their training one
+  }
+  return p;
 }
 
-AttentionParams LlamaModel::attention_params() const {
+AttentionParams LlamaModel::attention_params(int64_t layer) const {
   const ModelConfig& c = config_;
-  return AttentionParams{c.head_count, c.head_count_kv, c.head_dim,
-                         1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+  AttentionParams p{c.head_count, c.head_count_kv, c.head_dim, c.attention_scale};
+  if (c.IsSlidingLayer(layer)) p.window = c.sliding_window;
+  return p;
 }
 
 absl::Status LlamaModel::Forward(const StepBatch& batch, std::span<const LogitsSpec> specs,
@@ -91,27 +112,42 @@ absl::Status LlamaModel::Forward(const StepBatch& batch, std::span<const LogitsS
 
   const Tensor x = x_.Rows(n), xn = xn_.Rows(n), q = q_.Rows(n), k = k_.Rows(n), v = v_.Rows(n),
                attn = attn_.Rows(n), gate = gate_.Rows(n), up = up_.Rows(n), act = act_.Rows(n);
-  const RopeParams rope = rope_params();
-  const AttentionParams attention = attention_params();
+  // q and k as one row per head, for the per-head norms.
+  const Tensor q_heads{q.data, n * c.head_count, c.head_dim};
+  const Tensor k_heads{k.data, n * c.head_count_kv, c.head_dim};
 
   b.Embed(*token_embd_, x);
+  if (c.arch.embedding_scale_sqrt_d) {
+    b.Scale(x, std::sqrt(static_cast<float>(c.embedding_length)));
+  }
   b.RmsNorm(x, *layers_[0].attn_norm, c.rms_eps, xn);
   for (int64_t i = 0; i < c.block_count; ++i) {
     const Layer& l = layers_[i];
     // Attention block (xn: the normed input, from the op before).
-    const MatMulTarget qkv[] = {{l.wq.get(), q}, {l.wk.get(), k}, {l.wv.get(), v}};
+    const MatMulTarget qkv[] = {
+        {l.wq.get(), q, l.bq.get()}, {l.wk.get(), k, l.bk.get()}, {l.wv.get(), v, l.bv.get()}};
     b.MatMul(xn, qkv);
-    b.Rope(q, k, rope);
-    b.Attention(i, q, k, v, attention, attn);
+    if (l.q_norm != nullptr) {
+      b.RmsNorm(q_heads, *l.q_norm, c.rms_eps, q_heads);
+      b.RmsNorm(k_heads, *l.k_norm, c.rms_eps, k_heads);
+    }
+    b.Rope(q, k, rope_params(i));
+    b.Attention(i, q, k, v, attention_params(i), attn);
     const MatMulTarget o[] = {{l.wo.get(), xn}};
     b.MatMul(attn, o);
-    // Residual, then the feed-forward block (SwiGLU).
+    if (l.post_attn_norm != nullptr) b.RmsNorm(xn, *l.post_attn_norm, c.rms_eps, xn);
+    // Residual, then the feed-forward block (gated: SwiGLU or GeGLU).
     b.AddRmsNorm(x, xn, *l.ffn_norm, c.rms_eps, xn);
     const MatMulTarget gate_up[] = {{l.w_gate.get(), gate}, {l.w_up.get(), up}};
     b.MatMul(xn, gate_up);
-    b.SiluMul(gate, up, act);
+    if (c.arch.activation == FfnActivation::kGeluTanh) {
+      b.GeluMul(gate, up, act);
+    } else {
+      b.SiluMul(gate, up, act);
+    }
     const MatMulTarget down[] = {{l.w_down.get(), xn}};
     b.MatMul(act, down);
+    if (l.post_ffn_norm != nullptr) b.RmsNorm(xn, *l.post_ffn_norm, c.rms_eps, xn);
     // Residual, and the next layer's attention norm.
     if (i + 1 < c.block_count) {
       b.AddRmsNorm(x, xn, *layers_[i + 1].attn_norm, c.rms_eps, xn);

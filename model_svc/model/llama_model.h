@@ -1,4 +1,5 @@
-// A Llama-family model on a backend: the forward pass, written once.
+// A transformer model on a backend: the forward pass, written once for every
+// family (architecture.h), which only decides which ops it composes.
 //
 // One forward serves prefill, decode, chunked prefill and mixed batches: a
 // step is several sequences' new tokens flattened into one activation matrix
@@ -45,8 +46,9 @@ class LlamaModel {
   const ModelConfig& config() const { return config_; }
   const ModelOptions& options() const { return options_; }
   Backend& backend() { return *backend_; }
-  RopeParams rope_params() const;
-  AttentionParams attention_params() const;
+  // RoPE and attention of `layer` (sliding-window layers differ).
+  RopeParams rope_params(int64_t layer = 0) const;
+  AttentionParams attention_params(int64_t layer = 0) const;
   const gguf::File& file() const { return *file_; }
 
   // Runs one step: writes the KV of every new token and returns the logits
@@ -58,6 +60,8 @@ class LlamaModel {
  private:
   struct Layer {
     std::unique_ptr<Weight> attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down;
+    // Null when the family or the file has none.
+    std::unique_ptr<Weight> bq, bk, bv, q_norm, k_norm, post_attn_norm, post_ffn_norm;
   };
   LlamaModel() = default;
 
@@ -66,6 +70,7 @@ class LlamaModel {
   ModelConfig config_;
   ModelOptions options_;
   std::unique_ptr<Weight> token_embd_, output_norm_, output_;
+  std::unique_ptr<Weight> rope_freqs_;  // null unless config_.rope_freq_factors
   std::vector<Layer> layers_;
   // Scratch, max_step_tokens rows each.
   Tensor x_, xn_, q_, k_, v_, attn_, gate_, up_, act_, last_, logits_;

@@ -130,6 +130,31 @@ class Writer {
 
 }  // namespace
 
+RandomModelSpec ArchitectureSpec(const std::string& architecture) {
+  RandomModelSpec spec;
+  spec.architecture = architecture;
+  spec.name = StrCat("random-", architecture);
+  if (architecture == "llama") {
+    spec.rope_freqs = true;
+  } else if (architecture == "qwen2") {
+    spec.qkv_bias = true;
+  } else if (architecture == "qwen3") {
+    spec.qk_norm = true;
+  } else if (architecture == "gemma3") {
+    spec.qk_norm = true;
+    spec.post_norms = true;
+    spec.head_dim = 64;
+    spec.sliding_window = 8;
+    spec.tied = true;
+    spec.rms_eps = 1e-6f;
+    spec.rope_base = 1000000.0f;
+  } else if (architecture == "phi3") {
+    spec.fused_qkv = true;
+    spec.fused_gate_up = true;
+  }
+  return spec;
+}
+
 RandomModelSpec SmolLm2Shapes() {
   RandomModelSpec spec;
   spec.name = "random-smollm2-135m";
@@ -192,6 +217,7 @@ absl::StatusOr<std::string> RandomModelGguf(const RandomModelSpec& spec) {
     w.String(p + "rope.scaling.type", spec.rope_scaling_type);
     w.Float32(p + "rope.scaling.factor", spec.rope_scaling_factor);
   }
+  if (spec.sliding_window > 0) w.Uint32(p + "attention.sliding_window", spec.sliding_window);
   w.Uint32("general.file_type", FileType(spec.matrix_type));
   w.Uint32("general.quantization_version", 2);
 
@@ -206,17 +232,52 @@ absl::StatusOr<std::string> RandomModelGguf(const RandomModelSpec& spec) {
   const int64_t d = spec.d_model, q_dim = spec.heads * head_dim, kv_dim = spec.kv_heads * head_dim;
   const TensorType m = spec.matrix_type;
   LLM_RETURN_IF_ERROR(w.Tensor("token_embd.weight", spec.embd_type, spec.vocab, d, false));
+  if (spec.rope_freqs) {
+    // Llama 3.1's shape of factors: 1 for the fast pairs, up to 8 for the
+    // slow ones.
+    const int64_t pairs = (spec.rope_dim > 0 ? spec.rope_dim : head_dim) / 2;
+    std::vector<float> factors(pairs);
+    for (int64_t i = 0; i < pairs; ++i) factors[i] = 1.0f + 7.0f * i / std::max<int64_t>(1, pairs - 1);
+    if (!w.Omitted("rope_freqs.weight")) b.AddTensorF32("rope_freqs.weight", {pairs}, factors);
+  }
   for (int64_t i = 0; i < spec.layers; ++i) {
     const std::string blk = StrCat("blk.", i, ".");
-    LLM_RETURN_IF_ERROR(w.Tensor(blk + "attn_norm.weight", TensorType::kF32, 0, d, true));
-    LLM_RETURN_IF_ERROR(w.Tensor(blk + "attn_q.weight", m, q_dim, d, false));
-    LLM_RETURN_IF_ERROR(w.Tensor(blk + "attn_k.weight", m, kv_dim, d, false));
-    LLM_RETURN_IF_ERROR(w.Tensor(blk + "attn_v.weight", m, kv_dim, d, false));
+    const TensorType f32 = TensorType::kF32;
+    LLM_RETURN_IF_ERROR(w.Tensor(blk + "attn_norm.weight", f32, 0, d, true));
+    if (spec.fused_qkv) {
+      LLM_RETURN_IF_ERROR(w.Tensor(blk + "attn_qkv.weight", m, q_dim + 2 * kv_dim, d, false));
+      if (spec.qkv_bias) {
+        LLM_RETURN_IF_ERROR(w.Tensor(blk + "attn_qkv.bias", f32, 0, q_dim + 2 * kv_dim, true));
+      }
+    } else {
+      LLM_RETURN_IF_ERROR(w.Tensor(blk + "attn_q.weight", m, q_dim, d, false));
+      LLM_RETURN_IF_ERROR(w.Tensor(blk + "attn_k.weight", m, kv_dim, d, false));
+      LLM_RETURN_IF_ERROR(w.Tensor(blk + "attn_v.weight", m, kv_dim, d, false));
+      if (spec.qkv_bias) {
+        LLM_RETURN_IF_ERROR(w.Tensor(blk + "attn_q.bias", f32, 0, q_dim, true));
+        LLM_RETURN_IF_ERROR(w.Tensor(blk + "attn_k.bias", f32, 0, kv_dim, true));
+        LLM_RETURN_IF_ERROR(w.Tensor(blk + "attn_v.bias", f32, 0, kv_dim, true));
+      }
+    }
+    if (spec.qk_norm) {
+      LLM_RETURN_IF_ERROR(w.Tensor(blk + "attn_q_norm.weight", f32, 0, head_dim, true));
+      LLM_RETURN_IF_ERROR(w.Tensor(blk + "attn_k_norm.weight", f32, 0, head_dim, true));
+    }
     LLM_RETURN_IF_ERROR(w.Tensor(blk + "attn_output.weight", m, d, q_dim, false));
-    LLM_RETURN_IF_ERROR(w.Tensor(blk + "ffn_norm.weight", TensorType::kF32, 0, d, true));
-    LLM_RETURN_IF_ERROR(w.Tensor(blk + "ffn_gate.weight", m, spec.ff, d, false));
-    LLM_RETURN_IF_ERROR(w.Tensor(blk + "ffn_up.weight", m, spec.ff, d, false));
+    if (spec.post_norms) {
+      LLM_RETURN_IF_ERROR(w.Tensor(blk + "post_attention_norm.weight", f32, 0, d, true));
+    }
+    LLM_RETURN_IF_ERROR(w.Tensor(blk + "ffn_norm.weight", f32, 0, d, true));
+    if (spec.fused_gate_up) {
+      LLM_RETURN_IF_ERROR(w.Tensor(blk + "ffn_up.weight", m, 2 * spec.ff, d, false));
+    } else {
+      LLM_RETURN_IF_ERROR(w.Tensor(blk + "ffn_gate.weight", m, spec.ff, d, false));
+      LLM_RETURN_IF_ERROR(w.Tensor(blk + "ffn_up.weight", m, spec.ff, d, false));
+    }
     LLM_RETURN_IF_ERROR(w.Tensor(blk + "ffn_down.weight", m, d, spec.ff, false));
+    if (spec.post_norms) {
+      LLM_RETURN_IF_ERROR(w.Tensor(blk + "post_ffw_norm.weight", f32, 0, d, true));
+    }
   }
   LLM_RETURN_IF_ERROR(w.Tensor("output_norm.weight", TensorType::kF32, 0, d, true));
   if (!spec.tied) {

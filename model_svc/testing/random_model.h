@@ -6,12 +6,14 @@
 //   LLM_ASSIGN_OR_RETURN(std::string bytes, RandomModelGguf(spec));
 //   auto model = LoadRandomModel(spec, ModelOptions{.kv_blocks = 16}, /*threads=*/2);
 //
-// The file is what llama.cpp's converter writes for a llama model:
-// general.architecture, llama.* hyperparameters (UINT32 counts, FLOAT32
-// base and epsilon), tensors token_embd.weight, output_norm.weight, optional
-// output.weight and blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output,
-// ffn_norm, ffn_gate, ffn_up, ffn_down}.weight, each with ggml's ne order
-// [cols, rows]. No tokenizer metadata.
+// The file is what llama.cpp's converter writes for a model of the spec's
+// architecture: general.architecture, <arch>.* hyperparameters (UINT32
+// counts, FLOAT32 base and epsilon), tensors token_embd.weight,
+// output_norm.weight, optional output.weight and blk.N.{attn_norm, attn_q,
+// attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down}.weight,
+// each with ggml's ne order [cols, rows], plus the family's extras the spec
+// asks for (biases, QK-norm, post-norms, fused tensors, RoPE factors; see
+// ArchitectureSpec). No tokenizer metadata.
 //
 // Weights are N(0, 1/cols) (so each matrix roughly preserves the scale of
 // its input) quantized to the requested type with the reference quantizer;
@@ -63,6 +65,15 @@ struct RandomModelSpec {
   bool tied = false;                            // no output.weight
   uint64_t seed = 1;
 
+  // Family extras (ArchitectureSpec sets the ones a family has).
+  bool qkv_bias = false;       // blk.N.attn_{q,k,v}.bias (attn_qkv.bias when fused)
+  bool fused_qkv = false;      // blk.N.attn_qkv.weight instead of attn_q/k/v
+  bool qk_norm = false;        // blk.N.attn_{q,k}_norm.weight [head_dim]
+  bool post_norms = false;     // blk.N.post_attention_norm / post_ffw_norm
+  bool fused_gate_up = false;  // blk.N.ffn_up of 2 x ff rows (gate first), no ffn_gate
+  bool rope_freqs = false;     // rope_freqs.weight [rope_dim / 2], factors 1 to 8
+  int64_t sliding_window = 0;  // > 0: <arch>.attention.sliding_window
+
   // For malformed-file tests.
   std::vector<std::string> omit;          // metadata keys and tensor names left out
   std::vector<TensorOverride> overrides;  // zero-filled (or `fill`ed) replacements
@@ -73,6 +84,12 @@ struct RandomModelSpec {
   // The head dimension the file describes.
   int64_t head_dim_or_default() const { return head_dim > 0 ? head_dim : d_model / heads; }
 };
+
+// The default spec with `architecture` and its family's extras: llama (with
+// rope_freqs, as Llama 3.1 files have), qwen2 (biases), qwen3 (QK-norm),
+// gemma3 (QK-norm, post-norms, head_dim 64 != d_model / heads, a sliding
+// window of 8 positions, tied embeddings), phi3 (fused QKV and gate/up).
+RandomModelSpec ArchitectureSpec(const std::string& architecture);
 
 // SmolLM2-135M-Instruct.Q4_1.gguf's shapes and types (the default model):
 // Q4_1 matrices, a Q8_0 embedding tied to the LM head, F32 norms.

@@ -1,4 +1,4 @@
-// Test support: a deliberately simple reference forward pass of a llama GGUF
+// Test support: a deliberately simple reference forward pass of a GGUF
 // model, to check the real one (model/llama_model.cc over a backend) against.
 //
 // Plain loops over one token at a time: every weight is dequantized to fp32

@@ -181,7 +181,7 @@ class CpuBackend : public model::Backend {
 
   absl::Status BeginStep(const StepBatch& batch) override {
     batch_ = &batch;
-    rope_ready_ = false;
+    rope_tables_.clear();
     q8_ready_ = {};
     return absl::OkStatus();
   }
@@ -261,6 +261,10 @@ class CpuBackend : public model::Backend {
             MatMulTile(w.type, w.data, w.row_bytes, w.cols, lo - base, hi - base,
                        act_rows_.data() + t0, tokens, t.out.data + t0 * t.out.cols, t.out.cols);
           }
+          if (t.bias != nullptr) {
+            const float* b = reinterpret_cast<const float*>(t.bias->view().data) + (lo - base);
+            for (int64_t r = 0; r < n; ++r) AddF32(t.out.data + r * t.out.cols + (lo - base), b, hi - lo);
+          }
         }
         base += w.rows;
       }
@@ -338,28 +342,12 @@ class CpuBackend : public model::Backend {
   void Rope(Tensor q, Tensor k, const RopeParams& p) override {
     q8_ready_ = {};
     const int64_t pairs = p.rope_dim / 2;
-    if (!rope_ready_) {
-      // One table of (cos, sin) per row, shared by every layer and head. The
-      // angles are computed exactly as llama.cpp computes them (float, the
-      // frequency advanced by repeated multiplication), so that GGUF models
-      // give llama.cpp's results; the reference in the tests does the same.
-      rope_table_.resize(q.rows * pairs * 2);
-      const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.rope_dim));
-      for (int64_t r = 0; r < q.rows; ++r) {
-        float theta = static_cast<float>(batch_->positions[r]);
-        for (int64_t i = 0; i < pairs; ++i) {
-          const float angle = p.freq_scale * theta;
-          rope_table_[(r * pairs + i) * 2] = std::cos(angle);
-          rope_table_[(r * pairs + i) * 2 + 1] = std::sin(angle);
-          theta *= theta_scale;
-        }
-      }
-      rope_ready_ = true;
-    }
+    const float* cs_all = RopeTable(p, q.rows);
     auto rotate = [&](Tensor t, int64_t r) {
-      const float* cs = rope_table_.data() + r * pairs * 2;
+      const float* cs = cs_all + r * pairs * 2;
       for (int64_t h = 0; h < t.cols / p.head_dim; ++h) {
-        RotatePairs(t.data + r * t.cols + h * p.head_dim, cs, pairs);
+        float* head = t.data + r * t.cols + h * p.head_dim;
+        p.neox ? RotateHalves(head, cs, pairs) : RotatePairs(head, cs, pairs);
       }
     };
     pool_.ParallelFor(q.rows, RowGrain(q.cols + k.cols), [&](int64_t begin, int64_t end) {
@@ -398,6 +386,23 @@ class CpuBackend : public model::Backend {
       if (quantize) QuantizeOutput(out, begin, end);
     });
     EndQuantizedOutput(out, gate.rows, quantize);
+  }
+
+  void GeluMul(const Tensor& gate, const Tensor& up, Tensor out) override {
+    static_assert(kElementGrain % kQ8Block == 0);
+    const bool quantize = BeginQuantizedOutput(out);
+    pool_.ParallelFor(gate.rows * gate.cols, kElementGrain, [&](int64_t begin, int64_t end) {
+      llm::cpu::GeluMul(gate.data + begin, up.data + begin, out.data + begin, end - begin);
+      if (quantize) QuantizeOutput(out, begin, end);
+    });
+    EndQuantizedOutput(out, gate.rows, quantize);
+  }
+
+  void Scale(Tensor x, float s) override {
+    q8_ready_ = {};
+    pool_.ParallelFor(x.rows * x.cols, kElementGrain, [&](int64_t begin, int64_t end) {
+      ScaleF32(x.data + begin, s, end - begin);
+    });
   }
 
   void Add(Tensor x, const Tensor& y) override {
@@ -441,6 +446,41 @@ class CpuBackend : public model::Backend {
     const float* data = nullptr;
     int64_t rows = 0, cols = 0;
   };
+
+  // The (cos, sin) of every row's position and pair for `p`, computed once a
+  // step per distinct base, scale and factors (a model with sliding-window
+  // layers has two), exactly as llama.cpp computes them: float, the
+  // frequency advanced by repeated multiplication and divided by the pair's
+  // factor, so that GGUF models give llama.cpp's results; the reference in
+  // the tests does the same.
+  const float* RopeTable(const RopeParams& p, int64_t rows) {
+    const float* factors =
+        p.freq_factors != nullptr ? reinterpret_cast<const float*>(p.freq_factors->view().data)
+                                  : nullptr;
+    for (const RopeCache& c : rope_tables_) {
+      if (c.base == p.freq_base && c.scale == p.freq_scale && c.dim == p.rope_dim &&
+          c.factors == factors && c.rows >= rows) {
+        return c.table.data();
+      }
+    }
+    const int64_t pairs = p.rope_dim / 2;
+    RopeCache& c = rope_tables_.emplace_back();
+    c.base = p.freq_base, c.scale = p.freq_scale, c.dim = p.rope_dim, c.factors = factors;
+    c.rows = rows;
+    c.table.resize(rows * pairs * 2);
+    const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.rope_dim));
+    for (int64_t r = 0; r < rows; ++r) {
+      float theta = static_cast<float>(batch_->positions[r]);
+      for (int64_t i = 0; i < pairs; ++i) {
+        const float ff = factors != nullptr ? factors[i] : 1.0f;
+        const float angle = p.freq_scale * (theta / ff);
+        c.table[(r * pairs + i) * 2] = std::cos(angle);
+        c.table[(r * pairs + i) * 2 + 1] = std::sin(angle);
+        theta *= theta_scale;
+      }
+    }
+    return c.table.data();
+  }
 
   // One row of RmsNorm: the same bits from RmsNorm and AddRmsNorm.
   static void NormRow(const float* in, const float* w, int64_t cols, float eps, float* o) {
@@ -648,30 +688,37 @@ class CpuBackend : public model::Backend {
               sc[h] = scores + h * max_positions;
               os[h] = out.data + row * out.cols + (h0 + h) * hd;
             }
-            // Scores block by block. The blocks lie anywhere in the pool, so
-            // the next block's keys and this block's values are prefetched
-            // (the hardware prefetcher sees only the run within a block).
-            for (int64_t j = 0; j < n_pos; j += bs) {
-              const T* kj = KeyAt<T>(s.blocks[j / bs], layer, kv_head, hd);
-              if (j + bs < n_pos)
+            // Scores block by block, over positions [first, n_pos) (a
+            // sliding window starts past 0). The blocks lie anywhere in the
+            // pool, so the next block's keys and this block's values are
+            // prefetched (the hardware prefetcher sees only the run within a
+            // block). sc[h][j - first] is position j's score.
+            const int64_t first = p.window > 0 ? std::max<int64_t>(0, n_pos - p.window) : 0;
+            const int64_t n_att = n_pos - first;
+            for (int64_t j = first; j < n_pos;) {
+              const int64_t slot = j % bs, count = std::min(bs - slot, n_pos - j);
+              const T* kj = KeyAt<T>(s.blocks[j / bs], layer, kv_head, hd) + slot * hd;
+              if (j + count < n_pos)
                 Prefetch(KeyAt<T>(s.blocks[j / bs + 1], layer, kv_head, hd), head_bytes);
               Prefetch(ValueAt<T>(s.blocks[j / bs], layer, kv_head, hd), head_bytes);
               float* scj[kMaxRowHeads];
-              for (int h = 0; h < g; ++h) scj[h] = sc[h] + j;
-              DotRowsHeads(qs, static_cast<int>(g), kj, hd, std::min(bs, n_pos - j), hd, p.scale,
-                           scj);
+              for (int h = 0; h < g; ++h) scj[h] = sc[h] + (j - first);
+              DotRowsHeads(qs, static_cast<int>(g), kj, hd, count, hd, p.scale, scj);
+              j += count;
             }
             for (int h = 0; h < g; ++h) {
-              const float max = MaxF32(sc[h], n_pos);
-              const float inv = static_cast<float>(1.0 / ExpInPlace(sc[h], n_pos, max));
-              for (int64_t j = 0; j < n_pos; ++j) sc[h][j] *= inv;
+              const float max = MaxF32(sc[h], n_att);
+              const float inv = static_cast<float>(1.0 / ExpInPlace(sc[h], n_att, max));
+              for (int64_t j = 0; j < n_att; ++j) sc[h][j] *= inv;
               std::fill(os[h], os[h] + hd, 0.0f);
             }
-            for (int64_t j = 0; j < n_pos; j += bs) {
-              const T* vj = ValueAt<T>(s.blocks[j / bs], layer, kv_head, hd);
+            for (int64_t j = first; j < n_pos;) {
+              const int64_t slot = j % bs, count = std::min(bs - slot, n_pos - j);
+              const T* vj = ValueAt<T>(s.blocks[j / bs], layer, kv_head, hd) + slot * hd;
               const float* wj[kMaxRowHeads];
-              for (int h = 0; h < g; ++h) wj[h] = sc[h] + j;
-              AxpyRowsHeads(wj, static_cast<int>(g), vj, hd, std::min(bs, n_pos - j), hd, os);
+              for (int h = 0; h < g; ++h) wj[h] = sc[h] + (j - first);
+              AxpyRowsHeads(wj, static_cast<int>(g), vj, hd, count, hd, os);
+              j += count;
             }
             if (quantize) {
               const int64_t begin = row * out.cols + h0 * hd;
@@ -707,8 +754,13 @@ class CpuBackend : public model::Backend {
   int64_t score_rows_ = 0;
   std::vector<std::vector<float>> scores_;
   std::vector<std::vector<float>> qh_;
-  std::vector<float> rope_table_;  // (cos, sin) per row and pair, computed once per step
-  bool rope_ready_ = false;
+  struct RopeCache {
+    float base, scale;
+    int64_t dim, rows;
+    const float* factors;
+    std::vector<float> table;  // (cos, sin) per row and pair
+  };
+  std::vector<RopeCache> rope_tables_;  // this step's (RopeTable)
   std::vector<Item> items_;
   const StepBatch* batch_ = nullptr;
 };

@@ -161,6 +161,53 @@ void SiluMul(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+void RotateHalves(float* v, const float* cs, int64_t pairs) {
+  for (int64_t i = 0; i < pairs; ++i) {
+    const float c = cs[2 * i], s = cs[2 * i + 1];
+    const float a = v[i], b = v[i + pairs];
+    // Each product rounded: this file is built with -ffp-contract=off.
+    v[i] = a * c - b * s;
+    v[i + pairs] = a * s + b * c;
+  }
+}
+
+void ScaleF32(float* x, float s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+namespace {
+
+// gelu(float(h)) rounded to fp16, for every fp16 bit pattern h.
+const uint16_t* GeluTable() {
+  static const uint16_t* table = [] {
+    static uint16_t t[1 << 16];
+    constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+    constexpr float kCoefA = 0.044715f;
+    for (uint32_t h = 0; h < (1u << 16); ++h) {
+      const float g = HalfToFloat(static_cast<uint16_t>(h));
+      t[h] = FloatToHalf(0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * g * (1.0f + kCoefA * g * g))));
+    }
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+void GeluMul(const float* gate, const float* up, float* out, int64_t n) {
+  const uint16_t* table = GeluTable();
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    if (g <= -10.0f) {
+      out[i] = 0.0f;
+    } else if (g >= 10.0f) {
+      out[i] = g * up[i];
+    } else {
+      out[i] = HalfToFloat(table[FloatToHalf(g)]) * up[i];
+    }
+  }
+}
+
 void RoundThroughF16(const float* x, float* out, int64_t n) {
   if (HasAvx2()) return vec_internal::RoundThroughF16Avx2(x, out, n);
   for (int64_t i = 0; i < n; ++i) out[i] = HalfToFloat(FloatToHalf(x[i]));

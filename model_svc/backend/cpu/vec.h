@@ -27,6 +27,10 @@ void ScaleMulF32(const float* x, float scale, const float* w, float* out, int64_
 // (v[2i], v[2i + 1]), v[2i] = a * c - b * s and v[2i + 1] = a * s + b * c
 // (each product rounded, no fused multiply-add), for i < pairs.
 void RotatePairs(float* v, const float* cs, int64_t pairs);
+// RoPE on halves (NEOX): the same with (a, b) = (v[i], v[i + pairs]).
+void RotateHalves(float* v, const float* cs, int64_t pairs);
+// x[i] *= s.
+void ScaleF32(float* x, float s, int64_t n);
 // out[i] = half(x[i]), round to nearest even.
 void F32ToF16(const float* x, uint16_t* out, int64_t n);
 // max(x[i]) (-inf for n == 0; NaN when any element is NaN).
@@ -71,6 +75,12 @@ void AxpyRowsHeads(const float* const* w, int g, const float* v, int64_t stride,
 // polynomial exp, within 1e-6, changed the default model's greedy answers at
 // near-ties.) out may alias gate or up.
 void SiluMul(const float* gate, const float* up, float* out, int64_t n);
+// out[i] = gelu(gate[i]) * up[i] with GELU's tanh approximation, as
+// llama.cpp's CPU backend computes GeGLU: 0 for gate <= -10, gate * up for
+// gate >= 10, else table[half(gate)] * up, where table[h] =
+// half(0.5 g (1 + tanhf(sqrt(2/pi) g (1 + 0.044715 g^2)))) for g = float(h),
+// in float, each operation rounded. out may alias gate or up.
+void GeluMul(const float* gate, const float* up, float* out, int64_t n);
 // out[i] = float(half(x[i])): x rounded to fp16 (nearest even). x may be out.
 void RoundThroughF16(const float* x, float* out, int64_t n);
 // x[i] = exp(x[i] - shift) for x[i] <= shift; returns the sum (in double).

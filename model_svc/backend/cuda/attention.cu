@@ -63,13 +63,14 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 
   const int32_t n_pos = meta.kv_pos[r] + 1;
+  const int32_t first = shape.window > 0 ? max(0, n_pos - shape.window) : 0;
   const int32_t* table = meta.blocks + meta.table_offset[r];
   const T* base = static_cast<const T*>(cache.data);
   float m = -INFINITY, l = 0.0f, acc[E];
 #pragma unroll
   for (int e = 0; e < E; ++e) acc[e] = 0.0f;
 
-  for (int32_t j = warp; j < n_pos; j += kWarps) {
+  for (int32_t j = first + warp; j < n_pos; j += kWarps) {
     const int64_t off = KeyOffset(table[j / cache.block_size], layer, j % cache.block_size, cache) +
                         static_cast<int64_t>(kv_head) * head_dim + lane * E;
     const T* key = base + off;

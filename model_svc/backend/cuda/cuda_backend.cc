@@ -295,7 +295,9 @@ class CudaBackend : public model::Backend {
 
   void MatMul(const Tensor& x, std::span<const MatMulTarget> targets) override {
     bool skip = Skip("matmul", x.data, x.rows, x.cols);
-    for (const MatMulTarget& t : targets) skip = Skip("target", t.weight, t.out.data, t.out.cols);
+    for (const MatMulTarget& t : targets) {
+      skip = Skip("target", t.weight, t.out.data, t.out.cols, t.bias);
+    }
     if (skip) return;
     bool converted[3] = {false, false, false};
     for (const MatMulTarget& t : targets) {
@@ -331,26 +333,39 @@ class CudaBackend : public model::Backend {
                              &zero, t.out.data, CUDA_R_32F, static_cast<int>(t.out.cols),
                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                 StrCat("GEMM with ", v.name));
+      if (t.bias != nullptr) {
+        const CudaWeight& bias = AsCuda(*t.bias);
+        if (bias.type() != DType::kF32) return Fail("bias is not F32");
+        Check(LaunchAddRowVector(t.out.data, static_cast<const float*>(bias.data()), x.rows,
+                                 t.out.cols, stream_),
+              "bias add");
+      }
     }
   }
 
   void Rope(Tensor q, Tensor k, const RopeParams& p) override {
     if (Skip("rope", q.data, q.rows, q.cols, k.data, k.cols, p.head_dim, p.rope_dim, p.freq_base,
-             p.freq_scale)) {
+             p.freq_scale, p.neox, p.freq_factors)) {
       return;
+    }
+    const float* factors = nullptr;
+    if (p.freq_factors != nullptr) {
+      const CudaWeight& f = AsCuda(*p.freq_factors);
+      if (f.type() != DType::kF32) return Fail("RoPE factors are not F32");
+      factors = static_cast<const float*>(f.data());
     }
     // The same float expression as the CPU backend's, so the angles match.
     const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.rope_dim));
     Check(LaunchRope(q.data, q.cols, k.data, k.cols, q.rows, Meta(meta_.positions()),
                      static_cast<int32_t>(p.head_dim), static_cast<int32_t>(p.rope_dim),
-                     theta_scale, p.freq_scale, stream_),
+                     theta_scale, p.freq_scale, p.neox, factors, stream_),
           "RoPE");
   }
 
   void Attention(int64_t layer, const Tensor& q, const Tensor& k, const Tensor& v,
                  const AttentionParams& p, Tensor out) override {
     if (Skip("attention", layer, q.data, q.rows, k.data, v.data, p.head_count, p.head_count_kv,
-             p.head_dim, p.scale, out.data)) {
+             p.head_dim, p.scale, p.window, out.data)) {
       return;
     }
     const RowKv meta{Meta(meta_.kv_pos()), Meta(meta_.table_offset()), Meta(meta_.block_ids())};
@@ -359,7 +374,8 @@ class CudaBackend : public model::Backend {
     Check(LaunchStoreKv(k.data, v.data, q.rows, meta, cache, layer, stream_), "KV store");
     const AttentionShape shape{static_cast<int32_t>(p.head_count),
                                static_cast<int32_t>(p.head_count_kv),
-                               static_cast<int32_t>(p.head_dim), p.scale};
+                               static_cast<int32_t>(p.head_dim), p.scale,
+                               static_cast<int32_t>(p.window)};
     Check(LaunchAttention(q.data, q.rows, meta, cache, layer, shape, out.data, stream_),
           "attention");
   }
@@ -367,6 +383,16 @@ class CudaBackend : public model::Backend {
   void SiluMul(const Tensor& gate, const Tensor& up, Tensor out) override {
     if (Skip("silu_mul", gate.data, gate.rows, gate.cols, up.data, out.data)) return;
     Check(LaunchSiluMul(gate.data, up.data, out.data, gate.rows * gate.cols, stream_), "SwiGLU");
+  }
+
+  void GeluMul(const Tensor& gate, const Tensor& up, Tensor out) override {
+    if (Skip("gelu_mul", gate.data, gate.rows, gate.cols, up.data, out.data)) return;
+    Check(LaunchGeluMul(gate.data, up.data, out.data, gate.rows * gate.cols, stream_), "GeGLU");
+  }
+
+  void Scale(Tensor x, float s) override {
+    if (Skip("scale", x.data, x.rows, x.cols, s)) return;
+    Check(LaunchScale(x.data, s, x.rows * x.cols, stream_), "scale");
   }
 
   void Add(Tensor x, const Tensor& y) override {

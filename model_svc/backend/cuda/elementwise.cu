@@ -1,5 +1,5 @@
 // Row-wise and elementwise kernels: embedding gather, RMSNorm, conversion,
-// RoPE, SwiGLU, residual add, row gather.
+// RoPE, SwiGLU, GeGLU, scaling, bias and residual adds, row gather.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -76,7 +76,8 @@ __global__ void ConvertKernel(const float* x, int64_t count, DType to, void* out
 // One thread per (row, head of q or k, pair).
 __global__ void RopeKernel(float* q, int64_t q_heads, float* k, int64_t k_heads, int64_t rows,
                            const int32_t* positions, int32_t head_dim, int32_t pairs,
-                           float theta_scale, float freq_scale) {
+                           float theta_scale, float freq_scale, bool neox,
+                           const float* freq_factors) {
   const int64_t per_row = (q_heads + k_heads) * pairs;
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= rows * per_row) return;
@@ -88,12 +89,15 @@ __global__ void RopeKernel(float* q, int64_t q_heads, float* k, int64_t k_heads,
                             : k + (r * k_heads + (head - q_heads)) * head_dim;
   float theta = static_cast<float>(positions[r]);
   for (int32_t j = 0; j < i; ++j) theta = __fmul_rn(theta, theta_scale);
+  if (freq_factors != nullptr) theta = __fdiv_rn(theta, freq_factors[i]);
   const float angle = __fmul_rn(freq_scale, theta);
   float s, c;
   sincosf(angle, &s, &c);
-  const float a = v[2 * i], b = v[2 * i + 1];
-  v[2 * i] = a * c - b * s;
-  v[2 * i + 1] = a * s + b * c;
+  // Pair (2i, 2i + 1), or (i, i + pairs) for NEOX.
+  const int32_t ia = neox ? i : 2 * i, ib = neox ? i + pairs : 2 * i + 1;
+  const float a = v[ia], b = v[ib];
+  v[ia] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+  v[ib] = __fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c));
 }
 
 __global__ void SiluMulKernel(const float* gate, const float* up, float* out, int64_t count) {
@@ -101,6 +105,34 @@ __global__ void SiluMulKernel(const float* gate, const float* up, float* out, in
   if (i >= count) return;
   const float g = gate[i];
   out[i] = g / (1.0f + expf(-g)) * up[i];
+}
+
+// gelu(g) * up as llama.cpp's CPU backend computes GeGLU (kernels.h).
+__global__ void GeluMulKernel(const float* gate, const float* up, float* out, int64_t count) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= count) return;
+  const float g = gate[i];
+  if (g <= -10.0f) {
+    out[i] = 0.0f;
+  } else if (g >= 10.0f) {
+    out[i] = __fmul_rn(g, up[i]);
+  } else {
+    const float h = __half2float(__float2half_rn(g));
+    const float cube = __fadd_rn(1.0f, __fmul_rn(__fmul_rn(0.044715f, h), h));
+    const float inner = __fmul_rn(__fmul_rn(0.79788456080286535587989211986876f, h), cube);
+    const float gelu = __fmul_rn(__fmul_rn(0.5f, h), __fadd_rn(1.0f, tanhf(inner)));
+    out[i] = __fmul_rn(__half2float(__float2half_rn(gelu)), up[i]);
+  }
+}
+
+__global__ void ScaleKernel(float* x, float s, int64_t count) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) x[i] = __fmul_rn(x[i], s);
+}
+
+__global__ void AddRowVectorKernel(float* x, const float* b, int64_t cols, int64_t count) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) x[i] += b[i % cols];
 }
 
 __global__ void AddKernel(float* x, const float* y, int64_t count) {
@@ -138,13 +170,15 @@ cudaError_t LaunchConvert(const float* x, int64_t count, DType to, void* out, cu
 
 cudaError_t LaunchRope(float* q, int64_t q_cols, float* k, int64_t k_cols, int64_t rows,
                        const int32_t* positions, int32_t head_dim, int32_t rope_dim,
-                       float theta_scale, float freq_scale, cudaStream_t stream) {
+                       float theta_scale, float freq_scale, bool neox, const float* freq_factors,
+                       cudaStream_t stream) {
   const int32_t pairs = rope_dim / 2;
   const int64_t q_heads = q_cols / head_dim, k_heads = k_cols / head_dim;
   const int64_t total = rows * (q_heads + k_heads) * pairs;
   if (total == 0) return cudaSuccess;
   RopeKernel<<<Blocks(total), kThreads, 0, stream>>>(q, q_heads, k, k_heads, rows, positions,
-                                                     head_dim, pairs, theta_scale, freq_scale);
+                                                     head_dim, pairs, theta_scale, freq_scale,
+                                                     neox, freq_factors);
   return cudaGetLastError();
 }
 
@@ -152,6 +186,27 @@ cudaError_t LaunchSiluMul(const float* gate, const float* up, float* out, int64_
                           cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
   SiluMulKernel<<<Blocks(count), kThreads, 0, stream>>>(gate, up, out, count);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchGeluMul(const float* gate, const float* up, float* out, int64_t count,
+                          cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  GeluMulKernel<<<Blocks(count), kThreads, 0, stream>>>(gate, up, out, count);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchScale(float* x, float s, int64_t count, cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  ScaleKernel<<<Blocks(count), kThreads, 0, stream>>>(x, s, count);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAddRowVector(float* x, const float* b, int64_t rows, int64_t cols,
+                               cudaStream_t stream) {
+  const int64_t count = rows * cols;
+  if (count == 0) return cudaSuccess;
+  AddRowVectorKernel<<<Blocks(count), kThreads, 0, stream>>>(x, b, cols, count);
   return cudaGetLastError();
 }
 

@@ -34,16 +34,31 @@ cudaError_t LaunchRmsNorm(const float* x, const float* w, float eps, int64_t row
 // out[i] = x[i] converted to `to` (round to nearest even), i < count.
 cudaError_t LaunchConvert(const float* x, int64_t count, DType to, void* out, cudaStream_t stream);
 
-// Rotates adjacent pairs (2i, 2i+1), i < rope_dim / 2, of every head of q
-// and k by positions[r] * freq_scale * theta_scale^i, the angle computed as
-// llama.cpp does (float, theta advanced by repeated multiplication).
+// Rotates pairs i < rope_dim / 2 of every head of q and k, (2i, 2i+1) or
+// with `neox` (i, i + rope_dim / 2), by positions[r] * theta_scale^i /
+// freq_factors[i] * freq_scale (freq_factors: device [rope_dim / 2], or
+// null for 1), the angle computed as llama.cpp does (float, theta advanced
+// by repeated multiplication).
 cudaError_t LaunchRope(float* q, int64_t q_cols, float* k, int64_t k_cols, int64_t rows,
                        const int32_t* positions, int32_t head_dim, int32_t rope_dim,
-                       float theta_scale, float freq_scale, cudaStream_t stream);
+                       float theta_scale, float freq_scale, bool neox, const float* freq_factors,
+                       cudaStream_t stream);
 
 // out = silu(gate) * up, elementwise over count values.
 cudaError_t LaunchSiluMul(const float* gate, const float* up, float* out, int64_t count,
                           cudaStream_t stream);
+
+// out = gelu(gate) * up over count values, as the CPU backend computes it
+// (backend.h, GeluMul: fp16-rounded input and GELU, tanh approximation).
+cudaError_t LaunchGeluMul(const float* gate, const float* up, float* out, int64_t count,
+                          cudaStream_t stream);
+
+// x *= s over count values.
+cudaError_t LaunchScale(float* x, float s, int64_t count, cudaStream_t stream);
+
+// x[r] += b for every row of an [rows x cols] matrix (a bias).
+cudaError_t LaunchAddRowVector(float* x, const float* b, int64_t rows, int64_t cols,
+                               cudaStream_t stream);
 
 // x += y over count values.
 cudaError_t LaunchAdd(float* x, const float* y, int64_t count, cudaStream_t stream);
@@ -81,10 +96,11 @@ struct AttentionShape {
   int32_t head_count_kv = 0;
   int32_t head_dim = 0;  // a multiple of 32, at most 256
   float scale = 0.0f;
+  int32_t window = 0;  // > 0: positions (kv_pos[r] - window, kv_pos[r]] only
 };
 
 // Causal attention of each row's query heads over positions [0, kv_pos[r]]
-// of its sequence (grouped-query), one thread block per (row, head) with an
+// (or the window's) of its sequence (grouped-query), one thread block per (row, head) with an
 // online softmax; with an f16 cache the query is rounded to half first, as
 // the CPU backend and llama.cpp do. out has q's shape [rows x heads*head_dim].
 cudaError_t LaunchAttention(const float* q, int64_t rows, const RowKv& meta,
