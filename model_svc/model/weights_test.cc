@@ -19,7 +19,7 @@ TEST(WeightsTest, BlockCountTheTensorsCannotBackIsAnError) {
   auto weights = LocateWeights(**file, *config);
   EXPECT_EQ(weights.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(weights.status().message()),
-              ::testing::HasSubstr("block_count 1000000 needs 9000000 layer tensors"));
+              ::testing::HasSubstr("block_count 1000000 needs at least 6000000 layer tensors"));
 }
 
 }  // namespace

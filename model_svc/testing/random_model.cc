@@ -219,6 +219,7 @@ absl::StatusOr<std::string> RandomModelGguf(const RandomModelSpec& spec) {
   }
   if (spec.sliding_window > 0) w.Uint32(p + "attention.sliding_window", spec.sliding_window);
   w.Uint32("general.file_type", FileType(spec.matrix_type));
+  if (spec.no_vocab_key) w.String("tokenizer.ggml.model", "none");
   w.Uint32("general.quantization_version", 2);
 
   if (spec.config_only) {

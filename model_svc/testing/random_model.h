@@ -73,6 +73,9 @@ struct RandomModelSpec {
   bool fused_gate_up = false;  // blk.N.ffn_up of 2 x ff rows (gate first), no ffn_gate
   bool rope_freqs = false;     // rope_freqs.weight [rope_dim / 2], factors 1 to 8
   int64_t sliding_window = 0;  // > 0: <arch>.attention.sliding_window
+  // Writes tokenizer.ggml.model = "none", which llama.cpp needs to load a
+  // file without a vocabulary (llm-random-model sets it).
+  bool no_vocab_key = false;
 
   // For malformed-file tests.
   std::vector<std::string> omit;          // metadata keys and tensor names left out

@@ -1,9 +1,16 @@
-// llm-random-model: writes a Llama-family GGUF file with random weights, of a
-// named shape, for benchmarks and tests on machines the real model cannot
-// reach (the GPU machine: a call carries at most 64 MiB).
+// llm-random-model: writes a GGUF model with random weights, of a named shape
+// and family, for benchmarks and tests on machines the real model cannot
+// reach (the GPU machine: a call carries at most 64 MiB), and for llama.cpp
+// to compare with (tests/data/llamacpp_families.py).
 //
 //   llm-random-model --shape smollm2 --out /tmp/smollm2-random.gguf
 //   llm-random-model --shape llama3-8b --type bf16 --layers 4 --out /tmp/8b.gguf
+//   llm-random-model --shape small --architecture gemma3 --type q8_0 --out /tmp/g.gguf
+//
+// --architecture (llama, qwen2, qwen3, gemma3, phi3) writes that family's
+// tensors and keys (testing::ArchitectureSpec); with --shape small, also its
+// toy hyperparameters. The file says tokenizer.ggml.model = "none" so that
+// llama.cpp loads it.
 //
 // Shapes: smollm2 (SmolLM2-135M-Instruct.Q4_1.gguf's shapes and types: Q4_1
 // matrices, Q8_0 embedding tied to the LM head), llama3-8b (Llama-3-8B's
@@ -19,6 +26,7 @@
 #include "absl/strings/match.h"
 #include "common/flags.h"
 #include "common/gguf/gguf.h"
+#include "model_svc/model/architecture.h"
 #include "model_svc/testing/random_model.h"
 
 ABSL_FLAG(std::string, shape, "smollm2", "smollm2, llama3-8b or small.");
@@ -26,14 +34,17 @@ ABSL_FLAG(std::string, type, "",
           "Matrix type (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q6_k); "
           "empty: the shape's own.");
 ABSL_FLAG(int, layers, 0, "Number of layers; 0: the shape's own.");
+ABSL_FLAG(std::string, architecture, "",
+          "Model family: llama, qwen2, qwen3, gemma3 or phi3; empty: llama without extras.");
 ABSL_FLAG(std::string, out, "", "Output path (required).");
 ABSL_FLAG(uint64_t, seed, 1, "Random seed (same seed, same bytes).");
 
 namespace {
 
 constexpr char kUsage[] =
-    "llm-random-model --out PATH [--shape smollm2|llama3-8b|small] [--type bf16] [--layers N]\n"
-    "Writes a GGUF llama model with random weights of the named shape.";
+    "llm-random-model --out PATH [--shape smollm2|llama3-8b|small] [--architecture NAME]\n"
+    "                 [--type bf16] [--layers N] [--seed N]\n"
+    "Writes a GGUF model with random weights of the named shape and family.";
 
 using llm::gguf::TensorType;
 using llm::model::testing::RandomModelSpec;
@@ -69,6 +80,24 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "llm-random-model: unknown --shape %s\n%s\n", shape.c_str(), kUsage);
     return 2;
   }
+  if (const std::string arch = absl::GetFlag(FLAGS_architecture); !arch.empty()) {
+    if (llm::model::FindArchitecture(arch) == nullptr) {
+      std::fprintf(stderr, "llm-random-model: unknown --architecture %s (%s)\n", arch.c_str(),
+                   llm::model::SupportedArchitectures().c_str());
+      return 2;
+    }
+    const RandomModelSpec family = llm::model::testing::ArchitectureSpec(arch);
+    if (shape == "small") {
+      spec = family;
+    } else {
+      spec.architecture = family.architecture;
+      spec.qkv_bias = family.qkv_bias, spec.fused_qkv = family.fused_qkv;
+      spec.qk_norm = family.qk_norm, spec.post_norms = family.post_norms;
+      spec.fused_gate_up = family.fused_gate_up, spec.rope_freqs = family.rope_freqs;
+      spec.sliding_window = family.sliding_window > 0 ? 512 : 0;
+    }
+  }
+  spec.no_vocab_key = true;
   if (!absl::GetFlag(FLAGS_type).empty()) {
     if (!ParseType(absl::GetFlag(FLAGS_type), &spec.matrix_type)) {
       std::fprintf(stderr, "llm-random-model: unknown --type %s\n",

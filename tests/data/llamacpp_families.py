@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Records llama.cpp's logits on random-weight models of every family.
+
+For each family of model_svc/model/architecture.h, writes a small model with
+`llm-random-model --shape small --architecture ARCH --type TYPE --seed 7`
+(gemma3 with --layers 6, so that one layer of six attends to the whole
+context and five through a window of 8 positions), evaluates TOKENS with
+llama.cpp in one batch (its default f16 KV cache, 2 threads) and records the
+logits of every position. model_svc/model/families_llamacpp_test.cc writes
+the same files in-process and compares.
+
+Run once, by hand, when the random models or the families change:
+
+  LLAMA_CPP_LIB_PATH=build/bench-llama.cpp/build/bin \\
+  PYTHONPATH=build/bench-llama.cpp/src-0.3.36 \\
+  build/ref-venv/bin/python tests/data/llamacpp_families.py build/bin/llm-random-model \\
+      > tests/data/llamacpp_families.json
+
+(llama-cpp-python 0.3.36's library, built by bench/model_bench.py; the venv
+needs numpy, diskcache, jinja2 and typing_extensions.)
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+from llama_cpp import Llama
+import llama_cpp
+
+FAMILIES = ["llama", "qwen2", "qwen3", "gemma3", "phi3"]
+TYPES = ["f32", "q8_0"]
+TOKENS = [1, 17, 300, 42, 511, 8, 99, 250, 3, 77, 401, 12, 64, 128, 5, 333, 21, 90, 450, 6]
+
+
+def main():
+    tool = sys.argv[1]
+    out = {
+        "producer": f"llama-cpp-python {llama_cpp.__version__} (llama.cpp), n_threads=2, "
+                    "f16 KV cache, one batch",
+        "command": "build/ref-venv/bin/python tests/data/llamacpp_families.py "
+                   "build/bin/llm-random-model",
+        "tokens": TOKENS,
+        "models": [],
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        for arch in FAMILIES:
+            for type_name in TYPES:
+                path = os.path.join(tmp, f"{arch}-{type_name}.gguf")
+                args = [tool, "--shape", "small", "--architecture", arch, "--type", type_name,
+                        "--seed", "7", "--out", path]
+                if arch == "gemma3":
+                    args += ["--layers", "6"]
+                subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+                llm = Llama(model_path=path, n_ctx=64, n_batch=64, n_threads=2,
+                            logits_all=True, verbose=False, seed=0)
+                llm.eval(TOKENS)
+                logits = np.array(llm.scores[:len(TOKENS)], dtype=np.float32)
+                out["models"].append({
+                    "architecture": arch,
+                    "type": type_name,
+                    "layers": 6 if arch == "gemma3" else 2,
+                    "logits": [[round(float(v), 5) for v in row] for row in logits],
+                })
+                del llm
+    json.dump(out, sys.stdout)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
