@@ -14,9 +14,8 @@ bash scripts/setup.sh
 
 step "default model (models/, checked by SHA-256)"
 bash scripts/fetch-model.sh
-bash scripts/fetch-model.sh gemma3-270m  # gemma3_model_test
 
-step "Gemma 3 270M (its SentencePiece vocabulary: tokenizer_spm_reference_test)"
+step "Gemma 3 270M (its SentencePiece vocabulary and gemma3_model_test)"
 bash scripts/fetch-model.sh gemma3-270m
 
 step "configure and build (preset default)"
