@@ -3,7 +3,10 @@
 llama-bench and llama-batched-bench, on the same GGUF files and threads.
 
     python3 bench/model_bench.py [--threads 2] [--rounds 12] [--quants Q4_1,Q4_0,Q4_K_M]
-                                 [-p 512] [-n 128] [--sessions 1,4,16]
+                                 [-p 512] [-n 128] [--sessions 1,4,16] [--model PATH]
+
+(--model: that file alone, as it is, instead of the default model's
+quantizations; e.g. models/gemma-3-270m-q4_k_m.gguf.)
 
 The anchor is llama.cpp itself, not a binding: the first run downloads the
 current llama-cpp-python source distribution from PyPI (LLAMA_CPP_PYTHON below;
@@ -155,6 +158,7 @@ def main() -> None:
     ap.add_argument("--sessions", default="1,4,16",
                     help="aggregate decode with these sequence counts ('' skips it)")
     ap.add_argument("--no-build", action="store_true", help="do not build llm-bench")
+    ap.add_argument("--model", help="benchmark this GGUF file alone (ignores --quants)")
     args = ap.parse_args()
     sessions = [int(s) for s in args.sessions.split(",") if s]
 
@@ -166,8 +170,9 @@ def main() -> None:
               "llama_cpp_python": LLAMA_CPP_PYTHON, "files": {}}
     tests = [("prefill", f"pp{args.p}"), ("decode", f"tg{args.n}")]
     tests += [(f"sessions{k}", f"{k} sessions") for k in sessions]
-    for quant in args.quants.split(","):
-        model = model_file(quant, tools)
+    models = ([Path(args.model).resolve()] if args.model
+              else [model_file(quant, tools) for quant in args.quants.split(",")])
+    for model in models:
         samples: dict[str, dict[str, list[float]]] = {}
         for r in range(args.rounds):
             log(f"{model.name}: round {r + 1}/{args.rounds}")

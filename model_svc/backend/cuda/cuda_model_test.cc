@@ -215,6 +215,23 @@ TEST(CudaModel, QuantizedLogitsMatchCpu) {
   }
 }
 
+// Every family of architecture.h (biases, QK-norm, NEOX RoPE, RoPE factors,
+// GeGLU, post-norms, fused tensors, sliding-window layers; gemma3 with six
+// layers so that one attends to everything and five through a window of 8 of
+// the prompt's positions).
+TEST(CudaModel, EveryFamilyLogitsMatchCpu) {
+  SKIP_WITHOUT_CUDA();
+  for (const char* arch : {"llama", "qwen2", "qwen3", "gemma3", "phi3"}) {
+    SCOPED_TRACE(arch);
+    for (TensorType type : {TensorType::kF32, TensorType::kQ8_0}) {
+      RandomModelSpec spec = model::testing::ArchitectureSpec(arch);
+      spec.matrix_type = type;
+      if (spec.architecture == "gemma3") spec.layers = 6;
+      ExpectPrefillClose(spec, type == TensorType::kF32 ? 1e-3 : 5e-2);
+    }
+  }
+}
+
 TEST(CudaModel, SmolLm2ShapesLogitsMatchCpu) {
   SKIP_WITHOUT_CUDA();
   ExpectPrefillClose(SmolLm2Spec(), 5e-2);
