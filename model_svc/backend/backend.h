@@ -135,7 +135,13 @@ class Backend {
 
   // --- Memory (called at load time) -------------------------------------
   virtual absl::StatusOr<std::unique_ptr<Weight>> UploadWeight(const WeightView& view) = 0;
-  virtual absl::StatusOr<Tensor> AllocTensor(int64_t rows, int64_t cols) = 0;
+  // A scratch tensor. `matmul_input`: it may be a MatMul's input, for which
+  // the CPU backend keeps a quantized copy (an [rows x vocab] logits tensor
+  // is not, and would size that copy at ~1.25x its own bytes for nothing).
+  virtual absl::StatusOr<Tensor> AllocTensor(int64_t rows, int64_t cols, bool matmul_input) = 0;
+  absl::StatusOr<Tensor> AllocTensor(int64_t rows, int64_t cols) {
+    return AllocTensor(rows, cols, /*matmul_input=*/true);
+  }
   virtual absl::Status AllocKvCache(const KvCacheShape& shape) = 0;
 
   // Checks at load time that this backend runs a model of these shapes (the

@@ -115,15 +115,16 @@ class CpuBackend : public model::Backend {
     return std::make_unique<CpuWeight>(copy);
   }
 
-  absl::StatusOr<Tensor> AllocTensor(int64_t rows, int64_t cols) override {
+  using Backend::AllocTensor;
+  absl::StatusOr<Tensor> AllocTensor(int64_t rows, int64_t cols, bool matmul_input) override {
     if (rows < 0 || cols < 1) return absl::InvalidArgumentError("bad tensor shape");
     auto storage = AllocAligned<float>(rows * cols, "activations");
     if (!storage.ok()) return storage.status();
     Tensor t{storage->get(), rows, cols};
     tensors_.push_back(*std::move(storage));
-    // Every tensor may feed a MatMul: size the q8 scratch for the largest.
+    // Size the q8 scratch for the largest tensor that may feed a MatMul.
     const int64_t blocks = rows * ((cols + kQ8Block - 1) / kQ8Block);
-    if (blocks > q8_capacity_) {
+    if (matmul_input && blocks > q8_capacity_) {
       auto q8 = AllocAligned<BlockQ8>(blocks, "quantized activations");
       if (!q8.ok()) return q8.status();
       q8_ = *std::move(q8);

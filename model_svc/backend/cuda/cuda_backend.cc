@@ -172,7 +172,8 @@ class CudaBackend : public model::Backend {
     return std::make_unique<CudaWeight>(view, std::move(shared), type);
   }
 
-  absl::StatusOr<Tensor> AllocTensor(int64_t rows, int64_t cols) override {
+  using Backend::AllocTensor;
+  absl::StatusOr<Tensor> AllocTensor(int64_t rows, int64_t cols, bool /*matmul_input*/) override {
     if (rows < 0 || cols < 1) return absl::InvalidArgumentError("bad tensor shape");
     LLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device), "cudaSetDevice");
     LLM_ASSIGN_OR_RETURN(
