@@ -29,13 +29,11 @@
 namespace llm {
 namespace {
 
-std::string ModelPath() {
-  return llm::testing::SourceDir() + "/models/gemma-3-270m-q4_k_m.gguf";
-}
+std::string ModelPath() { return llm::testing::SourceDir() + "/models/gemma-3-270m-q4_k_m.gguf"; }
 
 nlohmann::json Reference() {
-  auto text = ReadFileToString(llm::testing::SourceDir() +
-                               "/tests/data/llamacpp_reference_gemma3.json");
+  auto text =
+      ReadFileToString(llm::testing::SourceDir() + "/tests/data/llamacpp_reference_gemma3.json");
   EXPECT_TRUE(text.ok()) << text.status();
   return nlohmann::json::parse(*text);
 }
@@ -134,9 +132,10 @@ TEST_F(Gemma3ModelTest, TopOneAgreesWithLlamaCpp) {
       disagreements += " " + std::to_string(i) + " (margin " + std::to_string(margin[i]) + ")";
       EXPECT_LT(margin[i], kNearTie) << "position " << i << " is not a near-tie";
     }
-    std::printf("agreement with llama.cpp's %s: %d/%zu (its prefill with its decode path: %d); "
-                "disagreements at:%s\n",
-                path, agree, top1.size(), theirs, disagreements.c_str());
+    std::printf(
+        "agreement with llama.cpp's %s: %d/%zu (its prefill with its decode path: %d); "
+        "disagreements at:%s\n",
+        path, agree, top1.size(), theirs, disagreements.c_str());
     RecordProperty(std::string(path) + "_agreement", std::to_string(agree));
     EXPECT_GE(agree, theirs) << "disagreements at:" << disagreements;
   }
@@ -172,8 +171,7 @@ TEST_F(Gemma3ModelTest, GreedyContinuationMatchesLlamaCpp) {
     step = engine_->Append(d);
     ASSERT_TRUE(step.ok()) << step.status();
   }
-  std::printf("greedy continuation: %zu/%zu tokens equal to llama.cpp's\n", equal,
-              expected.size());
+  std::printf("greedy continuation: %zu/%zu tokens equal to llama.cpp's\n", equal, expected.size());
   RecordProperty("greedy_tokens_equal_to_llama_cpp", std::to_string(equal));
   ASSERT_TRUE(engine_->Release(step->session_id).ok());
 }

@@ -46,9 +46,9 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const gguf::File& file) {
   c.architecture = std::string(arch);
   const Architecture* family = FindArchitecture(arch);
   if (family == nullptr) {
-    return absl::UnimplementedError(StrCat(file.name(), ": architecture \"", arch,
-                                           "\" is not supported (supported: ",
-                                           SupportedArchitectures(), ")"));
+    return absl::UnimplementedError(
+        StrCat(file.name(), ": architecture \"", arch,
+               "\" is not supported (supported: ", SupportedArchitectures(), ")"));
   }
   c.arch = *family;
   if (const gguf::Value* v = file.Find("general.name"); v != nullptr) {
@@ -100,7 +100,8 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const gguf::File& file) {
   }
   if (file.FindTensor("rope_freqs.weight") != nullptr) {
     if (!c.arch.rope_freqs_allowed) {
-      return absl::UnimplementedError(StrCat(file.name(), ": per-frequency RoPE factors "
+      return absl::UnimplementedError(StrCat(file.name(),
+                                             ": per-frequency RoPE factors "
                                              "(rope_freqs.weight) are not supported for ",
                                              arch));
     }

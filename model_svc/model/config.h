@@ -29,7 +29,7 @@ struct ModelConfig {
   // Linear position scaling: positions are multiplied by this (1 / factor).
   float rope_freq_scale = 1.0f;
   float rms_eps = 1e-5f;
-  bool tied_embeddings = false;  // output.weight absent: LM head = token_embd
+  bool tied_embeddings = false;    // output.weight absent: LM head = token_embd
   bool rope_freq_factors = false;  // rope_freqs.weight: theta_i divided by factor i
   // Scores are (q . k) * attention_scale: 1 / sqrt(head_dim).
   float attention_scale = 0.0f;

@@ -47,8 +47,7 @@ double WorstRelativeError(const std::vector<std::vector<float>>& ours,
 }
 
 TEST(FamiliesLlamaCppTest, LogitsMatchLlamaCppOnRandomModels) {
-  auto text =
-      ReadFileToString(llm::testing::SourceDir() + "/tests/data/llamacpp_families.json");
+  auto text = ReadFileToString(llm::testing::SourceDir() + "/tests/data/llamacpp_families.json");
   ASSERT_TRUE(text.ok()) << text.status();
   const nlohmann::json ref = nlohmann::json::parse(*text);
   const auto tokens = ref["tokens"].get<std::vector<int32_t>>();
@@ -88,12 +87,12 @@ TEST(FamiliesLlamaCppTest, LogitsMatchLlamaCppOnRandomModels) {
     ASSERT_EQ(theirs.size(), ours.size());
     int top1 = 0;
     for (size_t t = 0; t < ours.size(); ++t) {
-      top1 += Argmax(out[t]) == std::max_element(theirs[t].begin(), theirs[t].end()) -
-                                    theirs[t].begin();
+      top1 += Argmax(out[t]) ==
+              std::max_element(theirs[t].begin(), theirs[t].end()) - theirs[t].begin();
     }
     const double err = WorstRelativeError(ours, theirs);
-    std::printf("%-6s %-4s worst relative error %.2e, top-1 %d/%zu\n", arch.c_str(),
-                type.c_str(), err, top1, ours.size());
+    std::printf("%-6s %-4s worst relative error %.2e, top-1 %d/%zu\n", arch.c_str(), type.c_str(),
+                err, top1, ours.size());
     EXPECT_LT(err, type == "f32" ? 2e-3 : 5e-2);  // measured: at most 7.3e-4 and 2.5e-2
     EXPECT_GE(top1, static_cast<int>(ours.size()) - 1);
   }

@@ -68,7 +68,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(std::shared_ptr<con
   LLM_ASSIGN_OR_RETURN(m->act_, b.AllocTensor(n, c.feed_forward_length));
   LLM_ASSIGN_OR_RETURN(m->last_, b.AllocTensor(options.max_logit_rows, c.embedding_length));
   LLM_ASSIGN_OR_RETURN(m->logits_, b.AllocTensor(options.max_logit_rows, c.vocab_size,
-                                                  /*matmul_input=*/false));
+                                                 /*matmul_input=*/false));
   KvCacheShape kv;
   kv.num_blocks = options.kv_blocks;
   kv.block_size = options.kv_block_size;

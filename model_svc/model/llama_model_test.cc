@@ -33,9 +33,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "common/strings.h"
 #include "model_svc/backend/cpu/cpu_backend.h"
 #include "model_svc/backend/cpu/quant.h"
 #include "model_svc/model/config.h"
@@ -458,7 +458,8 @@ TEST(WeightsTest, TensorsTheFamilyDoesNotUseAreErrors) {
     std::function<void(RandomModelSpec&)> change;
   };
   const Case cases[] = {
-      {"llama", "blk.0.post_attention_norm.weight", [](RandomModelSpec& s) { s.post_norms = true; }},
+      {"llama", "blk.0.post_attention_norm.weight",
+       [](RandomModelSpec& s) { s.post_norms = true; }},
       {"qwen3", "blk.0.attn_q.bias", [](RandomModelSpec& s) { s.qkv_bias = true; }},
       {"qwen2", "blk.0.attn_q_norm.weight", [](RandomModelSpec& s) { s.qk_norm = true; }},
   };

@@ -146,10 +146,10 @@ absl::StatusOr<ModelWeightViews> LocateWeights(const gguf::File& file, const Mod
   // the tensors cannot back is an error before anything is sized by it.
   constexpr int64_t kMinLayerTensors = 6;
   if (c.block_count > static_cast<int64_t>(file.tensors().size()) / kMinLayerTensors) {
-    return absl::InvalidArgumentError(
-        StrCat(file.name(), ": block_count ", c.block_count, " needs at least ",
-               c.block_count * kMinLayerTensors, " layer tensors; the file has ",
-               file.tensors().size(), " tensors"));
+    return absl::InvalidArgumentError(StrCat(file.name(), ": block_count ", c.block_count,
+                                             " needs at least ", c.block_count * kMinLayerTensors,
+                                             " layer tensors; the file has ", file.tensors().size(),
+                                             " tensors"));
   }
   Locator at(file);
   ModelWeightViews w;

@@ -43,19 +43,19 @@ struct WeightView {
 // Vectors ([n], F32) are views with rows == 1. Optional ones may be absent
 // (present() false) as the family allows.
 struct LayerWeightViews {
-  WeightView attn_norm;  // [d_model], F32
-  WeightView wq;         // [q_dim x d_model]
-  WeightView wk;         // [kv_dim x d_model]
-  WeightView wv;         // [kv_dim x d_model]
-  WeightView bq, bk, bv;          // optional biases [q_dim], [kv_dim], [kv_dim]
-  WeightView q_norm, k_norm;      // QK-norm weights [head_dim] (arch.qk_norm)
-  WeightView wo;                  // [d_model x q_dim]
-  WeightView post_attn_norm;      // [d_model] (arch.post_norms)
-  WeightView ffn_norm;            // [d_model], F32
-  WeightView w_gate;              // [d_ff x d_model]
-  WeightView w_up;                // [d_ff x d_model]
-  WeightView w_down;              // [d_model x d_ff]
-  WeightView post_ffn_norm;       // [d_model] (arch.post_norms)
+  WeightView attn_norm;       // [d_model], F32
+  WeightView wq;              // [q_dim x d_model]
+  WeightView wk;              // [kv_dim x d_model]
+  WeightView wv;              // [kv_dim x d_model]
+  WeightView bq, bk, bv;      // optional biases [q_dim], [kv_dim], [kv_dim]
+  WeightView q_norm, k_norm;  // QK-norm weights [head_dim] (arch.qk_norm)
+  WeightView wo;              // [d_model x q_dim]
+  WeightView post_attn_norm;  // [d_model] (arch.post_norms)
+  WeightView ffn_norm;        // [d_model], F32
+  WeightView w_gate;          // [d_ff x d_model]
+  WeightView w_up;            // [d_ff x d_model]
+  WeightView w_down;          // [d_model x d_ff]
+  WeightView post_ffn_norm;   // [d_model] (arch.post_norms)
 };
 
 struct ModelWeightViews {

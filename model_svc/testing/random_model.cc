@@ -238,7 +238,8 @@ absl::StatusOr<std::string> RandomModelGguf(const RandomModelSpec& spec) {
     // slow ones.
     const int64_t pairs = (spec.rope_dim > 0 ? spec.rope_dim : head_dim) / 2;
     std::vector<float> factors(pairs);
-    for (int64_t i = 0; i < pairs; ++i) factors[i] = 1.0f + 7.0f * i / std::max<int64_t>(1, pairs - 1);
+    for (int64_t i = 0; i < pairs; ++i)
+      factors[i] = 1.0f + 7.0f * i / std::max<int64_t>(1, pairs - 1);
     if (!w.Omitted("rope_freqs.weight")) b.AddTensorF32("rope_freqs.weight", {pairs}, factors);
   }
   for (int64_t i = 0; i < spec.layers; ++i) {

@@ -103,7 +103,6 @@ Vec RmsNorm(const Vec& x, const Matrix& w, double eps) {
   return out;
 }
 
-
 // fp16 rounding, as llama.cpp's GELU table does.
 double RoundF16(double x) { return cpu::HalfToFloat(cpu::FloatToHalf(static_cast<float>(x))); }
 
@@ -113,10 +112,13 @@ double Gelu(double g) {
   if (g <= -10) return 0;
   if (g >= 10) return g;
   const double h = RoundF16(g);
-  return RoundF16(0.5 * h * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * h * (1 + 0.044715 * h * h))));
+  return RoundF16(0.5 * h *
+                  (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * h * (1 + 0.044715 * h * h))));
 }
 
-bool Has(const gguf::File& file, const std::string& name) { return file.FindTensor(name) != nullptr; }
+bool Has(const gguf::File& file, const std::string& name) {
+  return file.FindTensor(name) != nullptr;
+}
 
 // Rows [first, first + count) of m.
 Matrix Rows(const Matrix& m, int64_t first, int64_t count) {

@@ -264,7 +264,8 @@ class CpuBackend : public model::Backend {
           }
           if (t.bias != nullptr) {
             const float* b = reinterpret_cast<const float*>(t.bias->view().data) + (lo - base);
-            for (int64_t r = 0; r < n; ++r) AddF32(t.out.data + r * t.out.cols + (lo - base), b, hi - lo);
+            for (int64_t r = 0; r < n; ++r)
+              AddF32(t.out.data + r * t.out.cols + (lo - base), b, hi - lo);
           }
         }
         base += w.rows;
@@ -455,9 +456,9 @@ class CpuBackend : public model::Backend {
   // factor, so that GGUF models give llama.cpp's results; the reference in
   // the tests does the same.
   const float* RopeTable(const RopeParams& p, int64_t rows) {
-    const float* factors =
-        p.freq_factors != nullptr ? reinterpret_cast<const float*>(p.freq_factors->view().data)
-                                  : nullptr;
+    const float* factors = p.freq_factors != nullptr
+                               ? reinterpret_cast<const float*>(p.freq_factors->view().data)
+                               : nullptr;
     for (const RopeCache& c : rope_tables_) {
       if (c.base == p.freq_base && c.scale == p.freq_scale && c.dim == p.rope_dim &&
           c.factors == factors && c.rows >= rows) {

@@ -373,10 +373,9 @@ class CudaBackend : public model::Backend {
     const KvCacheView cache{cache_.get(), kv_.layers, kv_.kv_dim, kv_.block_size,
                             kv_.type == model::KvType::kF16};
     Check(LaunchStoreKv(k.data, v.data, q.rows, meta, cache, layer, stream_), "KV store");
-    const AttentionShape shape{static_cast<int32_t>(p.head_count),
-                               static_cast<int32_t>(p.head_count_kv),
-                               static_cast<int32_t>(p.head_dim), p.scale,
-                               static_cast<int32_t>(p.window)};
+    const AttentionShape shape{
+        static_cast<int32_t>(p.head_count), static_cast<int32_t>(p.head_count_kv),
+        static_cast<int32_t>(p.head_dim), p.scale, static_cast<int32_t>(p.window)};
     Check(LaunchAttention(q.data, q.rows, meta, cache, layer, shape, out.data, stream_),
           "attention");
   }

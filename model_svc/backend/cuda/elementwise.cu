@@ -177,8 +177,8 @@ cudaError_t LaunchRope(float* q, int64_t q_cols, float* k, int64_t k_cols, int64
   const int64_t total = rows * (q_heads + k_heads) * pairs;
   if (total == 0) return cudaSuccess;
   RopeKernel<<<Blocks(total), kThreads, 0, stream>>>(q, q_heads, k, k_heads, rows, positions,
-                                                     head_dim, pairs, theta_scale, freq_scale,
-                                                     neox, freq_factors);
+                                                     head_dim, pairs, theta_scale, freq_scale, neox,
+                                                     freq_factors);
   return cudaGetLastError();
 }
 
