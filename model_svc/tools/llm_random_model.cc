@@ -9,8 +9,8 @@
 //
 // --architecture (llama, qwen2, qwen3, gemma3, phi3) writes that family's
 // tensors and keys (testing::ArchitectureSpec); with --shape small, also its
-// toy hyperparameters. The file says tokenizer.ggml.model = "none" so that
-// llama.cpp loads it.
+// toy hyperparameters (--shape tiny: a few KB, for fuzz seeds). The file says tokenizer.ggml.model
+// = "none" so that llama.cpp loads it.
 //
 // Shapes: smollm2 (SmolLM2-135M-Instruct.Q4_1.gguf's shapes and types: Q4_1
 // matrices, Q8_0 embedding tied to the LM head), llama3-8b (Llama-3-8B's
@@ -29,7 +29,7 @@
 #include "model_svc/model/architecture.h"
 #include "model_svc/testing/random_model.h"
 
-ABSL_FLAG(std::string, shape, "smollm2", "smollm2, llama3-8b or small.");
+ABSL_FLAG(std::string, shape, "smollm2", "smollm2, llama3-8b, small or tiny.");
 ABSL_FLAG(std::string, type, "",
           "Matrix type (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q6_k); "
           "empty: the shape's own.");
@@ -42,7 +42,7 @@ ABSL_FLAG(uint64_t, seed, 1, "Random seed (same seed, same bytes).");
 namespace {
 
 constexpr char kUsage[] =
-    "llm-random-model --out PATH [--shape smollm2|llama3-8b|small] [--architecture NAME]\n"
+    "llm-random-model --out PATH [--shape smollm2|llama3-8b|small|tiny] [--architecture NAME]\n"
     "                 [--type bf16] [--layers N] [--seed N]\n"
     "Writes a GGUF model with random weights of the named shape and family.";
 
@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
     spec = llm::model::testing::SmolLm2Shapes();
   } else if (shape == "llama3-8b") {
     spec = llm::model::testing::Llama3_8bShapes();
-  } else if (shape != "small") {
+  } else if (shape != "small" && shape != "tiny") {
     std::fprintf(stderr, "llm-random-model: unknown --shape %s\n%s\n", shape.c_str(), kUsage);
     return 2;
   }
@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     const RandomModelSpec family = llm::model::testing::ArchitectureSpec(arch);
-    if (shape == "small") {
+    if (shape == "small" || shape == "tiny") {
       spec = family;
     } else {
       spec.architecture = family.architecture;
@@ -96,6 +96,10 @@ int main(int argc, char** argv) {
       spec.fused_gate_up = family.fused_gate_up, spec.rope_freqs = family.rope_freqs;
       spec.sliding_window = family.sliding_window > 0 ? 512 : 0;
     }
+  }
+  if (shape == "tiny") {
+    // A few KB: fuzz seeds (model_load_fuzzer reads at most 64 KiB).
+    spec.vocab = 32, spec.d_model = 32, spec.heads = 2, spec.kv_heads = 1, spec.ff = 32;
   }
   spec.no_vocab_key = true;
   if (!absl::GetFlag(FLAGS_type).empty()) {
