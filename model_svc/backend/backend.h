@@ -112,6 +112,9 @@ struct RopeParams {
   // Optional [rope_dim / 2] F32 vector: pair i's angle is divided by
   // factor i (Llama 3.1+'s rope_freqs.weight).
   const Weight* freq_factors = nullptr;
+  // cos and sin are multiplied by this (rope.scaling.attn_factor; llama.cpp's
+  // mscale without YaRN).
+  float attn_factor = 1.0f;
 };
 
 struct AttentionParams {

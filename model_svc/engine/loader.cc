@@ -39,6 +39,7 @@ absl::StatusOr<std::unique_ptr<Engine>> LoadEngine(const LoadOptions& options) {
   mo.kv_blocks = static_cast<int32_t>(std::min<int64_t>(blocks, int64_t{1} << 30));
   mo.kv_block_size = options.kv_block_size;
   mo.kv_type = shape.type;
+  mo.context_length = options.engine.max_context;
   model::BackendOptions backend_options;
   backend_options.name = options.backend;
   backend_options.threads = options.threads;

@@ -17,7 +17,10 @@ constexpr std::array<Architecture, 5> kArchitectures = {{
      .post_norms = true,
      .swa_pattern = 6,
      .swa_rope_base = 10000.0f},
-    {.name = "phi3", .rope_style = RopeStyle::kNeox, .fused_gate_up = true},
+    {.name = "phi3",
+     .rope_style = RopeStyle::kNeox,
+     .fused_gate_up = true,
+     .long_short_factors_allowed = true},
 }};
 
 }  // namespace

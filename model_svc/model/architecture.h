@@ -15,7 +15,8 @@
 //           residual adds, NEOX RoPE, sliding-window attention on five layers
 //           of every six with their own RoPE base (10,000), tied embeddings.
 //   phi3    Phi-3 / 3.5: fused attn_qkv and fused gate/up (ffn_up with 2 x
-//           d_ff rows, gate first), NEOX RoPE.
+//           d_ff rows, gate first), NEOX RoPE; the 128k variants' long and
+//           short RoPE factors, and rope.scaling.attn_factor.
 // Any of them may store Q, K and V fused (attn_qkv.weight), as llama.cpp
 // accepts.
 //
@@ -50,6 +51,10 @@ struct Architecture {
   bool fused_gate_up = false;           // ffn_up holds gate and up; no ffn_gate
   bool qkv_bias_allowed = false;        // attn_{q,k,v}.bias (or attn_qkv.bias) may be present
   bool rope_freqs_allowed = false;      // rope_freqs.weight may be present
+  // rope_factors_long / rope_factors_short.weight may be present (Phi-3's
+  // long-context variants): the long ones when the context served exceeds
+  // rope.scaling.original_context_length, as llama.cpp chooses.
+  bool long_short_factors_allowed = false;
   // Sliding-window attention when the file sets attention.sliding_window:
   // every layer but each swa_pattern-th (layer % swa_pattern == swa_pattern - 1)
   // attends to the last sliding_window positions, with RoPE base

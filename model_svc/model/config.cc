@@ -107,6 +107,26 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const gguf::File& file) {
     }
     c.rope_freq_factors = true;
   }
+  const bool has_long = file.FindTensor("rope_factors_long.weight") != nullptr;
+  const bool has_short = file.FindTensor("rope_factors_short.weight") != nullptr;
+  if (has_long || has_short) {
+    if (!c.arch.long_short_factors_allowed) {
+      return absl::UnimplementedError(StrCat(file.name(),
+                                             ": long/short RoPE factors "
+                                             "(rope_factors_long/short.weight) are not supported "
+                                             "for ",
+                                             arch));
+    }
+    if (has_long != has_short) {
+      return Invalid(file, "rope_factors_long.weight and rope_factors_short.weight come together");
+    }
+    c.rope_long_short_factors = true;
+  }
+  LLM_ASSIGN_OR_RETURN(
+      c.rope_orig_context,
+      OptionalCount(file, p + "rope.scaling.original_context_length", c.context_length));
+  LLM_ASSIGN_OR_RETURN(c.rope_attn_factor,
+                       OptionalFloat(file, p + "rope.scaling.attn_factor", 1.0f));
   c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   if (c.arch.swa_pattern > 0) {
     LLM_ASSIGN_OR_RETURN(c.sliding_window, OptionalCount(file, p + "attention.sliding_window", 0));

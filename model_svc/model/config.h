@@ -31,6 +31,11 @@ struct ModelConfig {
   float rms_eps = 1e-5f;
   bool tied_embeddings = false;    // output.weight absent: LM head = token_embd
   bool rope_freq_factors = false;  // rope_freqs.weight: theta_i divided by factor i
+  // rope_factors_long / _short.weight (arch.long_short_factors_allowed): the
+  // long ones serve contexts above rope_orig_context.
+  bool rope_long_short_factors = false;
+  int64_t rope_orig_context = 0;  // rope.scaling.original_context_length, or context_length
+  float rope_attn_factor = 1.0f;  // rope.scaling.attn_factor: cos and sin are scaled by it
   // Scores are (q . k) * attention_scale: 1 / sqrt(head_dim).
   float attention_scale = 0.0f;
   // Sliding-window attention (arch.swa_pattern): window in positions, 0 when

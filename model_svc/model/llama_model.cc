@@ -34,7 +34,15 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(std::shared_ptr<con
   LLM_ASSIGN_OR_RETURN(m->token_embd_, upload(views.token_embd));
   LLM_ASSIGN_OR_RETURN(m->output_norm_, upload(views.output_norm));
   LLM_ASSIGN_OR_RETURN(m->output_, upload(views.output));
-  LLM_ASSIGN_OR_RETURN(m->rope_freqs_, upload(views.rope_freqs));
+  if (m->config_.rope_long_short_factors) {
+    const ModelConfig& c = m->config_;
+    const int64_t context = options.context_length > 0 ? options.context_length : c.context_length;
+    LLM_ASSIGN_OR_RETURN(
+        m->rope_freqs_,
+        upload(context > c.rope_orig_context ? views.rope_factors_long : views.rope_factors_short));
+  } else {
+    LLM_ASSIGN_OR_RETURN(m->rope_freqs_, upload(views.rope_freqs));
+  }
   for (const LayerWeightViews& v : views.layers) {
     Layer l;
     LLM_ASSIGN_OR_RETURN(l.attn_norm, upload(v.attn_norm));
@@ -84,6 +92,7 @@ RopeParams LlamaModel::rope_params(int64_t layer) const {
   RopeParams p{c.head_dim, c.rope_dim, c.rope_freq_base, c.rope_freq_scale};
   p.neox = c.arch.rope_style == RopeStyle::kNeox;
   p.freq_factors = rope_freqs_.get();
+  p.attn_factor = c.rope_attn_factor;
   if (c.IsSlidingLayer(layer)) {
     p.freq_base = c.rope_freq_base_swa;
     p.freq_scale = 1.0f;  // llama.cpp: the sliding layers' scale is their training one

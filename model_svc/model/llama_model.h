@@ -33,6 +33,10 @@ struct ModelOptions {
   // F32 here (exact, what the unit tests compare with their reference);
   // the server and tools default to F16 (engine::LoadOptions).
   KvType kv_type = KvType::kF32;
+  // The longest sequence the model will serve (0: the model's
+  // context_length): picks Phi-3's long or short RoPE factors as llama.cpp
+  // does from its context size.
+  int64_t context_length = 0;
 };
 
 class LlamaModel {
@@ -70,7 +74,9 @@ class LlamaModel {
   ModelConfig config_;
   ModelOptions options_;
   std::unique_ptr<Weight> token_embd_, output_norm_, output_;
-  std::unique_ptr<Weight> rope_freqs_;  // null unless config_.rope_freq_factors
+  // The RoPE factors in use: rope_freqs.weight, or Phi-3's long or short
+  // ones for options_.context_length; null when the file has none.
+  std::unique_ptr<Weight> rope_freqs_;
   std::vector<Layer> layers_;
   // Scratch, max_step_tokens rows each.
   Tensor x_, xn_, q_, k_, v_, attn_, gate_, up_, act_, last_, logits_;

@@ -164,6 +164,12 @@ absl::StatusOr<ModelWeightViews> LocateWeights(const gguf::File& file, const Mod
   if (c.rope_freq_factors) {
     LLM_ASSIGN_OR_RETURN(w.rope_freqs, at.Vector("rope_freqs.weight", c.rope_dim / 2));
   }
+  if (c.rope_long_short_factors) {
+    LLM_ASSIGN_OR_RETURN(w.rope_factors_long,
+                         at.Vector("rope_factors_long.weight", c.rope_dim / 2));
+    LLM_ASSIGN_OR_RETURN(w.rope_factors_short,
+                         at.Vector("rope_factors_short.weight", c.rope_dim / 2));
+  }
   w.layers.resize(c.block_count);
   for (int64_t i = 0; i < c.block_count; ++i) {
     const std::string p = StrCat("blk.", i, ".");

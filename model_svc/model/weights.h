@@ -63,6 +63,8 @@ struct ModelWeightViews {
   WeightView output_norm;  // [d_model]
   WeightView output;       // [vocab x d_model]; token_embd when tied
   WeightView rope_freqs;   // optional [rope_dim / 2] (config.rope_freq_factors)
+  // Optional [rope_dim / 2] each (config.rope_long_short_factors).
+  WeightView rope_factors_long, rope_factors_short;
   std::vector<LayerWeightViews> layers;
 };
 

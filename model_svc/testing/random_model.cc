@@ -218,6 +218,10 @@ absl::StatusOr<std::string> RandomModelGguf(const RandomModelSpec& spec) {
     w.Float32(p + "rope.scaling.factor", spec.rope_scaling_factor);
   }
   if (spec.sliding_window > 0) w.Uint32(p + "attention.sliding_window", spec.sliding_window);
+  if (spec.long_short_factors) {
+    w.Uint32(p + "rope.scaling.original_context_length", spec.rope_orig_context);
+    w.Float32(p + "rope.scaling.attn_factor", spec.rope_attn_factor);
+  }
   w.Uint32("general.file_type", FileType(spec.matrix_type));
   if (spec.no_vocab_key) w.String("tokenizer.ggml.model", "none");
   w.Uint32("general.quantization_version", 2);
@@ -241,6 +245,17 @@ absl::StatusOr<std::string> RandomModelGguf(const RandomModelSpec& spec) {
     for (int64_t i = 0; i < pairs; ++i)
       factors[i] = 1.0f + 7.0f * i / std::max<int64_t>(1, pairs - 1);
     if (!w.Omitted("rope_freqs.weight")) b.AddTensorF32("rope_freqs.weight", {pairs}, factors);
+  }
+  if (spec.long_short_factors) {
+    const int64_t pairs = (spec.rope_dim > 0 ? spec.rope_dim : head_dim) / 2;
+    std::vector<float> long_factors(pairs), short_factors(pairs);
+    for (int64_t i = 0; i < pairs; ++i) {
+      const float t = static_cast<float>(i) / std::max<int64_t>(1, pairs - 1);
+      long_factors[i] = 1.0f + 7.0f * t;
+      short_factors[i] = 1.0f + t;
+    }
+    b.AddTensorF32("rope_factors_long.weight", {pairs}, long_factors);
+    b.AddTensorF32("rope_factors_short.weight", {pairs}, short_factors);
   }
   for (int64_t i = 0; i < spec.layers; ++i) {
     const std::string blk = StrCat("blk.", i, ".");

@@ -72,6 +72,11 @@ struct RandomModelSpec {
   bool post_norms = false;     // blk.N.post_attention_norm / post_ffw_norm
   bool fused_gate_up = false;  // blk.N.ffn_up of 2 x ff rows (gate first), no ffn_gate
   bool rope_freqs = false;     // rope_freqs.weight [rope_dim / 2], factors 1 to 8
+  // rope_factors_long / _short.weight (long: 1 to 8, short: 1 to 2), with
+  // rope.scaling.original_context_length and rope.scaling.attn_factor.
+  bool long_short_factors = false;
+  int64_t rope_orig_context = 16;
+  float rope_attn_factor = 1.19f;
   int64_t sliding_window = 0;  // > 0: <arch>.attention.sliding_window
   // Writes tokenizer.ggml.model = "none", which llama.cpp needs to load a
   // file without a vocabulary (llm-random-model sets it).

@@ -34,6 +34,9 @@ ABSL_FLAG(std::string, type, "",
           "Matrix type (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q6_k); "
           "empty: the shape's own.");
 ABSL_FLAG(int, layers, 0, "Number of layers; 0: the shape's own.");
+ABSL_FLAG(int, rope_orig_context, 0,
+          "> 0: Phi-3 128k-style long and short RoPE factors, with this "
+          "rope.scaling.original_context_length (phi3 only).");
 ABSL_FLAG(std::string, architecture, "",
           "Model family: llama, qwen2, qwen3, gemma3 or phi3; empty: llama without extras.");
 ABSL_FLAG(std::string, out, "", "Output path (required).");
@@ -100,6 +103,10 @@ int main(int argc, char** argv) {
   if (shape == "tiny") {
     // A few KB: fuzz seeds (model_load_fuzzer reads at most 64 KiB).
     spec.vocab = 32, spec.d_model = 32, spec.heads = 2, spec.kv_heads = 1, spec.ff = 32;
+  }
+  if (absl::GetFlag(FLAGS_rope_orig_context) > 0) {
+    spec.long_short_factors = true;
+    spec.rope_orig_context = absl::GetFlag(FLAGS_rope_orig_context);
   }
   spec.no_vocab_key = true;
   if (!absl::GetFlag(FLAGS_type).empty()) {

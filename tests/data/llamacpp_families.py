@@ -4,7 +4,8 @@
 For each family of model_svc/model/architecture.h, writes a small model with
 `llm-random-model --shape small --architecture ARCH --type TYPE --seed 7`
 (gemma3 with --layers 6, so that one layer of six attends to the whole
-context and five through a window of 8 positions), evaluates TOKENS with
+context and five through a window of 8 positions; phi3 also with Phi-3
+128k's long/short RoPE factors, --rope_orig_context 16 and 100000), evaluates TOKENS with
 llama.cpp in one batch (its default f16 KV cache, 2 threads) and records the
 logits of every position. model_svc/model/families_llamacpp_test.cc writes
 the same files in-process and compares.
@@ -31,6 +32,10 @@ import llama_cpp
 
 FAMILIES = ["llama", "qwen2", "qwen3", "gemma3", "phi3"]
 TYPES = ["f32", "q8_0"]
+# Phi-3 128k-style files: long and short RoPE factors and an attention factor;
+# llama.cpp serves n_ctx 64 with the long ones when the original context is 16,
+# with the short ones when it is 100000.
+LONGROPE = [16, 100000]
 TOKENS = [1, 17, 300, 42, 511, 8, 99, 250, 3, 77, 401, 12, 64, 128, 5, 333, 21, 90, 450, 6]
 
 
@@ -64,6 +69,23 @@ def main():
                     "logits": [[round(float(v), 5) for v in row] for row in logits],
                 })
                 del llm
+        for orig in LONGROPE:
+            path = os.path.join(tmp, f"phi3-longrope-{orig}.gguf")
+            subprocess.run([tool, "--shape", "small", "--architecture", "phi3", "--type", "f32",
+                            "--seed", "7", "--rope_orig_context", str(orig), "--out", path],
+                           check=True, stdout=subprocess.DEVNULL)
+            llm = Llama(model_path=path, n_ctx=64, n_batch=64, n_threads=2,
+                        logits_all=True, verbose=False, seed=0)
+            llm.eval(TOKENS)
+            logits = np.array(llm.scores[:len(TOKENS)], dtype=np.float32)
+            out["models"].append({
+                "architecture": "phi3",
+                "type": "f32",
+                "layers": 2,
+                "rope_orig_context": orig,
+                "logits": [[round(float(v), 5) for v in row] for row in logits],
+            })
+            del llm
     json.dump(out, sys.stdout)
     sys.stdout.write("\n")
 

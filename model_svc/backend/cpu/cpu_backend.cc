@@ -461,13 +461,14 @@ class CpuBackend : public model::Backend {
                                : nullptr;
     for (const RopeCache& c : rope_tables_) {
       if (c.base == p.freq_base && c.scale == p.freq_scale && c.dim == p.rope_dim &&
-          c.factors == factors && c.rows >= rows) {
+          c.factors == factors && c.attn_factor == p.attn_factor && c.rows >= rows) {
         return c.table.data();
       }
     }
     const int64_t pairs = p.rope_dim / 2;
     RopeCache& c = rope_tables_.emplace_back();
     c.base = p.freq_base, c.scale = p.freq_scale, c.dim = p.rope_dim, c.factors = factors;
+    c.attn_factor = p.attn_factor;
     c.rows = rows;
     c.table.resize(rows * pairs * 2);
     const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.rope_dim));
@@ -476,8 +477,8 @@ class CpuBackend : public model::Backend {
       for (int64_t i = 0; i < pairs; ++i) {
         const float ff = factors != nullptr ? factors[i] : 1.0f;
         const float angle = p.freq_scale * (theta / ff);
-        c.table[(r * pairs + i) * 2] = std::cos(angle);
-        c.table[(r * pairs + i) * 2 + 1] = std::sin(angle);
+        c.table[(r * pairs + i) * 2] = std::cos(angle) * p.attn_factor;
+        c.table[(r * pairs + i) * 2 + 1] = std::sin(angle) * p.attn_factor;
         theta *= theta_scale;
       }
     }
@@ -757,7 +758,7 @@ class CpuBackend : public model::Backend {
   std::vector<std::vector<float>> scores_;
   std::vector<std::vector<float>> qh_;
   struct RopeCache {
-    float base, scale;
+    float base, scale, attn_factor;
     int64_t dim, rows;
     const float* factors;
     std::vector<float> table;  // (cos, sin) per row and pair

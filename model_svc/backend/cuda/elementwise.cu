@@ -77,7 +77,7 @@ __global__ void ConvertKernel(const float* x, int64_t count, DType to, void* out
 __global__ void RopeKernel(float* q, int64_t q_heads, float* k, int64_t k_heads, int64_t rows,
                            const int32_t* positions, int32_t head_dim, int32_t pairs,
                            float theta_scale, float freq_scale, bool neox,
-                           const float* freq_factors) {
+                           const float* freq_factors, float attn_factor) {
   const int64_t per_row = (q_heads + k_heads) * pairs;
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= rows * per_row) return;
@@ -93,6 +93,8 @@ __global__ void RopeKernel(float* q, int64_t q_heads, float* k, int64_t k_heads,
   const float angle = __fmul_rn(freq_scale, theta);
   float s, c;
   sincosf(angle, &s, &c);
+  s = __fmul_rn(s, attn_factor);
+  c = __fmul_rn(c, attn_factor);
   // Pair (2i, 2i + 1), or (i, i + pairs) for NEOX.
   const int32_t ia = neox ? i : 2 * i, ib = neox ? i + pairs : 2 * i + 1;
   const float a = v[ia], b = v[ib];
@@ -171,14 +173,14 @@ cudaError_t LaunchConvert(const float* x, int64_t count, DType to, void* out, cu
 cudaError_t LaunchRope(float* q, int64_t q_cols, float* k, int64_t k_cols, int64_t rows,
                        const int32_t* positions, int32_t head_dim, int32_t rope_dim,
                        float theta_scale, float freq_scale, bool neox, const float* freq_factors,
-                       cudaStream_t stream) {
+                       float attn_factor, cudaStream_t stream) {
   const int32_t pairs = rope_dim / 2;
   const int64_t q_heads = q_cols / head_dim, k_heads = k_cols / head_dim;
   const int64_t total = rows * (q_heads + k_heads) * pairs;
   if (total == 0) return cudaSuccess;
   RopeKernel<<<Blocks(total), kThreads, 0, stream>>>(q, q_heads, k, k_heads, rows, positions,
                                                      head_dim, pairs, theta_scale, freq_scale, neox,
-                                                     freq_factors);
+                                                     freq_factors, attn_factor);
   return cudaGetLastError();
 }
 
