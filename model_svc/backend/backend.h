@@ -115,6 +115,12 @@ struct RopeParams {
   // cos and sin are multiplied by this (rope.scaling.attn_factor; llama.cpp's
   // mscale without YaRN).
   float attn_factor = 1.0f;
+  // YaRN (ext_factor != 0): pair i's angle mixes the scaled and the
+  // unscaled one by ext_factor * ramp(i) (1 below corr_low, 0 above
+  // corr_high, linear between), and cos and sin are further multiplied by
+  // 1 + 0.1 ln(1 / freq_scale): llama.cpp's rope_yarn.
+  float ext_factor = 0.0f;
+  float corr_low = 0.0f, corr_high = 0.0f;
 };
 
 struct AttentionParams {

@@ -90,12 +90,19 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const gguf::File& file) {
                        OptionalFloat(file, p + "attention.layer_norm_rms_epsilon", 1e-5f));
   if (const gguf::Value* v = file.Find(p + "rope.scaling.type"); v != nullptr) {
     LLM_ASSIGN_OR_RETURN(std::string_view type, v->AsString());
-    if (type == "linear") {
+    if (type == "linear" || type == "yarn") {
       LLM_ASSIGN_OR_RETURN(float factor, OptionalFloat(file, p + "rope.scaling.factor", 1.0f));
       c.rope_freq_scale = 1.0f / factor;
+      c.rope_yarn = type == "yarn";
     } else if (type != "none") {
+      return absl::UnimplementedError(StrCat(file.name(), ": rope scaling \"", type,
+                                             "\" is not supported (linear, yarn, none)"));
+    }
+  }
+  if (const gguf::Value* v = file.Find(p + "rope.scaling.yarn_log_multiplier"); v != nullptr) {
+    if (auto mul = v->AsFloat(); !mul.ok() || *mul != 0) {
       return absl::UnimplementedError(
-          StrCat(file.name(), ": rope scaling \"", type, "\" is not supported (linear, none)"));
+          StrCat(file.name(), ": ", p, "rope.scaling.yarn_log_multiplier is not supported"));
     }
   }
   if (file.FindTensor("rope_freqs.weight") != nullptr) {
@@ -127,6 +134,25 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const gguf::File& file) {
       OptionalCount(file, p + "rope.scaling.original_context_length", c.context_length));
   LLM_ASSIGN_OR_RETURN(c.rope_attn_factor,
                        OptionalFloat(file, p + "rope.scaling.attn_factor", 1.0f));
+  if (c.rope_yarn) {
+    // llama.cpp's YaRN (llama-context.cpp and ggml's rope_yarn), in its
+    // float operations: the magnitude correction it applies (mscale) is
+    // divided out again here, so the net scale is the file's attn_factor
+    // times rope_yarn's 1 + 0.1 ln(1 / freq_scale); the correction dims come
+    // from beta_fast 32 and beta_slow 1 over the original context.
+    const float factor = 1.0f / c.rope_freq_scale;
+    float attn = factor <= 1.0f ? 1.0f : 0.1f * 1.0f * std::log(factor) + 1.0f;
+    attn *= 1.0f / (1.0f + 0.1f * std::log(factor));
+    c.rope_attn_factor *= attn;
+    auto corr_dim = [&](float n_rot) {
+      return static_cast<float>(c.rope_dim) *
+             std::log(static_cast<float>(c.rope_orig_context) /
+                      (n_rot * 2 * static_cast<float>(M_PI))) /
+             (2 * std::log(c.rope_freq_base));
+    };
+    c.rope_yarn_corr_low = std::max(0.0f, std::floor(corr_dim(32.0f)));
+    c.rope_yarn_corr_high = std::min(static_cast<float>(c.rope_dim - 1), std::ceil(corr_dim(1.0f)));
+  }
   c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   if (c.arch.swa_pattern > 0) {
     LLM_ASSIGN_OR_RETURN(c.sliding_window, OptionalCount(file, p + "attention.sliding_window", 0));

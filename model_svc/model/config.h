@@ -36,6 +36,11 @@ struct ModelConfig {
   bool rope_long_short_factors = false;
   int64_t rope_orig_context = 0;  // rope.scaling.original_context_length, or context_length
   float rope_attn_factor = 1.0f;  // rope.scaling.attn_factor: cos and sin are scaled by it
+  // rope.scaling.type = yarn: YaRN's extrapolation mix between the
+  // correction dimensions (llama.cpp's corr_dims), its magnitude scale folded
+  // into rope_attn_factor above.
+  bool rope_yarn = false;
+  float rope_yarn_corr_low = 0.0f, rope_yarn_corr_high = 0.0f;
   // Scores are (q . k) * attention_scale: 1 / sqrt(head_dim).
   float attention_scale = 0.0f;
   // Sliding-window attention (arch.swa_pattern): window in positions, 0 when

@@ -51,7 +51,7 @@ TEST(FamiliesLlamaCppTest, LogitsMatchLlamaCppOnRandomModels) {
   ASSERT_TRUE(text.ok()) << text.status();
   const nlohmann::json ref = nlohmann::json::parse(*text);
   const auto tokens = ref["tokens"].get<std::vector<int32_t>>();
-  ASSERT_EQ(ref["models"].size(), 12u);
+  ASSERT_EQ(ref["models"].size(), 14u);
   for (const nlohmann::json& m : ref["models"]) {
     const std::string arch = m["architecture"], type = m["type"];
     SCOPED_TRACE(arch + " " + type + " " + m.value("rope_orig_context", nlohmann::json(0)).dump());
@@ -70,6 +70,11 @@ TEST(FamiliesLlamaCppTest, LogitsMatchLlamaCppOnRandomModels) {
       spec.long_short_factors = true;
       spec.rope_orig_context = m["rope_orig_context"];
       context = 64;
+    }
+    if (m.contains("yarn")) {
+      spec.rope_scaling_type = "yarn";
+      spec.rope_scaling_factor = m["yarn"]["factor"];
+      spec.rope_orig_context = m["yarn"]["original_context"];
     }
     auto file = testing::RandomModelFile(spec);
     ASSERT_TRUE(file.ok()) << file.status();

@@ -93,6 +93,11 @@ RopeParams LlamaModel::rope_params(int64_t layer) const {
   p.neox = c.arch.rope_style == RopeStyle::kNeox;
   p.freq_factors = rope_freqs_.get();
   p.attn_factor = c.rope_attn_factor;
+  if (c.rope_yarn) {
+    p.ext_factor = 1.0f;
+    p.corr_low = c.rope_yarn_corr_low;
+    p.corr_high = c.rope_yarn_corr_high;
+  }
   if (c.IsSlidingLayer(layer)) {
     p.freq_base = c.rope_freq_base_swa;
     p.freq_scale = 1.0f;  // llama.cpp: the sliding layers' scale is their training one

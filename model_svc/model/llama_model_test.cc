@@ -436,10 +436,17 @@ TEST(ConfigTest, RopeScaling) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_FLOAT_EQ(c->rope_freq_scale, 1.0f);
   spec.rope_scaling_type = "yarn";
+  spec.rope_scaling_factor = 4.0f;
+  c = ConfigOf(spec);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->rope_yarn);
+  EXPECT_FLOAT_EQ(c->rope_freq_scale, 0.25f);
+  EXPECT_LT(c->rope_yarn_corr_low, c->rope_yarn_corr_high);
+  spec.rope_scaling_type = "longrope";
   c = ConfigOf(spec);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(c.status().message(), HasSubstr("\"yarn\""));
+  EXPECT_THAT(c.status().message(), HasSubstr("\"longrope\""));
 }
 
 TEST(ConfigTest, PerFrequencyRopeFactorsOnlyWhereTheFamilyHasThem) {

@@ -221,6 +221,8 @@ absl::StatusOr<std::string> RandomModelGguf(const RandomModelSpec& spec) {
   if (spec.long_short_factors) {
     w.Uint32(p + "rope.scaling.original_context_length", spec.rope_orig_context);
     w.Float32(p + "rope.scaling.attn_factor", spec.rope_attn_factor);
+  } else if (spec.rope_scaling_type == "yarn") {
+    w.Uint32(p + "rope.scaling.original_context_length", spec.rope_orig_context);
   }
   w.Uint32("general.file_type", FileType(spec.matrix_type));
   if (spec.no_vocab_key) w.String("tokenizer.ggml.model", "none");

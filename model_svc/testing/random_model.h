@@ -75,6 +75,8 @@ struct RandomModelSpec {
   // rope_factors_long / _short.weight (long: 1 to 8, short: 1 to 2), with
   // rope.scaling.original_context_length and rope.scaling.attn_factor.
   bool long_short_factors = false;
+  // rope.scaling.original_context_length, written with the long/short
+  // factors or rope_scaling_type "yarn".
   int64_t rope_orig_context = 16;
   float rope_attn_factor = 1.19f;
   int64_t sliding_window = 0;  // > 0: <arch>.attention.sliding_window

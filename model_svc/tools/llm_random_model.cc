@@ -35,8 +35,10 @@ ABSL_FLAG(std::string, type, "",
           "empty: the shape's own.");
 ABSL_FLAG(int, layers, 0, "Number of layers; 0: the shape's own.");
 ABSL_FLAG(int, rope_orig_context, 0,
-          "> 0: Phi-3 128k-style long and short RoPE factors, with this "
-          "rope.scaling.original_context_length (phi3 only).");
+          "> 0: Phi-3 128k-style long and short RoPE factors (phi3), or YaRN's original context "
+          "(with --rope_scaling yarn): rope.scaling.original_context_length.");
+ABSL_FLAG(std::string, rope_scaling, "", "rope.scaling.type: linear or yarn; empty: none.");
+ABSL_FLAG(float, rope_scaling_factor, 4.0f, "rope.scaling.factor, with --rope_scaling.");
 ABSL_FLAG(std::string, architecture, "",
           "Model family: llama, qwen2, qwen3, gemma3 or phi3; empty: llama without extras.");
 ABSL_FLAG(std::string, out, "", "Output path (required).");
@@ -104,8 +106,12 @@ int main(int argc, char** argv) {
     // A few KB: fuzz seeds (model_load_fuzzer reads at most 64 KiB).
     spec.vocab = 32, spec.d_model = 32, spec.heads = 2, spec.kv_heads = 1, spec.ff = 32;
   }
+  if (!absl::GetFlag(FLAGS_rope_scaling).empty()) {
+    spec.rope_scaling_type = absl::GetFlag(FLAGS_rope_scaling);
+    spec.rope_scaling_factor = absl::GetFlag(FLAGS_rope_scaling_factor);
+  }
   if (absl::GetFlag(FLAGS_rope_orig_context) > 0) {
-    spec.long_short_factors = true;
+    spec.long_short_factors = spec.rope_scaling_type.empty();
     spec.rope_orig_context = absl::GetFlag(FLAGS_rope_orig_context);
   }
   spec.no_vocab_key = true;

@@ -5,7 +5,8 @@ For each family of model_svc/model/architecture.h, writes a small model with
 `llm-random-model --shape small --architecture ARCH --type TYPE --seed 7`
 (gemma3 with --layers 6, so that one layer of six attends to the whole
 context and five through a window of 8 positions; phi3 also with Phi-3
-128k's long/short RoPE factors, --rope_orig_context 16 and 100000), evaluates TOKENS with
+128k's long/short RoPE factors, --rope_orig_context 16 and 100000; qwen2
+and llama also with YaRN, factor 4 over an original context of 8), evaluates TOKENS with
 llama.cpp in one batch (its default f16 KV cache, 2 threads) and records the
 logits of every position. model_svc/model/families_llamacpp_test.cc writes
 the same files in-process and compares.
@@ -36,6 +37,9 @@ TYPES = ["f32", "q8_0"]
 # llama.cpp serves n_ctx 64 with the long ones when the original context is 16,
 # with the short ones when it is 100000.
 LONGROPE = [16, 100000]
+# YaRN (rope.scaling.type yarn, factor 4, original context 8) on qwen2 and
+# llama: the 20 positions run past the original context.
+YARN = ["qwen2", "llama"]
 TOKENS = [1, 17, 300, 42, 511, 8, 99, 250, 3, 77, 401, 12, 64, 128, 5, 333, 21, 90, 450, 6]
 
 
@@ -83,6 +87,24 @@ def main():
                 "type": "f32",
                 "layers": 2,
                 "rope_orig_context": orig,
+                "logits": [[round(float(v), 5) for v in row] for row in logits],
+            })
+            del llm
+        for arch in YARN:
+            path = os.path.join(tmp, f"{arch}-yarn.gguf")
+            subprocess.run([tool, "--shape", "small", "--architecture", arch, "--type", "f32",
+                            "--seed", "7", "--rope_scaling", "yarn", "--rope_scaling_factor", "4",
+                            "--rope_orig_context", "8", "--out", path],
+                           check=True, stdout=subprocess.DEVNULL)
+            llm = Llama(model_path=path, n_ctx=64, n_batch=64, n_threads=2,
+                        logits_all=True, verbose=False, seed=0)
+            llm.eval(TOKENS)
+            logits = np.array(llm.scores[:len(TOKENS)], dtype=np.float32)
+            out["models"].append({
+                "architecture": arch,
+                "type": "f32",
+                "layers": 2,
+                "yarn": {"factor": 4, "original_context": 8},
                 "logits": [[round(float(v), 5) for v in row] for row in logits],
             })
             del llm

@@ -461,7 +461,8 @@ class CpuBackend : public model::Backend {
                                : nullptr;
     for (const RopeCache& c : rope_tables_) {
       if (c.base == p.freq_base && c.scale == p.freq_scale && c.dim == p.rope_dim &&
-          c.factors == factors && c.attn_factor == p.attn_factor && c.rows >= rows) {
+          c.factors == factors && c.attn_factor == p.attn_factor && c.ext == p.ext_factor &&
+          c.rows >= rows) {
         return c.table.data();
       }
     }
@@ -469,6 +470,7 @@ class CpuBackend : public model::Backend {
     RopeCache& c = rope_tables_.emplace_back();
     c.base = p.freq_base, c.scale = p.freq_scale, c.dim = p.rope_dim, c.factors = factors;
     c.attn_factor = p.attn_factor;
+    c.ext = p.ext_factor;
     c.rows = rows;
     c.table.resize(rows * pairs * 2);
     const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.rope_dim));
@@ -476,9 +478,17 @@ class CpuBackend : public model::Backend {
       float theta = static_cast<float>(batch_->positions[r]);
       for (int64_t i = 0; i < pairs; ++i) {
         const float ff = factors != nullptr ? factors[i] : 1.0f;
-        const float angle = p.freq_scale * (theta / ff);
-        c.table[(r * pairs + i) * 2] = std::cos(angle) * p.attn_factor;
-        c.table[(r * pairs + i) * 2 + 1] = std::sin(angle) * p.attn_factor;
+        const float extrap = theta / ff, interp = p.freq_scale * extrap;
+        float angle = interp, mscale = p.attn_factor;
+        if (p.ext_factor != 0.0f) {
+          const float y =
+              (static_cast<float>(i) - p.corr_low) / std::max(0.001f, p.corr_high - p.corr_low);
+          const float mix = (1 - std::min(1.0f, std::max(0.0f, y))) * p.ext_factor;
+          angle = interp * (1 - mix) + extrap * mix;
+          mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+        }
+        c.table[(r * pairs + i) * 2] = std::cos(angle) * mscale;
+        c.table[(r * pairs + i) * 2 + 1] = std::sin(angle) * mscale;
         theta *= theta_scale;
       }
     }
@@ -758,7 +768,7 @@ class CpuBackend : public model::Backend {
   std::vector<std::vector<float>> scores_;
   std::vector<std::vector<float>> qh_;
   struct RopeCache {
-    float base, scale, attn_factor;
+    float base, scale, attn_factor, ext;
     int64_t dim, rows;
     const float* factors;
     std::vector<float> table;  // (cos, sin) per row and pair

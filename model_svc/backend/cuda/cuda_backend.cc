@@ -346,7 +346,8 @@ class CudaBackend : public model::Backend {
 
   void Rope(Tensor q, Tensor k, const RopeParams& p) override {
     if (Skip("rope", q.data, q.rows, q.cols, k.data, k.cols, p.head_dim, p.rope_dim, p.freq_base,
-             p.freq_scale, p.neox, p.freq_factors, p.attn_factor)) {
+             p.freq_scale, p.neox, p.freq_factors, p.attn_factor, p.ext_factor, p.corr_low,
+             p.corr_high)) {
       return;
     }
     const float* factors = nullptr;
@@ -359,7 +360,8 @@ class CudaBackend : public model::Backend {
     const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.rope_dim));
     Check(LaunchRope(q.data, q.cols, k.data, k.cols, q.rows, Meta(meta_.positions()),
                      static_cast<int32_t>(p.head_dim), static_cast<int32_t>(p.rope_dim),
-                     theta_scale, p.freq_scale, p.neox, factors, p.attn_factor, stream_),
+                     theta_scale, p.freq_scale, p.neox, factors,
+                     RopeScaling{p.attn_factor, p.ext_factor, p.corr_low, p.corr_high}, stream_),
           "RoPE");
   }
 

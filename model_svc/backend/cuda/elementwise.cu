@@ -77,7 +77,7 @@ __global__ void ConvertKernel(const float* x, int64_t count, DType to, void* out
 __global__ void RopeKernel(float* q, int64_t q_heads, float* k, int64_t k_heads, int64_t rows,
                            const int32_t* positions, int32_t head_dim, int32_t pairs,
                            float theta_scale, float freq_scale, bool neox,
-                           const float* freq_factors, float attn_factor) {
+                           const float* freq_factors, RopeScaling scaling) {
   const int64_t per_row = (q_heads + k_heads) * pairs;
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= rows * per_row) return;
@@ -89,12 +89,20 @@ __global__ void RopeKernel(float* q, int64_t q_heads, float* k, int64_t k_heads,
                             : k + (r * k_heads + (head - q_heads)) * head_dim;
   float theta = static_cast<float>(positions[r]);
   for (int32_t j = 0; j < i; ++j) theta = __fmul_rn(theta, theta_scale);
-  if (freq_factors != nullptr) theta = __fdiv_rn(theta, freq_factors[i]);
-  const float angle = __fmul_rn(freq_scale, theta);
+  const float extrap = freq_factors != nullptr ? __fdiv_rn(theta, freq_factors[i]) : theta;
+  const float interp = __fmul_rn(freq_scale, extrap);
+  float angle = interp, mscale = scaling.attn_factor;
+  if (scaling.ext_factor != 0.0f) {
+    const float y = __fdiv_rn(__fsub_rn(static_cast<float>(i), scaling.corr_low),
+                              fmaxf(0.001f, __fsub_rn(scaling.corr_high, scaling.corr_low)));
+    const float mix = __fmul_rn(1.0f - fminf(1.0f, fmaxf(0.0f, y)), scaling.ext_factor);
+    angle = __fadd_rn(__fmul_rn(interp, 1.0f - mix), __fmul_rn(extrap, mix));
+    mscale = __fmul_rn(mscale, 1.0f + 0.1f * logf(__fdiv_rn(1.0f, freq_scale)));
+  }
   float s, c;
   sincosf(angle, &s, &c);
-  s = __fmul_rn(s, attn_factor);
-  c = __fmul_rn(c, attn_factor);
+  s = __fmul_rn(s, mscale);
+  c = __fmul_rn(c, mscale);
   // Pair (2i, 2i + 1), or (i, i + pairs) for NEOX.
   const int32_t ia = neox ? i : 2 * i, ib = neox ? i + pairs : 2 * i + 1;
   const float a = v[ia], b = v[ib];
@@ -173,14 +181,14 @@ cudaError_t LaunchConvert(const float* x, int64_t count, DType to, void* out, cu
 cudaError_t LaunchRope(float* q, int64_t q_cols, float* k, int64_t k_cols, int64_t rows,
                        const int32_t* positions, int32_t head_dim, int32_t rope_dim,
                        float theta_scale, float freq_scale, bool neox, const float* freq_factors,
-                       float attn_factor, cudaStream_t stream) {
+                       const RopeScaling& scaling, cudaStream_t stream) {
   const int32_t pairs = rope_dim / 2;
   const int64_t q_heads = q_cols / head_dim, k_heads = k_cols / head_dim;
   const int64_t total = rows * (q_heads + k_heads) * pairs;
   if (total == 0) return cudaSuccess;
   RopeKernel<<<Blocks(total), kThreads, 0, stream>>>(q, q_heads, k, k_heads, rows, positions,
                                                      head_dim, pairs, theta_scale, freq_scale, neox,
-                                                     freq_factors, attn_factor);
+                                                     freq_factors, scaling);
   return cudaGetLastError();
 }
 

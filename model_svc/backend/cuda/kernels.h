@@ -38,11 +38,17 @@ cudaError_t LaunchConvert(const float* x, int64_t count, DType to, void* out, cu
 // with `neox` (i, i + rope_dim / 2), by positions[r] * theta_scale^i /
 // freq_factors[i] * freq_scale (freq_factors: device [rope_dim / 2], or
 // null for 1), the angle computed as llama.cpp does (float, theta advanced
-// by repeated multiplication); cos and sin multiplied by attn_factor.
+// by repeated multiplication); cos and sin multiplied by attn_factor, and
+// YaRN's mix when ext_factor != 0 (backend.h, RopeParams).
+struct RopeScaling {
+  float attn_factor = 1.0f;
+  float ext_factor = 0.0f;
+  float corr_low = 0.0f, corr_high = 0.0f;
+};
 cudaError_t LaunchRope(float* q, int64_t q_cols, float* k, int64_t k_cols, int64_t rows,
                        const int32_t* positions, int32_t head_dim, int32_t rope_dim,
                        float theta_scale, float freq_scale, bool neox, const float* freq_factors,
-                       float attn_factor, cudaStream_t stream);
+                       const RopeScaling& scaling, cudaStream_t stream);
 
 // out = silu(gate) * up, elementwise over count values.
 cudaError_t LaunchSiluMul(const float* gate, const float* up, float* out, int64_t count,
