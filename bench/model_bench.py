@@ -4,9 +4,14 @@ llama-bench and llama-batched-bench, on the same GGUF files and threads.
 
     python3 bench/model_bench.py [--threads 2] [--rounds 12] [--quants Q4_1,Q4_0,Q4_K_M]
                                  [-p 512] [-n 128] [--sessions 1,4,16] [--model PATH]
+                                 [--bandwidth]
 
 (--model: that file alone, as it is, instead of the default model's
-quantizations; e.g. models/gemma-3-270m-q4_k_m.gguf.)
+quantizations; e.g. models/gemma-3-270m-q4_k_m.gguf, or a 1B-class shape from
+`llm-random-model --shape llama3.2-1b --out /tmp/llama3.2-1b.gguf`.
+--bandwidth: llm-bench measures the read bandwidth of --threads threads each
+round, and both sides' decode is printed as a share of it: weight bytes per
+token x tokens per second / GB per second.)
 
 The anchor is llama.cpp itself, not a binding: the first run downloads the
 current llama-cpp-python source distribution from PyPI (LLAMA_CPP_PYTHON below;
@@ -132,13 +137,19 @@ def llama_batched(tools: Path, model: Path, threads: int, n: int,
     return out
 
 
-def ours(model: Path, threads: int, p: int, n: int, sessions: list[int]) -> dict:
+def ours(model: Path, threads: int, p: int, n: int, sessions: list[int],
+         bandwidth: bool = False) -> dict:
     cmd = [str(BUILD / "bin" / "llm-bench"), f"--model={model}", f"--threads={threads}",
            f"-p={p}", f"-n={n}", "--repetitions=1"]
     if sessions:
         cmd.append("--sessions=" + ",".join(map(str, sessions)))
+    if bandwidth:
+        cmd.append("--measure_bandwidth")
     res = json.loads(run(cmd).stdout.strip().splitlines()[-1])
     out = {"prefill": res["prefill_tok_s"], "decode": res["decode_tok_s"]}
+    if bandwidth:
+        out["read_gb_s"] = res["read_gb_s"]
+        out["decode_weight_bytes"] = res["decode_weight_bytes"]
     for k, v in res.get("aggregate_decode_tok_s", {}).items():
         out[f"sessions{k}"] = v
     return out
@@ -159,6 +170,9 @@ def main() -> None:
                     help="aggregate decode with these sequence counts ('' skips it)")
     ap.add_argument("--no-build", action="store_true", help="do not build llm-bench")
     ap.add_argument("--model", help="benchmark this GGUF file alone (ignores --quants)")
+    ap.add_argument("--bandwidth", action="store_true",
+                    help="measure the read bandwidth each round (llm-bench --measure_bandwidth) "
+                         "and print both sides' decode as a share of it")
     args = ap.parse_args()
     sessions = [int(s) for s in args.sessions.split(",") if s]
 
@@ -179,7 +193,7 @@ def main() -> None:
             order = ("llama.cpp", "ours") if r % 2 == 0 else ("ours", "llama.cpp")
             for side in order:
                 if side == "ours":
-                    got = ours(model, args.threads, args.p, args.n, sessions)
+                    got = ours(model, args.threads, args.p, args.n, sessions, args.bandwidth)
                 else:
                     got = llama_bench(tools, model, args.threads, args.p, args.n)
                     if sessions:
@@ -204,6 +218,22 @@ def main() -> None:
                   f"{q[0]:8.2f}{q[1]:7.2f}{q[2]:7.2f}")
             file_result[label] = {"ours": mine, "llama.cpp": theirs,
                                   "ratio_min_median_max": [round(x, 3) for x in q]}
+        if args.bandwidth and samples.get("read_gb_s"):
+            # Decode's share of the measured read bandwidth: weight bytes per
+            # token x tokens per second / GB per second, round by round.
+            reads = samples["read_gb_s"]["ours"]
+            weight = samples["decode_weight_bytes"]["ours"][0]
+            shares = {side: [weight * rate / 1e9 / bw for rate, bw in
+                             zip(samples["decode"][side], reads)]
+                      for side in ("ours", "llama.cpp")}
+            r = spread(reads)
+            print(f"\nread bandwidth, {args.threads} threads: {r[0]:.1f} / {r[1]:.1f} / {r[2]:.1f} "
+                  f"GB/s; decode reads {weight / 1e6:.0f} MB a token")
+            for side, vals in shares.items():
+                s = spread(vals)
+                print(f"decode share of it, {side}: {s[0]:.1%} / {s[1]:.1%} / {s[2]:.1%}")
+            file_result["bandwidth"] = {"read_gb_s": reads, "decode_weight_bytes": weight,
+                                        "decode_share": shares}
         result["files"][model.name] = file_result
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "model.json").write_text(json.dumps(result, indent=1) + "\n")

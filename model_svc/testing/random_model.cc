@@ -172,6 +172,24 @@ RandomModelSpec SmolLm2Shapes() {
   return spec;
 }
 
+RandomModelSpec Llama3_2_1bShapes() {
+  RandomModelSpec spec;
+  spec.name = "random-llama3.2-1b";
+  spec.vocab = 128256;
+  spec.d_model = 2048;
+  spec.layers = 16;
+  spec.heads = 32;
+  spec.kv_heads = 8;
+  spec.ff = 8192;
+  spec.context = 131072;
+  spec.rope_base = 500000.0f;
+  spec.rope_freqs = true;
+  spec.matrix_type = TensorType::kQ4_K;
+  spec.embd_type = TensorType::kQ6_K;
+  spec.tied = true;
+  return spec;
+}
+
 RandomModelSpec Llama3_8bShapes() {
   RandomModelSpec spec;
   spec.name = "random-llama3-8b";

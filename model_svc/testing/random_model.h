@@ -106,6 +106,10 @@ RandomModelSpec ArchitectureSpec(const std::string& architecture);
 RandomModelSpec SmolLm2Shapes();
 // Llama-3-8B's shapes (32 layers, vocabulary 128,256), every matrix BF16.
 RandomModelSpec Llama3_8bShapes();
+// Llama-3.2-1B's shapes (16 layers, hidden 2048, FFN 8192, 32 heads / 8 KV
+// heads, vocabulary 128,256, tied embeddings, rope_freqs), as a Q4_K_M file
+// is mostly: Q4_K matrices, a Q6_K embedding.
+RandomModelSpec Llama3_2_1bShapes();
 
 // The bytes of the GGUF file. Errors: the quantizer cannot write a type or
 // shape (e.g. a K-quant with cols not a multiple of 256).

@@ -14,6 +14,8 @@
 //       session instead); aggregate tokens / second, and the speedup over one
 //       session. The counts' repetitions take turns (1, 4, 16, 16, 4, 1, ...)
 //       so that the machine's drift weighs on all of them alike.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -56,6 +58,9 @@ ABSL_FLAG(bool, session_threads, false,
           "callback (the default, as the model server's streams do). On a machine with few "
           "cores the threads' wake-ups between steps cost the step loop time.");
 ABSL_FLAG(int, max_batch_tokens, 512, "Tokens per engine step.");
+ABSL_FLAG(bool, measure_bandwidth, false,
+          "Measure this machine's memory read bandwidth with --threads threads first (the best "
+          "of 5 passes over 1 GiB), and print the decode rate's share of it.");
 ABSL_FLAG(double, roofline_gb_s, 0,
           "Memory bandwidth in GB/s (e.g. 4800 for an H200): also print the decode rate's "
           "share of the bandwidth roofline (weight bytes read per token x tokens/s).");
@@ -100,6 +105,40 @@ int64_t DecodeWeightBytes(const llm::gguf::File& file, bool cuda) {
     }
   }
   return bytes;
+}
+
+// Memory read bandwidth in GB/s with `threads` threads: each sums its slice
+// of a 1 GiB buffer (on huge pages, touched first), all at once; the best of
+// 5 passes. The decode roofline of a machine without a published figure.
+double MeasureReadBandwidth(int threads) {
+  constexpr size_t kBytes = size_t{1} << 30;
+  constexpr size_t kWords = kBytes / sizeof(uint64_t);
+  void* p = std::aligned_alloc(size_t{2} << 20, kBytes);
+  if (p == nullptr) return 0;
+  madvise(p, kBytes, MADV_HUGEPAGE);
+  auto* words = static_cast<uint64_t*>(p);
+  for (size_t i = 0; i < kWords; ++i) words[i] = i;
+  std::atomic<uint64_t> sink{0};
+  double best = 0;
+  for (int pass = 0; pass < 5; ++pass) {
+    const absl::Time start = absl::Now();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        const size_t begin = kWords * t / threads, end = kWords * (t + 1) / threads;
+        uint64_t a = 0, b = 0, c = 0,
+                 d = 0;  // independent chains: the loads, not the adds, bound it
+        for (size_t i = begin; i + 4 <= end; i += 4) {
+          a += words[i], b += words[i + 1], c += words[i + 2], d += words[i + 3];
+        }
+        sink += a + b + c + d;
+      });
+    }
+    for (std::thread& t : pool) t.join();
+    best = std::max(best, kBytes / absl::ToDoubleSeconds(absl::Now() - start) / 1e9);
+  }
+  std::free(p);
+  return sink.load() == 1 ? -best : best;  // keeps the sums (never 1)
 }
 
 void Check(const absl::Status& s) {
@@ -170,6 +209,11 @@ int main(int argc, char** argv) {
   options.kv_cache_mb = absl::GetFlag(FLAGS_kv_cache_mb);
   options.kv_cache_type = absl::GetFlag(FLAGS_kv_cache_type);
   options.engine.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
+  // Before the model is loaded, so that its threads are idle.
+  const double read_gb_s =
+      absl::GetFlag(FLAGS_measure_bandwidth)
+          ? MeasureReadBandwidth(options.threads > 0 ? options.threads : llm::cpu::AvailableCores())
+          : 0;
   auto engine = llm::engine::LoadEngine(options);
   Check(engine.status());
   const int64_t vocab = (*engine)->config().vocab_size;
@@ -244,6 +288,10 @@ int main(int argc, char** argv) {
     out["decode_gb_s"] = std::round(gb_s * 10) / 10;
     if (const double roof = absl::GetFlag(FLAGS_roofline_gb_s); roof > 0) {
       out["decode_roofline_fraction"] = std::round(gb_s / roof * 1000) / 1000;
+    }
+    if (read_gb_s > 0) {
+      out["read_gb_s"] = std::round(read_gb_s * 10) / 10;
+      out["decode_bandwidth_fraction"] = std::round(gb_s / read_gb_s * 1000) / 1000;
     }
   }
   // Aggregate decode: `count` sessions decode n tokens each, all at once

@@ -14,7 +14,8 @@
 //
 // Shapes: smollm2 (SmolLM2-135M-Instruct.Q4_1.gguf's shapes and types: Q4_1
 // matrices, Q8_0 embedding tied to the LM head), llama3-8b (Llama-3-8B's
-// shapes; --type sets every matrix's type, default bf16), small (a 2-layer
+// shapes; --type sets every matrix's type, default bf16), llama3.2-1b (Llama-3.2-1B's
+// shapes as Q4_K_M: Q4_K matrices, a Q6_K tied embedding), small (a 2-layer
 // toy). Weights are N(0, 1/cols), norms 1 + N(0, 0.01) (testing/random_model.h).
 // Cost: the file is built in memory (its size, plus one tensor as floats);
 // about 10 ns per weight on one core.
@@ -29,7 +30,7 @@
 #include "model_svc/model/architecture.h"
 #include "model_svc/testing/random_model.h"
 
-ABSL_FLAG(std::string, shape, "smollm2", "smollm2, llama3-8b, small or tiny.");
+ABSL_FLAG(std::string, shape, "smollm2", "smollm2, llama3-8b, llama3.2-1b, small or tiny.");
 ABSL_FLAG(std::string, type, "",
           "Matrix type (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q6_k); "
           "empty: the shape's own.");
@@ -47,7 +48,8 @@ ABSL_FLAG(uint64_t, seed, 1, "Random seed (same seed, same bytes).");
 namespace {
 
 constexpr char kUsage[] =
-    "llm-random-model --out PATH [--shape smollm2|llama3-8b|small|tiny] [--architecture NAME]\n"
+    "llm-random-model --out PATH [--shape smollm2|llama3-8b|llama3.2-1b|small|tiny] "
+    "[--architecture NAME]\n"
     "                 [--type bf16] [--layers N] [--seed N]\n"
     "Writes a GGUF model with random weights of the named shape and family.";
 
@@ -81,6 +83,8 @@ int main(int argc, char** argv) {
     spec = llm::model::testing::SmolLm2Shapes();
   } else if (shape == "llama3-8b") {
     spec = llm::model::testing::Llama3_8bShapes();
+  } else if (shape == "llama3.2-1b") {
+    spec = llm::model::testing::Llama3_2_1bShapes();
   } else if (shape != "small" && shape != "tiny") {
     std::fprintf(stderr, "llm-random-model: unknown --shape %s\n%s\n", shape.c_str(), kUsage);
     return 2;
