@@ -35,6 +35,8 @@ ABSL_FLAG(std::string, type, "",
           "Matrix type (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q6_k); "
           "empty: the shape's own.");
 ABSL_FLAG(int, layers, 0, "Number of layers; 0: the shape's own.");
+ABSL_FLAG(int, d_model, 0, "Hidden size; 0: the shape's own (K-quants need multiples of 256).");
+ABSL_FLAG(int, ff, 0, "Feed-forward size; 0: the shape's own.");
 ABSL_FLAG(int, rope_orig_context, 0,
           "> 0: Phi-3 128k-style long and short RoPE factors (phi3), or YaRN's original context "
           "(with --rope_scaling yarn): rope.scaling.original_context_length.");
@@ -128,6 +130,8 @@ int main(int argc, char** argv) {
     if (!spec.tied) spec.embd_type = spec.matrix_type;
   }
   if (absl::GetFlag(FLAGS_layers) > 0) spec.layers = absl::GetFlag(FLAGS_layers);
+  if (absl::GetFlag(FLAGS_d_model) > 0) spec.d_model = absl::GetFlag(FLAGS_d_model);
+  if (absl::GetFlag(FLAGS_ff) > 0) spec.ff = absl::GetFlag(FLAGS_ff);
   spec.seed = absl::GetFlag(FLAGS_seed);
   auto bytes = llm::model::testing::RandomModelGguf(spec);
   if (!bytes.ok()) {

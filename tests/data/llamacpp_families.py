@@ -6,7 +6,8 @@ For each family of model_svc/model/architecture.h, writes a small model with
 (gemma3 with --layers 6, so that one layer of six attends to the whole
 context and five through a window of 8 positions; phi3 also with Phi-3
 128k's long/short RoPE factors, --rope_orig_context 16 and 100000; qwen2
-and llama also with YaRN, factor 4 over an original context of 8), evaluates TOKENS with
+and llama also with YaRN, factor 4 over an original context of 8; llama in
+every weight type, d_model 256), evaluates TOKENS with
 llama.cpp in one batch (its default f16 KV cache, 2 threads) and records the
 logits of every position. model_svc/model/families_llamacpp_test.cc writes
 the same files in-process and compares.
@@ -37,6 +38,9 @@ TYPES = ["f32", "q8_0"]
 # llama.cpp serves n_ctx 64 with the long ones when the original context is 16,
 # with the short ones when it is 100000.
 LONGROPE = [16, 100000]
+# Every weight type llm-random-model writes, on llama (d_model 256 and FFN 512:
+# the K-quants' rows are multiples of 256), the embedding in the same type.
+ALL_TYPES = ["f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_k", "q6_k"]
 # YaRN (rope.scaling.type yarn, factor 4, original context 8) on qwen2 and
 # llama: the 20 positions run past the original context.
 YARN = ["qwen2", "llama"]
@@ -88,6 +92,24 @@ def main():
                 "layers": 2,
                 "rope_orig_context": orig,
                 "logits": [[round(float(v), 5) for v in row] for row in logits],
+            })
+            del llm
+        for type_name in ALL_TYPES:
+            path = os.path.join(tmp, f"llama-256-{type_name}.gguf")
+            subprocess.run([tool, "--shape", "small", "--architecture", "llama", "--type", type_name,
+                            "--seed", "7", "--d_model", "256", "--ff", "512", "--out", path],
+                           check=True, stdout=subprocess.DEVNULL)
+            llm = Llama(model_path=path, n_ctx=64, n_batch=64, n_threads=2,
+                        logits_all=True, verbose=False, seed=0)
+            llm.eval(TOKENS)
+            logits = np.array(llm.scores[:len(TOKENS)], dtype=np.float32)
+            out["models"].append({
+                "architecture": "llama",
+                "type": type_name,
+                "layers": 2,
+                "d_model": 256,
+                "ff": 512,
+                "logits": [[round(float(v), 4) for v in row] for row in logits],
             })
             del llm
         for arch in YARN:
