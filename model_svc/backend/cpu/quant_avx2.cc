@@ -38,7 +38,8 @@
 //
 // Products never saturate: vpmaddubsw pairs are at most 2 * 15 * 127 = 3810
 // (4-bit), 2 * 31 * 127 = 7874 (5-bit), 2 * 32 * 127 = 8128 (Q6_K, via the
-// sign trick) and 2 * 128 * 127 = 32512 (Q8_0); kGroupsPerMadd bounds the
+// sign trick; Q3_K: 2 * 4 * 127, Q2_K: 2 * 3 * 127) and 2 * 128 * 127 =
+// 32512 (Q8_0; IQ4_NL/IQ4_XS: 2 * 127 * 127); kGroupsPerMadd bounds the
 // int16 sums of several groups by 32767 (8 x 3810, 4 x 7874, 4 x 8128, 1 x
 // 32512). In RowTokenTile the int16 products of Q4_0/Q5_0 with their
 // offset taken off stay within 2 * 8 * 127 and 2 * 16 * 127, and PairSums
@@ -219,7 +220,7 @@ void RowTokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const 
     // Unrolled for the K-quants: shifts and scale positions become constants.
 #pragma GCC unroll 8
     for (int j = 0; j < F::kSubBlocks; ++j) {
-      const int64_t xb = b * F::kSubBlocks + j;
+      const int64_t xb = b * (F::kSubBlocks / Passes<F>()) + j / Passes<F>();
       const __m256i xq0 = LoadBytes32(xs[0][xb].q), xq1 = LoadBytes32(x1[xb].q);
       __m256i xoff0 = _mm256_setzero_si256(), xoff1 = _mm256_setzero_si256();
       if constexpr (F::kOffset != 0) {
@@ -275,7 +276,7 @@ void OneRowTile(const uint8_t* w, int64_t num_blocks, const BlockQ8* const* xs, 
     const typename F::Header header = F::Prepare(w + b * F::kBlockBytes);
 #pragma GCC unroll 8
     for (int j = 0; j < F::kSubBlocks; ++j) {
-      const int64_t xb = b * F::kSubBlocks + j;
+      const int64_t xb = b * (F::kSubBlocks / Passes<F>()) + j / Passes<F>();
       const __m256i xq0 = LoadBytes32(xs[0][xb].q), xq1 = LoadBytes32(x1[xb].q);
       __m256i xoff0 = _mm256_setzero_si256(), xoff1 = _mm256_setzero_si256();
       if constexpr (F::kOffset != 0) {
@@ -423,7 +424,7 @@ void Token8Tile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XB
       header[r] = F::Prepare(w + static_cast<size_t>(r) * row_bytes + b * F::kBlockBytes);
     }
     for (int j = 0; j < F::kSubBlocks; ++j) {
-      const XBlockFor<F>& xb = x[b * F::kSubBlocks + j];
+      const XBlockFor<F>& xb = x[b * (F::kSubBlocks / Passes<F>()) + j / Passes<F>()];
       // Unpacked lanes go through memory so that each group is one broadcast load.
       alignas(32) uint8_t u[R][32];     // vpmaddubsw's unsigned operand
       alignas(32) uint8_t sign[R][32];  // signed formats: the signs of q
@@ -560,7 +561,7 @@ std::vector<X>& InterleaveScratch() {
 template <class F>
 void QuantMatMul(const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0, int64_t r1,
                  const ActRow* x, int64_t num_tokens, float* out, int64_t out_stride) {
-  const int64_t num_blocks = n / (32 * F::kSubBlocks);
+  const int64_t num_blocks = n / (32 * F::kSubBlocks / Passes<F>());
   const int64_t num_xblocks = n / 32;
   for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokenBatch) {
     const int64_t nt = std::min(kTokenBatch, num_tokens - t0);
@@ -705,10 +706,12 @@ void FloatMatMul(const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0, int6
 // ---------------------------------------------------------------------------
 // Dequantization, from the same Unpack helpers. Values equal the scalar
 // code's except that d * q + m is one fused rounding here (formats with a
-// real min: Q4_1, Q5_1, Q4_K).
+// real min: Q4_1, Q5_1, Q4_K, Q5_K). Q2_K (two passes per block) uses the
+// scalar code.
 
 template <class F>
 void DequantizeQuant(const uint8_t* p, float* out, int64_t n) {
+  static_assert(Passes<F>() == 1, "Q2_K dequantizes with the scalar code");
   for (int64_t b = 0; b < n / (32 * F::kSubBlocks); ++b, p += F::kBlockBytes) {
     const typename F::Header header = F::Prepare(p);
     for (int j = 0; j < F::kSubBlocks; ++j, out += 32) {
@@ -770,8 +773,16 @@ void DequantizeRowAvx2(TensorType type, const void* row, float* out, int64_t n) 
       return DequantizeQuant<Q4_K>(p, out, n);
     case TensorType::kQ6_K:
       return DequantizeQuant<Q6_K>(p, out, n);
+    case TensorType::kQ5_K:
+      return DequantizeQuant<Q5_K>(p, out, n);
+    case TensorType::kQ3_K:
+      return DequantizeQuant<Q3_K>(p, out, n);
+    case TensorType::kIQ4_NL:
+      return DequantizeQuant<IQ4_NL>(p, out, n);
+    case TensorType::kIQ4_XS:
+      return DequantizeQuant<IQ4_XS>(p, out, n);
     default:
-      return DequantizeRowScalar(type, row, out, n);  // F32: a copy
+      return DequantizeRowScalar(type, row, out, n);  // F32: a copy; Q2_K
   }
 }
 
@@ -846,6 +857,16 @@ void MatMulTileAvx2(TensorType type, const uint8_t* w, size_t row_bytes, int64_t
       return QuantMatMul<Q4_K>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
     case TensorType::kQ6_K:
       return QuantMatMul<Q6_K>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+    case TensorType::kQ2_K:
+      return QuantMatMul<Q2_K>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+    case TensorType::kQ3_K:
+      return QuantMatMul<Q3_K>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+    case TensorType::kQ5_K:
+      return QuantMatMul<Q5_K>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+    case TensorType::kIQ4_NL:
+      return QuantMatMul<IQ4_NL>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+    case TensorType::kIQ4_XS:
+      return QuantMatMul<IQ4_XS>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
     default:
       Fatal("MatMulTile: unsupported weight type");
   }

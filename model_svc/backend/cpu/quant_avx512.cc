@@ -580,6 +580,7 @@ Layout& LastLayout() {
 template <class F>
 void QuantMatMul(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0,
                  int64_t r1, const ActRow* x, int64_t num_tokens, float* out, int64_t out_stride) {
+  static_assert(Passes<F>() == 1, "one sub-block per 32 activations");
   const int64_t num_blocks = n / (32 * F::kSubBlocks);
   const int64_t num_xblocks = n / 32;
   for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokenBatch) {
@@ -683,7 +684,7 @@ void MatMulTileAvx512Vnni(TensorType type, const uint8_t* w, size_t row_bytes, i
       return QuantMatMul<Q8_0>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
     case TensorType::kQ4_K:
       return QuantMatMul<Q4_K>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    default:  // Q6_K and the float types
+    default:  // Q2_K, Q3_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS and the float types
       return MatMulTileAvx2(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
   }
 }
