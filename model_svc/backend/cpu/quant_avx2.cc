@@ -38,7 +38,7 @@
 //
 // Products never saturate: vpmaddubsw pairs are at most 2 * 15 * 127 = 3810
 // (4-bit), 2 * 31 * 127 = 7874 (5-bit), 2 * 32 * 127 = 8128 (Q6_K, via the
-// sign trick; Q3_K: 2 * 4 * 127, Q2_K: 2 * 3 * 127) and 2 * 128 * 127 =
+// sign trick; Q3_K: 2 * 7 * 127, Q2_K: 2 * 3 * 127) and 2 * 128 * 127 =
 // 32512 (Q8_0; IQ4_NL/IQ4_XS: 2 * 127 * 127); kGroupsPerMadd bounds the
 // int16 sums of several groups by 32767 (8 x 3810, 4 x 7874, 4 x 8128, 1 x
 // 32512). In RowTokenTile the int16 products of Q4_0/Q5_0 with their
@@ -450,6 +450,19 @@ void Token8Tile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XB
         __m256i p16[R];
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) p16[r] = _mm256_setzero_si256();
+        // Offset formats with sub-scales (Q3_K): every row's int16 sums of
+        // these groups start at -kOffset * (their pairs of x), shared by all rows.
+        if constexpr (OffsetPerHalf<F>()) {
+          __m256i off = _mm256_setzero_si256();
+#pragma GCC unroll 8
+          for (int g = g0; g < g0 + G; ++g) {
+            off = _mm256_add_epi16(
+                off, _mm256_maddubs_epi16(_mm256_set1_epi8(F::kOffset), LoadBytes32(xb.q[g])));
+          }
+          off = _mm256_sub_epi16(_mm256_setzero_si256(), off);
+#pragma GCC unroll 16
+          for (int r = 0; r < R; ++r) p16[r] = off;
+        }
 #pragma GCC unroll 8
         for (int g = g0; g < g0 + G; ++g) {
           const __m256i xq = LoadBytes32(xb.q[g]);
@@ -473,14 +486,16 @@ void Token8Tile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XB
       }
       // Offset formats: sum((q + k) * x) - k * sum(x), exactly the signed sum.
       __m256i xoff = _mm256_setzero_si256();
-      if constexpr (F::kOffset != 0) {
+      if constexpr (F::kOffset != 0 && !OffsetPerHalf<F>()) {
         xoff = _mm256_mullo_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.sum)),
                                   _mm256_set1_epi32(F::kOffset));
       }
       const __m256 xd = _mm256_loadu_ps(xb.d);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        if constexpr (F::kOffset != 0) sum[r] = _mm256_sub_epi32(sum[r], xoff);
+        if constexpr (F::kOffset != 0 && !OffsetPerHalf<F>()) {
+          sum[r] = _mm256_sub_epi32(sum[r], xoff);
+        }
         const __m256 scale = _mm256_mul_ps(_mm256_broadcastss_ps(wb[r].dm), xd);
         acc[r] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(sum[r]), acc[r]);
         if constexpr (F::kMin) {

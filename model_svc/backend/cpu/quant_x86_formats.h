@@ -95,9 +95,12 @@ inline __m256i FifthBits(const uint8_t* qh) {
 //   kSubBlocks, kBlockBytes: 32-element blocks per weight block, its bytes;
 //   kSigned: lanes are signed (Q8_0, Q6_K): vpmaddubsw gets |q| and the
 //     activations take the signs of q; otherwise lanes are unsigned;
-//   kOffset: unsigned lanes hold q + kOffset (Q4_0: 8, Q5_0: 16); the kernels
-//     subtract kOffset * sum(x.q), so the integer sum is exactly that of the
-//     signed codes, as in the scalar code;
+//   kOffset: unsigned lanes hold q + kOffset (Q4_0: 8, Q5_0: 16, Q3_K: 4);
+//     the kernels subtract kOffset * sum(x.q), so the integer sum is exactly
+//     that of the signed codes, as in the scalar code;
+//   kSubScales (optional, default false): an offset format whose halves have
+//     their own sub-scales (Q3_K), so the offset must come off the int16
+//     sums of each half, before their sub-scales multiply them;
 //   kMin: the block adds `m` to every weight (w = d * q + m), which adds the
 //     float term m * x.s per block;
 //   kHalfHeader: the block starts with d as fp16, then (kMin formats) m;
@@ -334,14 +337,16 @@ inline __m256i TwoBits(const uint8_t* qs, int j) {
 struct Q3_K {
   static constexpr int kSubBlocks = 8;
   static constexpr size_t kBlockBytes = kQ3_KBytes;
-  static constexpr bool kSigned = true;
-  static constexpr int kOffset = 0;
+  static constexpr bool kSigned = false;
+  static constexpr int kOffset = 4;
+  static constexpr bool kSubScales = true;
   static constexpr bool kMin = false;
   static constexpr bool kHalfHeader = false;
   static constexpr int kGroupsPerMadd = 4;
   struct Header {
     const uint8_t* p;
     __m256i scales;  // the 16 scales - 32 as int16: int32 lane j = scales 2j, 2j+1
+    __m128 d;        // [d, -, -, -]
   };
   static Header Prepare(const uint8_t* p) {
     // Q3KScales with 32-bit words (ggml's kmask arithmetic).
@@ -354,16 +359,20 @@ struct Q3_K {
     a[1] = (a[1] & 0x0F0F0F0F) | (((t >> 2) & 0x03030303) << 4);
     const __m128i bytes =
         _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a)), _mm_set1_epi8(32));
-    return {p, _mm256_cvtepi8_epi16(bytes)};
+    return {p, _mm256_cvtepi8_epi16(bytes), LoadHalf1(p + 108)};
   }
-  // The 2-bit code, minus 4 where bit j of hmask[l] is clear: [-4, 3].
+  // Lanes q + 4 in [0, 7]: the 2-bit code, plus 4 where bit j of hmask[l] is
+  // set (moved to bit 2; a 16-bit shift keeps it within its byte once masked).
   static WeightBlock Unpack(const Header& h, int j) {
     const __m256i low = TwoBits(h.p + 32, j);
-    const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << j));
-    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(LoadBytes32(h.p), bit), bit);
-    const __m256i q = _mm256_sub_epi8(
-        _mm256_or_si256(low, _mm256_and_si256(set, _mm256_set1_epi8(4))), _mm256_set1_epi8(4));
-    return {q, LoadHalf1(h.p + 108), HalvesScales(h.scales, j)};
+    __m256i high = LoadBytes32(h.p);
+    if (j < 2) {
+      high = _mm256_sll_epi16(high, _mm_cvtsi32_si128(2 - j));
+    } else if (j > 2) {
+      high = _mm256_srl_epi16(high, _mm_cvtsi32_si128(j - 2));
+    }
+    const __m256i q = _mm256_or_si256(low, _mm256_and_si256(high, _mm256_set1_epi8(4)));
+    return {q, h.d, HalvesScales(h.scales, j)};
   }
 };
 
@@ -451,6 +460,16 @@ struct IQ4_XS {
     return {IQ4Values(h.qs + 16 * j), _mm_load_ss(&h.d[j])};
   }
 };
+
+// F::kSubScales for an offset format, false when absent.
+template <class F>
+constexpr bool OffsetPerHalf() {
+  if constexpr (requires { F::kSubScales; }) {
+    return F::kSubScales && F::kOffset != 0;
+  } else {
+    return false;
+  }
+}
 
 // Sub-blocks of F per 32 activations (F::kPasses, 1 when absent).
 template <class F>
