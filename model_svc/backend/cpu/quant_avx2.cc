@@ -425,6 +425,31 @@ void Token8Tile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XB
     }
     for (int j = 0; j < F::kSubBlocks; ++j) {
       const XBlockFor<F>& xb = x[b * (F::kSubBlocks / Passes<F>()) + j / Passes<F>()];
+      if constexpr (Passes<F>() == 2) {
+        if ((j & 1) != 0) {
+          // Q2_K's min step: its integer sum is mn_lo * S_lo + mn_hi * S_hi
+          // with the tokens' code sums S of the halves, formed once for all
+          // rows as int16 pairs (|S| <= 16 * 127), then one vpmaddwd a row.
+          __m256i half16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 8
+          for (int g = 0; g < 8; ++g) {
+            half16[g / 4] = _mm256_add_epi16(
+                half16[g / 4], _mm256_maddubs_epi16(_mm256_set1_epi8(1), LoadBytes32(xb.q[g])));
+          }
+          const __m256i s_lo = _mm256_madd_epi16(half16[0], _mm256_set1_epi16(1));
+          const __m256i s_hi = _mm256_madd_epi16(half16[1], _mm256_set1_epi16(1));
+          const __m256i pairs = _mm256_or_si256(_mm256_and_si256(s_lo, _mm256_set1_epi32(0xFFFF)),
+                                                _mm256_slli_epi32(s_hi, 16));
+          const __m256 xd = _mm256_loadu_ps(xb.d);
+#pragma GCC unroll 16
+          for (int r = 0; r < R; ++r) {
+            const __m256i msum = _mm256_madd_epi16(pairs, F::MinPairs(header[r], j));
+            const __m256 scale = _mm256_mul_ps(_mm256_broadcastss_ps(F::MinScale(header[r])), xd);
+            acc[r] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(msum), acc[r]);
+          }
+          continue;
+        }
+      }
       // Unpacked lanes go through memory so that each group is one broadcast load.
       alignas(32) uint8_t u[R][32];     // vpmaddubsw's unsigned operand
       alignas(32) uint8_t sign[R][32];  // signed formats: the signs of q

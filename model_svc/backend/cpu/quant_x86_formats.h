@@ -404,6 +404,12 @@ struct Q2_K {
     if ((j & 1) == 0) return {TwoBits(h.p + 16, j >> 1), h.d, HalvesScales(h.scales, j >> 1)};
     return {_mm256_set1_epi8(1), h.neg_dmin, HalvesScales(h.mins, j >> 1)};
   }
+  // For min sub-block j (odd): the int16 pair (mn_lo, mn_hi) in every int32
+  // lane, and [-dmin, ...] (Token8Tile's shortcut for the min step).
+  static __m256i MinPairs(const Header& h, int j) {
+    return _mm256_permutevar8x32_epi32(h.mins, _mm256_set1_epi32(j >> 1));
+  }
+  static __m128 MinScale(const Header& h) { return h.neg_dmin; }
 };
 
 // IQ4_NL / IQ4_XS: 16 bytes of nibbles -> their kIQ4NLValues, element order.
