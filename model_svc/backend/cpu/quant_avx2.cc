@@ -138,6 +138,19 @@ inline __m256i SumSlots(const __m256i* s) {
   return _mm256_add_epi32(_mm256_blend_epi32(e, f, 0xF0), _mm256_permute2x128_si256(e, f, 0x21));
 }
 
+// The codes' sums S_lo (elements 0..15) and S_hi (16..31) of a token's
+// block as the int16 pair (S_lo, S_hi) in every int32 lane (|S| <= 16 * 127).
+inline __m256i HalfSumPairs(__m256i xq) {
+  __m256i s =
+      _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xq), _mm256_set1_epi16(1));
+  s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0x4E));
+  s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0xB1));  // [S_lo x4 | S_hi x4]
+  const __m256i hi = _mm256_permute2x128_si256(s, s, 0x01);
+  const __m256i pair =
+      _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(hi, 16));
+  return _mm256_broadcastd_epi32(_mm256_castsi256_si128(pair));
+}
+
 // Tree slot of row pair k and token t in RowTokenTile<F, R, T>.
 template <int R>
 constexpr int PairSlot(int k, int t) {
@@ -227,6 +240,39 @@ void RowTokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const 
         const __m256i offset = _mm256_set1_epi8(F::kOffset);
         xoff0 = _mm256_maddubs_epi16(offset, xq0);
         xoff1 = _mm256_maddubs_epi16(offset, xq1);
+      }
+      if constexpr (Passes<F>() == 2) {
+        if ((j & 1) != 0) {
+          // Q2_K's min step: mn_lo * S_lo + mn_hi * S_hi per lane, with the
+          // token's code sums S of the halves as one int16 pair, and the
+          // rows' (mn_lo, mn_hi) pairs blended into their lanes.
+          const __m256i p0 = HalfSumPairs(xq0);
+          const __m256i p = T == 2 ? _mm256_blend_epi32(p0, HalfSumPairs(xq1), 0xCC) : p0;
+          auto mp = [&](int r) { return F::MinPairs(header[r], j); };
+          __m256i m;
+          if constexpr (R == 8) {  // lanes hold rows 0 1 4 5 2 3 6 7
+            m = _mm256_blend_epi32(mp(0), mp(1), 0x02);
+            m = _mm256_blend_epi32(m, mp(4), 0x04);
+            m = _mm256_blend_epi32(m, mp(5), 0x08);
+            m = _mm256_blend_epi32(m, mp(2), 0x10);
+            m = _mm256_blend_epi32(m, mp(3), 0x20);
+            m = _mm256_blend_epi32(m, mp(6), 0x40);
+            m = _mm256_blend_epi32(m, mp(7), 0x80);
+          } else {  // rows 0 1 0 1 2 3 2 3 (tokens 0 0 1 1 0 0 1 1)
+            m = _mm256_blend_epi32(mp(0), mp(1), 0x0A);
+            m = _mm256_blend_epi32(m, mp(2), 0x50);
+            m = _mm256_blend_epi32(m, mp(3), 0xA0);
+          }
+          const __m256 isum = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, m));
+          __m128 dm[R];
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) dm[r] = F::MinScale(header[r]);
+          __m256 d, unused;
+          UnpackedScales<R>(dm, &d, &unused);
+          const __m256 scale = _mm256_mul_ps(d, TokenLanes<R>(&xs[0][xb].d, &x1[xb].d));
+          acc = _mm256_fmadd_ps(scale, isum, acc);
+          continue;
+        }
       }
       __m256i slots[4];
       __m128 dm[R];
