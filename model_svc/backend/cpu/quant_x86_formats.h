@@ -110,7 +110,9 @@ inline __m256i FifthBits(const uint8_t* qh) {
 //   kPasses (optional, default 1): sub-blocks per 32 activations. Q2_K has
 //     2: sub-block 2i is block i's codes, 2i + 1 its min step (all-ones codes
 //     with the mins as sub-scales and -dmin as d), which the kernels run as
-//     a second block step on the same activations (quant.h).
+//     a second block step on the same activations (quant.h); RowTokenTile
+//     and Token8Tile form that step's integer sum from the activations' half
+//     sums and F::MinPairs instead (OneRowTile and dequantization do not).
 //
 // Decoding tables and bit positions follow ggml's block layouts
 // (quant_internal.h lists them).
