@@ -64,18 +64,27 @@ std::vector<uint8_t> RandomWeights(TensorType type, int64_t rows, int64_t cols) 
       break;
   }
   for (uint8_t& b : w) b = static_cast<uint8_t>(byte(rng));
-  const bool k_quant = type == TensorType::kQ4_K || type == TensorType::kQ6_K;
+  const bool k_quant =
+      gguf::FindTensorTypeTraits(static_cast<uint32_t>(type))->block_elements == 256;
   const size_t block_bytes = RowBytes(type, k_quant ? 256 : 32);
   for (size_t off = 0; off + block_bytes <= w.size(); off += block_bytes) {
     switch (type) {
       case TensorType::kQ4_1:
       case TensorType::kQ5_1:
       case TensorType::kQ4_K:  // d, then dmin
+      case TensorType::kQ5_K:
         put_half(off, d);
-        put_half(off + 2, type == TensorType::kQ4_K ? d : m);
+        put_half(off + 2, type == TensorType::kQ4_K || type == TensorType::kQ5_K ? d : m);
         break;
       case TensorType::kQ6_K:
         put_half(off + 208, d);
+        break;
+      case TensorType::kQ3_K:
+        put_half(off + 108, d);
+        break;
+      case TensorType::kQ2_K:
+        put_half(off + 80, d);
+        put_half(off + 82, d);
         break;
       default:
         put_half(off, d);
@@ -210,7 +219,10 @@ BENCHMARK(BM_AllTypes_576x1536)
                     static_cast<int>(TensorType::kBF16), static_cast<int>(TensorType::kQ4_0),
                     static_cast<int>(TensorType::kQ4_1), static_cast<int>(TensorType::kQ5_0),
                     static_cast<int>(TensorType::kQ5_1), static_cast<int>(TensorType::kQ8_0),
-                    static_cast<int>(TensorType::kQ4_K), static_cast<int>(TensorType::kQ6_K)}})
+                    static_cast<int>(TensorType::kQ2_K), static_cast<int>(TensorType::kQ3_K),
+                    static_cast<int>(TensorType::kQ4_K), static_cast<int>(TensorType::kQ5_K),
+                    static_cast<int>(TensorType::kQ6_K), static_cast<int>(TensorType::kIQ4_NL),
+                    static_cast<int>(TensorType::kIQ4_XS)}})
     ->Unit(benchmark::kMicrosecond);
 
 // The AVX2 (arg 0) or AVX-512 (arg 1) version of a kernel for a benchmark,

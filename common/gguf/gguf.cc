@@ -155,6 +155,26 @@ constexpr TensorTypeTraits kQ5_KTraits{"Q5_K", 256, 176};
 constexpr TensorTypeTraits kQ6_KTraits{"Q6_K", 256, 210};
 constexpr TensorTypeTraits kQ8_KTraits{"Q8_K", 256, 292};
 constexpr TensorTypeTraits kBF16Traits{"BF16", 1, 2};
+constexpr TensorTypeTraits kIQ2_XXSTraits{"IQ2_XXS", 256, 66};
+constexpr TensorTypeTraits kIQ2_XSTraits{"IQ2_XS", 256, 74};
+constexpr TensorTypeTraits kIQ3_XXSTraits{"IQ3_XXS", 256, 98};
+constexpr TensorTypeTraits kIQ1_STraits{"IQ1_S", 256, 50};
+constexpr TensorTypeTraits kIQ4_NLTraits{"IQ4_NL", 32, 18};
+constexpr TensorTypeTraits kIQ3_STraits{"IQ3_S", 256, 110};
+constexpr TensorTypeTraits kIQ2_STraits{"IQ2_S", 256, 82};
+constexpr TensorTypeTraits kIQ4_XSTraits{"IQ4_XS", 256, 136};
+constexpr TensorTypeTraits kI8Traits{"I8", 1, 1};
+constexpr TensorTypeTraits kI16Traits{"I16", 1, 2};
+constexpr TensorTypeTraits kI32Traits{"I32", 1, 4};
+constexpr TensorTypeTraits kI64Traits{"I64", 1, 8};
+constexpr TensorTypeTraits kF64Traits{"F64", 1, 8};
+constexpr TensorTypeTraits kIQ1_MTraits{"IQ1_M", 256, 56};
+constexpr TensorTypeTraits kTQ1_0Traits{"TQ1_0", 256, 54};
+constexpr TensorTypeTraits kTQ2_0Traits{"TQ2_0", 256, 66};
+constexpr TensorTypeTraits kMXFP4Traits{"MXFP4", 32, 17};
+constexpr TensorTypeTraits kNVFP4Traits{"NVFP4", 64, 36};
+constexpr TensorTypeTraits kQ1_0Traits{"Q1_0", 128, 18};
+constexpr TensorTypeTraits kQ2_0Traits{"Q2_0", 64, 18};
 
 }  // namespace
 
@@ -222,6 +242,46 @@ const TensorTypeTraits* FindTensorTypeTraits(uint32_t ggml_type) {
       return &kQ8_KTraits;
     case TensorType::kBF16:
       return &kBF16Traits;
+    case TensorType::kIQ2_XXS:
+      return &kIQ2_XXSTraits;
+    case TensorType::kIQ2_XS:
+      return &kIQ2_XSTraits;
+    case TensorType::kIQ3_XXS:
+      return &kIQ3_XXSTraits;
+    case TensorType::kIQ1_S:
+      return &kIQ1_STraits;
+    case TensorType::kIQ4_NL:
+      return &kIQ4_NLTraits;
+    case TensorType::kIQ3_S:
+      return &kIQ3_STraits;
+    case TensorType::kIQ2_S:
+      return &kIQ2_STraits;
+    case TensorType::kIQ4_XS:
+      return &kIQ4_XSTraits;
+    case TensorType::kI8:
+      return &kI8Traits;
+    case TensorType::kI16:
+      return &kI16Traits;
+    case TensorType::kI32:
+      return &kI32Traits;
+    case TensorType::kI64:
+      return &kI64Traits;
+    case TensorType::kF64:
+      return &kF64Traits;
+    case TensorType::kIQ1_M:
+      return &kIQ1_MTraits;
+    case TensorType::kTQ1_0:
+      return &kTQ1_0Traits;
+    case TensorType::kTQ2_0:
+      return &kTQ2_0Traits;
+    case TensorType::kMXFP4:
+      return &kMXFP4Traits;
+    case TensorType::kNVFP4:
+      return &kNVFP4Traits;
+    case TensorType::kQ1_0:
+      return &kQ1_0Traits;
+    case TensorType::kQ2_0:
+      return &kQ2_0Traits;
   }
   return nullptr;
 }

@@ -54,8 +54,11 @@ enum class ValueType : uint32_t {
 
 std::string_view ValueTypeName(ValueType t);
 
-// ggml tensor types that this project knows the block layout of. Other ids are
-// rejected by the reader with an error naming the tensor and the id.
+// ggml tensor types (ggml.h's enum ggml_type), every id ggml still defines.
+// The reader knows all their block layouts, so a tensor of any of them parses
+// and can be named; which ones a backend computes with is its own matter.
+// Other ids (removed ones such as Q4_2 and the repacked Q4_0_4_4, unknown
+// ones) are rejected by the reader with an error naming the tensor and the id.
 enum class TensorType : uint32_t {
   kF32 = 0,
   kF16 = 1,
@@ -71,12 +74,32 @@ enum class TensorType : uint32_t {
   kQ5_K = 13,
   kQ6_K = 14,
   kQ8_K = 15,
+  kIQ2_XXS = 16,
+  kIQ2_XS = 17,
+  kIQ3_XXS = 18,
+  kIQ1_S = 19,
+  kIQ4_NL = 20,
+  kIQ3_S = 21,
+  kIQ2_S = 22,
+  kIQ4_XS = 23,
+  kI8 = 24,
+  kI16 = 25,
+  kI32 = 26,
+  kI64 = 27,
+  kF64 = 28,
+  kIQ1_M = 29,
   kBF16 = 30,
+  kTQ1_0 = 34,
+  kTQ2_0 = 35,
+  kMXFP4 = 39,
+  kNVFP4 = 40,
+  kQ1_0 = 41,
+  kQ2_0 = 42,
 };
 
 struct TensorTypeTraits {
-  std::string_view name;    // "Q4_1"
-  uint32_t block_elements;  // elements per block (1 for F32/F16/BF16)
+  std::string_view name;    // "Q4_1", "IQ4_XS": ggml's type name, upper case
+  uint32_t block_elements;  // elements per block (1 for the plain F*/I* types)
   uint32_t block_bytes;     // bytes per block
 };
 

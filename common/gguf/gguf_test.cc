@@ -295,14 +295,24 @@ TEST(GgufTest, TensorTypeTraits) {
     uint32_t block_elements, block_bytes;
   };
   const Row rows[] = {
-      {TensorType::kF32, "F32", 1, 4},       {TensorType::kF16, "F16", 1, 2},
-      {TensorType::kBF16, "BF16", 1, 2},     {TensorType::kQ4_0, "Q4_0", 32, 18},
-      {TensorType::kQ4_1, "Q4_1", 32, 20},   {TensorType::kQ5_0, "Q5_0", 32, 22},
-      {TensorType::kQ5_1, "Q5_1", 32, 24},   {TensorType::kQ8_0, "Q8_0", 32, 34},
-      {TensorType::kQ8_1, "Q8_1", 32, 36},   {TensorType::kQ2_K, "Q2_K", 256, 84},
-      {TensorType::kQ3_K, "Q3_K", 256, 110}, {TensorType::kQ4_K, "Q4_K", 256, 144},
-      {TensorType::kQ5_K, "Q5_K", 256, 176}, {TensorType::kQ6_K, "Q6_K", 256, 210},
-      {TensorType::kQ8_K, "Q8_K", 256, 292},
+      {TensorType::kF32, "F32", 1, 4},           {TensorType::kF16, "F16", 1, 2},
+      {TensorType::kBF16, "BF16", 1, 2},         {TensorType::kQ4_0, "Q4_0", 32, 18},
+      {TensorType::kQ4_1, "Q4_1", 32, 20},       {TensorType::kQ5_0, "Q5_0", 32, 22},
+      {TensorType::kQ5_1, "Q5_1", 32, 24},       {TensorType::kQ8_0, "Q8_0", 32, 34},
+      {TensorType::kQ8_1, "Q8_1", 32, 36},       {TensorType::kQ2_K, "Q2_K", 256, 84},
+      {TensorType::kQ3_K, "Q3_K", 256, 110},     {TensorType::kQ4_K, "Q4_K", 256, 144},
+      {TensorType::kQ5_K, "Q5_K", 256, 176},     {TensorType::kQ6_K, "Q6_K", 256, 210},
+      {TensorType::kQ8_K, "Q8_K", 256, 292},     {TensorType::kIQ2_XXS, "IQ2_XXS", 256, 66},
+      {TensorType::kIQ2_XS, "IQ2_XS", 256, 74},  {TensorType::kIQ3_XXS, "IQ3_XXS", 256, 98},
+      {TensorType::kIQ1_S, "IQ1_S", 256, 50},    {TensorType::kIQ4_NL, "IQ4_NL", 32, 18},
+      {TensorType::kIQ3_S, "IQ3_S", 256, 110},   {TensorType::kIQ2_S, "IQ2_S", 256, 82},
+      {TensorType::kIQ4_XS, "IQ4_XS", 256, 136}, {TensorType::kI8, "I8", 1, 1},
+      {TensorType::kI16, "I16", 1, 2},           {TensorType::kI32, "I32", 1, 4},
+      {TensorType::kI64, "I64", 1, 8},           {TensorType::kF64, "F64", 1, 8},
+      {TensorType::kIQ1_M, "IQ1_M", 256, 56},    {TensorType::kTQ1_0, "TQ1_0", 256, 54},
+      {TensorType::kTQ2_0, "TQ2_0", 256, 66},    {TensorType::kMXFP4, "MXFP4", 32, 17},
+      {TensorType::kNVFP4, "NVFP4", 64, 36},     {TensorType::kQ1_0, "Q1_0", 128, 18},
+      {TensorType::kQ2_0, "Q2_0", 64, 18},
   };
   for (const Row& r : rows) {
     const TensorTypeTraits* t = FindTensorTypeTraits(static_cast<uint32_t>(r.type));
@@ -312,7 +322,7 @@ TEST(GgufTest, TensorTypeTraits) {
     EXPECT_EQ(t->block_bytes, r.block_bytes) << r.name;
   }
   // Removed (Q4_2, Q4_3, repacked) and unsupported ids.
-  for (uint32_t id : {4u, 5u, 16u, 20u, 29u, 31u, 36u, 39u, 1000u, 0xFFFFFFFFu}) {
+  for (uint32_t id : {4u, 5u, 31u, 32u, 33u, 36u, 37u, 38u, 43u, 1000u, 0xFFFFFFFFu}) {
     EXPECT_EQ(FindTensorTypeTraits(id), nullptr) << id;
   }
 }

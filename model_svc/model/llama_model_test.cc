@@ -252,7 +252,14 @@ TEST_P(QuantRoundTripTest, RoundTripsThroughDequantizeRow) {
       break;
     case TensorType::kQ5_0:
     case TensorType::kQ5_1:
+    case TensorType::kQ5_K:
       bound = 6e-2;
+      break;
+    case TensorType::kQ3_K:
+      bound = 0.3;
+      break;
+    case TensorType::kQ2_K:
+      bound = 0.6;
       break;
     default:
       bound = 0.13;  // 4-bit
@@ -266,15 +273,17 @@ TEST_P(QuantRoundTripTest, RoundTripsThroughDequantizeRow) {
 
 TEST(ReferenceQuantTest, RejectsUnsupportedTypesAndShapes) {
   std::vector<float> v(256);
-  EXPECT_EQ(testing::QuantizeMatrix(TensorType::kQ2_K, v, 256).status().code(),
+  EXPECT_EQ(testing::QuantizeMatrix(TensorType::kIQ2_XXS, v, 256).status().code(),
             absl::StatusCode::kUnimplemented);
   EXPECT_EQ(testing::QuantizeMatrix(TensorType::kQ4_K, v, 128).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
-constexpr TensorType kAllTypes[] = {
-    TensorType::kF32,  TensorType::kF16,  TensorType::kBF16, TensorType::kQ4_0, TensorType::kQ4_1,
-    TensorType::kQ5_0, TensorType::kQ5_1, TensorType::kQ8_0, TensorType::kQ4_K, TensorType::kQ6_K};
+constexpr TensorType kAllTypes[] = {TensorType::kF32,  TensorType::kF16,    TensorType::kBF16,
+                                    TensorType::kQ4_0, TensorType::kQ4_1,   TensorType::kQ5_0,
+                                    TensorType::kQ5_1, TensorType::kQ8_0,   TensorType::kQ2_K,
+                                    TensorType::kQ3_K, TensorType::kQ4_K,   TensorType::kQ5_K,
+                                    TensorType::kQ6_K, TensorType::kIQ4_NL, TensorType::kIQ4_XS};
 
 std::string TypeParamName(const ::testing::TestParamInfo<TensorType>& info) {
   return TypeName(info.param);
@@ -547,11 +556,12 @@ TEST(LoadTest, UnsupportedTensorType) {
   RandomModelSpec spec;
   spec.d_model = 256;
   spec.ff = 512;
-  spec.overrides = {TensorOverride{"blk.0.ffn_up.weight", TensorType::kQ2_K, {256, 512}}};
+  spec.overrides = {TensorOverride{"blk.0.ffn_up.weight", TensorType::kIQ2_XXS, {256, 512}}};
   const absl::Status s = LoadStatus(spec);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(s.message(), HasSubstr("blk.0.ffn_up.weight"));
-  EXPECT_THAT(s.message(), HasSubstr("Q2_K"));
+  EXPECT_THAT(s.message(), HasSubstr("has type IQ2_XXS, which is not supported"));
+  EXPECT_THAT(s.message(), HasSubstr("IQ4_XS"));  // the supported list
 }
 
 TEST(LoadTest, NormWeightsMustBeF32) {
@@ -597,7 +607,10 @@ void PrintTo(const ReferenceCase& c, std::ostream* os) { *os << c.name; }
 std::vector<ReferenceCase> ReferenceCases() {
   std::vector<ReferenceCase> cases;
   for (TensorType type : kAllTypes) {
-    const bool k_quant = type == TensorType::kQ4_K || type == TensorType::kQ6_K;
+    // Types of 256-element blocks.
+    const bool k_quant = type == TensorType::kQ2_K || type == TensorType::kQ3_K ||
+                         type == TensorType::kQ4_K || type == TensorType::kQ5_K ||
+                         type == TensorType::kQ6_K || type == TensorType::kIQ4_XS;
     const std::string t = TypeName(type);
     RandomModelSpec s;
     s.matrix_type = type;

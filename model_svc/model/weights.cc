@@ -48,8 +48,8 @@ absl::StatusOr<WeightView> Locate(const gguf::File& file, const std::string& nam
   } else if (!cpu::IsSupportedWeightType(type)) {
     return absl::UnimplementedError(
         StrCat(file.name(), ": tensor ", name, " has type ", TypeName(t->ggml_type),
-               ", which is not supported (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, "
-               "Q6_K)"));
+               ", which is not supported (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, "
+               "Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)"));
   } else if (absl::Status s = cpu::CheckWeightShape(type, cols); !s.ok()) {
     return absl::InvalidArgumentError(StrCat(file.name(), ": tensor ", name, ": ", s.message()));
   }

@@ -261,6 +261,237 @@ void QuantizeQ6_K(const float* x, std::string& out) {
   out.append(reinterpret_cast<const char*>(&d_half), 2);
 }
 
+// Q5_K: Q4_K with 5-bit codes, q in [0, 31]; the 5th bits in qh[32] (bit j of
+// qh[l] for element 32j + l).
+void QuantizeQ5_K(const float* x, std::string& out) {
+  float scales[8], mins[8];
+  float max_scale = 0, max_min = 0;
+  for (int j = 0; j < 8; ++j) {
+    float lo = 0, hi = -FLT_MAX;
+    for (int i = 0; i < 32; ++i) {
+      lo = std::min(lo, x[32 * j + i]);
+      hi = std::max(hi, x[32 * j + i]);
+    }
+    scales[j] = (hi - lo) / 31;
+    mins[j] = -lo;
+    max_scale = std::max(max_scale, scales[j]);
+    max_min = std::max(max_min, mins[j]);
+  }
+  const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+  const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+  uint8_t packed[12] = {};
+  int ls[8], lm[8];
+  for (int j = 0; j < 8; ++j) {
+    ls[j] = std::min(63, NearestInt(inv_scale * scales[j]));
+    lm[j] = std::min(63, NearestInt(inv_min * mins[j]));
+    if (j < 4) {
+      packed[j] = static_cast<uint8_t>(ls[j]);
+      packed[j + 4] = static_cast<uint8_t>(lm[j]);
+    } else {
+      packed[j + 4] = static_cast<uint8_t>((ls[j] & 0xf) | ((lm[j] & 0xf) << 4));
+      packed[j - 4] |= static_cast<uint8_t>((ls[j] >> 4) << 6);
+      packed[j] |= static_cast<uint8_t>((lm[j] >> 4) << 6);
+    }
+  }
+  const uint16_t d_half = FloatToHalfRef(max_scale / 63.0f);
+  const uint16_t dmin_half = FloatToHalfRef(max_min / 63.0f);
+  const float d = HalfToFloatRef(d_half), dmin = HalfToFloatRef(dmin_half);
+  uint8_t qh[32] = {}, qs[128] = {};
+  for (int j = 0; j < 8; ++j) {
+    const float dj = d * static_cast<float>(ls[j]);
+    const float mj = dmin * static_cast<float>(lm[j]);
+    for (int i = 0; i < 32; ++i) {
+      const int l = dj != 0 ? std::clamp(NearestInt((x[32 * j + i] + mj) / dj), 0, 31) : 0;
+      qs[32 * (j / 2) + i] |= static_cast<uint8_t>((l & 0xf) << (4 * (j % 2)));
+      qh[i] |= static_cast<uint8_t>((l >> 4) << j);
+    }
+  }
+  out.append(reinterpret_cast<const char*>(&d_half), 2);
+  out.append(reinterpret_cast<const char*>(&dmin_half), 2);
+  AppendBytes(out, packed, 12);
+  AppendBytes(out, qh, 32);
+  AppendBytes(out, qs, 128);
+}
+
+// Q3_K: 16 sub-blocks of 16 with a 6-bit signed scale (stored + 32) each:
+// x = d * sc * q, q in [-4, 3], stored as 2 low bits in qs (element 32j + l:
+// qs[32 * (j / 4) + l], bits 2 * (j % 4)) and hmask bit j of byte l set when
+// q >= 0.
+void QuantizeQ3_K(const float* x, std::string& out) {
+  float scales[16];
+  float max_scale = 0, amax_scale = 0;
+  for (int ib = 0; ib < 16; ++ib) {
+    float amax = 0, max = 0;
+    for (int i = 0; i < 16; ++i) {
+      if (std::fabs(x[16 * ib + i]) > amax) {
+        amax = std::fabs(x[16 * ib + i]);
+        max = x[16 * ib + i];
+      }
+    }
+    scales[ib] = max / -4;
+    if (std::fabs(scales[ib]) > amax_scale) {
+      amax_scale = std::fabs(scales[ib]);
+      max_scale = scales[ib];
+    }
+  }
+  uint8_t hmask[32] = {}, qs[64] = {}, packed[12] = {};
+  uint16_t d_half = 0;
+  int q[256] = {};
+  if (amax_scale > 1e-15f) {
+    const float iscale = -32.0f / max_scale;
+    d_half = FloatToHalfRef(1.0f / iscale);
+    const float d = HalfToFloatRef(d_half);
+    for (int ib = 0; ib < 16; ++ib) {
+      const int sc = std::clamp(NearestInt(iscale * scales[ib]), -32, 31);
+      const int stored = sc + 32;
+      if (ib < 8) {
+        packed[ib] |= static_cast<uint8_t>(stored & 0xf);
+      } else {
+        packed[ib - 8] |= static_cast<uint8_t>((stored & 0xf) << 4);
+      }
+      packed[8 + ib % 4] |= static_cast<uint8_t>((stored >> 4) << (2 * (ib / 4)));
+      const float dj = d * static_cast<float>(sc);
+      for (int i = 0; i < 16; ++i) {
+        q[16 * ib + i] = dj != 0 ? std::clamp(NearestInt(x[16 * ib + i] / dj), -4, 3) : 0;
+      }
+    }
+  } else {
+    for (int ib = 0; ib < 16; ++ib) {  // scale 0 (stored 32)
+      packed[8 + ib % 4] |= static_cast<uint8_t>(2 << (2 * (ib / 4)));
+    }
+  }
+  for (int j = 0; j < 8; ++j) {
+    for (int l = 0; l < 32; ++l) {
+      const int code = q[32 * j + l] + 4;  // [0, 7]
+      qs[32 * (j / 4) + l] |= static_cast<uint8_t>((code & 3) << (2 * (j % 4)));
+      hmask[l] |= static_cast<uint8_t>((code >> 2) << j);
+    }
+  }
+  AppendBytes(out, hmask, 32);
+  AppendBytes(out, qs, 64);
+  AppendBytes(out, packed, 12);
+  out.append(reinterpret_cast<const char*>(&d_half), 2);
+}
+
+// Q2_K: 16 sub-blocks of 16 with a 4-bit scale and a 4-bit min each:
+// x = d * sc * q - dmin * mn, q in [0, 3] (qs as in Q3_K).
+void QuantizeQ2_K(const float* x, std::string& out) {
+  float scales[16], mins[16];
+  float max_scale = 0, max_min = 0;
+  for (int ib = 0; ib < 16; ++ib) {
+    float lo = 0, hi = -FLT_MAX;
+    for (int i = 0; i < 16; ++i) {
+      lo = std::min(lo, x[16 * ib + i]);
+      hi = std::max(hi, x[16 * ib + i]);
+    }
+    scales[ib] = (hi - lo) / 3;
+    mins[ib] = -lo;
+    max_scale = std::max(max_scale, scales[ib]);
+    max_min = std::max(max_min, mins[ib]);
+  }
+  const uint16_t d_half = FloatToHalfRef(max_scale / 15.0f);
+  const uint16_t dmin_half = FloatToHalfRef(max_min / 15.0f);
+  const float d = HalfToFloatRef(d_half), dmin = HalfToFloatRef(dmin_half);
+  uint8_t sm[16], qs[64] = {};
+  int q[256];
+  for (int ib = 0; ib < 16; ++ib) {
+    const int sc = d > 0 ? std::clamp(NearestInt(scales[ib] / d), 0, 15) : 0;
+    const int mn = dmin > 0 ? std::clamp(NearestInt(mins[ib] / dmin), 0, 15) : 0;
+    sm[ib] = static_cast<uint8_t>(sc | (mn << 4));
+    const float dl = d * static_cast<float>(sc), ml = dmin * static_cast<float>(mn);
+    for (int i = 0; i < 16; ++i) {
+      q[16 * ib + i] = dl != 0 ? std::clamp(NearestInt((x[16 * ib + i] + ml) / dl), 0, 3) : 0;
+    }
+  }
+  for (int j = 0; j < 8; ++j) {
+    for (int l = 0; l < 32; ++l) {
+      qs[32 * (j / 4) + l] |= static_cast<uint8_t>(q[32 * j + l] << (2 * (j % 4)));
+    }
+  }
+  AppendBytes(out, sm, 16);
+  AppendBytes(out, qs, 64);
+  out.append(reinterpret_cast<const char*>(&d_half), 2);
+  out.append(reinterpret_cast<const char*>(&dmin_half), 2);
+}
+
+// ggml's kvalues_iq4nl: the 16 levels of IQ4_NL and IQ4_XS.
+constexpr int kIQ4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                1,    13,   25,  38,  53,  69,  89,  113};
+
+// The index of the level nearest to v.
+int NearestIQ4Level(float v) {
+  int best = 0;
+  for (int k = 1; k < 16; ++k) {
+    if (std::fabs(v - static_cast<float>(kIQ4Levels[k])) <
+        std::fabs(v - static_cast<float>(kIQ4Levels[best]))) {
+      best = k;
+    }
+  }
+  return best;
+}
+
+// 32 values as IQ4 nibbles with scale d (low nibbles elements 0..15).
+void PackIQ4(const float* x, float d, uint8_t qs[16]) {
+  const float id = d != 0 ? 1.0f / d : 0.0f;
+  for (int l = 0; l < 16; ++l) {
+    qs[l] =
+        static_cast<uint8_t>(NearestIQ4Level(x[l] * id) | (NearestIQ4Level(x[l + 16] * id) << 4));
+  }
+}
+
+// IQ4_NL: d maps the value of largest magnitude to the level -127.
+void QuantizeIQ4_NL(const float* x, std::string& out) {
+  float amax = 0, max = 0;
+  for (int64_t j = 0; j < kQK; ++j) {
+    if (std::fabs(x[j]) > amax) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  const uint16_t d_half = FloatToHalfRef(max / -127.0f);
+  uint8_t qs[16];
+  PackIQ4(x, HalfToFloatRef(d_half), qs);
+  out.append(reinterpret_cast<const char*>(&d_half), 2);
+  AppendBytes(out, qs, 16);
+}
+
+// IQ4_XS: 8 sub-blocks of 32, each with a 6-bit signed scale ls - 32 times
+// the super-block's d; codes as IQ4_NL's.
+void QuantizeIQ4_XS(const float* x, std::string& out) {
+  float scales[8];
+  float max_scale = 0, amax_scale = 0;
+  for (int j = 0; j < 8; ++j) {
+    float amax = 0, max = 0;
+    for (int i = 0; i < 32; ++i) {
+      if (std::fabs(x[32 * j + i]) > amax) {
+        amax = std::fabs(x[32 * j + i]);
+        max = x[32 * j + i];
+      }
+    }
+    scales[j] = max / -127.0f;
+    if (std::fabs(scales[j]) > amax_scale) {
+      amax_scale = std::fabs(scales[j]);
+      max_scale = scales[j];
+    }
+  }
+  uint16_t d_half = 0, scales_h = 0;
+  uint8_t scales_l[4] = {}, qs[128] = {};
+  const float id = amax_scale > 1e-15f ? -32.0f / max_scale : 0.0f;
+  if (id != 0) d_half = FloatToHalfRef(1.0f / id);
+  const float d = HalfToFloatRef(d_half);
+  for (int j = 0; j < 8; ++j) {
+    const int l = std::clamp(NearestInt(id * scales[j]), -32, 31);
+    const int ls = l + 32;
+    scales_l[j / 2] |= static_cast<uint8_t>((ls & 0xf) << (4 * (j % 2)));
+    scales_h |= static_cast<uint16_t>((ls >> 4) << (2 * j));
+    PackIQ4(x + 32 * j, d * static_cast<float>(l), qs + 16 * j);
+  }
+  out.append(reinterpret_cast<const char*>(&d_half), 2);
+  out.append(reinterpret_cast<const char*>(&scales_h), 2);
+  AppendBytes(out, scales_l, 4);
+  AppendBytes(out, qs, 128);
+}
+
 }  // namespace
 
 uint16_t FloatToHalfRef(float f) {
@@ -322,6 +553,21 @@ absl::StatusOr<std::string> QuantizeMatrix(gguf::TensorType type, std::span<cons
       break;
     case TensorType::kQ6_K:
       block = kQKK, quantize_block = QuantizeQ6_K;
+      break;
+    case TensorType::kQ2_K:
+      block = kQKK, quantize_block = QuantizeQ2_K;
+      break;
+    case TensorType::kQ3_K:
+      block = kQKK, quantize_block = QuantizeQ3_K;
+      break;
+    case TensorType::kQ5_K:
+      block = kQKK, quantize_block = QuantizeQ5_K;
+      break;
+    case TensorType::kIQ4_NL:
+      block = kQK, quantize_block = QuantizeIQ4_NL;
+      break;
+    case TensorType::kIQ4_XS:
+      block = kQKK, quantize_block = QuantizeIQ4_XS;
       break;
     default:
       return absl::UnimplementedError(StrCat("reference quantizer: ", name, " is not supported"));

@@ -20,7 +20,9 @@ namespace llm::model::testing {
 
 // Packs `values` (row-major rows of `cols` elements; values.size() a multiple
 // of cols) into the bytes of a GGUF tensor of `type`. Types: F32, F16, BF16,
-// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K. Unimplemented for other types;
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS
+// (simple round-to-nearest encodings, not llama.cpp's error-minimizing
+// choices). Unimplemented for other types;
 // InvalidArgument when cols is not a multiple of the type's block size.
 absl::StatusOr<std::string> QuantizeMatrix(gguf::TensorType type, std::span<const float> values,
                                            int64_t cols);

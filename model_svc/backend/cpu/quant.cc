@@ -99,8 +99,13 @@ bool IsSupportedWeightType(TensorType type) {
     case TensorType::kQ5_0:
     case TensorType::kQ5_1:
     case TensorType::kQ8_0:
+    case TensorType::kQ2_K:
+    case TensorType::kQ3_K:
     case TensorType::kQ4_K:
+    case TensorType::kQ5_K:
     case TensorType::kQ6_K:
+    case TensorType::kIQ4_NL:
+    case TensorType::kIQ4_XS:
       return true;
     default:
       return false;
@@ -156,9 +161,14 @@ int64_t BlockElements(TensorType type) {
     case TensorType::kQ5_0:
     case TensorType::kQ5_1:
     case TensorType::kQ8_0:
+    case TensorType::kIQ4_NL:
       return 32;
+    case TensorType::kQ2_K:
+    case TensorType::kQ3_K:
     case TensorType::kQ4_K:
+    case TensorType::kQ5_K:
     case TensorType::kQ6_K:
+    case TensorType::kIQ4_XS:
       return kSuperBlock;
     default:
       Fatal("unsupported weight type");
@@ -246,6 +256,49 @@ void DecodeQ6K(const uint8_t* b, int j, int q[32]) {
 }
 
 int8_t Q6KScale(const uint8_t* b, int i) { return static_cast<int8_t>(b[192 + i]); }
+
+// Q5_K sub-block j (0..7) of super-block `b`: Q4_K's nibbles and scales plus
+// bit j of qh[l] as the 5th bit of element l; y = (d*sc) * q - (dmin*mn).
+void DecodeQ5K(const uint8_t* b, int j, int q[32], float* scale, float* min) {
+  int sc, mn;
+  Q4KScaleMin(b + 4, j, &sc, &mn);
+  *scale = Half(b) * static_cast<float>(sc);
+  *min = Half(b + 2) * static_cast<float>(mn);
+  const uint8_t* qh = b + 16;
+  const uint8_t* qs = b + 48 + 32 * (j / 2);
+  const int shift = (j % 2) * 4;
+  for (int l = 0; l < 32; ++l) q[l] = ((qs[l] >> shift) & 0x0F) | (((qh[l] >> j) & 1) << 4);
+}
+
+// Q2_K / Q3_K 2-bit codes of elements 32j..32j+31 (j = 0..7): 128-element
+// half h = j / 4 uses qs[32h..32h+32), bits 2 * (j % 4).
+void DecodeTwoBits(const uint8_t* qs, int j, int q[32]) {
+  const uint8_t* p = qs + 32 * (j / 4);
+  const int shift = 2 * (j % 4);
+  for (int l = 0; l < 32; ++l) q[l] = (p[l] >> shift) & 3;
+}
+
+// Q3_K elements 32j..32j+31 as signed q in [-4, 3]: the 2-bit code minus 4
+// unless bit j of hmask[l] is set.
+void DecodeQ3K(const uint8_t* b, int j, int q[32]) {
+  DecodeTwoBits(b + 32, j, q);
+  for (int l = 0; l < 32; ++l) q[l] -= ((b[l] >> j) & 1) != 0 ? 0 : 4;
+}
+
+// IQ4_NL / IQ4_XS: 16 bytes of indices into kIQ4NLValues, low nibbles
+// elements 0..15, high nibbles 16..31.
+void DecodeIQ4(const uint8_t* qs, int q[32]) {
+  for (int l = 0; l < 16; ++l) {
+    q[l] = kIQ4NLValues[qs[l] & 0x0F];
+    q[l + 16] = kIQ4NLValues[qs[l] >> 4];
+  }
+}
+
+int SumInt16(const int8_t* x) {
+  int s = 0;
+  for (int l = 0; l < 16; ++l) s += x[l];
+  return s;
+}
 
 int DotInt(const int q[32], const int8_t x[32]) {
   int s = 0;
@@ -351,6 +404,59 @@ void DequantizeRowScalar(TensorType type, const void* row, float* out, int64_t n
         }
       }
       return;
+    case TensorType::kQ5_K:
+      for (int64_t b = 0; b < n / kSuperBlock; ++b, p += kQ5_KBytes) {
+        for (int j = 0; j < 8; ++j, out += 32) {
+          float scale, min;
+          DecodeQ5K(p, j, q, &scale, &min);
+          for (int l = 0; l < 32; ++l) out[l] = scale * static_cast<float>(q[l]) - min;
+        }
+      }
+      return;
+    case TensorType::kQ3_K:
+      for (int64_t b = 0; b < n / kSuperBlock; ++b, p += kQ3_KBytes) {
+        const float d = Half(p + 108);
+        int8_t sc[16];
+        Q3KScales(p + 96, sc);
+        for (int j = 0; j < 8; ++j, out += 32) {
+          DecodeQ3K(p, j, q);
+          const float s0 = d * sc[2 * j], s1 = d * sc[2 * j + 1];
+          for (int l = 0; l < 16; ++l) out[l] = s0 * static_cast<float>(q[l]);
+          for (int l = 16; l < 32; ++l) out[l] = s1 * static_cast<float>(q[l]);
+        }
+      }
+      return;
+    case TensorType::kQ2_K:
+      for (int64_t b = 0; b < n / kSuperBlock; ++b, p += kQ2_KBytes) {
+        const float d = Half(p + 80), dmin = Half(p + 82);
+        for (int j = 0; j < 8; ++j, out += 32) {
+          DecodeTwoBits(p + 16, j, q);
+          for (int h = 0; h < 2; ++h) {
+            const uint8_t sm = p[2 * j + h];
+            const float dl = d * static_cast<float>(sm & 0x0F);
+            const float ml = dmin * static_cast<float>(sm >> 4);
+            for (int l = 16 * h; l < 16 * h + 16; ++l) out[l] = dl * static_cast<float>(q[l]) - ml;
+          }
+        }
+      }
+      return;
+    case TensorType::kIQ4_NL:
+      for (int64_t b = 0; b < n / 32; ++b, p += kIQ4_NLBytes, out += 32) {
+        const float d = Half(p);
+        DecodeIQ4(p + 2, q);
+        for (int l = 0; l < 32; ++l) out[l] = d * static_cast<float>(q[l]);
+      }
+      return;
+    case TensorType::kIQ4_XS:
+      for (int64_t b = 0; b < n / kSuperBlock; ++b, p += kIQ4_XSBytes) {
+        const float d = Half(p);
+        for (int j = 0; j < 8; ++j, out += 32) {
+          const float dl = d * static_cast<float>(IQ4XSScale(p, j));
+          DecodeIQ4(p + 8 + 16 * j, q);
+          for (int l = 0; l < 32; ++l) out[l] = dl * static_cast<float>(q[l]);
+        }
+      }
+      return;
     default:
       Fatal("DequantizeRow: unsupported weight type");
   }
@@ -448,6 +554,62 @@ float DotRowScalar(TensorType type, const void* w, const ActRow& x, int64_t n) {
           const int isum = Q6KScale(p, 2 * j) * DotInt16(q, xb.q) +
                            Q6KScale(p, 2 * j + 1) * DotInt16(q + 16, xb.q + 16);
           acc = BlockStep(acc, d, xb, isum);
+        }
+      }
+      return acc;
+    case TensorType::kQ5_K:
+      for (int64_t b = 0; b < nb; b += 8, p += kQ5_KBytes) {
+        for (int j = 0; j < 8; ++j) {
+          float scale, min;
+          DecodeQ5K(p, j, q, &scale, &min);
+          const BlockQ8& xb = xq[b + j];
+          acc = BlockStep(acc, scale, xb, DotInt(q, xb.q));
+          acc = MinStep(acc, -min, xb);
+        }
+      }
+      return acc;
+    case TensorType::kQ3_K:
+      for (int64_t b = 0; b < nb; b += 8, p += kQ3_KBytes) {
+        const float d = Half(p + 108);
+        int8_t sc[16];
+        Q3KScales(p + 96, sc);
+        for (int j = 0; j < 8; ++j) {
+          DecodeQ3K(p, j, q);
+          const BlockQ8& xb = xq[b + j];
+          const int isum =
+              sc[2 * j] * DotInt16(q, xb.q) + sc[2 * j + 1] * DotInt16(q + 16, xb.q + 16);
+          acc = BlockStep(acc, d, xb, isum);
+        }
+      }
+      return acc;
+    case TensorType::kQ2_K:
+      for (int64_t b = 0; b < nb; b += 8, p += kQ2_KBytes) {
+        const float d = Half(p + 80), dmin = Half(p + 82);
+        for (int j = 0; j < 8; ++j) {
+          DecodeTwoBits(p + 16, j, q);
+          const BlockQ8& xb = xq[b + j];
+          const uint8_t lo = p[2 * j], hi = p[2 * j + 1];
+          const int isum =
+              (lo & 0x0F) * DotInt16(q, xb.q) + (hi & 0x0F) * DotInt16(q + 16, xb.q + 16);
+          const int msum = (lo >> 4) * SumInt16(xb.q) + (hi >> 4) * SumInt16(xb.q + 16);
+          acc = BlockStep(acc, d, xb, isum);
+          acc = BlockStep(acc, -dmin, xb, msum);
+        }
+      }
+      return acc;
+    case TensorType::kIQ4_NL:
+      for (int64_t b = 0; b < nb; ++b, p += kIQ4_NLBytes) {
+        DecodeIQ4(p + 2, q);
+        acc = BlockStep(acc, Half(p), xq[b], DotInt(q, xq[b].q));
+      }
+      return acc;
+    case TensorType::kIQ4_XS:
+      for (int64_t b = 0; b < nb; b += 8, p += kIQ4_XSBytes) {
+        const float d = Half(p);
+        for (int j = 0; j < 8; ++j) {
+          DecodeIQ4(p + 8 + 16 * j, q);
+          const BlockQ8& xb = xq[b + j];
+          acc = BlockStep(acc, d * static_cast<float>(IQ4XSScale(p, j)), xb, DotInt(q, xb.q));
         }
       }
       return acc;

@@ -26,11 +26,20 @@
 //   acc = fma(dw_b * x.d, float(isum_b), acc)    (dw_b * x.d rounded to fp32)
 //   acc = fma(m_b, x.s, acc)                     (formats with a min only)
 // and the result is acc. qw are the signed codes: Q4_0 q - 8, Q5_0 q - 16,
-// Q4_1/Q5_1/Q4_K q, Q8_0 q; for Q6_K, isum_b = sc_lo * (sum of elements
-// 0..15) + sc_hi * (sum of 16..31) with the halves' int8 scales (exact).
-// dw_b: the block's d (fp16 -> fp32); Q4_K: d * sc_j rounded to fp32; Q6_K:
-// the super-block's d. m_b: Q4_1/Q5_1 the block's m; Q4_K: -(dmin * mn_j)
-// rounded to fp32. x is the token's BlockQ8 of the same 32 columns.
+// Q4_1/Q5_1/Q4_K/Q5_K q, Q8_0 q, IQ4_NL/IQ4_XS the table value
+// kvalues_iq4nl[q] (in [-127, 113]); for Q6_K, isum_b = sc_lo * (sum of
+// elements 0..15) + sc_hi * (sum of 16..31) with the halves' int8 scales
+// (exact), and likewise for Q3_K (qw = q - 4 unless the hmask bit is set,
+// sc the 6-bit scale - 32) and Q2_K (qw = q in [0, 3], sc the 4-bit scale).
+// dw_b: the block's d (fp16 -> fp32); Q4_K/Q5_K: d * sc_j rounded to fp32;
+// Q6_K/Q3_K/Q2_K: the super-block's d; IQ4_XS: d * (ls_j - 32) rounded to
+// fp32. m_b: Q4_1/Q5_1 the block's m; Q4_K/Q5_K: -(dmin * mn_j) rounded to
+// fp32. Q2_K has a min per 16 elements instead, so its min step is a second
+// block step on the activations' codes:
+//   msum_b = mn_lo * (sum of x.q over 0..15) + mn_hi * (sum over 16..31)
+//   acc = fma((-dmin) * x.d, float(msum_b), acc)  (after the isum_b step)
+// with the halves' 4-bit mins mn and the super-block's dmin. x is the
+// token's BlockQ8 of the same 32 columns.
 //
 // Canonical order, float weights (F32, F16, BF16): eight fp32 lanes
 // k = 0..7 start at 0 and take lane_k = fma(w_i, x_i, lane_k) for
@@ -55,7 +64,8 @@ using gguf::TensorType;
 
 // 32 activations quantized symmetrically: x[i] ~= d * q[i], q[i] in [-127, 127]
 // (the kernels rely on that range: -128 could overflow their int16 sums).
-// `s` = d * sum(q), used by formats with a per-block minimum (Q4_1, Q5_1, Q4_K).
+// `s` = d * sum(q), used by formats with a per-block minimum (Q4_1, Q5_1,
+// Q4_K, Q5_K).
 struct BlockQ8 {
   float d;
   float s;
@@ -66,7 +76,8 @@ static_assert(sizeof(BlockQ8) == 40);
 inline constexpr int64_t kQ8Block = 32;
 
 // True when the CPU kernels support `type` as a matrix weight. Supported:
-// F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K.
+// F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+// IQ4_NL, IQ4_XS.
 bool IsSupportedWeightType(TensorType type);
 
 // OK when a matrix of `type` with rows of `cols` elements can be used:
@@ -106,7 +117,8 @@ float DotRow(TensorType type, const void* w, const ActRow& x, int64_t n);
 // SameActivationsScope (below), where the AVX-512 kernels interleave once. Decode (1 token)
 // streams the rows in order; contiguous row ranges per thread suit it best.
 // x[t].q8 is required for quantized types, x[t].f32 for F32/F16/BF16; n must
-// be a multiple of 32 (and of 256 for the K-quants), see CheckWeightShape.
+// be a multiple of 32 (and of 256 for the K-quants and IQ4_XS), see
+// CheckWeightShape.
 void MatMulTile(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0,
                 int64_t r1, const ActRow* x, int64_t num_tokens, float* out, int64_t out_stride);
 

@@ -38,7 +38,8 @@
 //
 // Products never saturate: vpmaddubsw pairs are at most 2 * 15 * 127 = 3810
 // (4-bit), 2 * 31 * 127 = 7874 (5-bit), 2 * 32 * 127 = 8128 (Q6_K, via the
-// sign trick) and 2 * 128 * 127 = 32512 (Q8_0); kGroupsPerMadd bounds the
+// sign trick; Q3_K: 2 * 7 * 127, Q2_K: 2 * 3 * 127) and 2 * 128 * 127 =
+// 32512 (Q8_0; IQ4_NL/IQ4_XS: 2 * 127 * 127); kGroupsPerMadd bounds the
 // int16 sums of several groups by 32767 (8 x 3810, 4 x 7874, 4 x 8128, 1 x
 // 32512). In RowTokenTile the int16 products of Q4_0/Q5_0 with their
 // offset taken off stay within 2 * 8 * 127 and 2 * 16 * 127, and PairSums
@@ -137,6 +138,19 @@ inline __m256i SumSlots(const __m256i* s) {
   return _mm256_add_epi32(_mm256_blend_epi32(e, f, 0xF0), _mm256_permute2x128_si256(e, f, 0x21));
 }
 
+// The codes' sums S_lo (elements 0..15) and S_hi (16..31) of a token's
+// block as the int16 pair (S_lo, S_hi) in every int32 lane (|S| <= 16 * 127).
+inline __m256i HalfSumPairs(__m256i xq) {
+  __m256i s =
+      _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xq), _mm256_set1_epi16(1));
+  s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0x4E));
+  s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0xB1));  // [S_lo x4 | S_hi x4]
+  const __m256i hi = _mm256_permute2x128_si256(s, s, 0x01);
+  const __m256i pair =
+      _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(hi, 16));
+  return _mm256_broadcastd_epi32(_mm256_castsi256_si128(pair));
+}
+
 // Tree slot of row pair k and token t in RowTokenTile<F, R, T>.
 template <int R>
 constexpr int PairSlot(int k, int t) {
@@ -219,13 +233,46 @@ void RowTokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const 
     // Unrolled for the K-quants: shifts and scale positions become constants.
 #pragma GCC unroll 8
     for (int j = 0; j < F::kSubBlocks; ++j) {
-      const int64_t xb = b * F::kSubBlocks + j;
+      const int64_t xb = b * (F::kSubBlocks / Passes<F>()) + j / Passes<F>();
       const __m256i xq0 = LoadBytes32(xs[0][xb].q), xq1 = LoadBytes32(x1[xb].q);
       __m256i xoff0 = _mm256_setzero_si256(), xoff1 = _mm256_setzero_si256();
       if constexpr (F::kOffset != 0) {
         const __m256i offset = _mm256_set1_epi8(F::kOffset);
         xoff0 = _mm256_maddubs_epi16(offset, xq0);
         xoff1 = _mm256_maddubs_epi16(offset, xq1);
+      }
+      if constexpr (Passes<F>() == 2) {
+        if ((j & 1) != 0) {
+          // Q2_K's min step: mn_lo * S_lo + mn_hi * S_hi per lane, with the
+          // token's code sums S of the halves as one int16 pair, and the
+          // rows' (mn_lo, mn_hi) pairs blended into their lanes.
+          const __m256i p0 = HalfSumPairs(xq0);
+          const __m256i p = T == 2 ? _mm256_blend_epi32(p0, HalfSumPairs(xq1), 0xCC) : p0;
+          auto mp = [&](int r) { return F::MinPairs(header[r], j); };
+          __m256i m;
+          if constexpr (R == 8) {  // lanes hold rows 0 1 4 5 2 3 6 7
+            m = _mm256_blend_epi32(mp(0), mp(1), 0x02);
+            m = _mm256_blend_epi32(m, mp(4), 0x04);
+            m = _mm256_blend_epi32(m, mp(5), 0x08);
+            m = _mm256_blend_epi32(m, mp(2), 0x10);
+            m = _mm256_blend_epi32(m, mp(3), 0x20);
+            m = _mm256_blend_epi32(m, mp(6), 0x40);
+            m = _mm256_blend_epi32(m, mp(7), 0x80);
+          } else {  // rows 0 1 0 1 2 3 2 3 (tokens 0 0 1 1 0 0 1 1)
+            m = _mm256_blend_epi32(mp(0), mp(1), 0x0A);
+            m = _mm256_blend_epi32(m, mp(2), 0x50);
+            m = _mm256_blend_epi32(m, mp(3), 0xA0);
+          }
+          const __m256 isum = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, m));
+          __m128 dm[R];
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) dm[r] = F::MinScale(header[r]);
+          __m256 d, unused;
+          UnpackedScales<R>(dm, &d, &unused);
+          const __m256 scale = _mm256_mul_ps(d, TokenLanes<R>(&xs[0][xb].d, &x1[xb].d));
+          acc = _mm256_fmadd_ps(scale, isum, acc);
+          continue;
+        }
       }
       __m256i slots[4];
       __m128 dm[R];
@@ -275,7 +322,7 @@ void OneRowTile(const uint8_t* w, int64_t num_blocks, const BlockQ8* const* xs, 
     const typename F::Header header = F::Prepare(w + b * F::kBlockBytes);
 #pragma GCC unroll 8
     for (int j = 0; j < F::kSubBlocks; ++j) {
-      const int64_t xb = b * F::kSubBlocks + j;
+      const int64_t xb = b * (F::kSubBlocks / Passes<F>()) + j / Passes<F>();
       const __m256i xq0 = LoadBytes32(xs[0][xb].q), xq1 = LoadBytes32(x1[xb].q);
       __m256i xoff0 = _mm256_setzero_si256(), xoff1 = _mm256_setzero_si256();
       if constexpr (F::kOffset != 0) {
@@ -423,7 +470,32 @@ void Token8Tile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XB
       header[r] = F::Prepare(w + static_cast<size_t>(r) * row_bytes + b * F::kBlockBytes);
     }
     for (int j = 0; j < F::kSubBlocks; ++j) {
-      const XBlockFor<F>& xb = x[b * F::kSubBlocks + j];
+      const XBlockFor<F>& xb = x[b * (F::kSubBlocks / Passes<F>()) + j / Passes<F>()];
+      if constexpr (Passes<F>() == 2) {
+        if ((j & 1) != 0) {
+          // Q2_K's min step: its integer sum is mn_lo * S_lo + mn_hi * S_hi
+          // with the tokens' code sums S of the halves, formed once for all
+          // rows as int16 pairs (|S| <= 16 * 127), then one vpmaddwd a row.
+          __m256i half16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 8
+          for (int g = 0; g < 8; ++g) {
+            half16[g / 4] = _mm256_add_epi16(
+                half16[g / 4], _mm256_maddubs_epi16(_mm256_set1_epi8(1), LoadBytes32(xb.q[g])));
+          }
+          const __m256i s_lo = _mm256_madd_epi16(half16[0], _mm256_set1_epi16(1));
+          const __m256i s_hi = _mm256_madd_epi16(half16[1], _mm256_set1_epi16(1));
+          const __m256i pairs = _mm256_or_si256(_mm256_and_si256(s_lo, _mm256_set1_epi32(0xFFFF)),
+                                                _mm256_slli_epi32(s_hi, 16));
+          const __m256 xd = _mm256_loadu_ps(xb.d);
+#pragma GCC unroll 16
+          for (int r = 0; r < R; ++r) {
+            const __m256i msum = _mm256_madd_epi16(pairs, F::MinPairs(header[r], j));
+            const __m256 scale = _mm256_mul_ps(_mm256_broadcastss_ps(F::MinScale(header[r])), xd);
+            acc[r] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(msum), acc[r]);
+          }
+          continue;
+        }
+      }
       // Unpacked lanes go through memory so that each group is one broadcast load.
       alignas(32) uint8_t u[R][32];     // vpmaddubsw's unsigned operand
       alignas(32) uint8_t sign[R][32];  // signed formats: the signs of q
@@ -449,6 +521,19 @@ void Token8Tile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XB
         __m256i p16[R];
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) p16[r] = _mm256_setzero_si256();
+        // Offset formats with sub-scales (Q3_K): every row's int16 sums of
+        // these groups start at -kOffset * (their pairs of x), shared by all rows.
+        if constexpr (OffsetPerHalf<F>()) {
+          __m256i off = _mm256_setzero_si256();
+#pragma GCC unroll 8
+          for (int g = g0; g < g0 + G; ++g) {
+            off = _mm256_add_epi16(
+                off, _mm256_maddubs_epi16(_mm256_set1_epi8(F::kOffset), LoadBytes32(xb.q[g])));
+          }
+          off = _mm256_sub_epi16(_mm256_setzero_si256(), off);
+#pragma GCC unroll 16
+          for (int r = 0; r < R; ++r) p16[r] = off;
+        }
 #pragma GCC unroll 8
         for (int g = g0; g < g0 + G; ++g) {
           const __m256i xq = LoadBytes32(xb.q[g]);
@@ -472,14 +557,16 @@ void Token8Tile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XB
       }
       // Offset formats: sum((q + k) * x) - k * sum(x), exactly the signed sum.
       __m256i xoff = _mm256_setzero_si256();
-      if constexpr (F::kOffset != 0) {
+      if constexpr (F::kOffset != 0 && !OffsetPerHalf<F>()) {
         xoff = _mm256_mullo_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.sum)),
                                   _mm256_set1_epi32(F::kOffset));
       }
       const __m256 xd = _mm256_loadu_ps(xb.d);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        if constexpr (F::kOffset != 0) sum[r] = _mm256_sub_epi32(sum[r], xoff);
+        if constexpr (F::kOffset != 0 && !OffsetPerHalf<F>()) {
+          sum[r] = _mm256_sub_epi32(sum[r], xoff);
+        }
         const __m256 scale = _mm256_mul_ps(_mm256_broadcastss_ps(wb[r].dm), xd);
         acc[r] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(sum[r]), acc[r]);
         if constexpr (F::kMin) {
@@ -560,7 +647,7 @@ std::vector<X>& InterleaveScratch() {
 template <class F>
 void QuantMatMul(const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0, int64_t r1,
                  const ActRow* x, int64_t num_tokens, float* out, int64_t out_stride) {
-  const int64_t num_blocks = n / (32 * F::kSubBlocks);
+  const int64_t num_blocks = n / (32 * F::kSubBlocks / Passes<F>());
   const int64_t num_xblocks = n / 32;
   for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokenBatch) {
     const int64_t nt = std::min(kTokenBatch, num_tokens - t0);
@@ -705,10 +792,12 @@ void FloatMatMul(const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0, int6
 // ---------------------------------------------------------------------------
 // Dequantization, from the same Unpack helpers. Values equal the scalar
 // code's except that d * q + m is one fused rounding here (formats with a
-// real min: Q4_1, Q5_1, Q4_K).
+// real min: Q4_1, Q5_1, Q4_K, Q5_K). Q2_K (two passes per block) uses the
+// scalar code.
 
 template <class F>
 void DequantizeQuant(const uint8_t* p, float* out, int64_t n) {
+  static_assert(Passes<F>() == 1, "Q2_K dequantizes with the scalar code");
   for (int64_t b = 0; b < n / (32 * F::kSubBlocks); ++b, p += F::kBlockBytes) {
     const typename F::Header header = F::Prepare(p);
     for (int j = 0; j < F::kSubBlocks; ++j, out += 32) {
@@ -770,8 +859,16 @@ void DequantizeRowAvx2(TensorType type, const void* row, float* out, int64_t n) 
       return DequantizeQuant<Q4_K>(p, out, n);
     case TensorType::kQ6_K:
       return DequantizeQuant<Q6_K>(p, out, n);
+    case TensorType::kQ5_K:
+      return DequantizeQuant<Q5_K>(p, out, n);
+    case TensorType::kQ3_K:
+      return DequantizeQuant<Q3_K>(p, out, n);
+    case TensorType::kIQ4_NL:
+      return DequantizeQuant<IQ4_NL>(p, out, n);
+    case TensorType::kIQ4_XS:
+      return DequantizeQuant<IQ4_XS>(p, out, n);
     default:
-      return DequantizeRowScalar(type, row, out, n);  // F32: a copy
+      return DequantizeRowScalar(type, row, out, n);  // F32: a copy; Q2_K
   }
 }
 
@@ -846,6 +943,16 @@ void MatMulTileAvx2(TensorType type, const uint8_t* w, size_t row_bytes, int64_t
       return QuantMatMul<Q4_K>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
     case TensorType::kQ6_K:
       return QuantMatMul<Q6_K>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+    case TensorType::kQ2_K:
+      return QuantMatMul<Q2_K>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+    case TensorType::kQ3_K:
+      return QuantMatMul<Q3_K>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+    case TensorType::kQ5_K:
+      return QuantMatMul<Q5_K>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+    case TensorType::kIQ4_NL:
+      return QuantMatMul<IQ4_NL>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+    case TensorType::kIQ4_XS:
+      return QuantMatMul<IQ4_XS>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
     default:
       Fatal("MatMulTile: unsupported weight type");
   }

@@ -4,8 +4,10 @@
 //
 // What is here: the multi-token matrix kernel (2 or more tokens) for the
 // formats whose block sum is one plain integer dot product: Q4_0, Q4_1, Q5_0,
-// Q5_1, Q8_0 and Q4_K. Everything else (one token, Q6_K, the float types,
-// dequantization, QuantizeQ8) is the AVX2 kernels', which this set calls.
+// Q5_1, Q8_0, Q4_K, Q5_K, IQ4_NL and IQ4_XS. Everything else (one token;
+// Q2_K, Q3_K and Q6_K, whose sums have a scale per 16 elements; the float
+// types, dequantization, QuantizeQ8) is the AVX2 kernels', which this set
+// calls.
 //
 // Batch invariance, as in quant_avx2.cc: a vector lane always holds one
 // (row, token) pair and performs exactly the fp32 operations of the
@@ -27,7 +29,7 @@
 // vpdpbusd multiplies unsigned bytes (the broadcast weights) by signed bytes
 // (the activations, in [-127, 127]). Weights whose codes are signed or carry
 // an offset are fed as unsigned u = q + k: Q4_0 (k = 8) and Q5_0 (k = 16)
-// store them so already, Q8_0 takes q ^ 0x80 = q + 128. The chain of a block
+// store them so already, Q8_0, IQ4_NL and IQ4_XS take q ^ 0x80 = q + 128. The chain of a block
 // then starts from -k * sum(x.q) (the token's code sum, kept with the
 // interleaved activations), so that it ends at exactly sum(q * x.q): all
 // integer, no overflow (|sum(u * x)| <= 32 * 255 * 127 < 2^21).
@@ -66,7 +68,8 @@ namespace {
 template <class F>
 constexpr bool kVnniFormat =
     std::is_same_v<F, Q4_0> || std::is_same_v<F, Q4_1> || std::is_same_v<F, Q5_0> ||
-    std::is_same_v<F, Q5_1> || std::is_same_v<F, Q8_0> || std::is_same_v<F, Q4_K>;
+    std::is_same_v<F, Q5_1> || std::is_same_v<F, Q8_0> || std::is_same_v<F, Q4_K> ||
+    std::is_same_v<F, Q5_K> || std::is_same_v<F, IQ4_NL> || std::is_same_v<F, IQ4_XS>;
 
 template <class F>
 constexpr int kVnniOffset = F::kSigned ? 128 : F::kOffset;
@@ -580,6 +583,7 @@ Layout& LastLayout() {
 template <class F>
 void QuantMatMul(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0,
                  int64_t r1, const ActRow* x, int64_t num_tokens, float* out, int64_t out_stride) {
+  static_assert(Passes<F>() == 1, "one sub-block per 32 activations");
   const int64_t num_blocks = n / (32 * F::kSubBlocks);
   const int64_t num_xblocks = n / 32;
   for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokenBatch) {
@@ -683,7 +687,13 @@ void MatMulTileAvx512Vnni(TensorType type, const uint8_t* w, size_t row_bytes, i
       return QuantMatMul<Q8_0>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
     case TensorType::kQ4_K:
       return QuantMatMul<Q4_K>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    default:  // Q6_K and the float types
+    case TensorType::kQ5_K:
+      return QuantMatMul<Q5_K>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+    case TensorType::kIQ4_NL:
+      return QuantMatMul<IQ4_NL>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+    case TensorType::kIQ4_XS:
+      return QuantMatMul<IQ4_XS>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+    default:  // Q2_K, Q3_K, Q6_K (sub-scales per 16 elements) and the float types
       return MatMulTileAvx2(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
   }
 }

@@ -29,6 +29,11 @@ inline constexpr size_t kQ5_1Bytes = 24;     // d fp16 | m fp16 | qh u32 | qs[16
 inline constexpr size_t kQ8_0Bytes = 34;     // d fp16 | qs[32] int8
 inline constexpr size_t kQ4_KBytes = 144;    // d | dmin | scales[12] | qs[128]
 inline constexpr size_t kQ6_KBytes = 210;    // ql[128] | qh[64] | scales[16] int8 | d
+inline constexpr size_t kQ2_KBytes = 84;     // scales[16] (sc | mn << 4) | qs[64] | d | dmin
+inline constexpr size_t kQ3_KBytes = 110;    // hmask[32] | qs[64] | scales[12] | d
+inline constexpr size_t kQ5_KBytes = 176;    // d | dmin | scales[12] | qh[32] | qs[128]
+inline constexpr size_t kIQ4_NLBytes = 18;   // d fp16 | qs[16] (indices into kIQ4NLValues)
+inline constexpr size_t kIQ4_XSBytes = 136;  // d | scales_h u16 | scales_l[4] | qs[128]
 inline constexpr int64_t kSuperBlock = 256;  // elements of a K-quant super-block
 
 // Elements per weight block of a supported type (1 for the float types).
@@ -58,6 +63,29 @@ inline void Q4KScaleMin(const uint8_t* scales, int j, int* sc, int* mn) {
   }
 }
 
+// Q3_K's 16 signed sub-block scales (6 bits, minus 32: [-32, 31]) from its
+// 12 packed scale bytes, exactly as ggml's dequantize_row_q3_K unpacks them:
+// scale k has low 4 bits from byte k (k < 8) or the high nibble of byte k - 8,
+// and bits 4..5 from byte 8 + k % 4, bits 2 * (k / 4).
+inline void Q3KScales(const uint8_t* scales, int8_t out[16]) {
+  for (int k = 0; k < 16; ++k) {
+    const int low = k < 8 ? scales[k] & 0x0F : scales[k - 8] >> 4;
+    const int high = (scales[8 + k % 4] >> (2 * (k / 4))) & 3;
+    out[k] = static_cast<int8_t>((low | (high << 4)) - 32);
+  }
+}
+
+// IQ4_XS's 6-bit scale of sub-block j (0..7), minus 32: [-32, 31].
+inline int IQ4XSScale(const uint8_t* block, int j) {
+  const int low = (block[4 + j / 2] >> (4 * (j % 2))) & 0x0F;
+  const int high = (LoadU16(block + 2) >> (2 * j)) & 3;
+  return (low | (high << 4)) - 32;
+}
+
+// The 16 non-linear codes of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl).
+inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+
 // True when the CPU runs AVX2 and FMA instructions (and F16C, which every
 // AVX2 CPU has; it is checked too).
 bool CpuHasAvx2Fma();
@@ -76,7 +104,7 @@ void MatMulTileScalar(TensorType type, const uint8_t* w, size_t row_bytes, int64
 
 // AVX2+FMA kernels (every supported type). QuantizeQ8Avx2 produces exactly
 // the blocks QuantizeQ8Scalar does; DequantizeRowAvx2 exactly its values,
-// except for Q4_1, Q5_1 and Q4_K, where d * q + m is one fused rounding.
+// except for Q4_1, Q5_1, Q4_K and Q5_K, where d * q + m is one fused rounding.
 // MatMulTileAvx2 keeps per-thread scratch (grown once, never shrunk).
 void DequantizeRowAvx2(TensorType type, const void* row, float* out, int64_t n);
 void QuantizeQ8Avx2(const float* x, BlockQ8* out, int64_t n);
@@ -86,9 +114,9 @@ void MatMulTileAvx2(TensorType type, const uint8_t* w, size_t row_bytes, int64_t
                     int64_t out_stride);
 
 // AVX-512 VNNI kernels: MatMulTile with 2 or more tokens for Q4_0, Q4_1,
-// Q5_0, Q5_1, Q8_0 and Q4_K; every other case (one token, and a single token
-// left after groups of 16; Q6_K, the float types) is passed to
-// MatMulTileAvx2. QuantizeQ8Avx512 produces exactly
+// Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, IQ4_NL and IQ4_XS; every other case (one
+// token, and a single token left after groups of 16; Q2_K, Q3_K, Q6_K, the
+// float types) is passed to MatMulTileAvx2. QuantizeQ8Avx512 produces exactly
 // QuantizeQ8Avx2's blocks (16 lanes at a time). DequantizeRow has no AVX-512
 // variant (the set uses the AVX2 one). Same per-thread scratch as AVX2.
 void QuantizeQ8Avx512(const float* x, BlockQ8* out, int64_t n);

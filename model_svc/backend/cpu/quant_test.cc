@@ -27,9 +27,17 @@ using ::testing::HasSubstr;
 
 // Float types first, then the quantized ones.
 constexpr TensorType kAllTypes[] = {
-    TensorType::kF32,  TensorType::kF16,  TensorType::kBF16, TensorType::kQ4_0, TensorType::kQ4_1,
-    TensorType::kQ5_0, TensorType::kQ5_1, TensorType::kQ8_0, TensorType::kQ4_K, TensorType::kQ6_K,
+    TensorType::kF32,  TensorType::kF16,    TensorType::kBF16,   TensorType::kQ4_0,
+    TensorType::kQ4_1, TensorType::kQ5_0,   TensorType::kQ5_1,   TensorType::kQ8_0,
+    TensorType::kQ2_K, TensorType::kQ3_K,   TensorType::kQ4_K,   TensorType::kQ5_K,
+    TensorType::kQ6_K, TensorType::kIQ4_NL, TensorType::kIQ4_XS,
 };
+
+// Types whose blocks are 256-element super-blocks.
+bool IsSuperBlockType(TensorType type) {
+  return type == TensorType::kQ2_K || type == TensorType::kQ3_K || type == TensorType::kQ4_K ||
+         type == TensorType::kQ5_K || type == TensorType::kQ6_K || type == TensorType::kIQ4_XS;
+}
 
 std::string Name(TensorType type) {
   return std::string(gguf::FindTensorTypeTraits(static_cast<uint32_t>(type))->name);
@@ -167,8 +175,10 @@ TEST(Bf16Test, Conversions) {
 TEST(ShapeTest, SupportedTypes) {
   for (TensorType type : kAllTypes) EXPECT_TRUE(IsSupportedWeightType(type)) << Name(type);
   EXPECT_FALSE(IsSupportedWeightType(TensorType::kQ8_1));
-  EXPECT_FALSE(IsSupportedWeightType(TensorType::kQ2_K));
-  EXPECT_FALSE(IsSupportedWeightType(TensorType::kQ5_K));
+  EXPECT_FALSE(IsSupportedWeightType(TensorType::kQ8_K));
+  EXPECT_FALSE(IsSupportedWeightType(TensorType::kIQ2_XXS));
+  EXPECT_FALSE(IsSupportedWeightType(TensorType::kIQ3_S));
+  EXPECT_FALSE(IsSupportedWeightType(TensorType::kTQ2_0));
   EXPECT_FALSE(IsSupportedWeightType(static_cast<TensorType>(4)));
 }
 
@@ -191,9 +201,14 @@ TEST(ShapeTest, CheckWeightShape) {
   EXPECT_EQ(CheckWeightShape(TensorType::kQ8_0, 0).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(CheckWeightShape(TensorType::kQ8_0, -32).code(), absl::StatusCode::kInvalidArgument);
 
-  s = CheckWeightShape(TensorType::kQ2_K, 256);
+  EXPECT_TRUE(CheckWeightShape(TensorType::kQ2_K, 256).ok());
+  EXPECT_TRUE(CheckWeightShape(TensorType::kIQ4_NL, 32).ok());
+  s = CheckWeightShape(TensorType::kIQ4_XS, 576);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("Q2_K"));
+  EXPECT_THAT(s.message(), HasSubstr("IQ4_XS"));
+  s = CheckWeightShape(TensorType::kIQ2_XXS, 256);  // unsupported, named
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("IQ2_XXS"));
   s = CheckWeightShape(static_cast<TensorType>(99), 256);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("99"));
@@ -210,6 +225,11 @@ TEST(ShapeTest, RowBytes) {
   EXPECT_EQ(RowBytes(TensorType::kQ8_0, 576), 18u * 34);
   EXPECT_EQ(RowBytes(TensorType::kQ4_K, 1536), 6u * 144);
   EXPECT_EQ(RowBytes(TensorType::kQ6_K, 1536), 6u * 210);
+  EXPECT_EQ(RowBytes(TensorType::kQ2_K, 1536), 6u * 84);
+  EXPECT_EQ(RowBytes(TensorType::kQ3_K, 1536), 6u * 110);
+  EXPECT_EQ(RowBytes(TensorType::kQ5_K, 1536), 6u * 176);
+  EXPECT_EQ(RowBytes(TensorType::kIQ4_NL, 576), 18u * 18);
+  EXPECT_EQ(RowBytes(TensorType::kIQ4_XS, 1536), 6u * 136);
 }
 
 // ---------------------------------------------------------------------------
@@ -384,6 +404,130 @@ TEST(DequantizeTest, Q6_K) {
   }
 }
 
+// The new formats, checked against ggml's dequantize_row_* loops written out
+// here a second time (element order, bit positions, scale packing).
+
+TEST(DequantizeTest, Q5_K) {
+  const int sc[8] = {1, 2, 3, 4, 17, 33, 50, 63};
+  const int mn[8] = {0, 1, 2, 63, 20, 40, 5, 63};
+  std::vector<uint8_t> b(176);
+  PutHalf(&b[0], 1.0f);
+  PutHalf(&b[2], 0.5f);
+  PackQ4KScales(sc, mn, &b[4]);
+  for (int l = 0; l < 32; ++l) b[16 + l] = static_cast<uint8_t>(l * 29 + 3);  // qh
+  for (int l = 0; l < 128; ++l) b[48 + l] = static_cast<uint8_t>((l & 15) | (((l + 3) & 15) << 4));
+  const std::vector<float> y = Dequantize(TensorType::kQ5_K, b, 256);
+  // ggml: per 64 elements, scales is, is + 1; bits u1 = 1 << 2c, u2 = 2 << 2c.
+  for (int c = 0; c < 4; ++c) {
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t q = b[48 + 32 * c + l], qh = b[16 + l];
+      const int lo = (q & 15) + ((qh & (1 << (2 * c))) != 0 ? 16 : 0);
+      const int hi = (q >> 4) + ((qh & (2 << (2 * c))) != 0 ? 16 : 0);
+      EXPECT_EQ(y[64 * c + l], sc[2 * c] * lo - 0.5f * mn[2 * c]) << c << " " << l;
+      EXPECT_EQ(y[64 * c + 32 + l], sc[2 * c + 1] * hi - 0.5f * mn[2 * c + 1]) << c << " " << l;
+    }
+  }
+  EXPECT_EQ(y[0], 1.0f * (0 + 16) - 0.0f);  // qh[0] = 3: bit 0 set
+}
+
+TEST(DequantizeTest, Q3_K) {
+  std::vector<uint8_t> b(110);
+  for (int l = 0; l < 32; ++l) b[l] = static_cast<uint8_t>(l * 53 + 7);       // hmask
+  for (int l = 0; l < 64; ++l) b[32 + l] = static_cast<uint8_t>(l * 97 + 1);  // qs
+  // 16 scales (stored 6-bit, value - 32), packed as ggml's quantize_row_q3_K_ref does.
+  int stored[16];
+  for (int k = 0; k < 16; ++k) stored[k] = (k * 23 + 5) % 64;
+  for (int j = 0; j < 16; ++j) {
+    if (j < 8) {
+      b[96 + j] = static_cast<uint8_t>(stored[j] & 0xF);
+    } else {
+      b[96 + j - 8] |= static_cast<uint8_t>((stored[j] & 0xF) << 4);
+    }
+    b[96 + 8 + j % 4] |= static_cast<uint8_t>((stored[j] >> 4) << (2 * (j / 4)));
+  }
+  PutHalf(&b[108], 0.25f);
+  const std::vector<float> y = Dequantize(TensorType::kQ3_K, b, 256);
+  int e = 0, is = 0, m = 1;
+  for (int n = 0; n < 256; n += 128) {
+    int shift = 0;
+    const uint8_t* q = &b[32 + n / 4];
+    for (int j = 0; j < 4; ++j) {
+      for (int half = 0; half < 2; ++half) {
+        const float dl = 0.25f * static_cast<float>(stored[is++] - 32);
+        for (int l = 16 * half; l < 16 * half + 16; ++l, ++e) {
+          const int v = ((q[l] >> shift) & 3) - ((b[l] & m) != 0 ? 0 : 4);
+          EXPECT_EQ(y[e], dl * static_cast<float>(v)) << e;
+        }
+      }
+      shift += 2;
+      m <<= 1;
+    }
+  }
+}
+
+TEST(DequantizeTest, Q2_K) {
+  std::vector<uint8_t> b(84);
+  for (int k = 0; k < 16; ++k) b[k] = static_cast<uint8_t>(k * 37 + 11);  // sc | mn << 4
+  for (int l = 0; l < 64; ++l) b[16 + l] = static_cast<uint8_t>(l * 97 + 1);
+  PutHalf(&b[80], 0.5f);
+  PutHalf(&b[82], 0.125f);
+  const std::vector<float> y = Dequantize(TensorType::kQ2_K, b, 256);
+  int e = 0, is = 0;
+  for (int n = 0; n < 256; n += 128) {
+    const uint8_t* q = &b[16 + n / 4];
+    for (int shift = 0; shift < 8; shift += 2) {
+      for (int half = 0; half < 2; ++half) {
+        const uint8_t sc = b[is++];
+        const float dl = 0.5f * static_cast<float>(sc & 0xF);
+        const float ml = 0.125f * static_cast<float>(sc >> 4);
+        for (int l = 16 * half; l < 16 * half + 16; ++l, ++e) {
+          EXPECT_EQ(y[e], dl * static_cast<float>((q[l] >> shift) & 3) - ml) << e;
+        }
+      }
+    }
+  }
+}
+
+constexpr int kIQ4Table[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                               1,    13,   25,  38,  53,  69,  89,  113};
+
+TEST(DequantizeTest, IQ4_NL) {
+  std::vector<uint8_t> b(36);
+  PutHalf(&b[0], 0.5f);
+  PutHalf(&b[18], -2.0f);
+  for (int l = 0; l < 16; ++l) {
+    b[2 + l] = static_cast<uint8_t>(l | ((15 - l) << 4));
+    b[20 + l] = static_cast<uint8_t>(l * 17);
+  }
+  const std::vector<float> y = Dequantize(TensorType::kIQ4_NL, b, 64);
+  for (int l = 0; l < 16; ++l) {
+    EXPECT_EQ(y[l], 0.5f * kIQ4Table[l]);
+    EXPECT_EQ(y[l + 16], 0.5f * kIQ4Table[15 - l]);
+    EXPECT_EQ(y[32 + l], -2.0f * kIQ4Table[l]);
+    EXPECT_EQ(y[48 + l], -2.0f * kIQ4Table[l]);
+  }
+}
+
+TEST(DequantizeTest, IQ4_XS) {
+  std::vector<uint8_t> b(136);
+  PutHalf(&b[0], 0.25f);
+  const uint16_t scales_h = 0xB1E4;
+  std::memcpy(&b[2], &scales_h, 2);
+  const uint8_t scales_l[4] = {0x1F, 0x80, 0x3C, 0xA5};
+  std::memcpy(&b[4], scales_l, 4);
+  for (int l = 0; l < 128; ++l) b[8 + l] = static_cast<uint8_t>(l * 71 + 5);
+  const std::vector<float> y = Dequantize(TensorType::kIQ4_XS, b, 256);
+  for (int ib = 0; ib < 8; ++ib) {
+    const int ls = ((scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((scales_h >> 2 * ib) & 3) << 4);
+    const float dl = 0.25f * static_cast<float>(ls - 32);
+    for (int j = 0; j < 16; ++j) {
+      const uint8_t q = b[8 + 16 * ib + j];
+      EXPECT_EQ(y[32 * ib + j], dl * kIQ4Table[q & 0xf]) << ib << " " << j;
+      EXPECT_EQ(y[32 * ib + j + 16], dl * kIQ4Table[q >> 4]) << ib << " " << j;
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Random data.
 
@@ -415,7 +559,8 @@ std::vector<uint8_t> RandomRows(TensorType type, int64_t rows, int64_t n, std::m
         break;
       case TensorType::kQ4_0:
       case TensorType::kQ5_0:
-      case TensorType::kQ8_0: {
+      case TensorType::kQ8_0:
+      case TensorType::kIQ4_NL: {
         const size_t bytes = RowBytes(type, 32);
         for (int64_t b = 0; b < n / 32; ++b) PutHalf(row + b * bytes, scale(rng));
         break;
@@ -437,6 +582,24 @@ std::vector<uint8_t> RandomRows(TensorType type, int64_t rows, int64_t n, std::m
         break;
       case TensorType::kQ6_K:
         for (int64_t b = 0; b < n / 256; ++b) PutHalf(row + b * 210 + 208, scale(rng) * 0.1f);
+        break;
+      case TensorType::kQ5_K:
+        for (int64_t b = 0; b < n / 256; ++b) {
+          PutHalf(row + b * 176, scale(rng));
+          PutHalf(row + b * 176 + 2, scale(rng));
+        }
+        break;
+      case TensorType::kQ3_K:
+        for (int64_t b = 0; b < n / 256; ++b) PutHalf(row + b * 110 + 108, scale(rng) * 0.1f);
+        break;
+      case TensorType::kQ2_K:
+        for (int64_t b = 0; b < n / 256; ++b) {
+          PutHalf(row + b * 84 + 80, scale(rng));
+          PutHalf(row + b * 84 + 82, scale(rng));
+        }
+        break;
+      case TensorType::kIQ4_XS:
+        for (int64_t b = 0; b < n / 256; ++b) PutHalf(row + b * 136, scale(rng) * 0.01f);
         break;
       default:
         ADD_FAILURE() << "unexpected type";
@@ -513,7 +676,7 @@ std::vector<KernelSet> KernelSets() {
 }
 
 std::vector<int64_t> RowLengths(TensorType type) {
-  if (type == TensorType::kQ4_K || type == TensorType::kQ6_K) return {256, 1536};
+  if (IsSuperBlockType(type)) return {256, 1536};
   return {32, 256, 576, 1536};
 }
 
@@ -795,8 +958,8 @@ TEST_P(KernelTest, DequantizeAvx2MatchesScalar) {
   std::vector<float> fast(n), slow(n);
   internal::DequantizeRowAvx2(type, w.data(), fast.data(), n);
   internal::DequantizeRowScalar(type, w.data(), slow.data(), n);
-  const bool has_min =
-      type == TensorType::kQ4_1 || type == TensorType::kQ5_1 || type == TensorType::kQ4_K;
+  const bool has_min = type == TensorType::kQ4_1 || type == TensorType::kQ5_1 ||
+                       type == TensorType::kQ4_K || type == TensorType::kQ5_K;
   float max_abs = 0;
   for (float v : slow) max_abs = std::max(max_abs, std::fabs(v));
   for (int64_t i = 0; i < n; ++i) {
@@ -817,8 +980,7 @@ TEST_P(QuantKernelTest, ExtremeCodesDoNotOverflow) {
   const TensorType type = GetParam();
   const int64_t n = 512;
   const size_t row_bytes = RowBytes(type, n);
-  const size_t block_bytes =
-      RowBytes(type, type == TensorType::kQ4_K || type == TensorType::kQ6_K ? 256 : 32);
+  const size_t block_bytes = RowBytes(type, IsSuperBlockType(type) ? 256 : 32);
   // Even rows: all code bytes 0x00, odd rows: all 0xFF (Q8_0: -128 and 127);
   // 16 rows fill every row tile of the kernels.
   constexpr int kRows = 16;
@@ -837,9 +999,18 @@ TEST_P(QuantKernelTest, ExtremeCodesDoNotOverflow) {
           PutHalf(p + off + 2, -1.0f / 8);
           break;
         case TensorType::kQ4_K:
+        case TensorType::kQ5_K:
           PutHalf(p + off, 1.0f / 64);
           PutHalf(p + off + 2, 1.0f / 256);
           std::memset(p + off + 4, 0xFF, 12);  // sc = mn = 63
+          break;
+        case TensorType::kQ3_K:  // codes -4 (even rows) or 3, scales -32 or 31
+          PutHalf(p + off + 108, 1.0f / 64);
+          break;
+        case TensorType::kQ2_K:            // codes 0 or 3
+          std::memset(p + off, 0xFF, 16);  // sc = mn = 15
+          PutHalf(p + off + 80, 1.0f / 64);
+          PutHalf(p + off + 82, 1.0f / 256);
           break;
         case TensorType::kQ6_K:
           std::memset(p + off + 192, even ? 0x80 : 0x7F, 16);  // scales -128 / 127

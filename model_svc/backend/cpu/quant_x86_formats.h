@@ -95,15 +95,27 @@ inline __m256i FifthBits(const uint8_t* qh) {
 //   kSubBlocks, kBlockBytes: 32-element blocks per weight block, its bytes;
 //   kSigned: lanes are signed (Q8_0, Q6_K): vpmaddubsw gets |q| and the
 //     activations take the signs of q; otherwise lanes are unsigned;
-//   kOffset: unsigned lanes hold q + kOffset (Q4_0: 8, Q5_0: 16); the kernels
-//     subtract kOffset * sum(x.q), so the integer sum is exactly that of the
-//     signed codes, as in the scalar code;
+//   kOffset: unsigned lanes hold q + kOffset (Q4_0: 8, Q5_0: 16, Q3_K: 4);
+//     the kernels subtract kOffset * sum(x.q), so the integer sum is exactly
+//     that of the signed codes, as in the scalar code;
+//   kSubScales (optional, default false): an offset format whose halves have
+//     their own sub-scales (Q3_K), so the offset must come off the int16
+//     sums of each half, before their sub-scales multiply them;
 //   kMin: the block adds `m` to every weight (w = d * q + m), which adds the
 //     float term m * x.s per block;
 //   kHalfHeader: the block starts with d as fp16, then (kMin formats) m;
 //   kGroupsPerMadd: 4-element groups whose vpmaddubsw sums fit in int16;
 //   Header Prepare(const uint8_t* block): what the sub-blocks share;
-//   WeightBlock Unpack(const Header&, int j): sub-block j.
+//   WeightBlock Unpack(const Header&, int j): sub-block j;
+//   kPasses (optional, default 1): sub-blocks per 32 activations. Q2_K has
+//     2: sub-block 2i is block i's codes, 2i + 1 its min step (all-ones codes
+//     with the mins as sub-scales and -dmin as d), which the kernels run as
+//     a second block step on the same activations (quant.h); RowTokenTile
+//     and Token8Tile form that step's integer sum from the activations' half
+//     sums and F::MinPairs instead (OneRowTile and dequantization do not).
+//
+// Decoding tables and bit positions follow ggml's block layouts
+// (quant_internal.h lists them).
 
 struct WeightBlock {
   __m256i q;  // 32 lanes, element order
@@ -272,6 +284,210 @@ struct Q6_K {
     return {q, LoadHalf1(p + 208), sub_scales};
   }
 };
+
+// Q4_K's Header with Q5_K's 5th bits: same d, dmin and scale bytes; qh[32]
+// at 16, qs[128] at 48.
+struct Q5_K {
+  static constexpr int kSubBlocks = 8;
+  static constexpr size_t kBlockBytes = kQ5_KBytes;
+  static constexpr bool kSigned = false;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = true;
+  static constexpr bool kHalfHeader = false;
+  static constexpr int kGroupsPerMadd = 4;
+  struct Header {
+    Q4_K::Header k4;  // k4.qs points at qs
+    const uint8_t* qh;
+  };
+  static Header Prepare(const uint8_t* p) {
+    Header h{Q4_K::Prepare(p), p + 16};
+    h.k4.qs = p + 48;
+    return h;
+  }
+  // Q4_K's nibbles plus bit j of qh[l] moved to bit 4 of lane l (a 16-bit
+  // shift by at most 4 keeps it within its byte once masked).
+  static WeightBlock Unpack(const Header& h, int j) {
+    WeightBlock wb = Q4_K::Unpack(h.k4, j);
+    __m256i high = LoadBytes32(h.qh);
+    if (j < 4) {
+      high = _mm256_sll_epi16(high, _mm_cvtsi32_si128(4 - j));
+    } else if (j > 4) {
+      high = _mm256_srl_epi16(high, _mm_cvtsi32_si128(j - 4));
+    }
+    wb.q = _mm256_or_si256(wb.q, _mm256_and_si256(high, _mm256_set1_epi8(0x10)));
+    return wb;
+  }
+};
+
+// The pair (scales[2j], scales[2j+1]) of 16 int16 scales (int32 lane j of
+// `scales`) as vpmaddwd multipliers: the first in the low 128 bits, the
+// second in the high 128 bits (Q6_K, Q3_K, Q2_K).
+inline __m256i HalvesScales(__m256i scales, int j) {
+  const __m256i pair = _mm256_permutevar8x32_epi32(scales, _mm256_set1_epi32(j));
+  return _mm256_shuffle_epi8(pair, _mm256_set_epi64x(0x0302030203020302, 0x0302030203020302,
+                                                     0x0100010001000100, 0x0100010001000100));
+}
+
+// The 2-bit codes of elements 32j..32j+31 (Q2_K, Q3_K): qs[32 * (j / 4)..]
+// shifted right by 2 * (j % 4), masked.
+inline __m256i TwoBits(const uint8_t* qs, int j) {
+  __m256i v = LoadBytes32(qs + 32 * (j >> 2));
+  if ((j & 3) != 0) v = _mm256_srl_epi16(v, _mm_cvtsi32_si128(2 * (j & 3)));
+  return _mm256_and_si256(v, _mm256_set1_epi8(3));
+}
+
+struct Q3_K {
+  static constexpr int kSubBlocks = 8;
+  static constexpr size_t kBlockBytes = kQ3_KBytes;
+  static constexpr bool kSigned = false;
+  static constexpr int kOffset = 4;
+  static constexpr bool kSubScales = true;
+  static constexpr bool kMin = false;
+  static constexpr bool kHalfHeader = false;
+  static constexpr int kGroupsPerMadd = 4;
+  struct Header {
+    const uint8_t* p;
+    __m256i scales;  // the 16 scales - 32 as int16: int32 lane j = scales 2j, 2j+1
+    __m128 d;        // [d, -, -, -]
+  };
+  static Header Prepare(const uint8_t* p) {
+    // Q3KScales with 32-bit words (ggml's kmask arithmetic).
+    uint32_t a[4];
+    std::memcpy(a, p + 96, 12);
+    const uint32_t t = a[2];
+    a[2] = ((a[0] >> 4) & 0x0F0F0F0F) | (((t >> 4) & 0x03030303) << 4);
+    a[3] = ((a[1] >> 4) & 0x0F0F0F0F) | (((t >> 6) & 0x03030303) << 4);
+    a[0] = (a[0] & 0x0F0F0F0F) | ((t & 0x03030303) << 4);
+    a[1] = (a[1] & 0x0F0F0F0F) | (((t >> 2) & 0x03030303) << 4);
+    const __m128i bytes =
+        _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a)), _mm_set1_epi8(32));
+    return {p, _mm256_cvtepi8_epi16(bytes), LoadHalf1(p + 108)};
+  }
+  // Lanes q + 4 in [0, 7]: the 2-bit code, plus 4 where bit j of hmask[l] is
+  // set (moved to bit 2; a 16-bit shift keeps it within its byte once masked).
+  static WeightBlock Unpack(const Header& h, int j) {
+    const __m256i low = TwoBits(h.p + 32, j);
+    __m256i high = LoadBytes32(h.p);
+    if (j < 2) {
+      high = _mm256_sll_epi16(high, _mm_cvtsi32_si128(2 - j));
+    } else if (j > 2) {
+      high = _mm256_srl_epi16(high, _mm_cvtsi32_si128(j - 2));
+    }
+    const __m256i q = _mm256_or_si256(low, _mm256_and_si256(high, _mm256_set1_epi8(4)));
+    return {q, h.d, HalvesScales(h.scales, j)};
+  }
+};
+
+struct Q2_K {
+  static constexpr int kSubBlocks = 16;  // 8 blocks of 32, two passes each
+  static constexpr int kPasses = 2;
+  static constexpr size_t kBlockBytes = kQ2_KBytes;
+  static constexpr bool kSigned = false;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = false;
+  static constexpr bool kHalfHeader = false;
+  static constexpr int kGroupsPerMadd = 4;
+  struct Header {
+    const uint8_t* p;
+    __m256i scales;   // the 16 4-bit scales as int16 (pairs as in Q3_K)
+    __m256i mins;     // the 16 4-bit mins as int16
+    __m128 d;         // [d, -, -, -]
+    __m128 neg_dmin;  // [-dmin, -, -, -]
+  };
+  static Header Prepare(const uint8_t* p) {
+    const __m256i sm = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m128 d = LoadHalf2(p + 80);  // [d, dmin]
+    return {p, _mm256_and_si256(sm, _mm256_set1_epi16(0x0F)), _mm256_srli_epi16(sm, 4), d,
+            _mm_xor_ps(_mm_movehdup_ps(d), _mm_set1_ps(-0.0f))};
+  }
+  // Sub-block 2i: the codes of block i with its scales; 2i + 1: ones with its
+  // mins, scaled by -dmin.
+  static WeightBlock Unpack(const Header& h, int j) {
+    if ((j & 1) == 0) return {TwoBits(h.p + 16, j >> 1), h.d, HalvesScales(h.scales, j >> 1)};
+    return {_mm256_set1_epi8(1), h.neg_dmin, HalvesScales(h.mins, j >> 1)};
+  }
+  // For min sub-block j (odd): the int16 pair (mn_lo, mn_hi) in every int32
+  // lane, and [-dmin, ...] (Token8Tile's shortcut for the min step).
+  static __m256i MinPairs(const Header& h, int j) {
+    return _mm256_permutevar8x32_epi32(h.mins, _mm256_set1_epi32(j >> 1));
+  }
+  static __m128 MinScale(const Header& h) { return h.neg_dmin; }
+};
+
+// IQ4_NL / IQ4_XS: 16 bytes of nibbles -> their kIQ4NLValues, element order.
+inline __m256i IQ4Values(const uint8_t* qs) {
+  const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues)));
+  return _mm256_shuffle_epi8(table, SplitNibbles(qs));
+}
+
+struct IQ4_NL {
+  static constexpr int kSubBlocks = 1;
+  static constexpr size_t kBlockBytes = kIQ4_NLBytes;
+  static constexpr bool kSigned = true;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = false;
+  static constexpr bool kHalfHeader = true;
+  static constexpr int kGroupsPerMadd = 1;
+  using Header = const uint8_t*;
+  static Header Prepare(const uint8_t* p) { return p; }
+  static WeightBlock Unpack(Header p, int) { return {IQ4Values(p + 2), LoadHalf1(p)}; }
+};
+
+struct IQ4_XS {
+  static constexpr int kSubBlocks = 8;
+  static constexpr size_t kBlockBytes = kIQ4_XSBytes;
+  static constexpr bool kSigned = true;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = false;
+  static constexpr bool kHalfHeader = false;
+  static constexpr int kGroupsPerMadd = 1;
+  struct Header {
+    const uint8_t* qs;
+    float d[8];  // sub-block j: d * (ls_j - 32)
+  };
+  static Header Prepare(const uint8_t* p) {
+    // ls_j: nibble j % 2 of scales_l[j / 2] | 2 bits 2j of scales_h << 4.
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i low =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(LoadU32(p + 4))),
+                                           _mm256_slli_epi32(lane, 2)),  // 4j: byte j/2, nibble j%2
+                         _mm256_set1_epi32(0x0F));
+    const __m256i high = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(LoadU16(p + 2)), _mm256_slli_epi32(lane, 1)),
+        _mm256_set1_epi32(3));
+    const __m256i ls =
+        _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
+    Header h;
+    h.qs = p + 8;
+    _mm256_storeu_ps(h.d,
+                     _mm256_mul_ps(_mm256_cvtepi32_ps(ls), _mm256_broadcastss_ps(LoadHalf1(p))));
+    return h;
+  }
+  static WeightBlock Unpack(const Header& h, int j) {
+    return {IQ4Values(h.qs + 16 * j), _mm_load_ss(&h.d[j])};
+  }
+};
+
+// F::kSubScales for an offset format, false when absent.
+template <class F>
+constexpr bool OffsetPerHalf() {
+  if constexpr (requires { F::kSubScales; }) {
+    return F::kSubScales && F::kOffset != 0;
+  } else {
+    return false;
+  }
+}
+
+// Sub-blocks of F per 32 activations (F::kPasses, 1 when absent).
+template <class F>
+constexpr int Passes() {
+  if constexpr (requires { F::kPasses; }) {
+    return F::kPasses;
+  } else {
+    return 1;
+  }
+}
 
 }  // namespace
 }  // namespace llm::cpu::internal

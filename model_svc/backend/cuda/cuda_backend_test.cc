@@ -159,10 +159,11 @@ TEST_F(OpParity, RmsNorm) {
 }
 
 TEST_F(OpParity, MatMulEveryWeightType) {
-  const TensorType types[] = {TensorType::kF32,  TensorType::kF16,  TensorType::kBF16,
-                              TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0,
-                              TensorType::kQ5_1, TensorType::kQ8_0, TensorType::kQ4_K,
-                              TensorType::kQ6_K};
+  const TensorType types[] = {TensorType::kF32,  TensorType::kF16,    TensorType::kBF16,
+                              TensorType::kQ4_0, TensorType::kQ4_1,   TensorType::kQ5_0,
+                              TensorType::kQ5_1, TensorType::kQ8_0,   TensorType::kQ2_K,
+                              TensorType::kQ3_K, TensorType::kQ4_K,   TensorType::kQ5_K,
+                              TensorType::kQ6_K, TensorType::kIQ4_NL, TensorType::kIQ4_XS};
   for (TensorType type : types) {
     for (int64_t rows : {1, 5, 33}) {
       for (auto [out_features, in_features] :

@@ -209,8 +209,10 @@ TEST(CudaModel, F16LogitsMatchCpu) {
 
 TEST(CudaModel, QuantizedLogitsMatchCpu) {
   SKIP_WITHOUT_CUDA();
-  for (TensorType type : {TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0,
-                          TensorType::kQ8_0, TensorType::kQ4_K, TensorType::kQ6_K}) {
+  for (TensorType type :
+       {TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0, TensorType::kQ8_0,
+        TensorType::kQ2_K, TensorType::kQ3_K, TensorType::kQ4_K, TensorType::kQ5_K,
+        TensorType::kQ6_K, TensorType::kIQ4_NL, TensorType::kIQ4_XS}) {
     ExpectPrefillClose(SmallSpec(type), 5e-2);
   }
 }
