@@ -65,9 +65,9 @@ TensorType TypeByName(const std::string& name) {
 // F32 only the f16 KV cache; F16 and BF16 weights, activations rounded to
 // that type by llama.cpp (we keep them in fp32); quantized weights,
 // activations rounded to its Q8 blocks (ours to our own blocks of 32), for
-// the K-quants its Q8_K blocks of 256 with one scale, coarser still.
-// Measured: F32 <= 1.0e-3, F16 1.8e-3, BF16 8.1e-3, Q4_0 .. Q8_0 <= 2.8e-2,
-// Q4_K 4.3e-2, Q6_K 4.9e-2.
+// the K-quants and IQ4_XS its Q8_K blocks of 256 with one scale, coarser
+// still. Measured: F32 <= 1.0e-3, F16 1.8e-3, BF16 8.1e-3, Q4_0 .. Q8_0 and
+// IQ4_NL <= 2.8e-2, Q2_K .. Q6_K and IQ4_XS 3.9e-2 .. 5.1e-2.
 double Tolerance(TensorType type) {
   switch (type) {
     case TensorType::kF32:
@@ -76,8 +76,12 @@ double Tolerance(TensorType type) {
       return 1e-2;
     case TensorType::kBF16:
       return 3e-2;
+    case TensorType::kQ2_K:
+    case TensorType::kQ3_K:
     case TensorType::kQ4_K:
+    case TensorType::kQ5_K:
     case TensorType::kQ6_K:
+    case TensorType::kIQ4_XS:
       return 7e-2;
     default:
       return 5e-2;
@@ -139,16 +143,29 @@ TEST(FamiliesLlamaCppTest, LogitsMatchLlamaCppOnRandomModels) {
     for (const Logits& l : out) ours.push_back(l.values);
     const auto theirs = m["logits"].get<std::vector<std::vector<float>>>();
     ASSERT_EQ(theirs.size(), ours.size());
+    // Top-1: equal, or a near-tie: llama.cpp's best two logits closer than
+    // twice the largest difference between us at that position (which no
+    // tolerance can settle).
     int top1 = 0;
     for (size_t t = 0; t < ours.size(); ++t) {
-      top1 += Argmax(out[t]) ==
-              std::max_element(theirs[t].begin(), theirs[t].end()) - theirs[t].begin();
+      const auto& row = theirs[t];
+      const int64_t best = std::max_element(row.begin(), row.end()) - row.begin();
+      if (Argmax(out[t]) == best) {
+        ++top1;
+        continue;
+      }
+      float second = -INFINITY, diff = 0;
+      for (size_t j = 0; j < row.size(); ++j) {
+        if (static_cast<int64_t>(j) != best) second = std::max(second, row[j]);
+        diff = std::max(diff, std::fabs(ours[t][j] - row[j]));
+      }
+      EXPECT_LT(row[best] - second, 2 * diff) << "position " << t << " is not a near-tie";
     }
     const double err = WorstRelativeError(ours, theirs);
-    std::printf("%-6s %-4s worst relative error %.2e, top-1 %d/%zu\n", arch.c_str(), type.c_str(),
+    std::printf("%-6s %-6s worst relative error %.2e, top-1 %d/%zu\n", arch.c_str(), type.c_str(),
                 err, top1, ours.size());
-    EXPECT_LT(err, Tolerance(spec.matrix_type));  // measured: at most 1.0e-3 and 2.5e-2
-    EXPECT_GE(top1, static_cast<int>(ours.size()) - 1);
+    EXPECT_LT(err, Tolerance(spec.matrix_type));
+    EXPECT_GE(top1, static_cast<int>(ours.size()) * 8 / 10);
   }
 }
 

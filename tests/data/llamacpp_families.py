@@ -7,7 +7,8 @@ For each family of model_svc/model/architecture.h, writes a small model with
 context and five through a window of 8 positions; phi3 also with Phi-3
 128k's long/short RoPE factors, --rope_orig_context 16 and 100000; qwen2
 and llama also with YaRN, factor 4 over an original context of 8; llama in
-every weight type, d_model 256), evaluates TOKENS with
+every weight type, d_model 256: F16, BF16, Q4_0 .. Q8_0, Q2_K .. Q6_K,
+IQ4_NL, IQ4_XS), evaluates TOKENS with
 llama.cpp in one batch (its default f16 KV cache, 2 threads) and records the
 logits of every position. model_svc/model/families_llamacpp_test.cc writes
 the same files in-process and compares.
@@ -40,7 +41,8 @@ TYPES = ["f32", "q8_0"]
 LONGROPE = [16, 100000]
 # Every weight type llm-random-model writes, on llama (d_model 256 and FFN 512:
 # the K-quants' rows are multiples of 256), the embedding in the same type.
-ALL_TYPES = ["f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_k", "q6_k"]
+ALL_TYPES = ["f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k",
+             "q6_k", "iq4_nl", "iq4_xs"]
 # YaRN (rope.scaling.type yarn, factor 4, original context 8) on qwen2 and
 # llama: the 20 positions run past the original context.
 YARN = ["qwen2", "llama"]
