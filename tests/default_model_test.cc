@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "model_svc/engine/loader.h"
 #include "nlohmann/json.hpp"
+#include "tests/llamacpp_reference.h"
 #include "tokenizer_svc/gguf_vocab_loader.h"
 #include "tokenizer_svc/tokenizer.h"
 
@@ -29,11 +30,7 @@ std::string ModelPath() {
   return llm::testing::SourceDir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
-nlohmann::json Reference() {
-  auto text = ReadFileToString(llm::testing::SourceDir() + "/tests/data/llamacpp_reference.json");
-  EXPECT_TRUE(text.ok()) << text.status();
-  return nlohmann::json::parse(*text);
-}
+nlohmann::json Reference() { return llm::testing::LlamaCppReference("llamacpp_reference.json"); }
 
 class DefaultModelTest : public ::testing::Test {
  protected:
@@ -212,11 +209,7 @@ TEST_F(DefaultModelTest, PerplexityWithinOnePercentOfLlamaCpp) {
   r.all_logits = true;
   auto result = engine_->Append(r);
   ASSERT_TRUE(result.ok()) << result.status();
-  double nll = 0;
-  for (size_t j = 0; j + 1 < r.tokens.size(); ++j) {
-    nll += result->logits[j].log_sum_exp - result->logits[j].values[r.tokens[j + 1]];
-  }
-  const double ppl = std::exp(nll / static_cast<double>(r.tokens.size() - 1));
+  const double ppl = llm::testing::Perplexity(result->logits, r.tokens);
   const nlohmann::json& theirs = ref["perplexity"];
   std::printf("perplexity: ours %.4f, llama.cpp %.4f (decode path %.4f, flash attention %.4f)\n",
               ppl, theirs["prefill"].get<double>(), theirs["decode_path"].get<double>(),

@@ -25,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "model_svc/engine/loader.h"
 #include "nlohmann/json.hpp"
+#include "tests/llamacpp_reference.h"
 
 namespace llm {
 namespace {
@@ -32,10 +33,7 @@ namespace {
 std::string ModelPath() { return llm::testing::SourceDir() + "/models/gemma-3-270m-q4_k_m.gguf"; }
 
 nlohmann::json Reference() {
-  auto text =
-      ReadFileToString(llm::testing::SourceDir() + "/tests/data/llamacpp_reference_gemma3.json");
-  EXPECT_TRUE(text.ok()) << text.status();
-  return nlohmann::json::parse(*text);
+  return llm::testing::LlamaCppReference("llamacpp_reference_gemma3.json");
 }
 
 class Gemma3ModelTest : public ::testing::Test {
@@ -82,11 +80,7 @@ TEST_F(Gemma3ModelTest, PerplexityWithinOnePercentOfLlamaCpp) {
   r.all_logits = true;
   auto result = engine_->Append(r);
   ASSERT_TRUE(result.ok()) << result.status();
-  double nll = 0;
-  for (size_t j = 0; j + 1 < r.tokens.size(); ++j) {
-    nll += result->logits[j].log_sum_exp - result->logits[j].values[r.tokens[j + 1]];
-  }
-  const double ppl = std::exp(nll / static_cast<double>(r.tokens.size() - 1));
+  const double ppl = llm::testing::Perplexity(result->logits, r.tokens);
   const double theirs = ref["perplexity"].get<double>();
   std::printf("perplexity: ours %.4f, llama.cpp %.4f (decode path %.4f, flash attention %.4f)\n",
               ppl, theirs, ref["perplexity_decode_path"].get<double>(),

@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "common/mapped_file.h"
 #include "common/strings.h"
@@ -284,6 +285,17 @@ const TensorTypeTraits* FindTensorTypeTraits(uint32_t ggml_type) {
       return &kQ2_0Traits;
   }
   return nullptr;
+}
+
+std::optional<TensorType> FindTensorTypeByName(std::string_view name) {
+  for (uint32_t id = 0; id < 64; ++id) {
+    const TensorTypeTraits* t = FindTensorTypeTraits(id);
+    if (t != nullptr && absl::EqualsIgnoreCase(absl::string_view(t->name.data(), t->name.size()),
+                                               absl::string_view(name.data(), name.size()))) {
+      return static_cast<TensorType>(id);
+    }
+  }
+  return std::nullopt;
 }
 
 // ---------------------------------------------------------------------------

@@ -26,6 +26,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -105,6 +106,8 @@ struct TensorTypeTraits {
 
 // Traits of a known tensor type, or nullptr for an unknown or removed id.
 const TensorTypeTraits* FindTensorTypeTraits(uint32_t ggml_type);
+// The type named `name` in any case ("q4_k", "BF16"), or nullopt.
+std::optional<TensorType> FindTensorTypeByName(std::string_view name);
 
 // One metadata value. Scalars are decoded; strings and arrays are views into
 // the file. Accessors return InvalidArgument naming `key` on a type mismatch.

@@ -18,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "common/gguf/gguf.h"
 #include "common/mapped_file.h"
 #include "common/test_paths.h"
@@ -47,18 +46,6 @@ double WorstRelativeError(const std::vector<std::vector<float>>& ours,
     worst = std::max(worst, diff / scale);
   }
   return worst;
-}
-
-// "q4_k" -> kQ4_K.
-TensorType TypeByName(const std::string& name) {
-  for (uint32_t id = 0; id < 64; ++id) {
-    const gguf::TensorTypeTraits* t = gguf::FindTensorTypeTraits(id);
-    if (t != nullptr && absl::EqualsIgnoreCase(std::string(t->name), name)) {
-      return static_cast<TensorType>(id);
-    }
-  }
-  ADD_FAILURE() << "unknown type " << name;
-  return TensorType::kF32;
 }
 
 // How far llama.cpp's own rounding puts its logits from ours (relative):
@@ -100,7 +87,9 @@ TEST(FamiliesLlamaCppTest, LogitsMatchLlamaCppOnRandomModels) {
     // What llm-random-model writes for --shape small --architecture ARCH
     // --type TYPE --seed 7 (--layers).
     testing::RandomModelSpec spec = testing::ArchitectureSpec(arch);
-    spec.matrix_type = TypeByName(type);
+    const std::optional<TensorType> matrix_type = gguf::FindTensorTypeByName(type);
+    ASSERT_TRUE(matrix_type.has_value()) << type;
+    spec.matrix_type = *matrix_type;
     if (!spec.tied) spec.embd_type = spec.matrix_type;
     spec.layers = m["layers"];
     spec.d_model = m.value("d_model", spec.d_model);

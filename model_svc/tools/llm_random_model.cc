@@ -21,10 +21,10 @@
 // about 10 ns per weight on one core.
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "absl/strings/match.h"
 #include "common/flags.h"
 #include "common/gguf/gguf.h"
 #include "model_svc/model/architecture.h"
@@ -57,19 +57,6 @@ constexpr char kUsage[] =
 
 using llm::gguf::TensorType;
 using llm::model::testing::RandomModelSpec;
-
-// A GGUF tensor type by its name, any case ("q4_1", "BF16").
-bool ParseType(const std::string& name, TensorType* type) {
-  for (uint32_t id = 0; id < 64; ++id) {
-    const llm::gguf::TensorTypeTraits* traits = llm::gguf::FindTensorTypeTraits(id);
-    if (traits != nullptr &&
-        absl::EqualsIgnoreCase(absl::string_view(traits->name.data(), traits->name.size()), name)) {
-      *type = static_cast<TensorType>(id);
-      return true;
-    }
-  }
-  return false;
-}
 
 }  // namespace
 
@@ -122,7 +109,10 @@ int main(int argc, char** argv) {
   }
   spec.no_vocab_key = true;
   if (!absl::GetFlag(FLAGS_type).empty()) {
-    if (!ParseType(absl::GetFlag(FLAGS_type), &spec.matrix_type)) {
+    const std::optional<TensorType> type =
+        llm::gguf::FindTensorTypeByName(absl::GetFlag(FLAGS_type));
+    if (type.has_value()) spec.matrix_type = *type;
+    if (!type.has_value()) {
       std::fprintf(stderr, "llm-random-model: unknown --type %s\n",
                    absl::GetFlag(FLAGS_type).c_str());
       return 2;

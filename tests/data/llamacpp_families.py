@@ -49,6 +49,20 @@ YARN = ["qwen2", "llama"]
 TOKENS = [1, 17, 300, 42, 511, 8, 99, 250, 3, 77, 401, 12, 64, 128, 5, 333, 21, 90, 450, 6]
 
 
+def record(tool, tmp, name, tool_args, fields, decimals=5):
+    """Writes a model with llm-random-model TOOL_ARGS, evaluates TOKENS with
+    llama.cpp and returns FIELDS plus the logits of every position."""
+    path = os.path.join(tmp, name + ".gguf")
+    subprocess.run([tool, "--shape", "small", "--seed", "7", *tool_args, "--out", path],
+                   check=True, stdout=subprocess.DEVNULL)
+    llm = Llama(model_path=path, n_ctx=64, n_batch=64, n_threads=2, logits_all=True,
+                verbose=False, seed=0)
+    llm.eval(TOKENS)
+    logits = np.array(llm.scores[:len(TOKENS)], dtype=np.float32)
+    del llm
+    return {**fields, "logits": [[round(float(v), decimals) for v in row] for row in logits]}
+
+
 def main():
     tool = sys.argv[1]
     out = {
@@ -59,79 +73,34 @@ def main():
         "tokens": TOKENS,
         "models": [],
     }
+    models = out["models"]
     with tempfile.TemporaryDirectory() as tmp:
         for arch in FAMILIES:
+            layers = 6 if arch == "gemma3" else 2
             for type_name in TYPES:
-                path = os.path.join(tmp, f"{arch}-{type_name}.gguf")
-                args = [tool, "--shape", "small", "--architecture", arch, "--type", type_name,
-                        "--seed", "7", "--out", path]
-                if arch == "gemma3":
-                    args += ["--layers", "6"]
-                subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
-                llm = Llama(model_path=path, n_ctx=64, n_batch=64, n_threads=2,
-                            logits_all=True, verbose=False, seed=0)
-                llm.eval(TOKENS)
-                logits = np.array(llm.scores[:len(TOKENS)], dtype=np.float32)
-                out["models"].append({
-                    "architecture": arch,
-                    "type": type_name,
-                    "layers": 6 if arch == "gemma3" else 2,
-                    "logits": [[round(float(v), 5) for v in row] for row in logits],
-                })
-                del llm
+                models.append(record(
+                    tool, tmp, f"{arch}-{type_name}",
+                    ["--architecture", arch, "--type", type_name, "--layers", str(layers)],
+                    {"architecture": arch, "type": type_name, "layers": layers}))
         for orig in LONGROPE:
-            path = os.path.join(tmp, f"phi3-longrope-{orig}.gguf")
-            subprocess.run([tool, "--shape", "small", "--architecture", "phi3", "--type", "f32",
-                            "--seed", "7", "--rope_orig_context", str(orig), "--out", path],
-                           check=True, stdout=subprocess.DEVNULL)
-            llm = Llama(model_path=path, n_ctx=64, n_batch=64, n_threads=2,
-                        logits_all=True, verbose=False, seed=0)
-            llm.eval(TOKENS)
-            logits = np.array(llm.scores[:len(TOKENS)], dtype=np.float32)
-            out["models"].append({
-                "architecture": "phi3",
-                "type": "f32",
-                "layers": 2,
-                "rope_orig_context": orig,
-                "logits": [[round(float(v), 5) for v in row] for row in logits],
-            })
-            del llm
+            models.append(record(
+                tool, tmp, f"phi3-longrope-{orig}",
+                ["--architecture", "phi3", "--type", "f32", "--rope_orig_context", str(orig)],
+                {"architecture": "phi3", "type": "f32", "layers": 2, "rope_orig_context": orig}))
         for type_name in ALL_TYPES:
-            path = os.path.join(tmp, f"llama-256-{type_name}.gguf")
-            subprocess.run([tool, "--shape", "small", "--architecture", "llama", "--type", type_name,
-                            "--seed", "7", "--d_model", "256", "--ff", "512", "--out", path],
-                           check=True, stdout=subprocess.DEVNULL)
-            llm = Llama(model_path=path, n_ctx=64, n_batch=64, n_threads=2,
-                        logits_all=True, verbose=False, seed=0)
-            llm.eval(TOKENS)
-            logits = np.array(llm.scores[:len(TOKENS)], dtype=np.float32)
-            out["models"].append({
-                "architecture": "llama",
-                "type": type_name,
-                "layers": 2,
-                "d_model": 256,
-                "ff": 512,
-                "logits": [[round(float(v), 4) for v in row] for row in logits],
-            })
-            del llm
+            models.append(record(
+                tool, tmp, f"llama-256-{type_name}",
+                ["--architecture", "llama", "--type", type_name, "--d_model", "256",
+                 "--ff", "512"],
+                {"architecture": "llama", "type": type_name, "layers": 2, "d_model": 256,
+                 "ff": 512}, decimals=4))
         for arch in YARN:
-            path = os.path.join(tmp, f"{arch}-yarn.gguf")
-            subprocess.run([tool, "--shape", "small", "--architecture", arch, "--type", "f32",
-                            "--seed", "7", "--rope_scaling", "yarn", "--rope_scaling_factor", "4",
-                            "--rope_orig_context", "8", "--out", path],
-                           check=True, stdout=subprocess.DEVNULL)
-            llm = Llama(model_path=path, n_ctx=64, n_batch=64, n_threads=2,
-                        logits_all=True, verbose=False, seed=0)
-            llm.eval(TOKENS)
-            logits = np.array(llm.scores[:len(TOKENS)], dtype=np.float32)
-            out["models"].append({
-                "architecture": arch,
-                "type": "f32",
-                "layers": 2,
-                "yarn": {"factor": 4, "original_context": 8},
-                "logits": [[round(float(v), 5) for v in row] for row in logits],
-            })
-            del llm
+            models.append(record(
+                tool, tmp, f"{arch}-yarn",
+                ["--architecture", arch, "--type", "f32", "--rope_scaling", "yarn",
+                 "--rope_scaling_factor", "4", "--rope_orig_context", "8"],
+                {"architecture": arch, "type": "f32", "layers": 2,
+                 "yarn": {"factor": 4, "original_context": 8}}))
     json.dump(out, sys.stdout)
     sys.stdout.write("\n")
 
