@@ -150,9 +150,17 @@ void QuantizeQ8_0(const float* x, std::string& out) {
   out.append(reinterpret_cast<const char*>(qs), 32);
 }
 
-// Q4_K: 8 sub-blocks of 32 with a 6-bit scale and a 6-bit min each:
-// x = d * sc * q - dmin * m, q in [0, 15].
-void QuantizeQ4_K(const float* x, std::string& out) {
+// The 8 sub-blocks' 6-bit scales and mins of a Q4_K / Q5_K super-block of
+// 256 values, codes in [0, levels]: x ~ d * ls[j] * q - dmin * lm[j].
+struct KScales {
+  uint8_t packed[12] = {};  // the 12 scale bytes as stored
+  int ls[8], lm[8];
+  uint16_t d_half, dmin_half;
+  float d, dmin;  // the stored fp16 values
+};
+
+KScales QuantizeKScales(const float* x, int levels) {
+  KScales k;
   float scales[8], mins[8];
   float max_scale = 0, max_min = 0;
   for (int j = 0; j < 8; ++j) {
@@ -161,30 +169,41 @@ void QuantizeQ4_K(const float* x, std::string& out) {
       lo = std::min(lo, x[32 * j + i]);
       hi = std::max(hi, x[32 * j + i]);
     }
-    scales[j] = (hi - lo) / 15;
+    scales[j] = (hi - lo) / static_cast<float>(levels);
     mins[j] = -lo;
     max_scale = std::max(max_scale, scales[j]);
     max_min = std::max(max_min, mins[j]);
   }
   const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
   const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
-  uint8_t packed[12] = {};
-  int ls[8], lm[8];
   for (int j = 0; j < 8; ++j) {
-    ls[j] = std::min(63, NearestInt(inv_scale * scales[j]));
-    lm[j] = std::min(63, NearestInt(inv_min * mins[j]));
+    k.ls[j] = std::min(63, NearestInt(inv_scale * scales[j]));
+    k.lm[j] = std::min(63, NearestInt(inv_min * mins[j]));
     if (j < 4) {
-      packed[j] = static_cast<uint8_t>(ls[j]);
-      packed[j + 4] = static_cast<uint8_t>(lm[j]);
+      k.packed[j] = static_cast<uint8_t>(k.ls[j]);
+      k.packed[j + 4] = static_cast<uint8_t>(k.lm[j]);
     } else {
-      packed[j + 4] = static_cast<uint8_t>((ls[j] & 0xf) | ((lm[j] & 0xf) << 4));
-      packed[j - 4] |= static_cast<uint8_t>((ls[j] >> 4) << 6);
-      packed[j] |= static_cast<uint8_t>((lm[j] >> 4) << 6);
+      k.packed[j + 4] = static_cast<uint8_t>((k.ls[j] & 0xf) | ((k.lm[j] & 0xf) << 4));
+      k.packed[j - 4] |= static_cast<uint8_t>((k.ls[j] >> 4) << 6);
+      k.packed[j] |= static_cast<uint8_t>((k.lm[j] >> 4) << 6);
     }
   }
-  const uint16_t d_half = FloatToHalfRef(max_scale / 63.0f);
-  const uint16_t dmin_half = FloatToHalfRef(max_min / 63.0f);
-  const float d = HalfToFloatRef(d_half), dmin = HalfToFloatRef(dmin_half);
+  k.d_half = FloatToHalfRef(max_scale / 63.0f);
+  k.dmin_half = FloatToHalfRef(max_min / 63.0f);
+  k.d = HalfToFloatRef(k.d_half);
+  k.dmin = HalfToFloatRef(k.dmin_half);
+  return k;
+}
+
+// Q4_K: 8 sub-blocks of 32 with a 6-bit scale and a 6-bit min each:
+// x = d * sc * q - dmin * m, q in [0, 15].
+void QuantizeQ4_K(const float* x, std::string& out) {
+  const KScales k = QuantizeKScales(x, 15);
+  const int* ls = k.ls;
+  const int* lm = k.lm;
+  const float d = k.d, dmin = k.dmin;
+  const uint16_t d_half = k.d_half, dmin_half = k.dmin_half;
+  const uint8_t* packed = k.packed;
   uint8_t q[256];
   for (int j = 0; j < 8; ++j) {
     const float dj = d * static_cast<float>(ls[j]);
@@ -264,38 +283,12 @@ void QuantizeQ6_K(const float* x, std::string& out) {
 // Q5_K: Q4_K with 5-bit codes, q in [0, 31]; the 5th bits in qh[32] (bit j of
 // qh[l] for element 32j + l).
 void QuantizeQ5_K(const float* x, std::string& out) {
-  float scales[8], mins[8];
-  float max_scale = 0, max_min = 0;
-  for (int j = 0; j < 8; ++j) {
-    float lo = 0, hi = -FLT_MAX;
-    for (int i = 0; i < 32; ++i) {
-      lo = std::min(lo, x[32 * j + i]);
-      hi = std::max(hi, x[32 * j + i]);
-    }
-    scales[j] = (hi - lo) / 31;
-    mins[j] = -lo;
-    max_scale = std::max(max_scale, scales[j]);
-    max_min = std::max(max_min, mins[j]);
-  }
-  const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
-  const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
-  uint8_t packed[12] = {};
-  int ls[8], lm[8];
-  for (int j = 0; j < 8; ++j) {
-    ls[j] = std::min(63, NearestInt(inv_scale * scales[j]));
-    lm[j] = std::min(63, NearestInt(inv_min * mins[j]));
-    if (j < 4) {
-      packed[j] = static_cast<uint8_t>(ls[j]);
-      packed[j + 4] = static_cast<uint8_t>(lm[j]);
-    } else {
-      packed[j + 4] = static_cast<uint8_t>((ls[j] & 0xf) | ((lm[j] & 0xf) << 4));
-      packed[j - 4] |= static_cast<uint8_t>((ls[j] >> 4) << 6);
-      packed[j] |= static_cast<uint8_t>((lm[j] >> 4) << 6);
-    }
-  }
-  const uint16_t d_half = FloatToHalfRef(max_scale / 63.0f);
-  const uint16_t dmin_half = FloatToHalfRef(max_min / 63.0f);
-  const float d = HalfToFloatRef(d_half), dmin = HalfToFloatRef(dmin_half);
+  const KScales k = QuantizeKScales(x, 31);
+  const int* ls = k.ls;
+  const int* lm = k.lm;
+  const float d = k.d, dmin = k.dmin;
+  const uint16_t d_half = k.d_half, dmin_half = k.dmin_half;
+  const uint8_t* packed = k.packed;
   uint8_t qh[32] = {}, qs[128] = {};
   for (int j = 0; j < 8; ++j) {
     const float dj = d * static_cast<float>(ls[j]);
