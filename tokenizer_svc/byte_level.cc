@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "tokenizer_svc/utf8.h"
+#include "common/utf8.h"
 
 namespace llm::tok {
 namespace {

@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "common/status_macros.h"
-#include "tokenizer_svc/utf8.h"
+#include "common/utf8.h"
 
 namespace llm::tok {
 

@@ -14,7 +14,7 @@
 #include "common/test_paths.h"
 #include "tokenizer_svc/gguf_vocab_loader.h"
 #include "tokenizer_svc/incremental_decoder.h"
-#include "tokenizer_svc/utf8.h"
+#include "common/utf8.h"
 
 namespace llm::tok {
 namespace {

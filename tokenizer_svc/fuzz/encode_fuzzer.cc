@@ -25,7 +25,7 @@
 #include "tokenizer_svc/gguf_vocab_loader.h"
 #include "tokenizer_svc/incremental_decoder.h"
 #include "tokenizer_svc/testing/spm_vocab.h"
-#include "tokenizer_svc/utf8.h"
+#include "common/utf8.h"
 
 namespace {
 
@@ -57,7 +57,7 @@ const Tokenizer& SpmOnce(bool bytes_and_prefix) {
 
 bool ValidUtf8(std::string_view text) {
   for (size_t pos = 0, len = 0; pos < text.size(); pos += len) {
-    if (llm::tok::DecodeUtf8(text, pos, &len) < 0) return false;
+    if (llm::DecodeUtf8(text, pos, &len) < 0) return false;
   }
   return true;
 }

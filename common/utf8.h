@@ -1,13 +1,14 @@
-// Small UTF-8 helpers used by the pre-tokenizer, the loaders and the decoders.
-#ifndef LLM_TOKENIZER_SVC_UTF8_H_
-#define LLM_TOKENIZER_SVC_UTF8_H_
+// Small UTF-8 helpers: the tokenizer (pre-tokenizer, loaders, decoders) and
+// the chat-template engine use them.
+#ifndef LLM_COMMON_UTF8_H_
+#define LLM_COMMON_UTF8_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
-namespace llm::tok {
+namespace llm {
 
 // Appends the UTF-8 encoding of code point `cp` (must be <= 0x10FFFF).
 void AppendUtf8(uint32_t cp, std::string& out);
@@ -23,6 +24,6 @@ int32_t DecodeUtf8(std::string_view s, size_t pos, size_t* len);
 // The held-back tail is at most 3 bytes.
 size_t CompleteUtf8Prefix(std::string_view s);
 
-}  // namespace llm::tok
+}  // namespace llm
 
-#endif  // LLM_TOKENIZER_SVC_UTF8_H_
+#endif  // LLM_COMMON_UTF8_H_

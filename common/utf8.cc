@@ -1,6 +1,6 @@
-#include "tokenizer_svc/utf8.h"
+#include "common/utf8.h"
 
-namespace llm::tok {
+namespace llm {
 
 void AppendUtf8(uint32_t cp, std::string& out) {
   if (cp < 0x80) {
@@ -84,4 +84,4 @@ size_t CompleteUtf8Prefix(std::string_view s) {
   return size;
 }
 
-}  // namespace llm::tok
+}  // namespace llm
