@@ -12,9 +12,9 @@
 #include "absl/strings/str_format.h"
 #include "common/gguf/gguf_writer.h"
 #include "common/test_paths.h"
+#include "common/utf8.h"
 #include "tokenizer_svc/gguf_vocab_loader.h"
 #include "tokenizer_svc/incremental_decoder.h"
-#include "common/utf8.h"
 
 namespace llm::tok {
 namespace {

@@ -21,11 +21,11 @@
 
 #include "absl/status/status.h"
 #include "common/gguf/gguf.h"
+#include "common/utf8.h"
 #include "tokenizer_svc/fuzz/fuzz_vocab.h"
 #include "tokenizer_svc/gguf_vocab_loader.h"
 #include "tokenizer_svc/incremental_decoder.h"
 #include "tokenizer_svc/testing/spm_vocab.h"
-#include "common/utf8.h"
 
 namespace {
 
