@@ -88,16 +88,22 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const gguf::File& file) {
   LLM_ASSIGN_OR_RETURN(c.rope_freq_base, OptionalFloat(file, p + "rope.freq_base", 10000.0f));
   LLM_ASSIGN_OR_RETURN(c.rms_eps,
                        OptionalFloat(file, p + "attention.layer_norm_rms_epsilon", 1e-5f));
+  // As llama.cpp reads them: the type defaults to linear, the factor to
+  // rope.scale_linear (older files) and then to 1; "none" never scales.
+  std::string_view type = "linear";
   if (const gguf::Value* v = file.Find(p + "rope.scaling.type"); v != nullptr) {
-    LLM_ASSIGN_OR_RETURN(std::string_view type, v->AsString());
-    if (type == "linear" || type == "yarn") {
-      LLM_ASSIGN_OR_RETURN(float factor, OptionalFloat(file, p + "rope.scaling.factor", 1.0f));
-      c.rope_freq_scale = 1.0f / factor;
-      c.rope_yarn = type == "yarn";
-    } else if (type != "none") {
-      return absl::UnimplementedError(StrCat(file.name(), ": rope scaling \"", type,
-                                             "\" is not supported (linear, yarn, none)"));
-    }
+    LLM_ASSIGN_OR_RETURN(type, v->AsString());
+  }
+  if (type == "linear" || type == "yarn") {
+    const std::string factor_key = file.Find(p + "rope.scaling.factor") != nullptr
+                                       ? p + "rope.scaling.factor"
+                                       : p + "rope.scale_linear";
+    LLM_ASSIGN_OR_RETURN(float factor, OptionalFloat(file, factor_key, 1.0f));
+    c.rope_freq_scale = 1.0f / factor;
+    c.rope_yarn = type == "yarn";
+  } else if (type != "none") {
+    return absl::UnimplementedError(
+        StrCat(file.name(), ": rope scaling \"", type, "\" is not supported (linear, yarn, none)"));
   }
   if (const gguf::Value* v = file.Find(p + "rope.scaling.yarn_log_multiplier"); v != nullptr) {
     if (auto mul = v->AsFloat(); !mul.ok() || *mul != 0) {

@@ -451,6 +451,15 @@ TEST(ConfigTest, RopeScaling) {
   EXPECT_TRUE(c->rope_yarn);
   EXPECT_FLOAT_EQ(c->rope_freq_scale, 0.25f);
   EXPECT_LT(c->rope_yarn_corr_low, c->rope_yarn_corr_high);
+  // A factor without a type is linear, as llama.cpp reads it.
+  spec.rope_scaling_type = "linear";
+  spec.rope_scaling_factor = 2.0f;
+  spec.omit = {"llama.rope.scaling.type"};
+  c = ConfigOf(spec);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FLOAT_EQ(c->rope_freq_scale, 0.5f);
+  EXPECT_FALSE(c->rope_yarn);
+  spec.omit.clear();
   spec.rope_scaling_type = "longrope";
   c = ConfigOf(spec);
   ASSERT_FALSE(c.ok());
