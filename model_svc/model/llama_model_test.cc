@@ -683,6 +683,10 @@ std::vector<ReferenceCase> ReferenceCases() {
       cases.push_back({StrCat(arch, "_", TypeName(type)), a});
     }
   }
+  // A fused attn_qkv with a fused attn_qkv.bias (read as slices of both).
+  RandomModelSpec fused = testing::ArchitectureSpec("llama");
+  fused.fused_qkv = true, fused.qkv_bias = true;
+  cases.push_back({"llama_FusedQkvWithBias_F32", fused});
   return cases;
 }
 

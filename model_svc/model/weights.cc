@@ -114,12 +114,9 @@ absl::Status LocateQkv(Locator& at, const ModelConfig& c, const std::string& p,
     l.wv = qkv.RowRange(q + kv, kv);
     if (bias_allowed && at.Has(p + "attn_qkv.bias")) {
       LLM_ASSIGN_OR_RETURN(WeightView b, at.Vector(p + "attn_qkv.bias", q + 2 * kv));
-      b.rows = 1;
-      l.bq = b, l.bk = b, l.bv = b;
-      l.bq.cols = q;
-      l.bk.cols = kv, l.bk.data = b.data + q * sizeof(float);
-      l.bv.cols = kv, l.bv.data = b.data + (q + kv) * sizeof(float);
-      l.bq.row_bytes = q * sizeof(float), l.bk.row_bytes = l.bv.row_bytes = kv * sizeof(float);
+      l.bq = b.VectorSlice(0, q);
+      l.bk = b.VectorSlice(q, kv);
+      l.bv = b.VectorSlice(q + kv, kv);
       return absl::OkStatus();
     }
   } else {

@@ -38,6 +38,14 @@ struct WeightView {
     v.data = data + first * row_bytes;
     return v;
   }
+  // Elements [first, first + count) of an F32 vector (rows == 1).
+  WeightView VectorSlice(int64_t first, int64_t count) const {
+    WeightView v = *this;
+    v.cols = count;
+    v.data = data + first * sizeof(float);
+    v.row_bytes = count * sizeof(float);
+    return v;
+  }
 };
 
 // Vectors ([n], F32) are views with rows == 1. Optional ones may be absent

@@ -651,9 +651,12 @@ class CpuBackend : public model::Backend {
     constexpr int64_t kNextItemPrefetchBytes = 64 * 1024;
     // The first `bytes` of this layer's keys and values of sequence s (all
     // its heads: each block's are one run of block_region bytes), into L2.
+    // A sliding window starts at the first new token's window.
     auto prefetch_sequence = [&](const model::SequenceStep& s, int64_t bytes) {
       const int64_t blocks = (s.start_pos + s.num_new + bs - 1) / bs;
-      for (int64_t b = 0; b < blocks && bytes > 0; ++b) {
+      const int64_t first =
+          p.window > 0 ? std::max<int64_t>(0, s.start_pos + 1 - p.window) / bs : 0;
+      for (int64_t b = first; b < blocks && bytes > 0; ++b) {
         PrefetchL2(KeyAt<T>(s.blocks[b], layer, 0, hd), std::min(block_region, bytes));
         bytes -= block_region;
       }
