@@ -285,8 +285,11 @@ class CpuBackend : public model::Backend {
       // lay them out once per thread in the scope (not once per range).
       constexpr int64_t kDecodeChunks = 4;
       const int64_t chunks = threads * kDecodeChunks;
+      // Whole tiles of the AVX-512 K-quant decode kernel (16 rows).
+      constexpr int64_t kDecodeAlign = 16;
       auto bound = [&](int64_t i) {
-        const int64_t r = (total_rows * i / chunks + kRowAlign - 1) / kRowAlign * kRowAlign;
+        const int64_t r =
+            (total_rows * i / chunks + kDecodeAlign - 1) / kDecodeAlign * kDecodeAlign;
         return std::min(total_rows, r);
       };
       std::atomic<int64_t> next{0};

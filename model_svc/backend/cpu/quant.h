@@ -7,7 +7,8 @@
 // BF16 weights are dotted with the fp32 activations directly.
 //
 // Kernels are chosen once at startup from the CPU's features: AVX-512 VNNI
-// (multi-token products of the common formats; AVX2 for the rest) when
+// (multi-token products of the common formats and one-token products of the
+// K-quants; AVX2 for the rest) when
 // present, else AVX2+FMA, else a portable scalar path. All give the same bits.
 //
 // Batch invariance. The result for one (weight row, token) does not depend on

@@ -4,10 +4,11 @@
 //
 // What is here: the multi-token matrix kernel (2 or more tokens) for the
 // formats whose block sum is one plain integer dot product: Q4_0, Q4_1, Q5_0,
-// Q5_1, Q8_0, Q4_K, Q5_K, IQ4_NL and IQ4_XS. Everything else (one token;
-// Q2_K, Q3_K and Q6_K, whose sums have a scale per 16 elements; the float
-// types, dequantization, QuantizeQ8) is the AVX2 kernels', which this set
-// calls.
+// Q5_1, Q8_0, Q4_K, Q5_K, IQ4_NL and IQ4_XS. One token of a K-quant goes to
+// quant_avx512_decode.cc. Everything else (one token of the other formats;
+// several of Q2_K, Q3_K and Q6_K, whose sums have a scale per 16 elements;
+// the float types, dequantization, QuantizeQ8) is the AVX2 kernels', which
+// this set calls.
 //
 // Batch invariance, as in quant_avx2.cc: a vector lane always holds one
 // (row, token) pair and performs exactly the fp32 operations of the
@@ -674,6 +675,11 @@ void QuantMatMul(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n,
 void MatMulTileAvx512Vnni(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n,
                           int64_t r0, int64_t r1, const ActRow* x, int64_t num_tokens, float* out,
                           int64_t out_stride) {
+  if (num_tokens == 1) {
+    const int64_t done = MatVecAvx512Vnni(type, w, row_bytes, n, r0, r1, x[0].q8, out);
+    if (done == r1 - r0) return;
+    r0 += done;
+  }
   switch (type) {
     case TensorType::kQ4_0:
       return QuantMatMul<Q4_0>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);

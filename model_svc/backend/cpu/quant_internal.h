@@ -114,9 +114,11 @@ void MatMulTileAvx2(TensorType type, const uint8_t* w, size_t row_bytes, int64_t
                     int64_t out_stride);
 
 // AVX-512 VNNI kernels: MatMulTile with 2 or more tokens for Q4_0, Q4_1,
-// Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, IQ4_NL and IQ4_XS; every other case (one
-// token, and a single token left after groups of 16; Q2_K, Q3_K, Q6_K, the
-// float types) is passed to MatMulTileAvx2. QuantizeQ8Avx512 produces exactly
+// Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, IQ4_NL and IQ4_XS, and with one token for the
+// K-quants (MatVecAvx512Vnni, whole tiles of 16 rows); every other case (one
+// token of the other formats, and a single token left after groups of 16;
+// several tokens of Q2_K, Q3_K, Q6_K; the float types) is passed to
+// MatMulTileAvx2. QuantizeQ8Avx512 produces exactly
 // QuantizeQ8Avx2's blocks (16 lanes at a time). DequantizeRow has no AVX-512
 // variant (the set uses the AVX2 one). Same per-thread scratch as AVX2.
 void QuantizeQ8Avx512(const float* x, BlockQ8* out, int64_t n);
@@ -124,6 +126,15 @@ float DotRowAvx512Vnni(TensorType type, const void* w, const ActRow& x, int64_t 
 void MatMulTileAvx512Vnni(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n,
                           int64_t r0, int64_t r1, const ActRow* x, int64_t num_tokens, float* out,
                           int64_t out_stride);
+
+// AVX-512 VNNI one-token product of the K-quants (Q2_K, Q3_K, Q4_K, Q5_K,
+// Q6_K):
+// out[r] = dot(row r, x) for the rows [r0, r0 + k) it returns, k the largest
+// multiple of 16 rows not past r1 (0 for other types, or rows too long for
+// its 32-bit offsets); the caller does the rest. The bits are
+// MatMulTileAvx2's.
+int64_t MatVecAvx512Vnni(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0,
+                         int64_t r1, const BlockQ8* x, float* out);
 
 // The calling thread's live SameActivationsScope: a number no other scope
 // had, or 0 outside one.
