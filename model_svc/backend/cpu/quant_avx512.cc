@@ -4,11 +4,12 @@
 //
 // What is here: the multi-token matrix kernel (2 or more tokens) for the
 // formats whose block sum is one plain integer dot product: Q4_0, Q4_1, Q5_0,
-// Q5_1, Q8_0, Q4_K, Q5_K, IQ4_NL and IQ4_XS. One token of a K-quant goes to
-// quant_avx512_decode.cc. Everything else (one token of the other formats;
-// several of Q2_K, Q3_K and Q6_K, whose sums have a scale per 16 elements;
-// the float types, dequantization, QuantizeQ8) is the AVX2 kernels', which
-// this set calls.
+// Q5_1, Q8_0, Q4_K, Q5_K, IQ4_NL and IQ4_XS; and 9 or more tokens of Q2_K,
+// Q3_K and Q6_K, whose sums have a scale per 16 elements (kHalvesFormat). One
+// token of a K-quant goes to quant_avx512_decode.cc. Everything else (one
+// token of the other formats; 2-8 tokens of Q2_K, Q3_K and Q6_K; the float
+// types, dequantization, QuantizeQ8) is the AVX2 kernels', which this set
+// calls.
 //
 // Batch invariance, as in quant_avx2.cc: a vector lane always holds one
 // (row, token) pair and performs exactly the fp32 operations of the
@@ -72,6 +73,14 @@ constexpr bool kVnniFormat =
     std::is_same_v<F, Q5_1> || std::is_same_v<F, Q8_0> || std::is_same_v<F, Q4_K> ||
     std::is_same_v<F, Q5_K> || std::is_same_v<F, IQ4_NL> || std::is_same_v<F, IQ4_XS>;
 
+// The formats whose block sum has a scale per 16 elements (Q2_K, Q3_K, Q6_K):
+// TokenTile keeps two chains per block, elements 0..15 and 16..31, and adds
+// them times their sub-scales, exactly (quant.h). FourTokenTile does not
+// take them (their 2-8 tokens go to the AVX2 kernels).
+template <class F>
+constexpr bool kHalvesFormat =
+    std::is_same_v<F, Q2_K> || std::is_same_v<F, Q3_K> || std::is_same_v<F, Q6_K>;
+
 template <class F>
 constexpr int kVnniOffset = F::kSigned ? 128 : F::kOffset;
 
@@ -81,11 +90,14 @@ template <class F>
 constexpr int kOffsetShift = kVnniOffset<F> == 128  ? 7
                              : kVnniOffset<F> == 16 ? 4
                              : kVnniOffset<F> == 8  ? 3
+                             : kVnniOffset<F> == 4  ? 2
                                                     : 0;
 static_assert(kVnniOffset<Q4_0> == 8 && kOffsetShift<Q4_0> == 3);
 static_assert(kVnniOffset<Q5_0> == 16 && kOffsetShift<Q5_0> == 4);
 static_assert(kVnniOffset<Q8_0> == 128 && kOffsetShift<Q8_0> == 7);
 static_assert(kVnniOffset<Q4_1> == 0 && kVnniOffset<Q5_1> == 0 && kVnniOffset<Q4_K> == 0);
+static_assert(kVnniOffset<Q3_K> == 4 && kOffsetShift<Q3_K> == 2);
+static_assert(kVnniOffset<Q6_K> == 128 && kVnniOffset<Q2_K> == 0);
 
 // The unsigned lanes of an unpacked block.
 template <class F>
@@ -111,6 +123,10 @@ struct V16 {
   static F LoadF(const float* p) { return _mm512_load_ps(p); }
   static I Broadcast32(const uint8_t* p) { return _mm512_set1_epi32(static_cast<int>(LoadU32(p))); }
   static I Dot(I acc, I u, I s) { return _mm512_dpbusd_epi32(acc, u, s); }
+  static I Sub(I a, I b) { return _mm512_sub_epi32(a, b); }
+  static I AddI(I a, I b) { return _mm512_add_epi32(a, b); }
+  static I MulLo(I a, I b) { return _mm512_mullo_epi32(a, b); }
+  static I Set1I(int v) { return _mm512_set1_epi32(v); }
   template <int kShift>
   static I ShiftLeft(I v) {
     return _mm512_slli_epi32(v, kShift);
@@ -126,16 +142,17 @@ struct V16 {
 // Interleaved activations.
 
 // One 32-element block of T tokens (T = 8 or 16): q[g] holds elements
-// 4g..4g+3 of token 0, then of token 1, ... (4 bytes each); the tokens' d, s
-// and -sum(q). Missing tokens of a partial group are zero.
+// 4g..4g+3 of token 0, then of token 1, ... (4 bytes each); the tokens' d, s,
+// -sum(q) and -sum(q[0..15]). Missing tokens of a partial group are zero.
 template <int T>
 struct alignas(64) XBlock {
   int8_t q[8][4 * T];
   float d[T];
   float s[T];
   int32_t neg_sum[T];
+  int32_t neg_sum_lo[T];  // elements 0..15 (groups 0-3)
 };
-static_assert(sizeof(XBlock<16>) == 704 && sizeof(XBlock<8>) == 384);
+static_assert(sizeof(XBlock<16>) == 768 && sizeof(XBlock<8>) == 384);
 
 // Interleaves block b of tokens xs[0..nt) (nt <= T) for every b < num_blocks.
 // Tokens go 8 at a time (the AVX2 8 x 8 dword transpose) into the two halves
@@ -179,6 +196,10 @@ void InterleaveTokens(const BlockQ8* const* xs, int nt, int64_t num_blocks, XBlo
         _mm256_store_si256(reinterpret_cast<__m256i*>(out->q[i] + 32 * h),
                            _mm256_castps_si256(g[i]));
         sum = _mm256_dpbusd_epi32(sum, ones, _mm256_castps_si256(g[i]));
+        if (i == 3) {
+          _mm256_store_si256(reinterpret_cast<__m256i*>(out->neg_sum_lo + 8 * h),
+                             _mm256_sub_epi32(_mm256_setzero_si256(), sum));
+        }
       }
       _mm256_store_si256(reinterpret_cast<__m256i*>(out->neg_sum + 8 * h),
                          _mm256_sub_epi32(_mm256_setzero_si256(), sum));
@@ -266,7 +287,7 @@ template <int R, class V>
 template <class F, int R, class V>
 void TokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XBlock<V::kTokens>* x,
                int nt, float* out, int64_t out_stride) {
-  static_assert(kVnniFormat<F>);
+  static_assert(kVnniFormat<F> || kHalvesFormat<F>);
   using I = typename V::I;
   using Fv = typename V::F;
   Fv acc[R];
@@ -280,33 +301,72 @@ void TokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XBl
       header[r] = F::Prepare(w + static_cast<size_t>(r) * row_bytes + b * F::kBlockBytes);
     }
     for (int j = 0; j < F::kSubBlocks; ++j) {
-      const XBlock<V::kTokens>& xb = x[b * F::kSubBlocks + j];
+      // Q2_K's second pass (its min step) reads the same activations.
+      const XBlock<V::kTokens>& xb = x[b * (F::kSubBlocks / Passes<F>()) + j / Passes<F>()];
       // The unsigned lanes and the [d, m] scales go through memory so that
       // each group (scale) is one broadcast load, a load-port uop, not a
       // shuffle on the ports the products and fmas need.
       alignas(32) uint8_t u[R][32];
       alignas(16) float dm[R][4];
+      alignas(32) int16_t sub[R][16];  // kHalvesFormat: sub-scales at 0 and 8
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const WeightBlock wb = F::Unpack(header[r], j);
         _mm256_store_si256(reinterpret_cast<__m256i*>(u[r]), UnsignedLanes<F>(wb));
         _mm_store_ps(dm[r], wb.dm);
+        if constexpr (kHalvesFormat<F>) {
+          _mm256_store_si256(reinterpret_cast<__m256i*>(sub[r]), wb.sub_scales);
+        }
       }
       // "Modifies" them: GCC must read them back from memory (otherwise it
       // turns the broadcast loads into shuffles of the registers).
-      asm("" : "+m"(u), "+m"(dm));
-      I start = V::ZeroI();
-      if constexpr (kVnniOffset<F> != 0) {
-        start = V::template ShiftLeft<kOffsetShift<F>>(V::Load(xb.neg_sum));
-      }
+      asm("" : "+m"(u), "+m"(dm), "+m"(sub));
       I isum[R];
+      if constexpr (kHalvesFormat<F>) {
+        // Two chains, groups 0-3 and 4-7, each from -offset * its codes' sum.
+        I start_lo = V::ZeroI(), start_hi = V::ZeroI();
+        if constexpr (kVnniOffset<F> != 0) {
+          const I lo = V::Load(xb.neg_sum_lo);
+          start_lo = V::template ShiftLeft<kOffsetShift<F>>(lo);
+          start_hi = V::template ShiftLeft<kOffsetShift<F>>(V::Sub(V::Load(xb.neg_sum), lo));
+        }
+        I half[R];
 #pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) isum[r] = start;
+        for (int r = 0; r < R; ++r) half[r] = start_lo;
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; ++g) {
+          const I xq = V::Load(xb.q[g]);
+#pragma GCC unroll 16
+          for (int r = 0; r < R; ++r) half[r] = V::Dot(half[r], V::Broadcast32(u[r] + 4 * g), xq);
+        }
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          isum[r] = V::MulLo(half[r], V::Set1I(sub[r][0]));
+          half[r] = start_hi;
+        }
+#pragma GCC unroll 4
+        for (int g = 4; g < 8; ++g) {
+          const I xq = V::Load(xb.q[g]);
+#pragma GCC unroll 16
+          for (int r = 0; r < R; ++r) half[r] = V::Dot(half[r], V::Broadcast32(u[r] + 4 * g), xq);
+        }
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          isum[r] = V::AddI(isum[r], V::MulLo(half[r], V::Set1I(sub[r][8])));
+        }
+      } else {
+        I start = V::ZeroI();
+        if constexpr (kVnniOffset<F> != 0) {
+          start = V::template ShiftLeft<kOffsetShift<F>>(V::Load(xb.neg_sum));
+        }
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) isum[r] = start;
 #pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g) {
-        const I xq = V::Load(xb.q[g]);
+        for (int g = 0; g < 8; ++g) {
+          const I xq = V::Load(xb.q[g]);
 #pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) isum[r] = V::Dot(isum[r], V::Broadcast32(u[r] + 4 * g), xq);
+          for (int r = 0; r < R; ++r) isum[r] = V::Dot(isum[r], V::Broadcast32(u[r] + 4 * g), xq);
+        }
       }
       const Fv xd = V::LoadF(xb.d);
 #pragma GCC unroll 16
@@ -584,17 +644,18 @@ Layout& LastLayout() {
 template <class F>
 void QuantMatMul(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0,
                  int64_t r1, const ActRow* x, int64_t num_tokens, float* out, int64_t out_stride) {
-  static_assert(Passes<F>() == 1, "one sub-block per 32 activations");
-  const int64_t num_blocks = n / (32 * F::kSubBlocks);
+  const int64_t num_blocks = n / (32 * F::kSubBlocks / Passes<F>());
   const int64_t num_xblocks = n / 32;
   for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokenBatch) {
     const int64_t nt = std::min(kTokenBatch, num_tokens - t0);
     float* const o = out + t0 * out_stride;
     const int64_t rem = nt % 16;
     const int64_t n16 = nt / 16 + (rem > 8 ? 1 : 0);
-    const int64_t in16 = std::min(nt, 16 * n16);         // tokens in the groups of 16
-    const int64_t in4 = rem >= 2 && rem <= 8 ? rem : 0;  // tokens of the FourTokenTile
-    const int64_t tail = nt - in16 - in4;                // 0 or 1
+    const int64_t in16 = std::min(nt, 16 * n16);  // tokens in the groups of 16
+    // Tokens of the FourTokenTile (which takes no kHalvesFormat), and the
+    // rest (0 or 1; 2-8 of a kHalvesFormat), which go to the AVX2 kernels.
+    const int64_t in4 = !kHalvesFormat<F> && rem >= 2 && rem <= 8 ? rem : 0;
+    const int64_t tail = nt - in16 - in4;
     if (n16 == 0 && in4 == 0) {
       MatMulTileAvx2(type, w, row_bytes, n, r0, r1, x + t0, nt, o, out_stride);
       continue;
@@ -635,28 +696,30 @@ void QuantMatMul(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n,
                                x16 + g * num_xblocks, cnt, o + 16 * g * out_stride + r, out_stride);
         });
       }
-      if (in4 > 0) {
-        // 5-8 tokens: two groups of 4 (rows 8 at a time, for the registers:
-        // 16 at a time ran Q8_0 8-15% slower); 2-4 tokens: one (rows 16 at a
-        // time).
-        const int cnt = static_cast<int>(in4);
-        float* const o8 = o + in16 * out_stride;
-        auto tiles = [&]<int kG, int kNG>() {
-          int64_t r = rc;
-          for (; r + 4 * kG <= rc_end; r += 4 * kG) {
-            FourTokenTile<F, kG, kNG>(w + static_cast<size_t>(r) * row_bytes, row_bytes, num_blocks,
-                                      x8, cnt, 4 * kG, o8 + r, out_stride);
+      if constexpr (!kHalvesFormat<F>) {
+        if (in4 > 0) {  // never for a kHalvesFormat
+          // 5-8 tokens: two groups of 4 (rows 8 at a time, for the registers:
+          // 16 at a time ran Q8_0 8-15% slower); 2-4 tokens: one (rows 16 at a
+          // time).
+          const int cnt = static_cast<int>(in4);
+          float* const o8 = o + in16 * out_stride;
+          auto tiles = [&]<int kG, int kNG>() {
+            int64_t r = rc;
+            for (; r + 4 * kG <= rc_end; r += 4 * kG) {
+              FourTokenTile<F, kG, kNG>(w + static_cast<size_t>(r) * row_bytes, row_bytes,
+                                        num_blocks, x8, cnt, 4 * kG, o8 + r, out_stride);
+            }
+            for (; r < rc_end; r += 4) {
+              FourTokenTile<F, 1, kNG>(
+                  w + static_cast<size_t>(r) * row_bytes, row_bytes, num_blocks, x8, cnt,
+                  static_cast<int>(std::min<int64_t>(4, rc_end - r)), o8 + r, out_stride);
+            }
+          };
+          if (in4 > 4) {
+            tiles.template operator()<2, 2>();
+          } else {
+            tiles.template operator()<4, 1>();
           }
-          for (; r < rc_end; r += 4) {
-            FourTokenTile<F, 1, kNG>(w + static_cast<size_t>(r) * row_bytes, row_bytes, num_blocks,
-                                     x8, cnt, static_cast<int>(std::min<int64_t>(4, rc_end - r)),
-                                     o8 + r, out_stride);
-          }
-        };
-        if (in4 > 4) {
-          tiles.template operator()<2, 2>();
-        } else {
-          tiles.template operator()<4, 1>();
         }
       }
       if (tail > 0) {
@@ -699,7 +762,13 @@ void MatMulTileAvx512Vnni(TensorType type, const uint8_t* w, size_t row_bytes, i
       return QuantMatMul<IQ4_NL>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
     case TensorType::kIQ4_XS:
       return QuantMatMul<IQ4_XS>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    default:  // Q2_K, Q3_K, Q6_K (sub-scales per 16 elements) and the float types
+    case TensorType::kQ2_K:
+      return QuantMatMul<Q2_K>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+    case TensorType::kQ3_K:
+      return QuantMatMul<Q3_K>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+    case TensorType::kQ6_K:
+      return QuantMatMul<Q6_K>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+    default:  // the float types
       return MatMulTileAvx2(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
   }
 }
