@@ -3,6 +3,8 @@
 // shape (SmolLM2-135M: 3 query heads share a KV head of dimension 64, fp16
 // cache, blocks of 16 positions): scores of every position (DotRows), then
 // the weighted sum of the values (AxpyRows), for `positions` cached positions.
+// The *Gemma3 variants take Gemma 3 270M's shape instead (4 query heads share
+// a KV head of dimension 256).
 //
 //   BM_HeadByHead: the 3 heads one after the other (each reads the rows).
 //   BM_Heads:      DotRowsHeads / AxpyRowsHeads (each row read once), the
@@ -18,6 +20,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -28,9 +31,10 @@
 namespace llm::cpu {
 namespace {
 
-constexpr int kGroup = 3, kHeadDim = 64, kBlock = 16;
+constexpr int kBlock = 16;
 constexpr int64_t kPoolBytes = int64_t{256} << 20;
 
+template <int kGroup, int kHeadDim>
 struct Setup {
   explicit Setup(int64_t positions, bool cold) {
     const int64_t blocks_per_item = (positions + kBlock - 1) / kBlock;
@@ -71,9 +75,10 @@ void Prefetch(const void* p, int64_t bytes) {
 
 enum class Mode { kHeadByHead, kHeads, kHeadsAvx2 };
 
-template <Mode kMode>
+template <Mode kMode, int kGroup = 3, int kHeadDim = 64>
 void BM_Item(benchmark::State& state) {
-  Setup s(state.range(0), state.range(1) != 0);
+  Setup<kGroup, kHeadDim> s(state.range(0), state.range(1) != 0);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
   int64_t item = 0;
   for (auto _ : state) {
     const int64_t* table = s.tables.data() + item * s.blocks_per_item;
@@ -97,13 +102,13 @@ void BM_Item(benchmark::State& state) {
         float* scj[kGroup];
         for (int h = 0; h < kGroup; ++h) scj[h] = sc[h] + j;
         if constexpr (kMode == Mode::kHeads) {
-          DotRowsHeads(qs, kGroup, k, kHeadDim, rows, kHeadDim, 0.125f, scj);
+          DotRowsHeads(qs, kGroup, k, kHeadDim, rows, kHeadDim, scale, scj);
         } else {
-          vec_internal::DotRowsHeadsAvx2(qs, kGroup, k, kHeadDim, rows, kHeadDim, 0.125f, scj);
+          vec_internal::DotRowsHeadsAvx2(qs, kGroup, k, kHeadDim, rows, kHeadDim, scale, scj);
         }
       } else {
         for (int h = 0; h < kGroup; ++h)
-          DotRows(qs[h], k, kHeadDim, rows, kHeadDim, 0.125f, sc[h] + j);
+          DotRows(qs[h], k, kHeadDim, rows, kHeadDim, scale, sc[h] + j);
       }
     }
     for (int64_t j = 0; j < s.positions; j += kBlock) {
@@ -137,6 +142,9 @@ void Args(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Item<Mode::kHeadByHead>)->Name("BM_HeadByHead")->Apply(Args);
 BENCHMARK(BM_Item<Mode::kHeads>)->Name("BM_Heads")->Apply(Args);
 BENCHMARK(BM_Item<Mode::kHeadsAvx2>)->Name("BM_HeadsAvx2")->Apply(Args);
+BENCHMARK(BM_Item<Mode::kHeadByHead, 4, 256>)->Name("BM_HeadByHeadGemma3")->Apply(Args);
+BENCHMARK(BM_Item<Mode::kHeads, 4, 256>)->Name("BM_HeadsGemma3")->Apply(Args);
+BENCHMARK(BM_Item<Mode::kHeadsAvx2, 4, 256>)->Name("BM_HeadsAvx2Gemma3")->Apply(Args);
 
 }  // namespace
 }  // namespace llm::cpu

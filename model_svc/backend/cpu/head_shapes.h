@@ -11,8 +11,8 @@
 namespace llm::cpu::vec_internal {
 namespace {  // NOLINT(build/namespaces): one copy per kernel file, see above
 
-// Calls kernel.template operator()<kN, G>() for head dimensions kN of 64 and
-// 128 and G = g heads in [kMinHeads, 4]; false (nothing called) otherwise.
+// Calls kernel.template operator()<kN, G>() for head dimensions kN of 64,
+// 128 and 256 (Gemma 3) and G = g heads in [kMinHeads, 4]; false (nothing called) otherwise.
 template <int kMinHeads, class Kernel>
 bool WithHeadShape(int64_t n, int g, Kernel kernel) {
   auto heads = [&]<int kN>() {
@@ -39,6 +39,7 @@ bool WithHeadShape(int64_t n, int g, Kernel kernel) {
   };
   if (n == 64) return heads.template operator()<64>();
   if (n == 128) return heads.template operator()<128>();
+  if (n == 256) return heads.template operator()<256>();
   return false;
 }
 
