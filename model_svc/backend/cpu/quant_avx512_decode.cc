@@ -65,22 +65,28 @@ inline __m512i GatherWord(const uint8_t* block, __m512i rows) {
   return _mm512_i32gather_epi32(rows, block + kOffset, 1);
 }
 
-// Byte k of every 32-bit lane, zero-extended.
-template <int k>
-inline __m512i ByteOf(__m512i v) {
-  if constexpr (k == 3) {
-    return _mm512_srli_epi32(v, 24);
-  } else {
-    const __m512i shifted = k == 0 ? v : _mm512_srli_epi32(v, 8 * k);
-    return _mm512_and_si512(shifted, _mm512_set1_epi32(0xFF));
-  }
+// Byte k of every 32-bit lane, zero-extended (k a constant once inlined).
+inline __m512i ByteOf(__m512i v, int k) {
+  if (k == 3) return _mm512_srli_epi32(v, 24);
+  return _mm512_and_si512(k == 0 ? v : _mm512_srli_epi32(v, 8 * k), _mm512_set1_epi32(0xFF));
 }
 
 // Byte k of every 32-bit lane, sign-extended.
-template <int k>
-inline __m512i SignedByteOf(__m512i v) {
-  const __m512i top = k == 3 ? v : _mm512_slli_epi32(v, 24 - 8 * k);
-  return _mm512_srai_epi32(top, 24);
+inline __m512i SignedByteOf(__m512i v, int k) {
+  return _mm512_srai_epi32(k == 3 ? v : _mm512_slli_epi32(v, 24 - 8 * k), 24);
+}
+
+// The two per-16-element values of each sub-block j from 4 words of 4 bytes
+// (value i is byte i % 4 of word i / 4): lo[j] = byte(value 2j), hi[j] =
+// byte(value 2j + 1), byte = ByteOf or SignedByteOf.
+template <class Byte>
+[[gnu::always_inline]] inline void SubBlockPairs(const __m512i* words, Byte byte, __m512i* lo,
+                                                 __m512i* hi) {
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {
+    lo[j] = byte(words[j >> 1], 2 * (j & 1));
+    hi[j] = byte(words[j >> 1], 2 * (j & 1) + 1);
+  }
 }
 
 // fp16 in the low (kHigh false) or high 16 bits of every lane -> fp32.
@@ -122,16 +128,13 @@ inline void PrepareKScalesMins(const uint8_t* block, __m512i rows, KScalesMins* 
                       _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), m03), 4));
   const __m512 d = HalfOf<false>(dm);
   const __m512 neg_dmin = _mm512_sub_ps(_mm512_setzero_ps(), HalfOf<true>(dm));
-  auto set = [&]<int k>() {
-    s->d[k] = _mm512_mul_ps(_mm512_cvtepi32_ps(ByteOf<k>(sc_lo)), d);
-    s->m[k] = _mm512_mul_ps(_mm512_cvtepi32_ps(ByteOf<k>(mn_lo)), neg_dmin);
-    s->d[k + 4] = _mm512_mul_ps(_mm512_cvtepi32_ps(ByteOf<k>(sc_hi)), d);
-    s->m[k + 4] = _mm512_mul_ps(_mm512_cvtepi32_ps(ByteOf<k>(mn_hi)), neg_dmin);
-  };
-  set.template operator()<0>();
-  set.template operator()<1>();
-  set.template operator()<2>();
-  set.template operator()<3>();
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    s->d[k] = _mm512_mul_ps(_mm512_cvtepi32_ps(ByteOf(sc_lo, k)), d);
+    s->m[k] = _mm512_mul_ps(_mm512_cvtepi32_ps(ByteOf(mn_lo, k)), neg_dmin);
+    s->d[k + 4] = _mm512_mul_ps(_mm512_cvtepi32_ps(ByteOf(sc_hi, k)), d);
+    s->m[k + 4] = _mm512_mul_ps(_mm512_cvtepi32_ps(ByteOf(mn_hi, k)), neg_dmin);
+  }
 }
 
 // Q4_K: sub-blocks 2c and 2c + 1 are the low and high nibbles of qs[32c..].
@@ -190,16 +193,7 @@ struct DQ6_K {
     s->d = HalfOf<true>(GatherWord<206>(block, rows));  // scales[14..15] | d
     const __m512i w[4] = {GatherWord<192>(block, rows), GatherWord<196>(block, rows),
                           GatherWord<200>(block, rows), GatherWord<204>(block, rows)};
-    auto set = [&]<int k>() {  // scales 4k..4k+3 -> sub-blocks 2k, 2k + 1
-      s->lo[2 * k] = SignedByteOf<0>(w[k]);
-      s->hi[2 * k] = SignedByteOf<1>(w[k]);
-      s->lo[2 * k + 1] = SignedByteOf<2>(w[k]);
-      s->hi[2 * k + 1] = SignedByteOf<3>(w[k]);
-    };
-    set.template operator()<0>();
-    set.template operator()<1>();
-    set.template operator()<2>();
-    set.template operator()<3>();
+    SubBlockPairs(w, SignedByteOf, s->lo, s->hi);
   }
   // Q6_K::Unpack's codes (quant_x86_formats.h) without the - 32: q in [0, 63].
   static __m512i Codes(const uint8_t* a, const uint8_t* b, int j) {
@@ -251,16 +245,8 @@ struct DQ3_K {
         _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(a1, 4), m0f), high(6)),
     };
     const __m512i bias = _mm512_set1_epi32(32);
-    auto set = [&]<int k>() {
-      s->lo[2 * k] = _mm512_sub_epi32(ByteOf<0>(a[k]), bias);
-      s->hi[2 * k] = _mm512_sub_epi32(ByteOf<1>(a[k]), bias);
-      s->lo[2 * k + 1] = _mm512_sub_epi32(ByteOf<2>(a[k]), bias);
-      s->hi[2 * k + 1] = _mm512_sub_epi32(ByteOf<3>(a[k]), bias);
-    };
-    set.template operator()<0>();
-    set.template operator()<1>();
-    set.template operator()<2>();
-    set.template operator()<3>();
+    SubBlockPairs(
+        a, [&](__m512i v, int k) { return _mm512_sub_epi32(ByteOf(v, k), bias); }, s->lo, s->hi);
   }
   // q + 4 in [0, 7]: the 2-bit code (qs at 32), plus 4 where bit j of
   // hmask[l] (at 0) is set.
@@ -298,21 +284,10 @@ struct DQ2_K {
     const __m512i w[4] = {GatherWord<0>(block, rows), GatherWord<4>(block, rows),
                           GatherWord<8>(block, rows), GatherWord<12>(block, rows)};
     const __m512i low4 = _mm512_set1_epi32(0x0F);
-    auto set = [&]<int k>() {  // bytes 4k..4k+3 -> sub-blocks 2k, 2k + 1
-      const __m512i b[4] = {ByteOf<0>(w[k]), ByteOf<1>(w[k]), ByteOf<2>(w[k]), ByteOf<3>(w[k])};
-      s->lo[2 * k] = _mm512_and_si512(b[0], low4);
-      s->hi[2 * k] = _mm512_and_si512(b[1], low4);
-      s->lo[2 * k + 1] = _mm512_and_si512(b[2], low4);
-      s->hi[2 * k + 1] = _mm512_and_si512(b[3], low4);
-      s->mlo[2 * k] = _mm512_srli_epi32(b[0], 4);
-      s->mhi[2 * k] = _mm512_srli_epi32(b[1], 4);
-      s->mlo[2 * k + 1] = _mm512_srli_epi32(b[2], 4);
-      s->mhi[2 * k + 1] = _mm512_srli_epi32(b[3], 4);
-    };
-    set.template operator()<0>();
-    set.template operator()<1>();
-    set.template operator()<2>();
-    set.template operator()<3>();
+    SubBlockPairs(
+        w, [&](__m512i v, int k) { return _mm512_and_si512(ByteOf(v, k), low4); }, s->lo, s->hi);
+    SubBlockPairs(
+        w, [&](__m512i v, int k) { return _mm512_srli_epi32(ByteOf(v, k), 4); }, s->mlo, s->mhi);
   }
   static __m512i Codes(const uint8_t* a, const uint8_t* b, int j) {
     return TwoBitCodes(a + 16, b + 16, j);
