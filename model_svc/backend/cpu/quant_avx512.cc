@@ -321,6 +321,18 @@ void TokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XBl
       // "Modifies" them: GCC must read them back from memory (otherwise it
       // turns the broadcast loads into shuffles of the registers).
       asm("" : "+m"(u), "+m"(dm), "+m"(sub));
+      // chain[r] = start + the products of row r over groups [g0, g1).
+      I chain[R];
+      auto run_chains = [&](I start, int g0, int g1) {
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) chain[r] = start;
+#pragma GCC unroll 8
+        for (int g = g0; g < g1; ++g) {
+          const I xq = V::Load(xb.q[g]);
+#pragma GCC unroll 16
+          for (int r = 0; r < R; ++r) chain[r] = V::Dot(chain[r], V::Broadcast32(u[r] + 4 * g), xq);
+        }
+      };
       I isum[R];
       if constexpr (kHalvesFormat<F>) {
         // Two chains, groups 0-3 and 4-7, each from -offset * its codes' sum.
@@ -330,43 +342,22 @@ void TokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XBl
           start_lo = V::template ShiftLeft<kOffsetShift<F>>(lo);
           start_hi = V::template ShiftLeft<kOffsetShift<F>>(V::Sub(V::Load(xb.neg_sum), lo));
         }
-        I half[R];
+        run_chains(start_lo, 0, 4);
 #pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) half[r] = start_lo;
-#pragma GCC unroll 4
-        for (int g = 0; g < 4; ++g) {
-          const I xq = V::Load(xb.q[g]);
-#pragma GCC unroll 16
-          for (int r = 0; r < R; ++r) half[r] = V::Dot(half[r], V::Broadcast32(u[r] + 4 * g), xq);
-        }
+        for (int r = 0; r < R; ++r) isum[r] = V::MulLo(chain[r], V::Set1I(sub[r][0]));
+        run_chains(start_hi, 4, 8);
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
-          isum[r] = V::MulLo(half[r], V::Set1I(sub[r][0]));
-          half[r] = start_hi;
-        }
-#pragma GCC unroll 4
-        for (int g = 4; g < 8; ++g) {
-          const I xq = V::Load(xb.q[g]);
-#pragma GCC unroll 16
-          for (int r = 0; r < R; ++r) half[r] = V::Dot(half[r], V::Broadcast32(u[r] + 4 * g), xq);
-        }
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-          isum[r] = V::AddI(isum[r], V::MulLo(half[r], V::Set1I(sub[r][8])));
+          isum[r] = V::AddI(isum[r], V::MulLo(chain[r], V::Set1I(sub[r][8])));
         }
       } else {
         I start = V::ZeroI();
         if constexpr (kVnniOffset<F> != 0) {
           start = V::template ShiftLeft<kOffsetShift<F>>(V::Load(xb.neg_sum));
         }
+        run_chains(start, 0, 8);
 #pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) isum[r] = start;
-#pragma GCC unroll 8
-        for (int g = 0; g < 8; ++g) {
-          const I xq = V::Load(xb.q[g]);
-#pragma GCC unroll 16
-          for (int r = 0; r < R; ++r) isum[r] = V::Dot(isum[r], V::Broadcast32(u[r] + 4 * g), xq);
-        }
+        for (int r = 0; r < R; ++r) isum[r] = chain[r];
       }
       const Fv xd = V::LoadF(xb.d);
 #pragma GCC unroll 16

@@ -137,6 +137,17 @@ inline void PrepareKScalesMins(const uint8_t* block, __m512i rows, KScalesMins* 
   }
 }
 
+// Bit `from` of every byte moved to bit `to`, the other bits cleared (a
+// 16-bit shift by less than 8 keeps it within its byte once masked).
+inline __m512i MoveBit(__m512i v, int from, int to) {
+  if (from < to) {
+    v = _mm512_slli_epi16(v, to - from);
+  } else if (from > to) {
+    v = _mm512_srli_epi16(v, from - to);
+  }
+  return _mm512_and_si512(v, _mm512_set1_epi8(static_cast<char>(1 << to)));
+}
+
 // Q4_K: sub-blocks 2c and 2c + 1 are the low and high nibbles of qs[32c..].
 inline __m512i NibbleCodes(const uint8_t* qa, const uint8_t* qb, int j) {
   __m512i v = Load2(qa + 32 * (j >> 1), qb + 32 * (j >> 1));
@@ -169,14 +180,7 @@ struct DQ5_K {
   }
   // Q4_K's nibbles (qs at 48) plus bit j of qh[l] (qh at 16) as bit 4.
   static __m512i Codes(const uint8_t* a, const uint8_t* b, int j) {
-    __m512i high = Load2(a + 16, b + 16);
-    if (j < 4) {
-      high = _mm512_slli_epi16(high, 4 - j);
-    } else if (j > 4) {
-      high = _mm512_srli_epi16(high, j - 4);
-    }
-    return _mm512_or_si512(NibbleCodes(a + 48, b + 48, j),
-                           _mm512_and_si512(high, _mm512_set1_epi8(0x10)));
+    return _mm512_or_si512(NibbleCodes(a + 48, b + 48, j), MoveBit(Load2(a + 16, b + 16), j, 4));
   }
 };
 
@@ -251,14 +255,7 @@ struct DQ3_K {
   // q + 4 in [0, 7]: the 2-bit code (qs at 32), plus 4 where bit j of
   // hmask[l] (at 0) is set.
   static __m512i Codes(const uint8_t* a, const uint8_t* b, int j) {
-    __m512i high = Load2(a, b);
-    if (j < 2) {
-      high = _mm512_slli_epi16(high, 2 - j);
-    } else if (j > 2) {
-      high = _mm512_srli_epi16(high, j - 2);
-    }
-    return _mm512_or_si512(TwoBitCodes(a + 32, b + 32, j),
-                           _mm512_and_si512(high, _mm512_set1_epi8(4)));
+    return _mm512_or_si512(TwoBitCodes(a + 32, b + 32, j), MoveBit(Load2(a, b), j, 2));
   }
 };
 
