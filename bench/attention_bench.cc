@@ -22,8 +22,8 @@
 #include <random>
 #include <vector>
 
-#include "model_svc/backend/cpu/quant.h"
-#include "model_svc/backend/cpu/vec.h"
+#include "model_svc/kernels/quant.h"
+#include "model_svc/kernels/vec.h"
 
 namespace llm::cpu {
 namespace {

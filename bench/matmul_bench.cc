@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "model_svc/backend/cpu/quant.h"
-#include "model_svc/backend/cpu/quant_internal.h"
-#include "model_svc/backend/cpu/vec.h"
+#include "model_svc/kernels/quant.h"
+#include "model_svc/kernels/quant_internal.h"
+#include "model_svc/kernels/vec.h"
 
 namespace llm::cpu {
 // issue_probe_avx512.cc: `rounds` rounds of 8 vpdpbusd plus 8 instructions of

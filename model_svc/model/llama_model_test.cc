@@ -37,7 +37,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model_svc/backend/cpu/cpu_backend.h"
-#include "model_svc/backend/cpu/quant.h"
+#include "model_svc/kernels/quant.h"
 #include "model_svc/model/config.h"
 #include "model_svc/model/logits.h"
 #include "model_svc/testing/random_model.h"

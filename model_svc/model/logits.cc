@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model_svc/backend/cpu/quant.h"
-#include "model_svc/backend/cpu/vec.h"
+#include "model_svc/kernels/quant.h"
+#include "model_svc/kernels/vec.h"
 
 namespace llm::model {
 

@@ -7,7 +7,7 @@
 #include "absl/status/status.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
-#include "model_svc/backend/cpu/quant.h"
+#include "model_svc/kernels/quant.h"
 
 namespace llm::model {
 namespace {

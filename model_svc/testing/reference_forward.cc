@@ -8,7 +8,7 @@
 #include <string>
 
 #include "common/strings.h"
-#include "model_svc/backend/cpu/quant.h"
+#include "model_svc/kernels/quant.h"
 
 namespace llm::model::testing {
 namespace {

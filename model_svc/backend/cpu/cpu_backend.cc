@@ -18,9 +18,9 @@
 #include "common/status_macros.h"
 #include "common/strings.h"
 #include "model_svc/backend/cpu/piece_claims.h"
-#include "model_svc/backend/cpu/quant.h"
 #include "model_svc/backend/cpu/thread_pool.h"
-#include "model_svc/backend/cpu/vec.h"
+#include "model_svc/kernels/quant.h"
+#include "model_svc/kernels/vec.h"
 
 namespace llm::cpu {
 namespace {

@@ -17,11 +17,11 @@
 #include "absl/status/status.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
-#include "model_svc/backend/cpu/quant.h"
 #include "model_svc/backend/cuda/cuda_status.h"
 #include "model_svc/backend/cuda/device_memory.h"
 #include "model_svc/backend/cuda/kernels.h"
 #include "model_svc/backend/cuda/step_graphs.h"
+#include "model_svc/kernels/quant.h"
 
 namespace llm::cuda {
 namespace {

@@ -1,7 +1,7 @@
 // Portable code of the CPU kernels: fp16/bf16 conversion, shape checks, the
 // scalar reference kernels and the run-time choice between them, AVX2 and
 // AVX-512 VNNI.
-#include "model_svc/backend/cpu/quant.h"
+#include "model_svc/kernels/quant.h"
 
 #include <algorithm>
 #include <atomic>
@@ -15,7 +15,7 @@
 #endif
 
 #include "absl/strings/str_cat.h"
-#include "model_svc/backend/cpu/quant_internal.h"
+#include "model_svc/kernels/quant_internal.h"
 
 namespace llm::cpu {
 

@@ -49,8 +49,8 @@
 //
 // Thread safety: every function here is pure over its arguments; callers
 // split rows across threads.
-#ifndef LLM_MODEL_SVC_BACKEND_CPU_QUANT_H_
-#define LLM_MODEL_SVC_BACKEND_CPU_QUANT_H_
+#ifndef LLM_MODEL_SVC_KERNELS_QUANT_H_
+#define LLM_MODEL_SVC_KERNELS_QUANT_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -151,4 +151,4 @@ uint16_t FloatToBf16(float f);
 
 }  // namespace llm::cpu
 
-#endif  // LLM_MODEL_SVC_BACKEND_CPU_QUANT_H_
+#endif  // LLM_MODEL_SVC_KERNELS_QUANT_H_

@@ -5,7 +5,7 @@
 // dequantized q8 activations, and check batch invariance: every tile shape
 // gives the same bits per (row, token), and the SIMD kernels the scalar
 // kernels' bits.
-#include "model_svc/backend/cpu/quant.h"
+#include "model_svc/kernels/quant.h"
 
 #include <algorithm>
 #include <cmath>
@@ -18,7 +18,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "model_svc/backend/cpu/quant_internal.h"
+#include "model_svc/kernels/quant_internal.h"
 
 namespace llm::cpu {
 namespace {

@@ -52,8 +52,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "model_svc/backend/cpu/quant_internal.h"
-#include "model_svc/backend/cpu/quant_x86_formats.h"
+#include "model_svc/kernels/quant_internal.h"
+#include "model_svc/kernels/quant_x86_formats.h"
 
 namespace llm::cpu::internal {
 namespace {

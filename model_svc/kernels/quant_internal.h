@@ -10,14 +10,14 @@
 // All sets follow the canonical order of quant.h, so MatMulTile, DotRow and
 // QuantizeQ8 give the same bits in each; the scalar set is the readable
 // reference.
-#ifndef LLM_MODEL_SVC_BACKEND_CPU_QUANT_INTERNAL_H_
-#define LLM_MODEL_SVC_BACKEND_CPU_QUANT_INTERNAL_H_
+#ifndef LLM_MODEL_SVC_KERNELS_QUANT_INTERNAL_H_
+#define LLM_MODEL_SVC_KERNELS_QUANT_INTERNAL_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
-#include "model_svc/backend/cpu/quant.h"
+#include "model_svc/kernels/quant.h"
 
 namespace llm::cpu::internal {
 
@@ -145,4 +145,4 @@ uint64_t CurrentActivationsScope();
 
 }  // namespace llm::cpu::internal
 
-#endif  // LLM_MODEL_SVC_BACKEND_CPU_QUANT_INTERNAL_H_
+#endif  // LLM_MODEL_SVC_KERNELS_QUANT_INTERNAL_H_
