@@ -22,7 +22,7 @@
 #include <random>
 #include <vector>
 
-#include "model_svc/kernels/quant.h"
+#include "common/half.h"
 #include "model_svc/kernels/vec.h"
 
 namespace llm::cpu {

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "common/half.h"
 #include "model_svc/kernels/quant.h"
 #include "model_svc/kernels/quant_internal.h"
 #include "model_svc/kernels/vec.h"

@@ -142,13 +142,6 @@ class SameActivationsScope {
 // Which kernel set is active: "avx512vnni", "avx2" or "scalar".
 std::string_view KernelIsa();
 
-// fp16 / bf16 conversion helpers (IEEE half, round-to-nearest-even).
-float HalfToFloat(uint16_t h);
-uint16_t FloatToHalf(float f);
-float Bf16ToFloat(uint16_t h);
-// Rounds to nearest even; NaN stays NaN (quiet, sign kept), overflow gives inf.
-uint16_t FloatToBf16(float f);
-
 }  // namespace llm::cpu
 
 #endif  // LLM_MODEL_SVC_KERNELS_QUANT_H_

@@ -52,6 +52,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/half.h"
 #include "model_svc/kernels/quant_internal.h"
 #include "model_svc/kernels/quant_x86_formats.h"
 

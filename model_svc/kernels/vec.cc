@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model_svc/kernels/quant.h"
+#include "common/half.h"
 #include "model_svc/kernels/quant_internal.h"
 
 namespace llm::cpu {

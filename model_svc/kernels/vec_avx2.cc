@@ -6,9 +6,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/half.h"
 #include "model_svc/kernels/exp_libm.h"
 #include "model_svc/kernels/head_shapes.h"
-#include "model_svc/kernels/quant.h"
 #include "model_svc/kernels/vec.h"
 
 namespace llm::cpu::vec_internal {

@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/half.h"
 #include "gtest/gtest.h"
-#include "model_svc/kernels/quant.h"
 #include "model_svc/kernels/quant_internal.h"
 
 namespace llm::cpu {

@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
 #include "absl/status/status.h"
+#include "common/half.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
 #include "model_svc/backend/cuda/cuda_status.h"
@@ -485,7 +486,7 @@ class CudaBackend : public model::Backend {
       for (int64_t r = 0; r < rows; ++r) {
         cpu::DequantizeRow(view.type, view.data + (r0 + r) * view.row_bytes, row.data(), view.cols);
         uint16_t* h = halves.data() + r * view.cols;
-        for (int64_t c = 0; c < view.cols; ++c) h[c] = cpu::FloatToHalf(row[c]);
+        for (int64_t c = 0; c < view.cols; ++c) h[c] = FloatToHalf(row[c]);
       }
       LLM_RETURN_IF_ERROR(CopyToDevice(device + r0 * view.cols, halves.data(), rows * view.cols * 2,
                                        StrCat("upload of tensor ", view.name)));
