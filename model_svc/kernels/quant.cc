@@ -1,5 +1,5 @@
-// Portable code of the CPU kernels: shape checks, the scalar reference
-// kernels and the run-time choice between them, AVX2 and AVX-512 VNNI.
+// Portable code of the CPU kernels: the scalar reference kernels and the
+// run-time choice between them, AVX2 and AVX-512 VNNI.
 #include "model_svc/kernels/quant.h"
 
 #include <algorithm>
@@ -13,99 +13,17 @@
 #include <cpuid.h>
 #endif
 
-#include "absl/strings/str_cat.h"
 #include "common/half.h"
+#include "model_svc/formats/block_decode.h"
+#include "model_svc/formats/dequantize.h"
 #include "model_svc/kernels/quant_internal.h"
 
 namespace llm::cpu {
-
-// ---------------------------------------------------------------------------
-// Types and shapes.
-
-bool IsSupportedWeightType(TensorType type) {
-  switch (type) {
-    case TensorType::kF32:
-    case TensorType::kF16:
-    case TensorType::kBF16:
-    case TensorType::kQ4_0:
-    case TensorType::kQ4_1:
-    case TensorType::kQ5_0:
-    case TensorType::kQ5_1:
-    case TensorType::kQ8_0:
-    case TensorType::kQ2_K:
-    case TensorType::kQ3_K:
-    case TensorType::kQ4_K:
-    case TensorType::kQ5_K:
-    case TensorType::kQ6_K:
-    case TensorType::kIQ4_NL:
-    case TensorType::kIQ4_XS:
-      return true;
-    default:
-      return false;
-  }
-}
-
-namespace {
-
-std::string TypeName(TensorType type) {
-  const gguf::TensorTypeTraits* traits = gguf::FindTensorTypeTraits(static_cast<uint32_t>(type));
-  if (traits != nullptr) return std::string(traits->name);
-  return absl::StrCat("type id ", static_cast<uint32_t>(type));
-}
-
-}  // namespace
-
-absl::Status CheckWeightShape(TensorType type, int64_t cols) {
-  if (!IsSupportedWeightType(type)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("CPU kernels do not support weight type ", TypeName(type)));
-  }
-  const int64_t block = internal::BlockElements(type);
-  const int64_t multiple = std::max<int64_t>(block, kQ8Block);
-  if (cols <= 0 || cols % multiple != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("weight type ", TypeName(type), ": row length ",
-                                                   cols, " is not a positive multiple of ",
-                                                   multiple));
-  }
-  return absl::OkStatus();
-}
-
-size_t RowBytes(TensorType type, int64_t cols) {
-  const gguf::TensorTypeTraits* traits = gguf::FindTensorTypeTraits(static_cast<uint32_t>(type));
-  if (traits == nullptr) internal::Fatal("RowBytes: unknown tensor type");
-  return static_cast<size_t>(cols) / traits->block_elements * traits->block_bytes;
-}
-
 namespace internal {
 
 [[noreturn]] void Fatal(const char* what) {
   std::fprintf(stderr, "llm::cpu kernels: %s\n", what);
   std::abort();
-}
-
-int64_t BlockElements(TensorType type) {
-  switch (type) {
-    case TensorType::kF32:
-    case TensorType::kF16:
-    case TensorType::kBF16:
-      return 1;
-    case TensorType::kQ4_0:
-    case TensorType::kQ4_1:
-    case TensorType::kQ5_0:
-    case TensorType::kQ5_1:
-    case TensorType::kQ8_0:
-    case TensorType::kIQ4_NL:
-      return 32;
-    case TensorType::kQ2_K:
-    case TensorType::kQ3_K:
-    case TensorType::kQ4_K:
-    case TensorType::kQ5_K:
-    case TensorType::kQ6_K:
-    case TensorType::kIQ4_XS:
-      return kSuperBlock;
-    default:
-      Fatal("unsupported weight type");
-  }
 }
 
 bool CpuHasAvx2Fma() {
@@ -135,97 +53,23 @@ bool CpuHasAvx512Vnni() {
 // ---------------------------------------------------------------------------
 // Scalar reference kernels.
 //
-// Every 32-element block is decoded to integers q[32] plus float scales, so
-// that dequantization and the dot products share one decoder per format.
-// Dot products follow the canonical order of quant.h literally (this file is
-// compiled with -ffp-contract=off and every fused step is an explicit fma);
+// Every 32-element block is decoded to integers q[32] plus float scales by
+// formats/block_decode.h, the decoders of the reference dequantization, so
+// that both share one decoder per format. Dot products follow the canonical order of quant.h
+// literally (this file is compiled with -ffp-contract=off and every fused step is an explicit fma);
 // the AVX2 kernels reproduce it bit for bit.
 
 namespace {
 
-float Half(const uint8_t* p) { return HalfToFloat(LoadU16(p)); }
-
-// Q4_0 / Q4_1 nibbles: low nibbles are elements 0..15, high nibbles 16..31.
-void DecodeNibbles(const uint8_t* qs, int offset, int q[32]) {
-  for (int j = 0; j < 16; ++j) {
-    q[j] = (qs[j] & 0x0F) - offset;
-    q[j + 16] = (qs[j] >> 4) - offset;
-  }
-}
-
-// Q5_0 / Q5_1: nibbles plus bit k of qh as the 5th bit of element k.
-void DecodeFiveBits(const uint8_t* qh_bytes, const uint8_t* qs, int offset, int q[32]) {
-  const uint32_t qh = LoadU32(qh_bytes);
-  for (int j = 0; j < 16; ++j) {
-    q[j] = ((qs[j] & 0x0F) | static_cast<int>(((qh >> j) & 1u) << 4)) - offset;
-    q[j + 16] = ((qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4)) - offset;
-  }
-}
-
-// Q4_K sub-block j (0..7) of super-block `b`: 4-bit q with scale d*sc and
-// min dmin*mn, y = (d*sc) * q - (dmin*mn).
-void DecodeQ4K(const uint8_t* b, int j, int q[32], float* scale, float* min) {
-  int sc, mn;
-  Q4KScaleMin(b + 4, j, &sc, &mn);
-  *scale = Half(b) * static_cast<float>(sc);
-  *min = Half(b + 2) * static_cast<float>(mn);
-  const uint8_t* qs = b + 16 + 32 * (j / 2);
-  const int shift = (j % 2) * 4;
-  for (int l = 0; l < 32; ++l) q[l] = (qs[l] >> shift) & 0x0F;
-}
-
-// Q6_K elements 32j..32j+31 of super-block `b` (j = 0..7) as signed q in
-// [-32, 31]; their scales are the int8 scales[2j] (first 16) and [2j+1].
-void DecodeQ6K(const uint8_t* b, int j, int q[32]) {
-  const int h = j / 4;  // 128-element half
-  const int k = j % 4;  // 32-element quarter of the half
-  const uint8_t* ql = b + 64 * h + 32 * (k % 2);
-  const uint8_t* qh = b + 128 + 32 * h;
-  const int low_shift = (k / 2) * 4;
-  const int high_shift = 2 * k;
-  for (int l = 0; l < 32; ++l) {
-    q[l] = (((ql[l] >> low_shift) & 0x0F) | (((qh[l] >> high_shift) & 3) << 4)) - 32;
-  }
-}
-
-int8_t Q6KScale(const uint8_t* b, int i) { return static_cast<int8_t>(b[192 + i]); }
-
-// Q5_K sub-block j (0..7) of super-block `b`: Q4_K's nibbles and scales plus
-// bit j of qh[l] as the 5th bit of element l; y = (d*sc) * q - (dmin*mn).
-void DecodeQ5K(const uint8_t* b, int j, int q[32], float* scale, float* min) {
-  int sc, mn;
-  Q4KScaleMin(b + 4, j, &sc, &mn);
-  *scale = Half(b) * static_cast<float>(sc);
-  *min = Half(b + 2) * static_cast<float>(mn);
-  const uint8_t* qh = b + 16;
-  const uint8_t* qs = b + 48 + 32 * (j / 2);
-  const int shift = (j % 2) * 4;
-  for (int l = 0; l < 32; ++l) q[l] = ((qs[l] >> shift) & 0x0F) | (((qh[l] >> j) & 1) << 4);
-}
-
-// Q2_K / Q3_K 2-bit codes of elements 32j..32j+31 (j = 0..7): 128-element
-// half h = j / 4 uses qs[32h..32h+32), bits 2 * (j % 4).
-void DecodeTwoBits(const uint8_t* qs, int j, int q[32]) {
-  const uint8_t* p = qs + 32 * (j / 4);
-  const int shift = 2 * (j % 4);
-  for (int l = 0; l < 32; ++l) q[l] = (p[l] >> shift) & 3;
-}
-
-// Q3_K elements 32j..32j+31 as signed q in [-4, 3]: the 2-bit code minus 4
-// unless bit j of hmask[l] is set.
-void DecodeQ3K(const uint8_t* b, int j, int q[32]) {
-  DecodeTwoBits(b + 32, j, q);
-  for (int l = 0; l < 32; ++l) q[l] -= ((b[l] >> j) & 1) != 0 ? 0 : 4;
-}
-
-// IQ4_NL / IQ4_XS: 16 bytes of indices into kIQ4NLValues, low nibbles
-// elements 0..15, high nibbles 16..31.
-void DecodeIQ4(const uint8_t* qs, int q[32]) {
-  for (int l = 0; l < 16; ++l) {
-    q[l] = kIQ4NLValues[qs[l] & 0x0F];
-    q[l + 16] = kIQ4NLValues[qs[l] >> 4];
-  }
-}
+using formats::DecodeFiveBits;
+using formats::DecodeIQ4;
+using formats::DecodeNibbles;
+using formats::DecodeQ3K;
+using formats::DecodeQ4K;
+using formats::DecodeQ5K;
+using formats::DecodeQ6K;
+using formats::DecodeTwoBits;
+using formats::Q6KScale;
 
 int SumInt16(const int8_t* x) {
   int s = 0;
@@ -271,128 +115,7 @@ float MinStep(float acc, float mw, const BlockQ8& x) { return std::fma(mw, x.s, 
 }  // namespace
 
 void DequantizeRowScalar(TensorType type, const void* row, float* out, int64_t n) {
-  const auto* p = static_cast<const uint8_t*>(row);
-  int q[32];
-  switch (type) {
-    case TensorType::kF32:
-      std::memcpy(out, p, static_cast<size_t>(n) * sizeof(float));
-      return;
-    case TensorType::kF16:
-      for (int64_t i = 0; i < n; ++i) out[i] = Half(p + 2 * i);
-      return;
-    case TensorType::kBF16:
-      for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToFloat(LoadU16(p + 2 * i));
-      return;
-    case TensorType::kQ4_0:
-      for (int64_t b = 0; b < n / 32; ++b, p += kQ4_0Bytes, out += 32) {
-        const float d = Half(p);
-        DecodeNibbles(p + 2, 8, q);
-        for (int l = 0; l < 32; ++l) out[l] = d * static_cast<float>(q[l]);
-      }
-      return;
-    case TensorType::kQ4_1:
-      for (int64_t b = 0; b < n / 32; ++b, p += kQ4_1Bytes, out += 32) {
-        const float d = Half(p), m = Half(p + 2);
-        DecodeNibbles(p + 4, 0, q);
-        for (int l = 0; l < 32; ++l) out[l] = d * static_cast<float>(q[l]) + m;
-      }
-      return;
-    case TensorType::kQ5_0:
-      for (int64_t b = 0; b < n / 32; ++b, p += kQ5_0Bytes, out += 32) {
-        const float d = Half(p);
-        DecodeFiveBits(p + 2, p + 6, 16, q);
-        for (int l = 0; l < 32; ++l) out[l] = d * static_cast<float>(q[l]);
-      }
-      return;
-    case TensorType::kQ5_1:
-      for (int64_t b = 0; b < n / 32; ++b, p += kQ5_1Bytes, out += 32) {
-        const float d = Half(p), m = Half(p + 2);
-        DecodeFiveBits(p + 4, p + 8, 0, q);
-        for (int l = 0; l < 32; ++l) out[l] = d * static_cast<float>(q[l]) + m;
-      }
-      return;
-    case TensorType::kQ8_0:
-      for (int64_t b = 0; b < n / 32; ++b, p += kQ8_0Bytes, out += 32) {
-        const float d = Half(p);
-        for (int l = 0; l < 32; ++l) out[l] = d * static_cast<float>(static_cast<int8_t>(p[2 + l]));
-      }
-      return;
-    case TensorType::kQ4_K:
-      for (int64_t b = 0; b < n / kSuperBlock; ++b, p += kQ4_KBytes) {
-        for (int j = 0; j < 8; ++j, out += 32) {
-          float scale, min;
-          DecodeQ4K(p, j, q, &scale, &min);
-          for (int l = 0; l < 32; ++l) out[l] = scale * static_cast<float>(q[l]) - min;
-        }
-      }
-      return;
-    case TensorType::kQ6_K:
-      for (int64_t b = 0; b < n / kSuperBlock; ++b, p += kQ6_KBytes) {
-        const float d = Half(p + 208);
-        for (int j = 0; j < 8; ++j, out += 32) {
-          DecodeQ6K(p, j, q);
-          const float s0 = d * Q6KScale(p, 2 * j), s1 = d * Q6KScale(p, 2 * j + 1);
-          for (int l = 0; l < 16; ++l) out[l] = s0 * static_cast<float>(q[l]);
-          for (int l = 16; l < 32; ++l) out[l] = s1 * static_cast<float>(q[l]);
-        }
-      }
-      return;
-    case TensorType::kQ5_K:
-      for (int64_t b = 0; b < n / kSuperBlock; ++b, p += kQ5_KBytes) {
-        for (int j = 0; j < 8; ++j, out += 32) {
-          float scale, min;
-          DecodeQ5K(p, j, q, &scale, &min);
-          for (int l = 0; l < 32; ++l) out[l] = scale * static_cast<float>(q[l]) - min;
-        }
-      }
-      return;
-    case TensorType::kQ3_K:
-      for (int64_t b = 0; b < n / kSuperBlock; ++b, p += kQ3_KBytes) {
-        const float d = Half(p + 108);
-        int8_t sc[16];
-        Q3KScales(p + 96, sc);
-        for (int j = 0; j < 8; ++j, out += 32) {
-          DecodeQ3K(p, j, q);
-          const float s0 = d * sc[2 * j], s1 = d * sc[2 * j + 1];
-          for (int l = 0; l < 16; ++l) out[l] = s0 * static_cast<float>(q[l]);
-          for (int l = 16; l < 32; ++l) out[l] = s1 * static_cast<float>(q[l]);
-        }
-      }
-      return;
-    case TensorType::kQ2_K:
-      for (int64_t b = 0; b < n / kSuperBlock; ++b, p += kQ2_KBytes) {
-        const float d = Half(p + 80), dmin = Half(p + 82);
-        for (int j = 0; j < 8; ++j, out += 32) {
-          DecodeTwoBits(p + 16, j, q);
-          for (int h = 0; h < 2; ++h) {
-            const uint8_t sm = p[2 * j + h];
-            const float dl = d * static_cast<float>(sm & 0x0F);
-            const float ml = dmin * static_cast<float>(sm >> 4);
-            for (int l = 16 * h; l < 16 * h + 16; ++l) out[l] = dl * static_cast<float>(q[l]) - ml;
-          }
-        }
-      }
-      return;
-    case TensorType::kIQ4_NL:
-      for (int64_t b = 0; b < n / 32; ++b, p += kIQ4_NLBytes, out += 32) {
-        const float d = Half(p);
-        DecodeIQ4(p + 2, q);
-        for (int l = 0; l < 32; ++l) out[l] = d * static_cast<float>(q[l]);
-      }
-      return;
-    case TensorType::kIQ4_XS:
-      for (int64_t b = 0; b < n / kSuperBlock; ++b, p += kIQ4_XSBytes) {
-        const float d = Half(p);
-        for (int j = 0; j < 8; ++j, out += 32) {
-          const float dl = d * static_cast<float>(IQ4XSScale(p, j));
-          DecodeIQ4(p + 8 + 16 * j, q);
-          for (int l = 0; l < 32; ++l) out[l] = dl * static_cast<float>(q[l]);
-        }
-      }
-      return;
-    default:
-      Fatal("DequantizeRow: unsupported weight type");
-  }
+  formats::DequantizeRow(type, row, out, n);
 }
 
 void QuantizeQ8Scalar(const float* x, BlockQ8* out, int64_t n) {

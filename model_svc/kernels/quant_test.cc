@@ -19,12 +19,13 @@
 #include "common/half.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model_svc/formats/weight_formats.h"
 #include "model_svc/kernels/quant_internal.h"
 
 namespace llm::cpu {
 namespace {
 
-using ::testing::HasSubstr;
+using formats::RowBytes;
 
 // Float types first, then the quantized ones.
 constexpr TensorType kAllTypes[] = {
@@ -77,72 +78,6 @@ TEST(HalfTest, VectorConversionMatchesScalar) {
     EXPECT_EQ(std::memcmp(fast.data(), scalar.data(), n * sizeof(float)), 0) << Name(type);
   }
 }
-
-// ---------------------------------------------------------------------------
-// (e) Shapes.
-
-TEST(ShapeTest, SupportedTypes) {
-  for (TensorType type : kAllTypes) EXPECT_TRUE(IsSupportedWeightType(type)) << Name(type);
-  EXPECT_FALSE(IsSupportedWeightType(TensorType::kQ8_1));
-  EXPECT_FALSE(IsSupportedWeightType(TensorType::kQ8_K));
-  EXPECT_FALSE(IsSupportedWeightType(TensorType::kIQ2_XXS));
-  EXPECT_FALSE(IsSupportedWeightType(TensorType::kIQ3_S));
-  EXPECT_FALSE(IsSupportedWeightType(TensorType::kTQ2_0));
-  EXPECT_FALSE(IsSupportedWeightType(static_cast<TensorType>(4)));
-}
-
-TEST(ShapeTest, CheckWeightShape) {
-  EXPECT_TRUE(CheckWeightShape(TensorType::kQ4_1, 576).ok());
-  EXPECT_TRUE(CheckWeightShape(TensorType::kQ8_0, 576).ok());
-  EXPECT_TRUE(CheckWeightShape(TensorType::kF32, 64).ok());
-  EXPECT_TRUE(CheckWeightShape(TensorType::kQ4_K, 1536).ok());
-  EXPECT_TRUE(CheckWeightShape(TensorType::kQ6_K, 256).ok());
-
-  absl::Status s = CheckWeightShape(TensorType::kQ4_K, 576);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("Q4_K"));
-  EXPECT_THAT(s.message(), HasSubstr("256"));
-
-  s = CheckWeightShape(TensorType::kF16, 48);  // float types still need the 32-element q8 blocks
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("F16"));
-  EXPECT_EQ(CheckWeightShape(TensorType::kQ8_0, 100).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(CheckWeightShape(TensorType::kQ8_0, 0).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(CheckWeightShape(TensorType::kQ8_0, -32).code(), absl::StatusCode::kInvalidArgument);
-
-  EXPECT_TRUE(CheckWeightShape(TensorType::kQ2_K, 256).ok());
-  EXPECT_TRUE(CheckWeightShape(TensorType::kIQ4_NL, 32).ok());
-  s = CheckWeightShape(TensorType::kIQ4_XS, 576);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("IQ4_XS"));
-  s = CheckWeightShape(TensorType::kIQ2_XXS, 256);  // unsupported, named
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("IQ2_XXS"));
-  s = CheckWeightShape(static_cast<TensorType>(99), 256);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("99"));
-}
-
-TEST(ShapeTest, RowBytes) {
-  EXPECT_EQ(RowBytes(TensorType::kF32, 576), 2304u);
-  EXPECT_EQ(RowBytes(TensorType::kF16, 576), 1152u);
-  EXPECT_EQ(RowBytes(TensorType::kBF16, 576), 1152u);
-  EXPECT_EQ(RowBytes(TensorType::kQ4_0, 576), 18u * 18);
-  EXPECT_EQ(RowBytes(TensorType::kQ4_1, 576), 18u * 20);
-  EXPECT_EQ(RowBytes(TensorType::kQ5_0, 576), 18u * 22);
-  EXPECT_EQ(RowBytes(TensorType::kQ5_1, 576), 18u * 24);
-  EXPECT_EQ(RowBytes(TensorType::kQ8_0, 576), 18u * 34);
-  EXPECT_EQ(RowBytes(TensorType::kQ4_K, 1536), 6u * 144);
-  EXPECT_EQ(RowBytes(TensorType::kQ6_K, 1536), 6u * 210);
-  EXPECT_EQ(RowBytes(TensorType::kQ2_K, 1536), 6u * 84);
-  EXPECT_EQ(RowBytes(TensorType::kQ3_K, 1536), 6u * 110);
-  EXPECT_EQ(RowBytes(TensorType::kQ5_K, 1536), 6u * 176);
-  EXPECT_EQ(RowBytes(TensorType::kIQ4_NL, 576), 18u * 18);
-  EXPECT_EQ(RowBytes(TensorType::kIQ4_XS, 1536), 6u * 136);
-}
-
-// ---------------------------------------------------------------------------
-// (a) Dequantization of hand-built blocks.
 
 TEST(DequantizeTest, Float32AndHalves) {
   const float f32[4] = {1.5f, -2.25f, 0.0f, 3e38f};

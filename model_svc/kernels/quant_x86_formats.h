@@ -115,7 +115,7 @@ inline __m256i FifthBits(const uint8_t* qh) {
 //     sums and F::MinPairs instead (OneRowTile and dequantization do not).
 //
 // Decoding tables and bit positions follow ggml's block layouts
-// (quant_internal.h lists them).
+// (formats/blocks.h lists them).
 
 struct WeightBlock {
   __m256i q;  // 32 lanes, element order

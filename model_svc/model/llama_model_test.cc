@@ -38,6 +38,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model_svc/backend/cpu/cpu_backend.h"
+#include "model_svc/formats/weight_formats.h"
 #include "model_svc/kernels/quant.h"
 #include "model_svc/model/config.h"
 #include "model_svc/model/logits.h"
@@ -222,7 +223,7 @@ TEST_P(QuantRoundTripTest, RoundTripsThroughDequantizeRow) {
   std::fill(values.begin() + cols, values.begin() + cols + 32, 0.25f);
   auto bytes = testing::QuantizeMatrix(type, values, cols);
   ASSERT_TRUE(bytes.ok()) << bytes.status();
-  const size_t row_bytes = cpu::RowBytes(type, cols);
+  const size_t row_bytes = formats::RowBytes(type, cols);
   ASSERT_EQ(bytes->size(), rows * row_bytes);
   double err = 0, sum = 0;
   std::vector<float> out(cols);

@@ -22,6 +22,7 @@
 #include "model_svc/backend/cuda/device_memory.h"
 #include "model_svc/backend/cuda/kernels.h"
 #include "model_svc/backend/cuda/step_graphs.h"
+#include "model_svc/formats/weight_formats.h"
 #include "model_svc/kernels/quant.h"
 
 namespace llm::cuda {
@@ -148,7 +149,7 @@ class CudaBackend : public model::Backend {
         break;
     }
     if (view.type != TensorType::kF32 && view.type != TensorType::kF16 &&
-        view.type != TensorType::kBF16 && !cpu::IsSupportedWeightType(view.type)) {
+        view.type != TensorType::kBF16 && !formats::IsSupportedWeightType(view.type)) {
       return absl::UnimplementedError(StrCat("tensor ", view.name, ": unsupported type"));
     }
     // A tied LM head is the embedding table's view: upload it once.
