@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "common/half.h"
-#include "model_svc/kernels/quant.h"
 #include "model_svc/kernels/vec.h"
 
 namespace llm::model {
