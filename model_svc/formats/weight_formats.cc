@@ -12,22 +12,11 @@ namespace llm::formats {
 
 bool IsSupportedWeightType(TensorType type) {
   switch (type) {
-    case TensorType::kF32:
-    case TensorType::kF16:
-    case TensorType::kBF16:
-    case TensorType::kQ4_0:
-    case TensorType::kQ4_1:
-    case TensorType::kQ5_0:
-    case TensorType::kQ5_1:
-    case TensorType::kQ8_0:
-    case TensorType::kQ2_K:
-    case TensorType::kQ3_K:
-    case TensorType::kQ4_K:
-    case TensorType::kQ5_K:
-    case TensorType::kQ6_K:
-    case TensorType::kIQ4_NL:
-    case TensorType::kIQ4_XS:
-      return true;
+#define LLM_CASE(name, ...) case TensorType::k##name:
+    LLM_FLOAT_WEIGHT_FORMATS(LLM_CASE)
+    LLM_QUANT_WEIGHT_FORMATS(LLM_CASE)
+#undef LLM_CASE
+    return true;
     default:
       return false;
   }
@@ -66,24 +55,15 @@ size_t RowBytes(TensorType type, int64_t cols) {
 
 int64_t BlockElements(TensorType type) {
   switch (type) {
-    case TensorType::kF32:
-    case TensorType::kF16:
-    case TensorType::kBF16:
-      return 1;
-    case TensorType::kQ4_0:
-    case TensorType::kQ4_1:
-    case TensorType::kQ5_0:
-    case TensorType::kQ5_1:
-    case TensorType::kQ8_0:
-    case TensorType::kIQ4_NL:
-      return 32;
-    case TensorType::kQ2_K:
-    case TensorType::kQ3_K:
-    case TensorType::kQ4_K:
-    case TensorType::kQ5_K:
-    case TensorType::kQ6_K:
-    case TensorType::kIQ4_XS:
-      return kSuperBlock;
+#define LLM_FLOAT_CASE(name) case TensorType::k##name:
+    LLM_FLOAT_WEIGHT_FORMATS(LLM_FLOAT_CASE)
+#undef LLM_FLOAT_CASE
+    return 1;
+#define LLM_QUANT_CASE(name, block_elements) \
+  case TensorType::k##name:                  \
+    return block_elements;
+    LLM_QUANT_WEIGHT_FORMATS(LLM_QUANT_CASE)
+#undef LLM_QUANT_CASE
     default:
       internal::Fatal("unsupported weight type");
   }

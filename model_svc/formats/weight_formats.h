@@ -3,7 +3,7 @@
 // given.
 //
 // Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K,
-// Q5_K, Q6_K, IQ4_NL, IQ4_XS (their blocks: blocks.h).
+// Q5_K, Q6_K, IQ4_NL, IQ4_XS (their blocks: blocks.h), the lists below.
 //
 // Thread safety: pure functions. Errors: absl::Status for what a file can get
 // wrong; a broken precondition (an unknown type where a supported one is
@@ -16,6 +16,33 @@
 
 #include "absl/status/status.h"
 #include "common/gguf/gguf.h"
+
+// The weight formats, written once. Every switch over them is generated from
+// these lists: IsSupportedWeightType and BlockElements here, and each
+// instruction set's dispatch in kernels/ (quant_avx2.cc, quant_avx512.cc). A
+// new format is one line here, plus its block layout (blocks.h), reference
+// decoding (block_decode.h, dequantize.cc, the scalar DotRow) and SIMD format
+// struct (kernels/quant_x86_formats.h).
+//
+// LLM_FLOAT_WEIGHT_FORMATS(X): X(Name) for each float type: TensorType::kName,
+//   one element per block.
+// LLM_QUANT_WEIGHT_FORMATS(X): X(Name, block_elements) for each quantized
+//   type: TensorType::kName and the kernels' format struct Name, and the
+//   elements of one block (32, or 256 for a K-quant super-block).
+#define LLM_FLOAT_WEIGHT_FORMATS(X) X(F32) X(F16) X(BF16)
+#define LLM_QUANT_WEIGHT_FORMATS(X) \
+  X(Q4_0, 32)                       \
+  X(Q4_1, 32)                       \
+  X(Q5_0, 32)                       \
+  X(Q5_1, 32)                       \
+  X(Q8_0, 32)                       \
+  X(Q2_K, 256)                      \
+  X(Q3_K, 256)                      \
+  X(Q4_K, 256)                      \
+  X(Q5_K, 256)                      \
+  X(Q6_K, 256)                      \
+  X(IQ4_NL, 32)                     \
+  X(IQ4_XS, 256)
 
 namespace llm::formats {
 
