@@ -25,8 +25,8 @@
 #include <random>
 #include <vector>
 
-#include "model_svc/backend/cpu/quant.h"
-#include "model_svc/backend/cpu/vec.h"
+#include "common/half.h"
+#include "model_svc/kernels/vec.h"
 
 namespace llm::cpu {
 namespace {

@@ -24,9 +24,11 @@
 #include <string>
 #include <vector>
 
-#include "model_svc/backend/cpu/quant.h"
-#include "model_svc/backend/cpu/quant_internal.h"
-#include "model_svc/backend/cpu/vec.h"
+#include "common/half.h"
+#include "model_svc/formats/weight_formats.h"
+#include "model_svc/kernels/quant.h"
+#include "model_svc/kernels/quant_internal.h"
+#include "model_svc/kernels/vec.h"
 
 namespace llm::cpu {
 // issue_probe_avx512.cc: `rounds` rounds of 8 vpdpbusd plus 8 instructions of
@@ -39,7 +41,7 @@ namespace {
 
 // Random weights: random quant bytes with sane fp16 scales, or N(0, 1) floats.
 std::vector<uint8_t> RandomWeights(TensorType type, int64_t rows, int64_t cols) {
-  const size_t row_bytes = RowBytes(type, cols);
+  const size_t row_bytes = formats::RowBytes(type, cols);
   std::vector<uint8_t> w(rows * row_bytes);
   std::mt19937 rng(1);
   std::uniform_int_distribution<int> byte(0, 255);
@@ -66,7 +68,7 @@ std::vector<uint8_t> RandomWeights(TensorType type, int64_t rows, int64_t cols) 
   for (uint8_t& b : w) b = static_cast<uint8_t>(byte(rng));
   const bool k_quant =
       gguf::FindTensorTypeTraits(static_cast<uint32_t>(type))->block_elements == 256;
-  const size_t block_bytes = RowBytes(type, k_quant ? 256 : 32);
+  const size_t block_bytes = formats::RowBytes(type, k_quant ? 256 : 32);
   for (size_t off = 0; off + block_bytes <= w.size(); off += block_bytes) {
     switch (type) {
       case TensorType::kQ4_1:
@@ -135,7 +137,7 @@ void RunMatMul(benchmark::State& state, TensorType type, int64_t rows, int64_t c
   }
   const Activations a = RandomActivations(tokens, cols);
   std::vector<float> out(tokens * rows);
-  const size_t row_bytes = RowBytes(type, cols);
+  const size_t row_bytes = formats::RowBytes(type, cols);
   const int64_t grain = options.row_grain > 0 ? options.row_grain : rows;
   int64_t copy = 0;
   for (auto _ : state) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/half.h"
 #include "common/strings.h"
 
 namespace llm::client {
@@ -74,24 +75,6 @@ v1::LogitsOptions ChooseLogitsOptions(const LogitsMode& mode, const sampler::Sam
     options.set_encoding(v1::LogitsOptions::LOGITS_FLOAT32);
   }
   return options;
-}
-
-float HalfToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  const uint32_t magnitude = h & 0x7FFF;
-  uint32_t bits;
-  if (magnitude >= 0x7C00) {  // infinity or NaN (payload kept)
-    bits = sign | 0x7F800000u | ((magnitude & 0x3FF) << 13);
-  } else if (magnitude >= 0x0400) {  // normal: rebias the exponent by 127 - 15
-    bits = sign | ((magnitude << 13) + 0x38000000u);
-  } else {  // zero or subnormal: magnitude * 2^-24, exact in float
-    const float f = static_cast<float>(magnitude) * 0x1.0p-24f;
-    std::memcpy(&bits, &f, 4);
-    bits |= sign;
-  }
-  float v;
-  std::memcpy(&v, &bits, 4);
-  return v;
 }
 
 absl::Status DecodedLogits::Decode(const v1::Logits& logits, int64_t vocab_size) {

@@ -46,9 +46,6 @@ std::string LogitsModeName(const LogitsMode& mode);
 v1::LogitsOptions ChooseLogitsOptions(const LogitsMode& mode, const sampler::SamplingParams& params,
                                       int64_t vocab_size);
 
-// IEEE 754 binary16 to float (exact).
-float HalfToFloat(uint16_t h);
-
 // Owns the floats decoded from one Logits message and views them as the
 // sampler's input. Reuses its buffers from call to call.
 class DecodedLogits {

@@ -59,26 +59,6 @@ TEST(LogitsTest, ExplicitModesWin) {
   EXPECT_EQ(o.top_n(), 100u);  // capped to the vocabulary
 }
 
-TEST(LogitsTest, HalfToFloat) {
-  EXPECT_EQ(HalfToFloat(0x3C00), 1.0f);
-  EXPECT_EQ(HalfToFloat(0xC000), -2.0f);
-  EXPECT_EQ(HalfToFloat(0x7BFF), 65504.0f);
-  EXPECT_EQ(HalfToFloat(0x0001), std::ldexp(1.0f, -24));
-  EXPECT_TRUE(std::signbit(HalfToFloat(0x8000)));
-  EXPECT_TRUE(std::isinf(HalfToFloat(0x7C00)));
-  EXPECT_TRUE(std::isnan(HalfToFloat(0x7E00)));
-  // Every half against the definition: (-1)^s * 2^(e-15) * 1.m, or 2^-14 * 0.m.
-  for (uint32_t h = 0; h < 0x10000; ++h) {
-    const int e = (h >> 10) & 0x1F;
-    const int m = h & 0x3FF;
-    if (e == 31) continue;
-    const float want =
-        (h & 0x8000 ? -1.0f : 1.0f) * (e == 0 ? std::ldexp(static_cast<float>(m), -24)
-                                              : std::ldexp(static_cast<float>(m | 0x400), e - 25));
-    ASSERT_EQ(HalfToFloat(static_cast<uint16_t>(h)), want) << h;
-  }
-}
-
 TEST(LogitsTest, DecodesEveryEncoding) {
   DecodedLogits d;
   v1::Logits full;

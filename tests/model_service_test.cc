@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "common/grpc/server_runner.h"
+#include "common/half.h"
 #include "common/strings.h"
 #include "llm/v1/model.grpc.pb.h"
 #include "model_svc/engine/engine.h"
@@ -112,21 +113,6 @@ std::vector<float> Float32s(const v1::Logits& logits) {
   std::vector<float> out(logits.float32().size() / 4);
   std::memcpy(out.data(), logits.float32().data(), out.size() * 4);  // little-endian host
   return out;
-}
-
-float HalfToFloat(uint16_t h) {
-  const int sign = (h >> 15) & 1;
-  const int exp = (h >> 10) & 0x1F;
-  const int mant = h & 0x3FF;
-  float v;
-  if (exp == 0) {
-    v = std::ldexp(static_cast<float>(mant), -24);
-  } else if (exp == 31) {
-    v = mant == 0 ? INFINITY : NAN;
-  } else {
-    v = std::ldexp(static_cast<float>(mant | 0x400), exp - 25);
-  }
-  return sign ? -v : v;
 }
 
 std::vector<float> Float16s(const v1::Logits& logits) {

@@ -33,11 +33,13 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/half.h"
 #include "common/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model_svc/backend/cpu/cpu_backend.h"
-#include "model_svc/backend/cpu/quant.h"
+#include "model_svc/formats/weight_formats.h"
+#include "model_svc/kernels/quant.h"
 #include "model_svc/model/config.h"
 #include "model_svc/model/logits.h"
 #include "model_svc/testing/random_model.h"
@@ -196,12 +198,12 @@ TEST(ReferenceQuantTest, HalfAndBf16MatchTheKernelsConversions) {
                           1e-8f,  6e-8f,    3e-5f,    6.1e-5f, 0.1f,     1.0f / 3, 1e10f,
                           -1e10f, 1.00049f, 1.00146f, 2049.0f, 2051.0f,  -7.7e-6f};
   for (float v : values) {
-    EXPECT_EQ(testing::FloatToHalfRef(v), cpu::FloatToHalf(v)) << v;
-    const float round_trip = cpu::HalfToFloat(testing::FloatToHalfRef(v));
+    EXPECT_EQ(testing::FloatToHalfRef(v), FloatToHalf(v)) << v;
+    const float round_trip = HalfToFloat(testing::FloatToHalfRef(v));
     if (std::fabs(v) <= 65504.0f) {
       EXPECT_LE(std::fabs(round_trip - v), std::max(std::fabs(v) * 0x1.0p-11f, 0x1.0p-25f)) << v;
     }
-    const float bf = cpu::Bf16ToFloat(testing::FloatToBf16Ref(v));
+    const float bf = Bf16ToFloat(testing::FloatToBf16Ref(v));
     EXPECT_LE(std::fabs(bf - v), std::fabs(v) * 0x1.0p-8f) << v;
   }
 }
@@ -221,7 +223,7 @@ TEST_P(QuantRoundTripTest, RoundTripsThroughDequantizeRow) {
   std::fill(values.begin() + cols, values.begin() + cols + 32, 0.25f);
   auto bytes = testing::QuantizeMatrix(type, values, cols);
   ASSERT_TRUE(bytes.ok()) << bytes.status();
-  const size_t row_bytes = cpu::RowBytes(type, cols);
+  const size_t row_bytes = formats::RowBytes(type, cols);
   ASSERT_EQ(bytes->size(), rows * row_bytes);
   double err = 0, sum = 0;
   std::vector<float> out(cols);
@@ -1095,7 +1097,7 @@ TEST_F(ForwardTest, EncodingsOfTheSameRowAgree) {
   EXPECT_TRUE(out[1].values.empty());
   for (size_t i = 0; i < values.size(); ++i) {
     EXPECT_EQ(out[1].halves[i], testing::FloatToHalfRef(values[i])) << i;
-    EXPECT_LE(std::fabs(cpu::HalfToFloat(out[1].halves[i]) - values[i]),
+    EXPECT_LE(std::fabs(HalfToFloat(out[1].halves[i]) - values[i]),
               std::fabs(values[i]) * 0x1.0p-11f + 0x1.0p-25f);
   }
 
@@ -1213,7 +1215,7 @@ TEST(LogitsTest, Float16RoundTrip) {
   ASSERT_EQ(out.halves.size(), row.size());
   for (size_t i = 0; i < row.size(); ++i) {
     EXPECT_EQ(out.halves[i], testing::FloatToHalfRef(row[i]));
-    EXPECT_LE(std::fabs(cpu::HalfToFloat(out.halves[i]) - row[i]), std::fabs(row[i]) * 0x1.0p-11f);
+    EXPECT_LE(std::fabs(HalfToFloat(out.halves[i]) - row[i]), std::fabs(row[i]) * 0x1.0p-11f);
   }
   EXPECT_NEAR(out.log_sum_exp, LogSumExp(row), 1e-6);
 }

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model_svc/backend/cpu/quant.h"
-#include "model_svc/backend/cpu/vec.h"
+#include "common/half.h"
+#include "model_svc/kernels/vec.h"
 
 namespace llm::model {
 
@@ -33,7 +33,7 @@ int32_t Argmax(const Logits& logits) {
       return first_max(logits.values.size(), [&](size_t i) { return logits.values[i]; });
     case LogitsEncoding::kFloat16:
       return first_max(logits.halves.size(),
-                       [&](size_t i) { return cpu::HalfToFloat(logits.halves[i]); });
+                       [&](size_t i) { return HalfToFloat(logits.halves[i]); });
     case LogitsEncoding::kTopN:
       return logits.top_ids.empty() ? -1 : logits.top_ids.front();
   }
@@ -53,7 +53,7 @@ void EncodeLogits(std::span<const float> row, const LogitsSpec& spec, Logits* ou
       break;
     case LogitsEncoding::kFloat16:
       out->halves.resize(row.size());
-      for (size_t i = 0; i < row.size(); ++i) out->halves[i] = cpu::FloatToHalf(row[i]);
+      for (size_t i = 0; i < row.size(); ++i) out->halves[i] = FloatToHalf(row[i]);
       break;
     case LogitsEncoding::kTopN: {
       const size_t n = std::clamp<size_t>(spec.top_n, 1, row.size());

@@ -7,7 +7,7 @@
 #include "absl/status/status.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
-#include "model_svc/backend/cpu/quant.h"
+#include "model_svc/formats/weight_formats.h"
 
 namespace llm::model {
 namespace {
@@ -45,12 +45,12 @@ absl::StatusOr<WeightView> Locate(const gguf::File& file, const std::string& nam
       return absl::UnimplementedError(StrCat(file.name(), ": tensor ", name, " has type ",
                                              TypeName(t->ggml_type), "; norm weights must be F32"));
     }
-  } else if (!cpu::IsSupportedWeightType(type)) {
+  } else if (!formats::IsSupportedWeightType(type)) {
     return absl::UnimplementedError(
         StrCat(file.name(), ": tensor ", name, " has type ", TypeName(t->ggml_type),
                ", which is not supported (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, "
                "Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)"));
-  } else if (absl::Status s = cpu::CheckWeightShape(type, cols); !s.ok()) {
+  } else if (absl::Status s = formats::CheckWeightShape(type, cols); !s.ok()) {
     return absl::InvalidArgumentError(StrCat(file.name(), ": tensor ", name, ": ", s.message()));
   }
   WeightView w;
@@ -59,7 +59,7 @@ absl::StatusOr<WeightView> Locate(const gguf::File& file, const std::string& nam
   w.rows = is_vector ? 1 : rows;
   w.cols = cols;
   w.data = t->data;
-  w.row_bytes = is_vector ? cols * sizeof(float) : cpu::RowBytes(type, cols);
+  w.row_bytes = is_vector ? cols * sizeof(float) : formats::RowBytes(type, cols);
   return w;
 }
 

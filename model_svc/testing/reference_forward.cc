@@ -7,8 +7,9 @@
 #include <numbers>
 #include <string>
 
+#include "common/half.h"
 #include "common/strings.h"
-#include "model_svc/backend/cpu/quant.h"
+#include "model_svc/kernels/quant.h"
 
 namespace llm::model::testing {
 namespace {
@@ -104,7 +105,7 @@ Vec RmsNorm(const Vec& x, const Matrix& w, double eps) {
 }
 
 // fp16 rounding, as llama.cpp's GELU table does.
-double RoundF16(double x) { return cpu::HalfToFloat(cpu::FloatToHalf(static_cast<float>(x))); }
+double RoundF16(double x) { return HalfToFloat(FloatToHalf(static_cast<float>(x))); }
 
 // GELU (tanh approximation) as backend.h's GeluMul defines it: input and
 // result rounded to fp16.

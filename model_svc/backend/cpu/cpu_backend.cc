@@ -18,9 +18,10 @@
 #include "common/status_macros.h"
 #include "common/strings.h"
 #include "model_svc/backend/cpu/piece_claims.h"
-#include "model_svc/backend/cpu/quant.h"
 #include "model_svc/backend/cpu/thread_pool.h"
-#include "model_svc/backend/cpu/vec.h"
+#include "model_svc/formats/weight_formats.h"
+#include "model_svc/kernels/quant.h"
+#include "model_svc/kernels/vec.h"
 
 namespace llm::cpu {
 namespace {
@@ -105,7 +106,7 @@ class CpuBackend : public model::Backend {
   }
 
   absl::StatusOr<std::unique_ptr<model::Weight>> UploadWeight(const WeightView& view) override {
-    if (view.rows > 1 && !IsSupportedWeightType(view.type)) {
+    if (view.rows > 1 && !formats::IsSupportedWeightType(view.type)) {
       return absl::UnimplementedError(StrCat("tensor ", view.name, ": unsupported type"));
     }
     if (!IsFloatType(view.type)) quantized_weights_ = true;

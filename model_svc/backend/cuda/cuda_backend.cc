@@ -15,13 +15,15 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
 #include "absl/status/status.h"
+#include "common/half.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
-#include "model_svc/backend/cpu/quant.h"
 #include "model_svc/backend/cuda/cuda_status.h"
 #include "model_svc/backend/cuda/device_memory.h"
 #include "model_svc/backend/cuda/kernels.h"
 #include "model_svc/backend/cuda/step_graphs.h"
+#include "model_svc/formats/weight_formats.h"
+#include "model_svc/kernels/quant.h"
 
 namespace llm::cuda {
 namespace {
@@ -147,7 +149,7 @@ class CudaBackend : public model::Backend {
         break;
     }
     if (view.type != TensorType::kF32 && view.type != TensorType::kF16 &&
-        view.type != TensorType::kBF16 && !cpu::IsSupportedWeightType(view.type)) {
+        view.type != TensorType::kBF16 && !formats::IsSupportedWeightType(view.type)) {
       return absl::UnimplementedError(StrCat("tensor ", view.name, ": unsupported type"));
     }
     // A tied LM head is the embedding table's view: upload it once.
@@ -485,7 +487,7 @@ class CudaBackend : public model::Backend {
       for (int64_t r = 0; r < rows; ++r) {
         cpu::DequantizeRow(view.type, view.data + (r0 + r) * view.row_bytes, row.data(), view.cols);
         uint16_t* h = halves.data() + r * view.cols;
-        for (int64_t c = 0; c < view.cols; ++c) h[c] = cpu::FloatToHalf(row[c]);
+        for (int64_t c = 0; c < view.cols; ++c) h[c] = FloatToHalf(row[c]);
       }
       LLM_RETURN_IF_ERROR(CopyToDevice(device + r0 * view.cols, halves.data(), rows * view.cols * 2,
                                        StrCat("upload of tensor ", view.name)));

@@ -5,7 +5,7 @@
 // dequantized q8 activations, and check batch invariance: every tile shape
 // gives the same bits per (row, token), and the SIMD kernels the scalar
 // kernels' bits.
-#include "model_svc/backend/cpu/quant.h"
+#include "model_svc/kernels/quant.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,14 +16,16 @@
 #include <string>
 #include <vector>
 
+#include "common/half.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "model_svc/backend/cpu/quant_internal.h"
+#include "model_svc/formats/weight_formats.h"
+#include "model_svc/kernels/quant_internal.h"
 
 namespace llm::cpu {
 namespace {
 
-using ::testing::HasSubstr;
+using formats::RowBytes;
 
 // Float types first, then the quantized ones.
 constexpr TensorType kAllTypes[] = {
@@ -48,18 +50,6 @@ void PutHalf(uint8_t* p, float v) {
   std::memcpy(p, &h, sizeof(h));
 }
 
-uint16_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof(u));
-  return static_cast<uint16_t>(u >> 16);
-}
-
-float FromBits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
-
 std::vector<float> Dequantize(TensorType type, const std::vector<uint8_t>& row, int64_t n) {
   std::vector<float> out(n);
   DequantizeRow(type, row.data(), out.data(), n);
@@ -73,65 +63,6 @@ std::vector<float> Dequantize(TensorType type, const std::vector<uint8_t>& row, 
 
 // ---------------------------------------------------------------------------
 // (f) fp16 / bf16 conversion.
-
-TEST(HalfTest, SpecialValuesToFloat) {
-  EXPECT_EQ(HalfToFloat(0x3C00), 1.0f);
-  EXPECT_EQ(HalfToFloat(0xC000), -2.0f);
-  EXPECT_EQ(HalfToFloat(0x7BFF), 65504.0f);
-  EXPECT_EQ(HalfToFloat(0x0400), std::ldexp(1.0f, -14));     // smallest normal
-  EXPECT_EQ(HalfToFloat(0x0001), std::ldexp(1.0f, -24));     // smallest subnormal
-  EXPECT_EQ(HalfToFloat(0x03FF), std::ldexp(1023.0f, -24));  // largest subnormal
-  EXPECT_EQ(HalfToFloat(0x8001), -std::ldexp(1.0f, -24));
-  EXPECT_EQ(HalfToFloat(0x7C00), std::numeric_limits<float>::infinity());
-  EXPECT_EQ(HalfToFloat(0xFC00), -std::numeric_limits<float>::infinity());
-  EXPECT_TRUE(std::isnan(HalfToFloat(0x7E00)));
-  EXPECT_TRUE(std::isnan(HalfToFloat(0x7C01)));  // signalling NaN comes back quiet
-  EXPECT_TRUE(std::signbit(HalfToFloat(0x8000)));
-  EXPECT_EQ(HalfToFloat(0x8000), 0.0f);
-}
-
-TEST(HalfTest, FloatToHalfRoundsToNearestEven) {
-  EXPECT_EQ(FloatToHalf(1.0f), 0x3C00);
-  EXPECT_EQ(FloatToHalf(-2.0f), 0xC000);
-  EXPECT_EQ(FloatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3C00);      // tie -> even
-  EXPECT_EQ(FloatToHalf(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3C02);  // tie -> even
-  EXPECT_EQ(FloatToHalf(1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20)), 0x3C01);
-  EXPECT_EQ(FloatToHalf(65504.0f), 0x7BFF);
-  EXPECT_EQ(FloatToHalf(65519.0f), 0x7BFF);
-  EXPECT_EQ(FloatToHalf(65520.0f), 0x7C00);  // tie with 65536 rounds to inf
-  EXPECT_EQ(FloatToHalf(1e10f), 0x7C00);
-  EXPECT_EQ(FloatToHalf(-1e10f), 0xFC00);
-  EXPECT_EQ(FloatToHalf(std::numeric_limits<float>::infinity()), 0x7C00);
-  EXPECT_EQ(FloatToHalf(-std::numeric_limits<float>::infinity()), 0xFC00);
-  const uint16_t nan = FloatToHalf(std::numeric_limits<float>::quiet_NaN());
-  EXPECT_EQ(nan & 0x7C00, 0x7C00);
-  EXPECT_NE(nan & 0x03FF, 0);
-  EXPECT_NE(FloatToHalf(FromBits(0x7F800001)) & 0x03FF, 0);  // payload lost below: still NaN
-  // Subnormals.
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -24)), 0x0001);
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -25)), 0x0000);  // tie -> even (0)
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.5f, -25)), 0x0001);
-  EXPECT_EQ(FloatToHalf(std::ldexp(3.0f, -25)), 0x0002);  // 1.5 units: tie -> 2
-  EXPECT_EQ(FloatToHalf(std::ldexp(5.0f, -25)), 0x0002);  // 2.5 units: tie -> 2
-  EXPECT_EQ(FloatToHalf(std::ldexp(1023.0f, -24)), 0x03FF);
-  EXPECT_EQ(FloatToHalf(std::ldexp(1023.5f, -24)), 0x0400);  // rounds up to a normal
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -30)), 0x0000);
-  EXPECT_EQ(FloatToHalf(-std::ldexp(1.0f, -30)), 0x8000);
-  EXPECT_EQ(FloatToHalf(-0.0f), 0x8000);
-  EXPECT_EQ(FloatToHalf(std::numeric_limits<float>::denorm_min()), 0x0000);
-}
-
-TEST(HalfTest, EveryHalfRoundTrips) {
-  for (uint32_t h = 0; h < 0x10000; ++h) {
-    const float f = HalfToFloat(static_cast<uint16_t>(h));
-    if ((h & 0x7C00) == 0x7C00 && (h & 0x03FF) != 0) {
-      EXPECT_TRUE(std::isnan(f)) << h;
-      EXPECT_EQ(FloatToHalf(f), h | 0x0200) << h;  // quiet bit set, payload kept
-    } else {
-      EXPECT_EQ(FloatToHalf(f), h) << h;
-    }
-  }
-}
 
 TEST(HalfTest, VectorConversionMatchesScalar) {
   std::vector<uint8_t> row(2 * 0x10000 + 6);  // + a 3-element tail past the 8-lane loop
@@ -147,93 +78,6 @@ TEST(HalfTest, VectorConversionMatchesScalar) {
     EXPECT_EQ(std::memcmp(fast.data(), scalar.data(), n * sizeof(float)), 0) << Name(type);
   }
 }
-
-TEST(Bf16Test, Conversions) {
-  EXPECT_EQ(Bf16ToFloat(0x3F80), 1.0f);
-  EXPECT_EQ(Bf16ToFloat(0xC0A0), -5.0f);
-  EXPECT_EQ(Bf16ToFloat(0x7F80), std::numeric_limits<float>::infinity());
-  EXPECT_EQ(Bf16ToFloat(0xFF80), -std::numeric_limits<float>::infinity());
-  EXPECT_TRUE(std::isnan(Bf16ToFloat(0x7FC0)));
-  EXPECT_EQ(Bf16ToFloat(0x0001), std::ldexp(1.0f, -133));  // float subnormal
-  EXPECT_EQ(FloatToBf16(1.0f), 0x3F80);
-  EXPECT_EQ(FloatToBf16(1.0f + std::ldexp(1.0f, -8)), 0x3F80);      // tie -> even
-  EXPECT_EQ(FloatToBf16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3F82);  // tie -> even
-  EXPECT_EQ(FloatToBf16(1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20)), 0x3F81);
-  EXPECT_EQ(FloatToBf16(std::numeric_limits<float>::max()), 0x7F80);  // overflows to inf
-  EXPECT_EQ(FloatToBf16(std::numeric_limits<float>::infinity()), 0x7F80);
-  EXPECT_EQ(FloatToBf16(-0.0f), 0x8000);
-  EXPECT_EQ(FloatToBf16(FromBits(0x00018000)), 0x0002);  // subnormal tie -> even
-  EXPECT_EQ(FloatToBf16(FromBits(0x00008000)), 0x0000);
-  const uint16_t nan = FloatToBf16(FromBits(0x7F800001));  // payload only in dropped bits
-  EXPECT_TRUE(std::isnan(Bf16ToFloat(nan)));
-  EXPECT_EQ(Bits(Bf16ToFloat(0x1234)), 0x1234);
-}
-
-// ---------------------------------------------------------------------------
-// (e) Shapes.
-
-TEST(ShapeTest, SupportedTypes) {
-  for (TensorType type : kAllTypes) EXPECT_TRUE(IsSupportedWeightType(type)) << Name(type);
-  EXPECT_FALSE(IsSupportedWeightType(TensorType::kQ8_1));
-  EXPECT_FALSE(IsSupportedWeightType(TensorType::kQ8_K));
-  EXPECT_FALSE(IsSupportedWeightType(TensorType::kIQ2_XXS));
-  EXPECT_FALSE(IsSupportedWeightType(TensorType::kIQ3_S));
-  EXPECT_FALSE(IsSupportedWeightType(TensorType::kTQ2_0));
-  EXPECT_FALSE(IsSupportedWeightType(static_cast<TensorType>(4)));
-}
-
-TEST(ShapeTest, CheckWeightShape) {
-  EXPECT_TRUE(CheckWeightShape(TensorType::kQ4_1, 576).ok());
-  EXPECT_TRUE(CheckWeightShape(TensorType::kQ8_0, 576).ok());
-  EXPECT_TRUE(CheckWeightShape(TensorType::kF32, 64).ok());
-  EXPECT_TRUE(CheckWeightShape(TensorType::kQ4_K, 1536).ok());
-  EXPECT_TRUE(CheckWeightShape(TensorType::kQ6_K, 256).ok());
-
-  absl::Status s = CheckWeightShape(TensorType::kQ4_K, 576);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("Q4_K"));
-  EXPECT_THAT(s.message(), HasSubstr("256"));
-
-  s = CheckWeightShape(TensorType::kF16, 48);  // float types still need the 32-element q8 blocks
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("F16"));
-  EXPECT_EQ(CheckWeightShape(TensorType::kQ8_0, 100).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(CheckWeightShape(TensorType::kQ8_0, 0).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(CheckWeightShape(TensorType::kQ8_0, -32).code(), absl::StatusCode::kInvalidArgument);
-
-  EXPECT_TRUE(CheckWeightShape(TensorType::kQ2_K, 256).ok());
-  EXPECT_TRUE(CheckWeightShape(TensorType::kIQ4_NL, 32).ok());
-  s = CheckWeightShape(TensorType::kIQ4_XS, 576);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("IQ4_XS"));
-  s = CheckWeightShape(TensorType::kIQ2_XXS, 256);  // unsupported, named
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("IQ2_XXS"));
-  s = CheckWeightShape(static_cast<TensorType>(99), 256);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("99"));
-}
-
-TEST(ShapeTest, RowBytes) {
-  EXPECT_EQ(RowBytes(TensorType::kF32, 576), 2304u);
-  EXPECT_EQ(RowBytes(TensorType::kF16, 576), 1152u);
-  EXPECT_EQ(RowBytes(TensorType::kBF16, 576), 1152u);
-  EXPECT_EQ(RowBytes(TensorType::kQ4_0, 576), 18u * 18);
-  EXPECT_EQ(RowBytes(TensorType::kQ4_1, 576), 18u * 20);
-  EXPECT_EQ(RowBytes(TensorType::kQ5_0, 576), 18u * 22);
-  EXPECT_EQ(RowBytes(TensorType::kQ5_1, 576), 18u * 24);
-  EXPECT_EQ(RowBytes(TensorType::kQ8_0, 576), 18u * 34);
-  EXPECT_EQ(RowBytes(TensorType::kQ4_K, 1536), 6u * 144);
-  EXPECT_EQ(RowBytes(TensorType::kQ6_K, 1536), 6u * 210);
-  EXPECT_EQ(RowBytes(TensorType::kQ2_K, 1536), 6u * 84);
-  EXPECT_EQ(RowBytes(TensorType::kQ3_K, 1536), 6u * 110);
-  EXPECT_EQ(RowBytes(TensorType::kQ5_K, 1536), 6u * 176);
-  EXPECT_EQ(RowBytes(TensorType::kIQ4_NL, 576), 18u * 18);
-  EXPECT_EQ(RowBytes(TensorType::kIQ4_XS, 1536), 6u * 136);
-}
-
-// ---------------------------------------------------------------------------
-// (a) Dequantization of hand-built blocks.
 
 TEST(DequantizeTest, Float32AndHalves) {
   const float f32[4] = {1.5f, -2.25f, 0.0f, 3e38f};

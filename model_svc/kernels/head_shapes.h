@@ -3,8 +3,8 @@
 //
 // Internal linkage (an unnamed namespace), as in exp_libm.h: each kernel file
 // instantiates its own copy under its own target flags.
-#ifndef LLM_MODEL_SVC_BACKEND_CPU_HEAD_SHAPES_H_
-#define LLM_MODEL_SVC_BACKEND_CPU_HEAD_SHAPES_H_
+#ifndef LLM_MODEL_SVC_KERNELS_HEAD_SHAPES_H_
+#define LLM_MODEL_SVC_KERNELS_HEAD_SHAPES_H_
 
 #include <cstdint>
 
@@ -46,4 +46,4 @@ bool WithHeadShape(int64_t n, int g, Kernel kernel) {
 }  // namespace
 }  // namespace llm::cpu::vec_internal
 
-#endif  // LLM_MODEL_SVC_BACKEND_CPU_HEAD_SHAPES_H_
+#endif  // LLM_MODEL_SVC_KERNELS_HEAD_SHAPES_H_

@@ -4,7 +4,9 @@
 // matrix-matrix product first quantizes the activations once per step into
 // blocks of 32 int8 values (`BlockQ8`, llama.cpp's Q8_0/Q8_1 idea), then each
 // weight row is dotted with them using integer multiply-adds. F32, F16 and
-// BF16 weights are dotted with the fp32 activations directly.
+// BF16 weights are dotted with the fp32 activations directly. Which types
+// and row lengths they take: formats/weight_formats.h; their block layouts:
+// formats/blocks.h.
 //
 // Kernels are chosen once at startup from the CPU's features: AVX-512 VNNI
 // (multi-token products of the common formats and one-token products of the
@@ -49,14 +51,13 @@
 //
 // Thread safety: every function here is pure over its arguments; callers
 // split rows across threads.
-#ifndef LLM_MODEL_SVC_BACKEND_CPU_QUANT_H_
-#define LLM_MODEL_SVC_BACKEND_CPU_QUANT_H_
+#ifndef LLM_MODEL_SVC_KERNELS_QUANT_H_
+#define LLM_MODEL_SVC_KERNELS_QUANT_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
-#include "absl/status/status.h"
 #include "common/gguf/gguf.h"
 
 namespace llm::cpu {
@@ -76,20 +77,9 @@ static_assert(sizeof(BlockQ8) == 40);
 
 inline constexpr int64_t kQ8Block = 32;
 
-// True when the CPU kernels support `type` as a matrix weight. Supported:
-// F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
-// IQ4_NL, IQ4_XS.
-bool IsSupportedWeightType(TensorType type);
-
-// OK when a matrix of `type` with rows of `cols` elements can be used:
-// the type is supported and `cols` is a multiple of its block size (and of 32,
-// the activation block). Otherwise InvalidArgument naming the type.
-absl::Status CheckWeightShape(TensorType type, int64_t cols);
-
-// Bytes of one row of `cols` elements.
-size_t RowBytes(TensorType type, int64_t cols);
-
-// Writes the `n` values of one row (`n` a multiple of the type's block size).
+// Writes the `n` values of one row (`n` a multiple of the type's block size):
+// formats::DequantizeRow's values (formats/dequantize.h), but for Q4_1, Q5_1,
+// Q4_K and Q5_K, where the AVX2 kernels round d * q + m once (fused).
 void DequantizeRow(TensorType type, const void* row, float* out, int64_t n);
 
 // Quantizes `n` activations (`n` a multiple of 32) into n/32 blocks.
@@ -119,7 +109,7 @@ float DotRow(TensorType type, const void* w, const ActRow& x, int64_t n);
 // streams the rows in order; contiguous row ranges per thread suit it best.
 // x[t].q8 is required for quantized types, x[t].f32 for F32/F16/BF16; n must
 // be a multiple of 32 (and of 256 for the K-quants and IQ4_XS), see
-// CheckWeightShape.
+// formats::CheckWeightShape.
 void MatMulTile(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0,
                 int64_t r1, const ActRow* x, int64_t num_tokens, float* out, int64_t out_stride);
 
@@ -142,13 +132,6 @@ class SameActivationsScope {
 // Which kernel set is active: "avx512vnni", "avx2" or "scalar".
 std::string_view KernelIsa();
 
-// fp16 / bf16 conversion helpers (IEEE half, round-to-nearest-even).
-float HalfToFloat(uint16_t h);
-uint16_t FloatToHalf(float f);
-float Bf16ToFloat(uint16_t h);
-// Rounds to nearest even; NaN stays NaN (quiet, sign kept), overflow gives inf.
-uint16_t FloatToBf16(float f);
-
 }  // namespace llm::cpu
 
-#endif  // LLM_MODEL_SVC_BACKEND_CPU_QUANT_H_
+#endif  // LLM_MODEL_SVC_KERNELS_QUANT_H_

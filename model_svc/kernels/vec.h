@@ -3,8 +3,8 @@
 //
 // Chosen once at startup like quant.h's kernels: AVX2+FMA+F16C when the CPU
 // has them, else portable loops. Every function is pure over its arguments.
-#ifndef LLM_MODEL_SVC_BACKEND_CPU_VEC_H_
-#define LLM_MODEL_SVC_BACKEND_CPU_VEC_H_
+#ifndef LLM_MODEL_SVC_KERNELS_VEC_H_
+#define LLM_MODEL_SVC_KERNELS_VEC_H_
 
 #include <cstdint>
 
@@ -146,4 +146,4 @@ bool AxpyRowsHeadsAvx512(const float* const* w, int g, const float* v, int64_t s
 
 }  // namespace llm::cpu
 
-#endif  // LLM_MODEL_SVC_BACKEND_CPU_VEC_H_
+#endif  // LLM_MODEL_SVC_KERNELS_VEC_H_

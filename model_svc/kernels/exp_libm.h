@@ -16,8 +16,8 @@
 // usual rule for headers): the files that include it are compiled for
 // different instruction sets, and a shared inline copy that the linker kept
 // from the AVX-512 file would run AVX-512 instructions on an AVX2 machine.
-#ifndef LLM_MODEL_SVC_BACKEND_CPU_EXP_LIBM_H_
-#define LLM_MODEL_SVC_BACKEND_CPU_EXP_LIBM_H_
+#ifndef LLM_MODEL_SVC_KERNELS_EXP_LIBM_H_
+#define LLM_MODEL_SVC_KERNELS_EXP_LIBM_H_
 
 #include <immintrin.h>
 
@@ -92,4 +92,4 @@ inline void SiluMulLoop(const float* gate, const float* up, float* out, int64_t 
 }  // namespace
 }  // namespace llm::cpu::vec_internal::exp_libm
 
-#endif  // LLM_MODEL_SVC_BACKEND_CPU_EXP_LIBM_H_
+#endif  // LLM_MODEL_SVC_KERNELS_EXP_LIBM_H_

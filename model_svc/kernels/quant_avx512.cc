@@ -43,8 +43,9 @@
 #include <utility>
 #include <vector>
 
-#include "model_svc/backend/cpu/quant_internal.h"
-#include "model_svc/backend/cpu/quant_x86_formats.h"
+#include "model_svc/formats/weight_formats.h"
+#include "model_svc/kernels/quant_internal.h"
+#include "model_svc/kernels/quant_x86_formats.h"
 
 #if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || \
     !defined(__AVX512VNNI__)
@@ -735,30 +736,11 @@ void MatMulTileAvx512Vnni(TensorType type, const uint8_t* w, size_t row_bytes, i
     r0 += done;
   }
   switch (type) {
-    case TensorType::kQ4_0:
-      return QuantMatMul<Q4_0>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    case TensorType::kQ4_1:
-      return QuantMatMul<Q4_1>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    case TensorType::kQ5_0:
-      return QuantMatMul<Q5_0>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    case TensorType::kQ5_1:
-      return QuantMatMul<Q5_1>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    case TensorType::kQ8_0:
-      return QuantMatMul<Q8_0>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    case TensorType::kQ4_K:
-      return QuantMatMul<Q4_K>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    case TensorType::kQ5_K:
-      return QuantMatMul<Q5_K>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    case TensorType::kIQ4_NL:
-      return QuantMatMul<IQ4_NL>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    case TensorType::kIQ4_XS:
-      return QuantMatMul<IQ4_XS>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    case TensorType::kQ2_K:
-      return QuantMatMul<Q2_K>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    case TensorType::kQ3_K:
-      return QuantMatMul<Q3_K>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    case TensorType::kQ6_K:
-      return QuantMatMul<Q6_K>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+#define LLM_QUANT_CASE(F, block_elements) \
+  case TensorType::k##F:                  \
+    return QuantMatMul<F>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+    LLM_QUANT_WEIGHT_FORMATS(LLM_QUANT_CASE)
+#undef LLM_QUANT_CASE
     default:  // the float types
       return MatMulTileAvx2(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
   }

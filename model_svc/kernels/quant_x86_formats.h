@@ -6,8 +6,8 @@
 // built with AVX-512 instructions can be chosen by the linker for the AVX2
 // kernels (which must run on CPUs without AVX-512). Include this header only
 // from files compiled with at least -mavx2 -mfma -mf16c.
-#ifndef LLM_MODEL_SVC_BACKEND_CPU_QUANT_X86_FORMATS_H_
-#define LLM_MODEL_SVC_BACKEND_CPU_QUANT_X86_FORMATS_H_
+#ifndef LLM_MODEL_SVC_KERNELS_QUANT_X86_FORMATS_H_
+#define LLM_MODEL_SVC_KERNELS_QUANT_X86_FORMATS_H_
 
 #include <immintrin.h>
 
@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "model_svc/backend/cpu/quant_internal.h"
+#include "model_svc/kernels/quant_internal.h"
 
 namespace llm::cpu::internal {
 namespace {  // NOLINT(build/namespaces): one copy per kernel file, see above
@@ -115,7 +115,7 @@ inline __m256i FifthBits(const uint8_t* qh) {
 //     sums and F::MinPairs instead (OneRowTile and dequantization do not).
 //
 // Decoding tables and bit positions follow ggml's block layouts
-// (quant_internal.h lists them).
+// (formats/blocks.h lists them).
 
 struct WeightBlock {
   __m256i q;  // 32 lanes, element order
@@ -492,4 +492,4 @@ constexpr int Passes() {
 }  // namespace
 }  // namespace llm::cpu::internal
 
-#endif  // LLM_MODEL_SVC_BACKEND_CPU_QUANT_X86_FORMATS_H_
+#endif  // LLM_MODEL_SVC_KERNELS_QUANT_X86_FORMATS_H_

@@ -52,8 +52,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "model_svc/backend/cpu/quant_internal.h"
-#include "model_svc/backend/cpu/quant_x86_formats.h"
+#include "common/half.h"
+#include "model_svc/formats/weight_formats.h"
+#include "model_svc/kernels/quant_internal.h"
+#include "model_svc/kernels/quant_x86_formats.h"
 
 namespace llm::cpu::internal {
 namespace {
@@ -833,6 +835,16 @@ void DequantizeFloat(const uint8_t* p, float* out, int64_t n) {
 // ---------------------------------------------------------------------------
 // Entry points.
 
+// Q2_K (two passes per block) dequantizes with the scalar code.
+template <class F>
+void DequantizeFormat(TensorType type, const uint8_t* p, float* out, int64_t n) {
+  if constexpr (Passes<F>() == 1) {
+    DequantizeQuant<F>(p, out, n);
+  } else {
+    DequantizeRowScalar(type, p, out, n);
+  }
+}
+
 void DequantizeRowAvx2(TensorType type, const void* row, float* out, int64_t n) {
   const auto* p = static_cast<const uint8_t*>(row);
   switch (type) {
@@ -845,30 +857,13 @@ void DequantizeRowAvx2(TensorType type, const void* row, float* out, int64_t n) 
       DequantizeFloat<BF16>(p, out, n / 8 * 8);
       for (int64_t i = n / 8 * 8; i < n; ++i) out[i] = Bf16ToFloat(LoadU16(p + 2 * i));
       return;
-    case TensorType::kQ4_0:
-      return DequantizeQuant<Q4_0>(p, out, n);
-    case TensorType::kQ4_1:
-      return DequantizeQuant<Q4_1>(p, out, n);
-    case TensorType::kQ5_0:
-      return DequantizeQuant<Q5_0>(p, out, n);
-    case TensorType::kQ5_1:
-      return DequantizeQuant<Q5_1>(p, out, n);
-    case TensorType::kQ8_0:
-      return DequantizeQuant<Q8_0>(p, out, n);
-    case TensorType::kQ4_K:
-      return DequantizeQuant<Q4_K>(p, out, n);
-    case TensorType::kQ6_K:
-      return DequantizeQuant<Q6_K>(p, out, n);
-    case TensorType::kQ5_K:
-      return DequantizeQuant<Q5_K>(p, out, n);
-    case TensorType::kQ3_K:
-      return DequantizeQuant<Q3_K>(p, out, n);
-    case TensorType::kIQ4_NL:
-      return DequantizeQuant<IQ4_NL>(p, out, n);
-    case TensorType::kIQ4_XS:
-      return DequantizeQuant<IQ4_XS>(p, out, n);
+#define LLM_QUANT_CASE(F, block_elements) \
+  case TensorType::k##F:                  \
+    return DequantizeFormat<F>(type, p, out, n);
+      LLM_QUANT_WEIGHT_FORMATS(LLM_QUANT_CASE)
+#undef LLM_QUANT_CASE
     default:
-      return DequantizeRowScalar(type, row, out, n);  // F32: a copy; Q2_K
+      return DequantizeRowScalar(type, row, out, n);  // F32: a copy
   }
 }
 
@@ -923,36 +918,16 @@ void MatMulTileAvx2(TensorType type, const uint8_t* w, size_t row_bytes, int64_t
                     int64_t r1, const ActRow* x, int64_t num_tokens, float* out,
                     int64_t out_stride) {
   switch (type) {
-    case TensorType::kF32:
-      return FloatMatMul<F32>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    case TensorType::kF16:
-      return FloatMatMul<F16>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    case TensorType::kBF16:
-      return FloatMatMul<BF16>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    case TensorType::kQ4_0:
-      return QuantMatMul<Q4_0>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    case TensorType::kQ4_1:
-      return QuantMatMul<Q4_1>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    case TensorType::kQ5_0:
-      return QuantMatMul<Q5_0>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    case TensorType::kQ5_1:
-      return QuantMatMul<Q5_1>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    case TensorType::kQ8_0:
-      return QuantMatMul<Q8_0>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    case TensorType::kQ4_K:
-      return QuantMatMul<Q4_K>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    case TensorType::kQ6_K:
-      return QuantMatMul<Q6_K>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    case TensorType::kQ2_K:
-      return QuantMatMul<Q2_K>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    case TensorType::kQ3_K:
-      return QuantMatMul<Q3_K>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    case TensorType::kQ5_K:
-      return QuantMatMul<Q5_K>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    case TensorType::kIQ4_NL:
-      return QuantMatMul<IQ4_NL>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
-    case TensorType::kIQ4_XS:
-      return QuantMatMul<IQ4_XS>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+#define LLM_FLOAT_CASE(F) \
+  case TensorType::k##F:  \
+    return FloatMatMul<F>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+    LLM_FLOAT_WEIGHT_FORMATS(LLM_FLOAT_CASE)
+#undef LLM_FLOAT_CASE
+#define LLM_QUANT_CASE(F, block_elements) \
+  case TensorType::k##F:                  \
+    return QuantMatMul<F>(w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
+    LLM_QUANT_WEIGHT_FORMATS(LLM_QUANT_CASE)
+#undef LLM_QUANT_CASE
     default:
       Fatal("MatMulTile: unsupported weight type");
   }

@@ -4,7 +4,7 @@
 // RoundThroughF16 rounds as FloatToHalf does; SiluMul is within 1e-6 of
 // double precision and gives the scalar formula's bits, its vectorized expf
 // libm's.
-#include "model_svc/backend/cpu/vec.h"
+#include "model_svc/kernels/vec.h"
 
 #include <bit>
 #include <cmath>
@@ -15,9 +15,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/half.h"
 #include "gtest/gtest.h"
-#include "model_svc/backend/cpu/quant.h"
-#include "model_svc/backend/cpu/quant_internal.h"
+#include "model_svc/kernels/quant_internal.h"
 
 namespace llm::cpu {
 namespace {

@@ -1,10 +1,10 @@
-#include "model_svc/backend/cpu/vec.h"
+#include "model_svc/kernels/vec.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "model_svc/backend/cpu/quant.h"
-#include "model_svc/backend/cpu/quant_internal.h"
+#include "common/half.h"
+#include "model_svc/kernels/quant_internal.h"
 
 namespace llm::cpu {
 namespace {

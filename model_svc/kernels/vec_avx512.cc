@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model_svc/backend/cpu/exp_libm.h"
-#include "model_svc/backend/cpu/head_shapes.h"
-#include "model_svc/backend/cpu/vec.h"
+#include "model_svc/kernels/exp_libm.h"
+#include "model_svc/kernels/head_shapes.h"
+#include "model_svc/kernels/vec.h"
 
 namespace llm::cpu::vec_internal {
 namespace {

@@ -28,8 +28,8 @@
 #include <cstdint>
 #include <limits>
 
-#include "model_svc/backend/cpu/quant_internal.h"
-#include "model_svc/backend/cpu/quant_x86_formats.h"
+#include "model_svc/kernels/quant_internal.h"
+#include "model_svc/kernels/quant_x86_formats.h"
 
 #if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || \
     !defined(__AVX512VNNI__)

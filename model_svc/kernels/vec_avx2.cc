@@ -6,10 +6,10 @@
 #include <cmath>
 #include <cstring>
 
-#include "model_svc/backend/cpu/exp_libm.h"
-#include "model_svc/backend/cpu/head_shapes.h"
-#include "model_svc/backend/cpu/quant.h"
-#include "model_svc/backend/cpu/vec.h"
+#include "common/half.h"
+#include "model_svc/kernels/exp_libm.h"
+#include "model_svc/kernels/head_shapes.h"
+#include "model_svc/kernels/vec.h"
 
 namespace llm::cpu::vec_internal {
 namespace {
