@@ -28,21 +28,9 @@
 #include <cstdint>
 #include <limits>
 
+#include "model_svc/kernels/avx512_vnni_target.h"
 #include "model_svc/kernels/quant_internal.h"
 #include "model_svc/kernels/quant_x86_formats.h"
-
-#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || \
-    !defined(__AVX512VNNI__)
-#error "quant_avx512_decode.cc must be compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni"
-#endif
-
-// GCC 12 warns that the _mm512_undefined_*() inside many unmasked AVX-512
-// intrinsics "may be used uninitialized" once they are inlined (GCC bug
-// 105593, fixed in GCC 13).
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 
 namespace llm::cpu::internal {
 namespace {
