@@ -138,6 +138,7 @@ absl::Status LlamaModel::Forward(const StepBatch& batch, std::span<const LogitsS
   b.RmsNorm(x, *layers_[0].attn_norm, c.rms_eps, xn);
   for (int64_t i = 0; i < c.block_count; ++i) {
     const Layer& l = layers_[i];
+    Observe("attn_norm", i, xn);
     // Attention block (xn: the normed input, from the op before).
     const MatMulTarget qkv[] = {
         {l.wq.get(), q, l.bq.get()}, {l.wk.get(), k, l.bk.get()}, {l.wv.get(), v, l.bv.get()}};
@@ -147,33 +148,52 @@ absl::Status LlamaModel::Forward(const StepBatch& batch, std::span<const LogitsS
       b.RmsNorm(k_heads, *l.k_norm, c.rms_eps, k_heads);
     }
     b.Rope(q, k, rope_params(i));
+    Observe("Qcur", i, q);
+    Observe("Kcur", i, k);
+    Observe("Vcur", i, v);
     b.Attention(i, q, k, v, attention_params(i), attn);
+    Observe("kqv_out", i, attn);
     const MatMulTarget o[] = {{l.wo.get(), xn}};
     b.MatMul(attn, o);
-    if (l.post_attn_norm != nullptr) b.RmsNorm(xn, *l.post_attn_norm, c.rms_eps, xn);
+    Observe("attn_out", i, xn);
+    if (l.post_attn_norm != nullptr) {
+      b.RmsNorm(xn, *l.post_attn_norm, c.rms_eps, xn);
+      Observe("attn_post_norm", i, xn);
+    }
     // Residual, then the feed-forward block (gated: SwiGLU or GeGLU).
     b.AddRmsNorm(x, xn, *l.ffn_norm, c.rms_eps, xn);
+    Observe("ffn_inp", i, x);
+    Observe("ffn_norm", i, xn);
     const MatMulTarget gate_up[] = {{l.w_gate.get(), gate}, {l.w_up.get(), up}};
     b.MatMul(xn, gate_up);
+    Observe("ffn_gate", i, gate);
+    Observe("ffn_up", i, up);
     if (c.arch.activation == FfnActivation::kGeluTanh) {
       b.GeluMul(gate, up, act);
     } else {
       b.SiluMul(gate, up, act);
     }
+    Observe("ffn_act", i, act);
     const MatMulTarget down[] = {{l.w_down.get(), xn}};
     b.MatMul(act, down);
-    if (l.post_ffn_norm != nullptr) b.RmsNorm(xn, *l.post_ffn_norm, c.rms_eps, xn);
+    Observe("ffn_out", i, xn);
+    if (l.post_ffn_norm != nullptr) {
+      b.RmsNorm(xn, *l.post_ffn_norm, c.rms_eps, xn);
+      Observe("ffn_post_norm", i, xn);
+    }
     // Residual, and the next layer's attention norm.
     if (i + 1 < c.block_count) {
       b.AddRmsNorm(x, xn, *layers_[i + 1].attn_norm, c.rms_eps, xn);
     } else {
       b.Add(x, xn);
     }
+    Observe("l_out", i, x);
   }
   if (n_out == 0) return b.ReadLogits(logits_.Rows(0), specs, out);
   const Tensor last = last_.Rows(n_out), logits = logits_.Rows(n_out);
   b.GatherLogitRows(x, last);
   b.RmsNorm(last, *output_norm_, c.rms_eps, last);
+  Observe("result_norm", -1, last);
   const MatMulTarget head[] = {{output_.get(), logits}};
   b.MatMul(last, head);
   return b.ReadLogits(logits, specs, out);

@@ -12,8 +12,10 @@
 #define LLM_MODEL_SVC_MODEL_LLAMA_MODEL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -61,6 +63,22 @@ class LlamaModel {
   absl::Status Forward(const StepBatch& batch, std::span<const LogitsSpec> specs,
                        std::vector<Logits>* out);
 
+  // Sees the forward's intermediate tensors, for tools that compare them op
+  // by op with another implementation (tools/llm_layers.cc). Called in
+  // Forward right after the op that wrote `t` was issued; read it with
+  // backend().ReadTensor, and do not keep it: the scratch is reused. `name`
+  // is llama.cpp's name for the same tensor in its graph (llm_graph
+  // callbacks), `layer` its layer (-1 for the model's output norm):
+  // "attn_norm", "Qcur" and "Kcur" (after RoPE, and QK-norm where the family
+  // has it), "Vcur", "kqv_out" (attention, before attn_output), "attn_out",
+  // "attn_post_norm" (Gemma), "ffn_inp" (the residual after attention),
+  // "ffn_norm", "ffn_gate", "ffn_up", "ffn_act" (SwiGLU or GeGLU), "ffn_out"
+  // (ffn_down's product), "ffn_post_norm" (Gemma), "l_out" (the layer's
+  // output), "result_norm" (of the logit rows only). Rows are the step's
+  // rows. Default: none, at the cost of a branch per point.
+  using TensorObserver = std::function<void(std::string_view name, int64_t layer, const Tensor& t)>;
+  void set_tensor_observer(TensorObserver observer) { observer_ = std::move(observer); }
+
  private:
   struct Layer {
     std::unique_ptr<Weight> attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down;
@@ -68,6 +86,9 @@ class LlamaModel {
     std::unique_ptr<Weight> bq, bk, bv, q_norm, k_norm, post_attn_norm, post_ffn_norm;
   };
   LlamaModel() = default;
+  void Observe(std::string_view name, int64_t layer, const Tensor& t) {
+    if (observer_) observer_(name, layer, t);
+  }
 
   std::shared_ptr<const gguf::File> file_;
   std::unique_ptr<Backend> backend_;
@@ -80,6 +101,7 @@ class LlamaModel {
   std::vector<Layer> layers_;
   // Scratch, max_step_tokens rows each.
   Tensor x_, xn_, q_, k_, v_, attn_, gate_, up_, act_, last_, logits_;
+  TensorObserver observer_;
 };
 
 }  // namespace llm::model

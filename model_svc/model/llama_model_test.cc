@@ -25,11 +25,15 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <ostream>
 #include <random>
+#include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -783,6 +787,62 @@ TEST(ReferenceQ8Test, QuantizedErrorIsActivationRounding) {
     exact += err < kQ8ExactTolerance;
   }
   EXPECT_GE(exact, types - 2);
+}
+
+// The tensor observer (llm-layers, bench/layer_compare.py) and the
+// reference's observer name the same tensors: with float weights (no
+// activation rounding) every named tensor of every layer agrees to float
+// rounding, so each observation point sits after the op it names. Setting
+// the observer leaves the logits' bits unchanged.
+TEST(TensorObserverTest, NamesTheReferenceTensors) {
+  for (const std::string arch : {"llama", "gemma3"}) {
+    SCOPED_TRACE(arch);
+    RandomModelSpec spec = testing::ArchitectureSpec(arch);
+    spec.layers = 2;
+    auto file = RandomModelFile(spec);
+    ASSERT_TRUE(file.ok()) << file.status();
+    const std::vector<int32_t> tokens = RandomTokens(12, spec.vocab, spec.seed);
+    std::map<std::pair<std::string, int64_t>, std::vector<double>> theirs;
+    testing::ReferenceOptions options;
+    options.observer = [&](std::string_view name, int64_t layer, int64_t position,
+                           std::span<const double> values) {
+      std::vector<double>& rows = theirs[{std::string(name), layer}];
+      EXPECT_EQ(static_cast<int64_t>(rows.size()), position * static_cast<int64_t>(values.size()));
+      rows.insert(rows.end(), values.begin(), values.end());
+    };
+    testing::ReferenceLogits(**file, tokens, options);
+
+    auto model = LlamaModel::Load(*file, cpu::CreateCpuBackend({.threads = 2}),
+                                  ModelOptions{.kv_blocks = 1});
+    ASSERT_TRUE(model.ok()) << model.status();
+    const LogitRows plain = Step(**model, {Part{tokens, 0, {0}}})[0];
+    std::map<std::pair<std::string, int64_t>, std::vector<float>> ours;
+    LlamaModel& m = **model;
+    m.set_tensor_observer([&](std::string_view name, int64_t layer, const Tensor& t) {
+      std::vector<float>& rows = ours[{std::string(name), layer}];
+      EXPECT_TRUE(rows.empty()) << name << " " << layer << " seen twice in a step";
+      rows.resize(t.rows * t.cols);
+      ASSERT_TRUE(m.backend().ReadTensor(t, std::span<float>(rows)).ok());
+    });
+    EXPECT_EQ(Step(m, {Part{tokens, 0, {0}}})[0], plain);
+
+    std::vector<std::pair<std::string, int64_t>> ours_keys, theirs_keys;
+    for (const auto& [key, rows] : ours) ours_keys.push_back(key);
+    for (const auto& [key, rows] : theirs) theirs_keys.push_back(key);
+    EXPECT_EQ(ours_keys, theirs_keys);
+    for (const auto& [key, want] : theirs) {
+      const auto it = ours.find(key);
+      if (it == ours.end()) continue;
+      const std::vector<float>& got = it->second;
+      ASSERT_EQ(got.size(), want.size()) << key.first << "-" << key.second;
+      double diff = 0, norm = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        diff += (got[i] - want[i]) * (got[i] - want[i]);
+        norm += want[i] * want[i];
+      }
+      EXPECT_LT(std::sqrt(diff / norm), 1e-4) << key.first << "-" << key.second;
+    }
+  }
 }
 
 // --- Invariants of the real forward ----------------------------------------------

@@ -262,7 +262,11 @@ std::vector<std::vector<float>> ReferenceLogits(const gguf::File& file,
     for (size_t i = 0; i < v.size(); ++i) v[i] += b.w[i];
   };
 
-  for (const Layer& l : layer) {
+  auto observe = [&](std::string_view name, int64_t layer_index, int64_t t, const Vec& v) {
+    if (options.observer) options.observer(name, layer_index, t, v);
+  };
+  for (int64_t li = 0; li < layers; ++li) {
+    const Layer& l = layer[li];
     const double rope_base = l.sliding ? 10000.0 : base;
     const double scale = l.sliding ? 1.0 : freq_scale;
     // Keys and values of every position, then causal attention.
@@ -276,6 +280,10 @@ std::vector<std::vector<float>> ReferenceLogits(const gguf::File& file,
       if (!l.q_norm.w.empty()) head_norm(q[t], l.q_norm), head_norm(k[t], l.k_norm);
       rope(q[t], heads, t, rope_base, scale);
       rope(k[t], kv_heads, t, rope_base, scale);
+      observe("attn_norm", li, t, xn);
+      observe("Qcur", li, t, q[t]);
+      observe("Kcur", li, t, k[t]);
+      observe("Vcur", li, t, v[t]);
     }
     for (int64_t t = 0; t < n; ++t) {
       Vec attn(heads * head_dim, 0.0);
@@ -300,9 +308,15 @@ std::vector<std::vector<float>> ReferenceLogits(const gguf::File& file,
           }
         }
       }
+      observe("kqv_out", li, t, attn);
       Vec o = MatVec(l.wo, attn, options);
-      if (gemma) o = RmsNorm(o, l.post_attn_norm, eps);
+      observe("attn_out", li, t, o);
+      if (gemma) {
+        o = RmsNorm(o, l.post_attn_norm, eps);
+        observe("attn_post_norm", li, t, o);
+      }
       for (int64_t i = 0; i < d; ++i) x[t][i] += o[i];
+      observe("ffn_inp", li, t, x[t]);
     }
     for (int64_t t = 0; t < n; ++t) {
       const Vec xn = RmsNorm(x[t], l.ffn_norm, eps);
@@ -312,14 +326,25 @@ std::vector<std::vector<float>> ReferenceLogits(const gguf::File& file,
         act[i] = (gemma ? Gelu(g[i]) : g[i] / (1.0 + std::exp(-g[i]))) * u[i];
       }
       Vec down = MatVec(l.down, act, options);
-      if (gemma) down = RmsNorm(down, l.post_ffn_norm, eps);
+      observe("ffn_norm", li, t, xn);
+      observe("ffn_gate", li, t, g);
+      observe("ffn_up", li, t, u);
+      observe("ffn_act", li, t, act);
+      observe("ffn_out", li, t, down);
+      if (gemma) {
+        down = RmsNorm(down, l.post_ffn_norm, eps);
+        observe("ffn_post_norm", li, t, down);
+      }
       for (int64_t i = 0; i < d; ++i) x[t][i] += down[i];
+      observe("l_out", li, t, x[t]);
     }
   }
 
   std::vector<std::vector<float>> logits(n);
   for (int64_t t = 0; t < n; ++t) {
-    const Vec row = MatVec(head, RmsNorm(x[t], out_norm, eps), options);
+    const Vec normed = RmsNorm(x[t], out_norm, eps);
+    observe("result_norm", -1, t, normed);
+    const Vec row = MatVec(head, normed, options);
     logits[t].assign(row.begin(), row.end());
   }
   return logits;

@@ -20,7 +20,9 @@
 #define LLM_MODEL_SVC_TESTING_REFERENCE_FORWARD_H_
 
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "common/gguf/gguf.h"
@@ -29,6 +31,14 @@ namespace llm::model::testing {
 
 struct ReferenceOptions {
   bool q8_activations = false;
+  // Optional: sees one position's intermediate vector at a time, named as
+  // LlamaModel::TensorObserver names them ("attn_norm", "Qcur", "Kcur",
+  // "Vcur", "kqv_out", "attn_out", "attn_post_norm", "ffn_inp", "ffn_norm",
+  // "ffn_gate", "ffn_up", "ffn_act", "ffn_out", "ffn_post_norm", "l_out",
+  // "result_norm" with layer -1). The span is valid during the call only.
+  std::function<void(std::string_view name, int64_t layer, int64_t position,
+                     std::span<const double> values)>
+      observer;
 };
 
 // The logits (vocab floats) of every position of `tokens`, positions 0..n-1.

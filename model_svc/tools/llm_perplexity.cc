@@ -32,12 +32,16 @@ ABSL_FLAG(int, ctx, 512, "Window length in tokens.");
 ABSL_FLAG(int, threads, 0, "CPU threads; 0: every core the process may use.");
 ABSL_FLAG(std::string, backend, "cpu",
           "cpu, cuda, or auto (CUDA when this build has it and a GPU is present, else CPU).");
+ABSL_FLAG(std::string, kv_cache_type, "f16", "KV cache element type: f16 or f32.");
 ABSL_FLAG(int, max_windows, 0, "Score at most this many windows (0: all).");
+ABSL_FLAG(std::string, tokens_out, "",
+          "Also write the text's token ids (before BOS replaces each window's first) "
+          "to this file as a JSON array, to check another tool tokenizes alike.");
 
 namespace {
 
 constexpr char kUsage[] =
-    "llm-perplexity --model PATH --file TEXT [--ctx 512] [--threads N]\n"
+    "llm-perplexity --model PATH --file TEXT [--ctx 512] [--threads N] [--kv_cache_type f16|f32]\n"
     "Prints one JSON line {\"perplexity\", \"tokens\" (scored), \"windows\", \"ctx\"}.\n"
     "Method (llama-perplexity's): non-overlapping windows of --ctx tokens, each\n"
     "from an empty cache (first token replaced by BOS when the vocabulary adds\n"
@@ -74,6 +78,12 @@ int main(int argc, char** argv) {
   encode.add_bos = add_bos;
   auto ids = (*tokenizer)->Encode(*text, encode);
   if (!ids.ok()) Fail(std::string(ids.status().message()));
+  if (const std::string path = absl::GetFlag(FLAGS_tokens_out); !path.empty()) {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    if (f == nullptr) Fail("cannot write " + path);
+    std::fprintf(f, "%s\n", nlohmann::json(*ids).dump().c_str());
+    std::fclose(f);
+  }
 
   llm::engine::LoadOptions options;
   options.model_path = model_path;
@@ -83,6 +93,7 @@ int main(int argc, char** argv) {
   options.engine.max_batch_tokens = std::max(ctx, 512);
   options.engine.max_context = ctx;
   options.kv_cache_mb = 64;
+  options.kv_cache_type = absl::GetFlag(FLAGS_kv_cache_type);
   auto engine = llm::engine::LoadEngine(options);
   if (!engine.ok()) Fail(std::string(engine.status().message()));
   if (ctx > (*engine)->max_context()) Fail("--ctx is longer than the model's context");
