@@ -4,7 +4,7 @@
 // (prefill, compute-bound). The *_Isa benchmarks run each SIMD kernel set
 // (avx2, avx512vnni; skipped when the CPU lacks it) at 1, 2, 4, 8, 16 and 64
 // tokens: a step that batches the decode of several sessions; BM_AllTypes
-// every weight type at 1, 16 and 64.
+// every weight type at 1, 4, 16 and 64.
 //
 // Counters: GFLOP/s counts 2 * rows * cols * tokens per call; weight_GB/s is
 // the weight bytes read per call (the decode roofline is memory bandwidth).
@@ -216,7 +216,7 @@ BENCHMARK(BM_Q8_0_49152x576_Isa)
     ->Unit(benchmark::kMicrosecond);
 
 BENCHMARK(BM_AllTypes_576x1536)
-    ->ArgsProduct({{1, 16, 64},
+    ->ArgsProduct({{1, 4, 16, 64},
                    {static_cast<int>(TensorType::kF32), static_cast<int>(TensorType::kF16),
                     static_cast<int>(TensorType::kBF16), static_cast<int>(TensorType::kQ4_0),
                     static_cast<int>(TensorType::kQ4_1), static_cast<int>(TensorType::kQ5_0),

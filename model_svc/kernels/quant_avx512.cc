@@ -4,12 +4,11 @@
 //
 // What is here: the multi-token matrix kernel (2 or more tokens) for the
 // formats whose block sum is one plain integer dot product: Q4_0, Q4_1, Q5_0,
-// Q5_1, Q8_0, Q4_K, Q5_K, IQ4_NL and IQ4_XS; and 9 or more tokens of Q2_K,
-// Q3_K and Q6_K, whose sums have a scale per 16 elements (kHalvesFormat). One
-// token of a K-quant goes to quant_avx512_decode.cc. Everything else (one
-// token of the other formats; 2-8 tokens of Q2_K, Q3_K and Q6_K; the float
-// types, dequantization, QuantizeQ8) is the AVX2 kernels', which this set
-// calls.
+// Q5_1, Q8_0, Q4_K, Q5_K, IQ4_NL and IQ4_XS, and for Q2_K, Q3_K and Q6_K,
+// whose sums have a scale per 16 elements (kHalvesFormat). One token of a
+// K-quant goes to quant_avx512_decode.cc. Everything else (one token of the
+// other formats; the float types, dequantization, QuantizeQ8) is the AVX2
+// kernels', which this set calls.
 //
 // Batch invariance, as in quant_avx2.cc: a vector lane always holds one
 // (row, token) pair and performs exactly the fp32 operations of the
@@ -63,9 +62,8 @@ constexpr bool kVnniFormat =
     std::is_same_v<F, Q5_K> || std::is_same_v<F, IQ4_NL> || std::is_same_v<F, IQ4_XS>;
 
 // The formats whose block sum has a scale per 16 elements (Q2_K, Q3_K, Q6_K):
-// TokenTile keeps two chains per block, elements 0..15 and 16..31, and adds
-// them times their sub-scales, exactly (quant.h). FourTokenTile does not
-// take them (their 2-8 tokens go to the AVX2 kernels).
+// the tiles keep two chains per block, elements 0..15 and 16..31, and add
+// them times their sub-scales, exactly (quant.h).
 template <class F>
 constexpr bool kHalvesFormat =
     std::is_same_v<F, Q2_K> || std::is_same_v<F, Q3_K> || std::is_same_v<F, Q6_K>;
@@ -388,10 +386,11 @@ void TokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XBl
 // "Measurements behind the code", FourTokenTile.)
 
 // [v0, v1, v2, v3] -> [v0 x4, v1 x4, v2 x4, v3 x4].
-inline __m512 ExpandFour(__m128 v) {
-  return _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
-                               _mm512_castps128_ps512(v));
+inline __m512i ExpandFour(__m128i v) {
+  return _mm512_permutexvar_epi32(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
+                                  _mm512_castsi128_si512(v));
 }
+inline __m512 ExpandFour(__m128 v) { return _mm512_castsi512_ps(ExpandFour(_mm_castps_si128(v))); }
 
 // Where a block's 16 bytes of nibbles start (Q4_0, Q4_1; -1: other formats).
 template <class F>
@@ -410,7 +409,7 @@ constexpr _MM_PERM_ENUM kPickGroup = static_cast<_MM_PERM_ENUM>((g % 4) * 0x55);
 template <class F, int G, int NG>
 void FourTokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XBlock<8>* x,
                    int nt, int rows, float* out, int64_t out_stride) {
-  static_assert(kVnniFormat<F>);
+  static_assert(kVnniFormat<F> || kHalvesFormat<F>);
   static_assert(NG == 1 || NG == 2);
   constexpr int R = 4 * G;
   const uint8_t* row_ptr[R];
@@ -429,9 +428,10 @@ void FourTokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) header[r] = F::Prepare(row_ptr[r] + b * F::kBlockBytes);
     for (int j = 0; j < F::kSubBlocks; ++j) {
-      const XBlock<8>& xb = x[b * F::kSubBlocks + j];
+      const XBlock<8>& xb = x[b * (F::kSubBlocks / Passes<F>()) + j / Passes<F>()];
       __m512i lo[G], hi[G];
       __m512 dw[G], mw[G];
+      __m512i sub_lo[G], sub_hi[G];  // kHalvesFormat: the rows' sub-scales, [r0 x4, r1 x4, ...]
 #pragma GCC unroll 4
       for (int k = 0; k < G; ++k) {
         __m128 dm[4];
@@ -453,11 +453,18 @@ void FourTokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const
           for (int r = 0; r < 4; ++r) dm[r] = F::Unpack(header[4 * k + r], j).dm;
         } else {
           __m256i u[4];
+          int sl[4], sh[4];
 #pragma GCC unroll 4
           for (int r = 0; r < 4; ++r) {
             const WeightBlock wb = F::Unpack(header[4 * k + r], j);
             u[r] = UnsignedLanes<F>(wb);
             dm[r] = wb.dm;
+            sl[r] = static_cast<int16_t>(_mm256_extract_epi16(wb.sub_scales, 0));
+            sh[r] = static_cast<int16_t>(_mm256_extract_epi16(wb.sub_scales, 8));
+          }
+          if constexpr (kHalvesFormat<F>) {
+            sub_lo[k] = ExpandFour(_mm_setr_epi32(sl[0], sl[1], sl[2], sl[3]));
+            sub_hi[k] = ExpandFour(_mm_setr_epi32(sh[0], sh[1], sh[2], sh[3]));
           }
           lo[k] = _mm512_inserti64x4(
               _mm512_castsi256_si512(_mm256_permute2x128_si256(u[0], u[1], 0x20)),
@@ -471,22 +478,29 @@ void FourTokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const
         dw[k] = ExpandFour(_mm_movelh_ps(t01, t23));
         if constexpr (F::kMin) mw[k] = ExpandFour(_mm_movehl_ps(t23, t01));
       }
-      // Per group of rows and of tokens, two chains (even and odd groups of
-      // elements), so that enough products are in flight; their integer sum
-      // is exact.
+      // Per group of rows and of tokens, two chains, so that enough products
+      // are in flight: even and odd groups of elements, whose integer sum is
+      // exact; for a kHalvesFormat groups 0-3 and 4-7 (elements 0..15 and
+      // 16..31), each from -offset * its codes' sum, then times its sub-scale.
       __m512i even[G][NG], odd[G][NG];
 #pragma GCC unroll 2
       for (int n = 0; n < NG; ++n) {
-        __m512i start = _mm512_setzero_si512();
-        if constexpr (kVnniOffset<F> != 0) {
-          start = _mm512_slli_epi32(_mm512_broadcast_i32x4(_mm_load_si128(
-                                        reinterpret_cast<const __m128i*>(xb.neg_sum + 4 * n))),
-                                    kOffsetShift<F>);
+        auto tokens = [&](const int32_t* v) {
+          return _mm512_broadcast_i32x4(
+              _mm_load_si128(reinterpret_cast<const __m128i*>(v + 4 * n)));
+        };
+        __m512i start0 = _mm512_setzero_si512(), start1 = _mm512_setzero_si512();
+        if constexpr (kVnniOffset<F> != 0 && kHalvesFormat<F>) {
+          const __m512i lo_sum = tokens(xb.neg_sum_lo);
+          start0 = _mm512_slli_epi32(lo_sum, kOffsetShift<F>);
+          start1 = _mm512_slli_epi32(_mm512_sub_epi32(tokens(xb.neg_sum), lo_sum), kOffsetShift<F>);
+        } else if constexpr (kVnniOffset<F> != 0) {
+          start0 = _mm512_slli_epi32(tokens(xb.neg_sum), kOffsetShift<F>);
         }
 #pragma GCC unroll 4
         for (int k = 0; k < G; ++k) {
-          even[k][n] = start;
-          odd[k][n] = _mm512_setzero_si512();
+          even[k][n] = start0;
+          odd[k][n] = start1;
         }
       }
       [&]<int... g>(std::integer_sequence<int, g...>) {
@@ -503,7 +517,7 @@ void FourTokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const
                 const __m512i ug = _mm512_shuffle_epi32(g < 4 ? lo[k] : hi[k], kPickGroup<g>);
 #pragma GCC unroll 2
                 for (int n = 0; n < NG; ++n) {
-                  if constexpr (g % 2 == 0) {
+                  if constexpr (kHalvesFormat<F> ? g < 4 : g % 2 == 0) {
                     even[k][n] = _mm512_dpbusd_epi32(even[k][n], ug, xq[n]);
                   } else {
                     odd[k][n] = _mm512_dpbusd_epi32(odd[k][n], ug, xq[n]);
@@ -519,7 +533,14 @@ void FourTokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const
         const __m512 xd = _mm512_broadcast_f32x4(_mm_load_ps(xb.d + 4 * n));
 #pragma GCC unroll 4
         for (int k = 0; k < G; ++k) {
-          const __m512 isum = _mm512_cvtepi32_ps(_mm512_add_epi32(even[k][n], odd[k][n]));
+          __m512i sum;
+          if constexpr (kHalvesFormat<F>) {
+            sum = _mm512_add_epi32(_mm512_mullo_epi32(even[k][n], sub_lo[k]),
+                                   _mm512_mullo_epi32(odd[k][n], sub_hi[k]));
+          } else {
+            sum = _mm512_add_epi32(even[k][n], odd[k][n]);
+          }
+          const __m512 isum = _mm512_cvtepi32_ps(sum);
           acc[k][n] = _mm512_fmadd_ps(_mm512_mul_ps(dw[k], xd), isum, acc[k][n]);
           if constexpr (F::kMin) {
             acc[k][n] = _mm512_fmadd_ps(mw[k], _mm512_broadcast_f32x4(_mm_load_ps(xb.s + 4 * n)),
@@ -631,11 +652,9 @@ void QuantMatMul(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n,
     float* const o = out + t0 * out_stride;
     const int64_t rem = nt % 16;
     const int64_t n16 = nt / 16 + (rem > 8 ? 1 : 0);
-    const int64_t in16 = std::min(nt, 16 * n16);  // tokens in the groups of 16
-    // Tokens of the FourTokenTile (which takes no kHalvesFormat), and the
-    // rest (0 or 1; 2-8 of a kHalvesFormat), which go to the AVX2 kernels.
-    const int64_t in4 = !kHalvesFormat<F> && rem >= 2 && rem <= 8 ? rem : 0;
-    const int64_t tail = nt - in16 - in4;
+    const int64_t in16 = std::min(nt, 16 * n16);         // tokens in the groups of 16
+    const int64_t in4 = rem >= 2 && rem <= 8 ? rem : 0;  // tokens of the FourTokenTile
+    const int64_t tail = nt - in16 - in4;                // 0 or 1
     if (n16 == 0 && in4 == 0) {
       MatMulTileAvx2(type, w, row_bytes, n, r0, r1, x + t0, nt, o, out_stride);
       continue;
@@ -676,30 +695,28 @@ void QuantMatMul(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n,
                                x16 + g * num_xblocks, cnt, o + 16 * g * out_stride + r, out_stride);
         });
       }
-      if constexpr (!kHalvesFormat<F>) {
-        if (in4 > 0) {  // never for a kHalvesFormat
-          // 5-8 tokens: two groups of 4 (rows 8 at a time, for the registers:
-          // 16 at a time ran Q8_0 8-15% slower); 2-4 tokens: one (rows 16 at a
-          // time).
-          const int cnt = static_cast<int>(in4);
-          float* const o8 = o + in16 * out_stride;
-          auto tiles = [&]<int kG, int kNG>() {
-            int64_t r = rc;
-            for (; r + 4 * kG <= rc_end; r += 4 * kG) {
-              FourTokenTile<F, kG, kNG>(w + static_cast<size_t>(r) * row_bytes, row_bytes,
-                                        num_blocks, x8, cnt, 4 * kG, o8 + r, out_stride);
-            }
-            for (; r < rc_end; r += 4) {
-              FourTokenTile<F, 1, kNG>(
-                  w + static_cast<size_t>(r) * row_bytes, row_bytes, num_blocks, x8, cnt,
-                  static_cast<int>(std::min<int64_t>(4, rc_end - r)), o8 + r, out_stride);
-            }
-          };
-          if (in4 > 4) {
-            tiles.template operator()<2, 2>();
-          } else {
-            tiles.template operator()<4, 1>();
+      if (in4 > 0) {
+        // 5-8 tokens: two groups of 4 (rows 8 at a time, for the registers:
+        // 16 at a time ran Q8_0 8-15% slower); 2-4 tokens: one (rows 16 at a
+        // time).
+        const int cnt = static_cast<int>(in4);
+        float* const o8 = o + in16 * out_stride;
+        auto tiles = [&]<int kG, int kNG>() {
+          int64_t r = rc;
+          for (; r + 4 * kG <= rc_end; r += 4 * kG) {
+            FourTokenTile<F, kG, kNG>(w + static_cast<size_t>(r) * row_bytes, row_bytes, num_blocks,
+                                      x8, cnt, 4 * kG, o8 + r, out_stride);
           }
+          for (; r < rc_end; r += 4) {
+            FourTokenTile<F, 1, kNG>(w + static_cast<size_t>(r) * row_bytes, row_bytes, num_blocks,
+                                     x8, cnt, static_cast<int>(std::min<int64_t>(4, rc_end - r)),
+                                     o8 + r, out_stride);
+          }
+        };
+        if (in4 > 4) {
+          tiles.template operator()<2, 2>();
+        } else {
+          tiles.template operator()<4, 1>();
         }
       }
       if (tail > 0) {

@@ -70,12 +70,11 @@ void MatMulTileAvx2(TensorType type, const uint8_t* w, size_t row_bytes, int64_t
                     int64_t r1, const ActRow* x, int64_t num_tokens, float* out,
                     int64_t out_stride);
 
-// AVX-512 VNNI kernels: MatMulTile with 2 or more tokens for Q4_0, Q4_1,
-// Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, IQ4_NL and IQ4_XS, with 9 or more for Q2_K,
-// Q3_K and Q6_K (in groups of 16), and with one token for the K-quants
-// (MatVecAvx512Vnni, whole tiles of 16 rows); every other case (one token of
-// the other formats, and a single token left after groups of 16; 2-8 tokens
-// of Q2_K, Q3_K, Q6_K; the float types) is passed to MatMulTileAvx2. QuantizeQ8Avx512 produces
+// AVX-512 VNNI kernels: MatMulTile with 2 or more tokens for every quantized
+// type, and with one token for the K-quants (MatVecAvx512Vnni, whole tiles of
+// 16 rows); every other case (one token of the other formats, and a single
+// token left after groups of 16; the float types) is passed to
+// MatMulTileAvx2. QuantizeQ8Avx512 produces
 // exactly QuantizeQ8Avx2's blocks (16 lanes at a time). DequantizeRow has no AVX-512 variant (the
 // set uses the AVX2 one). Same per-thread scratch as AVX2.
 void QuantizeQ8Avx512(const float* x, BlockQ8* out, int64_t n);
