@@ -7,10 +7,10 @@
 #include <utility>
 
 #include "absl/time/clock.h"
-#include "client/async_call.h"
-#include "client/health.h"
-#include "client/stop_strings.h"
-#include "client/utf8_text.h"
+#include "client/generate/stop_strings.h"
+#include "client/generate/utf8_text.h"
+#include "client/transport/async_call.h"
+#include "client/transport/health.h"
 #include "common/grpc/grpc_status.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
