@@ -397,7 +397,7 @@ int RunGenerate(const std::vector<std::string>& stop) {
                       : absl::StatusOr<GenerateResult>(ids.status());
     g->Release(session).IgnoreError();
   } else {
-    ChatSession chat(*g, tmpl, absl::GetFlag(FLAGS_system));
+    ChatSession chat(g->loop(), tmpl, absl::GetFlag(FLAGS_system));
     result = chat.Send(prompt, *params, on_token);
     chat.ReleaseSession().IgnoreError();
   }
@@ -430,7 +430,7 @@ int RunChat(const std::vector<std::string>& stop) {
   Printer printer(absl::GetFlag(FLAGS_json));
   const auto on_token = [&](const TokenEvent& e) { printer.OnToken(e); };
   InstallInterruptHandler();
-  ChatSession chat(*g, tmpl, absl::GetFlag(FLAGS_system));
+  ChatSession chat(g->loop(), tmpl, absl::GetFlag(FLAGS_system));
   const uint64_t seed = params->sampling.seed;
   std::string line;
   int turn = 0;

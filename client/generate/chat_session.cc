@@ -6,9 +6,8 @@
 
 namespace llm::client {
 
-ChatSession::ChatSession(Generator& generator, ChatTemplate chat_template,
-                         std::string system_prompt)
-    : generator_(generator), turns_(std::move(chat_template), std::move(system_prompt)) {}
+ChatSession::ChatSession(GenerateLoop& loop, ChatTemplate chat_template, std::string system_prompt)
+    : loop_(loop), turns_(std::move(chat_template), std::move(system_prompt)) {}
 
 absl::StatusOr<GenerateResult> ChatSession::Send(std::string_view user_message,
                                                  const GenerateParams& params,
@@ -20,20 +19,20 @@ absl::StatusOr<GenerateResult> ChatSession::Send(std::string_view user_message,
   encode.allow_special = true;
   // Raw text gets the vocabulary's BOS the way a plain prompt would; the
   // templates write their own opening.
-  encode.add_bos = first && chat_template().kind() == ChatTemplate::Kind::kRaw &&
-                   generator_.tokenizer_info().add_bos();
-  LLM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, generator_.Encode(plan.text, encode));
+  encode.add_bos =
+      first && chat_template().kind() == ChatTemplate::Kind::kRaw && loop_.tokenizer().add_bos();
+  LLM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, loop_.tokenizer().Encode(plan.text, encode));
   const Session before = session_;
   if (plan.rebuild) {
     // The template changed earlier turns' text: a new session gets all of it.
-    generator_.Release(session_).IgnoreError();
+    loop_.Release(session_).IgnoreError();
     session_ = Session();
   }
-  absl::StatusOr<GenerateResult> result = generator_.Generate(session_, ids, params, on_token);
+  absl::StatusOr<GenerateResult> result = loop_.Generate(session_, ids, params, on_token);
   if (!result.ok()) {
     // Back to the conversation before this turn; the model session (which
     // may hold part of the turn) is dropped and rebuilt by the next Send.
-    generator_.Release(session_).IgnoreError();
+    loop_.Release(session_).IgnoreError();
     session_ = before;
     session_.id.clear();
     session_.unsynced = false;
@@ -45,7 +44,7 @@ absl::StatusOr<GenerateResult> ChatSession::Send(std::string_view user_message,
 }
 absl::Status ChatSession::ReleaseSession() {
   Session kept = session_;
-  absl::Status s = generator_.Release(session_);
+  absl::Status s = loop_.Release(session_);
   // Keep the history, without the model session: the next Send rebuilds it.
   session_ = std::move(kept);
   session_.id.clear();

@@ -1,6 +1,6 @@
 // A multi-turn conversation on one model session.
 //
-//   ChatSession chat(*generator, ChatTemplate::Detect(info.chat_template()));
+//   ChatSession chat(loop, ChatTemplate::Detect(info.chat_template()));
 //   auto answer = chat.Send("What is the capital of France?", params, on_token);
 //   auto next = chat.Send("And of Italy?", params, on_token);
 //
@@ -12,8 +12,8 @@
 // the special token), and prefills only those tokens, appended to the
 // session, so a turn costs its own tokens, not the conversation's. The
 // client keeps the session's token history (session()); when the model
-// service loses the session, the generator re-prefills that history into a
-// new one (generator.h).
+// service loses the session, the loop re-prefills that history into a new
+// one (generate_loop.h).
 //
 // The token that ended an answer (EOS / EOT) is never fed to the model; the
 // next turn starts with the template's end-of-turn text instead, which for
@@ -25,7 +25,7 @@
 // prefills the whole new rendering into a new one (rerenders() counts them):
 // the model then sees exactly what the template gives.
 //
-// Threads: like the Generator, one turn at a time.
+// Threads: like the loop, one turn at a time. Ownership: borrows the loop.
 #ifndef LLM_CLIENT_GENERATE_CHAT_SESSION_H_
 #define LLM_CLIENT_GENERATE_CHAT_SESSION_H_
 
@@ -37,15 +37,19 @@
 #include "absl/status/statusor.h"
 #include "client/generate/chat_template.h"
 #include "client/generate/chat_turns.h"
-#include "client/generator.h"
+#include "client/generate/generate_loop.h"
+#include "client/generate/params.h"
+#include "client/generate/ports.h"
+#include "client/generate/result.h"
 
 namespace llm::client {
 
 class ChatSession {
  public:
-  // Borrows `generator`, which must outlive the session. `system_prompt`
-  // replaces the template's default system message when non-empty.
-  ChatSession(Generator& generator, ChatTemplate chat_template, std::string system_prompt = "");
+  // Borrows `loop` (and its ports), which must outlive the session.
+  // `system_prompt` replaces the template's default system message when
+  // non-empty.
+  ChatSession(GenerateLoop& loop, ChatTemplate chat_template, std::string system_prompt = "");
   ChatSession(const ChatSession&) = delete;
   ChatSession& operator=(const ChatSession&) = delete;
 
@@ -72,7 +76,7 @@ class ChatSession {
   int rerenders() const { return rerenders_; }
 
  private:
-  Generator& generator_;
+  GenerateLoop& loop_;
   ChatTurns turns_;  // the conversation so far
   Session session_;
   int rerenders_ = 0;
