@@ -4,7 +4,7 @@
 // It starts itself a second time as a server (--serve) whose DecodeStream
 // answers every request with a top-1 logits response (the message a greedy
 // `llm generate` gets), then drives one stream from this process the way the
-// client library does (client/async_call.h's BidiStream: write the token,
+// client library does (client/transport/async_call.h's BidiStream: write the token,
 // read the response, one at a time) and reports, per round trip, the wall
 // time and the CPU time of each process (every thread, gRPC's own included;
 // the server's from /proc, in clock ticks: use enough round trips). Both
@@ -44,7 +44,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "client/async_call.h"
+#include "client/transport/async_call.h"
 #include "common/flags.h"
 #include "common/grpc/server_runner.h"
 #include "llm/v1/model.grpc.pb.h"

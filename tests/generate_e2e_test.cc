@@ -61,7 +61,7 @@ using testing::ServerProcess;
 constexpr int kMaxTokens = 24;
 constexpr char kPrompt[] = "Which planet is known as the Red Planet?";
 // SmolLM2's chat template for kPrompt: its default system message, the user
-// turn, the assistant's header (see client/chat_template.h).
+// turn, the assistant's header (see client/generate/chat_template.h).
 constexpr char kFormattedPrompt[] =
     "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
     "Face<|im_end|>\n<|im_start|>user\nWhich planet is known as the Red "

@@ -1,4 +1,4 @@
-// The JSON lines of `llm tokenize` and `llm detokenize` (client/tokenize_cmd.h)
+// The JSON lines of `llm tokenize` and `llm detokenize` (client/cli/tokenize_cmd.h)
 // without a general JSON parser for the common shapes:
 //
 //   tokenize:   {"text": "..."}  ->  {"ids":[1,2,3]}

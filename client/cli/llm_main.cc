@@ -1,0 +1,191 @@
+// llm: the command-line client.
+//   llm generate   --prompt TEXT [sampling flags]   (streams one answer)
+//   llm chat       [sampling flags]                  (multi-turn, one session)
+//   llm health     [--tokenizer ADDR] [--model ADDR] (grpc.health.v1 of both)
+//   llm tokenize   --vocab PATH | --server ADDR   (JSON lines: text -> ids)
+//   llm detokenize --vocab PATH | --server ADDR   (JSON lines: ids -> text)
+//   llm --version, llm --help, llm COMMAND --help
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "client/cli/generate_cmd.h"
+#include "client/cli/tokenize_cmd.h"
+#include "client/generate/stop_strings.h"
+#include "common/flags.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "llm: client for the tokenizer and model services.\n"
+    "\n"
+    "Commands:\n"
+    "  llm generate --prompt TEXT [flags]   streams the answer to one prompt\n"
+    "  llm chat [flags]                     a conversation on one model session, one user\n"
+    "                                       message per line of stdin\n"
+    "  llm health [flags]                   grpc.health.v1 status of both services\n"
+    "  llm tokenize (--vocab PATH | --server ADDR) [flags]\n"
+    "                                       JSON lines {\"text\"} on stdin -> {\"ids\"}\n"
+    "  llm detokenize (--vocab PATH | --server ADDR) [flags]\n"
+    "                                       JSON lines {\"ids\"} on stdin -> {\"text\"}\n"
+    "  llm --version                        version and build type\n"
+    "\n"
+    "'llm COMMAND --help' lists the flags of a command. Flags may be written --max-tokens or\n"
+    "--max_tokens. Exit status: 0 done; 1 a service failed or cannot be reached; 2 bad usage\n"
+    "or values.";
+
+// The flags every command that talks to a server takes (security_flags.cc).
+const std::vector<std::string> kSecurityFlags = {"tls_ca", "tls_cert", "tls_key", "tls_server_name",
+                                                 "auth_token_file"};
+
+struct Command {
+  const char* name;
+  const char* usage;
+  std::vector<std::string> flags;
+};
+
+std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+const std::vector<std::string> kGenerateFlags = {
+    "prompt",         "tokenizer",  "model",      "max_tokens", "temperature", "top_k",
+    "top_p",          "min_p",      "seed",       "stop",       "chat",        "raw",
+    "template",       "system",     "json",       "logits",     "timeout",     "wait_ready",
+    "repeat_penalty", "ignore_eos", "detokenize", "lookahead"};
+
+const std::vector<Command>& Commands() {
+  static const std::vector<Command> commands = {
+      {"generate",
+       "Usage: llm generate --prompt TEXT [flags]\n"
+       "\n"
+       "Streams the answer to one prompt (an empty --prompt reads it from stdin), formatted\n"
+       "with the model's own chat template (Jinja), --template NAME|FILE, or its family's\n"
+       "built-in one when the model has none (said on stderr); --raw sends the prompt as\n"
+       "it is. --json prints {\"text\",\"token\",\"logprob\"} per token and a summary\n"
+       "{\"tokens\",\"prompt_tokens\",\"time_to_first_token_ms\",\"tokens_per_second\",\n"
+       "\"stop_reason\",\"session_rebuilds\"}; stop_reason is eos, stop, length, context (the\n"
+       "model's context is full) or cancelled. --stop takes the escapes \\n, \\r, \\t, \\\\, \\\" "
+       "and\n"
+       "\\' (--stop \"\\n\\n\" stops at a blank line) and may be repeated. Ctrl-C stops the\n"
+       "answer; a second Ctrl-C exits (status 130). Exit status: 0 done; 1 a service failed\n"
+       "or cannot be reached; 2 bad usage or values.",
+       Concat(kGenerateFlags, kSecurityFlags)},
+      {"chat",
+       "Usage: llm chat [flags]\n"
+       "\n"
+       "A conversation on one model session: one user message per line of stdin (a '> '\n"
+       "prompt on a terminal; piped input works the same); each turn prefills only its own\n"
+       "tokens. Ctrl-C stops the current answer; Ctrl-C again, or Ctrl-D, quits. Takes the\n"
+       "flags of 'llm generate' except --prompt; chat turn i uses --seed + i.",
+       Concat(std::vector<std::string>(kGenerateFlags.begin() + 1, kGenerateFlags.end()),
+              kSecurityFlags)},
+      {"health",
+       "Usage: llm health [--tokenizer ADDR] [--model ADDR] [--wait SECONDS]\n"
+       "\n"
+       "Checks the grpc.health.v1 status of the service each address must serve\n"
+       "(llm.v1.Tokenizer at --tokenizer, llm.v1.Model at every replica --model names) and\n"
+       "exits 0 when all are SERVING, 1 otherwise. An empty --tokenizer or --model skips that\n"
+       "service (a probe of one server).",
+       Concat({"tokenizer", "model", "wait"}, kSecurityFlags)},
+      {"tokenize",
+       "Usage: llm tokenize (--vocab PATH | --server ADDR) [flags]\n"
+       "\n"
+       "Reads JSON lines {\"text\": \"...\"} on stdin and writes {\"ids\": [...]} per line, with\n"
+       "the vocabulary file in process (--vocab: .gguf or .tiktoken) or through the tokenizer\n"
+       "service (--server).",
+       Concat(
+           {"vocab", "server", "jsonl", "allowed_special", "add_bos", "algorithm", "deadline_ms"},
+           kSecurityFlags)},
+      {"detokenize",
+       "Usage: llm detokenize (--vocab PATH | --server ADDR) [flags]\n"
+       "\n"
+       "Reads JSON lines {\"ids\": [...]} on stdin and writes {\"text\": \"...\"} per line.",
+       Concat({"vocab", "server", "jsonl", "deadline_ms"}, kSecurityFlags)},
+  };
+  return commands;
+}
+
+// Removes every "--stop X" / "--stop=X" from args and returns the values in
+// order (an absl flag would keep only the last one), escapes processed. A
+// --stop with no value is left for the flag parser to report.
+std::vector<std::string> TakeStopFlags(std::vector<std::string>& args) {
+  std::vector<std::string> stop;
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      rest.insert(rest.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+      break;
+    }
+    if ((a == "--stop" || a == "-stop") && i + 1 < args.size()) {
+      stop.push_back(llm::client::ProcessEscapes(args[++i]));
+    } else if (a.rfind("--stop=", 0) == 0) {
+      stop.push_back(llm::client::ProcessEscapes(a.substr(7)));
+    } else if (a.rfind("-stop=", 0) == 0) {
+      stop.push_back(llm::client::ProcessEscapes(a.substr(6)));
+    } else {
+      rest.push_back(a);
+    }
+  }
+  args = std::move(rest);
+  return stop;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string first = argc >= 2 ? argv[1] : "";
+  if (argc < 2 || first == "--help" || first == "help" || first == "-h" || first == "--helpfull") {
+    std::printf("%s\n", kUsage);
+    return argc < 2 ? 2 : 0;
+  }
+  if (first == "--version" || first == "version") {
+    std::printf("llm %s\n", llm::VersionString().c_str());
+    return 0;
+  }
+  const Command* command = nullptr;
+  for (const Command& c : Commands()) {
+    if (first == c.name) command = &c;
+  }
+  if (command == nullptr) {
+    std::vector<std::string> names;
+    for (const Command& c : Commands()) names.push_back(c.name);
+    const std::string near = llm::NearestName(first, names);
+    if (first.rfind('-', 0) == 0) {
+      std::fprintf(stderr, "llm: a command comes first: llm COMMAND [flags] (see llm --help)\n");
+    } else if (!near.empty()) {
+      std::fprintf(stderr, "llm: unknown command '%s'; did you mean '%s'?\n", first.c_str(),
+                   near.c_str());
+    } else {
+      std::fprintf(stderr, "llm: unknown command '%s' (see llm --help)\n", first.c_str());
+    }
+    return 2;
+  }
+  // The command word is not a flag: parse the rest, program name first.
+  std::vector<std::string> args = {argv[0]};
+  args.insert(args.end(), argv + 2, argv + argc);
+  const std::vector<std::string> stop = TakeStopFlags(args);
+  llm::FlagParseOptions options;
+  options.program = std::string("llm ") + command->name;
+  options.usage = command->usage;
+  options.flags = command->flags;
+  const std::vector<std::string> positional = llm::ParseFlagsOrExit(args, options);
+  if (positional.size() > 1) {
+    std::fprintf(stderr, "llm %s: unexpected argument '%s'\n", command->name,
+                 positional[1].c_str());
+    return 2;
+  }
+  const std::string name = command->name;
+  if (name == "generate") return llm::cli::RunGenerate(stop);
+  if (name == "chat") return llm::cli::RunChat(stop);
+  if (!stop.empty()) {
+    std::fprintf(stderr, "llm %s: --stop is for generate and chat\n", command->name);
+    return 2;
+  }
+  if (name == "health") return llm::cli::RunHealth();
+  if (name == "tokenize") return llm::cli::RunTokenize(stdin, stdout);
+  return llm::cli::RunDetokenize(stdin, stdout);
+}

@@ -1,0 +1,156 @@
+// In-memory TokenizerPort and ModelPort for the loop's tests.
+//
+// The fake model is a chain: the logits after token t make t + 1 the argmax
+// (greedy sampling follows 1 -> 2 -> 3 ...). Its sessions hold the tokens
+// fed; a step can be made to fail (fail_step, fail_with), which for a lost
+// session also drops it. Every Send and text Add is logged, in order.
+//
+// Threads: one test's. Ownership: the model owns its sessions; streams
+// borrow the model.
+#ifndef LLM_CLIENT_GENERATE_FAKE_PORTS_H_
+#define LLM_CLIENT_GENERATE_FAKE_PORTS_H_
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "client/generate/cached_text.h"
+#include "client/generate/ports.h"
+#include "common/strings.h"
+
+namespace llm::client::testing {
+
+inline constexpr int32_t kFakeVocab = 16;
+inline constexpr int32_t kFakeEos = 9;
+
+class FakeTokenizer : public TokenizerPort {
+ public:
+  explicit FakeTokenizer(std::vector<std::string>* log) : log_(log) {}
+  std::vector<std::string> bytes = std::vector<std::string>(kFakeVocab, "x");  // by id
+
+  absl::StatusOr<std::vector<int32_t>> Encode(std::string_view, const EncodeOptions&) override {
+    return absl::UnimplementedError("not in the fake");
+  }
+  absl::StatusOr<std::string> Decode(std::span<const int32_t> ids) override {
+    std::string text;
+    for (int32_t id : ids) text += bytes.at(id);
+    return text;
+  }
+  absl::StatusOr<std::unique_ptr<TextStream>> OpenText(int32_t) override {
+    class Logged : public CachedText {
+     public:
+      Logged(TokenBytesCache& cache, std::vector<std::string>* log)
+          : CachedText(cache), log_(log) {}
+      absl::StatusOr<std::string> Add(int32_t token) override {
+        log_->push_back(StrCat("text ", token));
+        return CachedText::Add(token);
+      }
+      std::vector<std::string>* log_;
+    };
+    return std::make_unique<Logged>(cache_, log_);
+  }
+  std::span<const int32_t> end_ids() const override { return end_ids_; }
+  bool add_bos() const override { return false; }
+
+ private:
+  std::vector<std::string>* log_;
+  TokenBytesCache cache_{[this](int32_t id) { return Decode(std::span<const int32_t>(&id, 1)); }};
+  std::vector<int32_t> end_ids_ = {kFakeEos};
+};
+
+class FakeModel : public ModelPort {
+ public:
+  explicit FakeModel(std::vector<std::string>* log) : log_(log) {}
+  int64_t context = 0;     // context_length()
+  int64_t capacity = 0;    // what a session really holds (0: no limit)
+  int fail_step = -1;      // the step (0-based, all streams) that fails
+  absl::Status fail_with;  // ... with this; NOT_FOUND etc. drop the session
+  std::map<std::string, std::vector<int32_t>> sessions;  // the model's side
+  std::vector<std::vector<int32_t>> prefills;            // every Prefill's tokens sent
+  int steps = 0, closes = 0, releases = 0, next_id = 0;
+
+  int64_t vocab_size() const override { return kFakeVocab; }
+  int64_t context_length() const override { return context; }
+  absl::StatusOr<v1::Logits> Prefill(Session& session, std::span<const int32_t> tokens,
+                                     const StepOptions&, const std::atomic<bool>&,
+                                     int32_t*) override {
+    if (!session.id.empty() && !sessions.contains(session.id)) {
+      return absl::NotFoundError("the fake loses no session at a prefill");
+    }
+    std::vector<int32_t> sent(tokens.begin(), tokens.end());
+    if (session.id.empty()) {
+      session.id = StrCat("s", next_id++);
+      sent.insert(sent.begin(), session.tokens.begin(), session.tokens.end());
+    }
+    prefills.push_back(sent);
+    std::vector<int32_t>& held = sessions[session.id];
+    held.insert(held.end(), sent.begin(), sent.end());
+    session.tokens.insert(session.tokens.end(), tokens.begin(), tokens.end());
+    return After(held.back());
+  }
+  std::unique_ptr<DecodeSteps> OpenSteps(const std::string& id, int32_t) override;
+  absl::Status Release(Session& session) override {
+    ++releases;
+    sessions.erase(session.id);
+    session = Session();
+    return absl::OkStatus();
+  }
+
+  // Logits whose argmax is token + 1.
+  static v1::Logits After(int32_t token) {
+    std::vector<float> values(kFakeVocab, 0.0f);
+    values[(token + 1) % kFakeVocab] = 10.0f;
+    v1::Logits logits;
+    logits.set_encoding(v1::LogitsOptions::LOGITS_FLOAT32);
+    logits.set_float32(
+        std::string(reinterpret_cast<const char*>(values.data()), 4 * values.size()));
+    return logits;
+  }
+
+  std::vector<std::string>* log_;
+};
+
+class FakeSteps : public DecodeSteps {
+ public:
+  FakeSteps(FakeModel& model, std::string id) : model_(model), id_(std::move(id)) {}
+  void Send(int32_t token, const StepOptions&) override {
+    model_.log_->push_back(StrCat("send ", token));
+    token_ = token;
+  }
+  absl::StatusOr<const v1::Logits*> Await() override {
+    if (model_.steps++ == model_.fail_step) {
+      if (absl::IsNotFound(model_.fail_with) || absl::IsUnavailable(model_.fail_with)) {
+        model_.sessions.erase(id_);
+      }
+      return model_.fail_with;
+    }
+    std::vector<int32_t>& held = model_.sessions.at(id_);
+    if (model_.capacity > 0 && static_cast<int64_t>(held.size()) >= model_.capacity) {
+      return absl::OutOfRangeError("the session is full");
+    }
+    held.push_back(token_);
+    logits_ = FakeModel::After(token_);
+    return &logits_;
+  }
+  absl::Status Close() override {
+    ++model_.closes;
+    return absl::OkStatus();
+  }
+
+ private:
+  FakeModel& model_;
+  const std::string id_;
+  int32_t token_ = -1;
+  v1::Logits logits_;
+};
+
+inline std::unique_ptr<DecodeSteps> FakeModel::OpenSteps(const std::string& id, int32_t) {
+  return std::make_unique<FakeSteps>(*this, id);
+}
+
+}  // namespace llm::client::testing
+
+#endif  // LLM_CLIENT_GENERATE_FAKE_PORTS_H_

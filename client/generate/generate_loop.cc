@@ -1,0 +1,264 @@
+#include "client/generate/generate_loop.h"
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "client/generate/stop_strings.h"
+#include "common/status_macros.h"
+#include "sampler/rng.h"
+
+namespace llm::client {
+namespace {
+
+// A session-losing failure of a step: the session is gone (NOT_FOUND) or its
+// server went away or is restarting (UNAVAILABLE; a server shutting down
+// cancels its streams, CANCELLED, which this client never causes on its own).
+bool IsRecoverable(const absl::Status& s) {
+  return absl::IsNotFound(s) || absl::IsUnavailable(s) || absl::IsCancelled(s);
+}
+
+}  // namespace
+
+// One generation: the state shared by its steps.
+class GenerateLoop::Run {
+ public:
+  Run(GenerateLoop& loop, Session& session, const GenerateParams& params,
+      const TokenCallback& on_token)
+      : loop_(loop),
+        model_(loop.model_),
+        session_(session),
+        params_(params),
+        on_token_(on_token),
+        matcher_(params.stop) {}
+
+  absl::StatusOr<GenerateResult> Go(std::span<const int32_t> new_tokens);
+
+ private:
+  // What the request that follows the tokens generated so far asks for.
+  // Lookahead: the next token is the argmax of its logits, and another
+  // request will follow that token (it is not the last).
+  StepOptions NextStep() const {
+    StepOptions step;
+    step.logits = result_.logits;
+    step.lookahead = loop_.options_.lookahead && sampler::PicksArgmax(params_.sampling) &&
+                     static_cast<int64_t>(result_.tokens.size()) + 1 < params_.max_tokens;
+    return step;
+  }
+  bool IsEnd(int32_t id) const {
+    const std::span<const int32_t> ends = loop_.tokenizer_.end_ids();
+    return std::find(ends.begin(), ends.end(), id) != ends.end();
+  }
+  // Whether the model session is full: one more token would grow it past
+  // context_length (0: not known; then the OUT_OF_RANGE of the step that
+  // overflows tells, AwaitStep).
+  bool ContextFull() const {
+    const int64_t n = model_.context_length();
+    return n > 0 && static_cast<int64_t>(session_.tokens.size()) >= n;
+  }
+  // Prefills `tokens` (a rebuild when session_.id is empty): the logits
+  // after them.
+  absl::StatusOr<v1::Logits> Prefill(std::span<const int32_t> tokens) {
+    return model_.Prefill(session_, tokens, NextStep(), loop_.cancel_, &result_.session_rebuilds);
+  }
+  // Sends `token` on the step stream (opening it if needed). A failure is
+  // left for AwaitStep to handle.
+  void SendStep(int32_t token);
+  // Completes the step of `token`: on success the token joins the session
+  // and, when need_logits, its logits are decoded. A lost session is rebuilt
+  // (when need_logits) or left for the next call to rebuild.
+  absl::Status AwaitStep(int32_t token, bool need_logits);
+  // Detokenizes one token: the complete UTF-8 text it adds.
+  absl::StatusOr<std::string> Detokenize(int32_t token);
+  // Ends both streams; returns the text still held.
+  absl::StatusOr<std::string> CloseStreams();
+  void Emit(std::string_view text, int32_t token, float logprob);
+
+  GenerateLoop& loop_;
+  ModelPort& model_;
+  Session& session_;
+  const GenerateParams& params_;
+  const TokenCallback& on_token_;
+  StopStringMatcher matcher_;
+  GenerateResult result_;
+  DecodedLogits logits_;
+  std::unique_ptr<DecodeSteps> steps_;
+  bool context_ended_ = false;  // a step answered OUT_OF_RANGE
+  std::unique_ptr<TextStream> text_;
+};
+
+void GenerateLoop::Run::Emit(std::string_view text, int32_t token, float logprob) {
+  result_.text.append(text);
+  if (on_token_) on_token_(TokenEvent{text, token, logprob});
+}
+
+void GenerateLoop::Run::SendStep(int32_t token) {
+  if (steps_ == nullptr) steps_ = model_.OpenSteps(session_.id, params_.max_tokens);
+  steps_->Send(token, NextStep());
+}
+
+absl::Status GenerateLoop::Run::AwaitStep(int32_t token, bool need_logits) {
+  absl::StatusOr<const v1::Logits*> logits = steps_->Await();
+  if (logits.ok()) {
+    session_.tokens.push_back(token);
+    if (!need_logits) return absl::OkStatus();
+    return logits_.Decode(**logits, model_.vocab_size());
+  }
+  steps_.reset();  // a failed step ends the stream
+  const absl::Status s = logits.status();
+  if (absl::IsOutOfRange(s)) {
+    // The session is full (its server's context is shorter than
+    // context_length said, or it said none): the end of the generation, not
+    // a failure. The token was not fed.
+    session_.pending.push_back(token);
+    context_ended_ = true;
+    return absl::OkStatus();
+  }
+  if (!IsRecoverable(s) || result_.session_rebuilds >= kMaxRebuildsPerCall) {
+    session_.pending.push_back(token);
+    session_.unsynced = !session_.id.empty();
+    return s;
+  }
+  // The session is lost, or may be half-updated on a server that came back:
+  // drop it (best effort) and rebuild from the history.
+  if (!absl::IsNotFound(s)) {
+    Session old;
+    old.id = session_.id;
+    model_.Release(old).IgnoreError();
+  }
+  session_.id.clear();
+  if (!need_logits) {
+    session_.pending.push_back(token);  // the next call rebuilds
+    return absl::OkStatus();
+  }
+  ++result_.session_rebuilds;
+  const int32_t one[] = {token};
+  LLM_ASSIGN_OR_RETURN(v1::Logits rebuilt, Prefill(one));
+  return logits_.Decode(rebuilt, model_.vocab_size());
+}
+
+absl::StatusOr<std::string> GenerateLoop::Run::Detokenize(int32_t token) {
+  if (text_ == nullptr) {
+    LLM_ASSIGN_OR_RETURN(text_, loop_.tokenizer_.OpenText(params_.max_tokens));
+  }
+  return text_->Add(token);
+}
+
+absl::StatusOr<std::string> GenerateLoop::Run::CloseStreams() {
+  // No step is in flight: the close status is informative only.
+  if (steps_ != nullptr) steps_->Close().IgnoreError();
+  steps_.reset();
+  std::string held;
+  if (text_ != nullptr) {
+    LLM_ASSIGN_OR_RETURN(held, text_->Finish());
+    text_.reset();
+  }
+  return held;
+}
+
+absl::StatusOr<GenerateResult> GenerateLoop::Run::Go(std::span<const int32_t> new_tokens) {
+  const absl::Time start = absl::Now();
+  result_.logits =
+      ChooseLogitsOptions(loop_.options_.logits, params_.sampling, model_.vocab_size());
+  if (session_.unsynced) {  // a cancelled call left the model's length unknown
+    Session old;
+    old.id = session_.id;
+    model_.Release(old).IgnoreError();
+    session_.id.clear();
+    session_.unsynced = false;
+  }
+  std::vector<int32_t> append = session_.pending;
+  append.insert(append.end(), new_tokens.begin(), new_tokens.end());
+  if (append.empty()) return absl::InvalidArgumentError("nothing to prefill: no new tokens");
+  LLM_ASSIGN_OR_RETURN(v1::Logits prefill, Prefill(append));
+  session_.pending.clear();
+  result_.prompt_tokens = static_cast<int64_t>(append.size());
+  LLM_RETURN_IF_ERROR(logits_.Decode(prefill, model_.vocab_size()));
+
+  std::vector<int32_t> history = session_.tokens;  // for the penalties
+  sampler::Rng rng(params_.sampling.seed);
+  absl::Time first_token, last_token;
+  std::optional<StopReason> stop;
+  while (!stop) {
+    absl::StatusOr<sampler::Sample> sample =
+        loop_.sampler_.SampleToken(logits_.input(), params_.sampling, history, rng);
+    if (!sample.ok()) {
+      CloseStreams().IgnoreError();
+      return sample.status();
+    }
+    if (!sample->exact) ++result_.inexact_samples;
+    const int32_t token = sample->id;
+    if (!params_.ignore_eos && IsEnd(token)) {
+      stop = StopReason::kEos;
+      break;
+    }
+    last_token = absl::Now();
+    if (result_.tokens.empty()) {
+      first_token = last_token;
+      result_.time_to_first_token = first_token - start;
+    }
+    result_.tokens.push_back(token);
+    history.push_back(token);
+    const bool last = static_cast<int32_t>(result_.tokens.size()) >= params_.max_tokens;
+    // No room in the model session for this token: it is the last one.
+    const bool full = ContextFull();
+    // The model computes the next logits while the token is detokenized.
+    if (!last && !full) SendStep(token);
+    absl::StatusOr<std::string> text = Detokenize(token);
+    if (!text.ok()) {
+      if (!last && !full) AwaitStep(token, /*need_logits=*/false).IgnoreError();
+      CloseStreams().IgnoreError();
+      return text.status();
+    }
+    const StopStringMatcher::Step step = matcher_.Feed(*text);
+    Emit(step.released, token, sample->logprob);
+    if (step.stopped) {
+      stop = StopReason::kStopString;
+    } else if (last) {
+      stop = StopReason::kMaxTokens;
+    } else if (full) {
+      stop = StopReason::kContext;
+    } else if (loop_.cancel_requested()) {
+      stop = StopReason::kCancelled;
+    }
+    if (last || full) {
+      session_.pending.push_back(token);  // sampled, never fed
+    } else {
+      absl::Status s = AwaitStep(token, /*need_logits=*/!stop.has_value());
+      if (!s.ok()) {
+        CloseStreams().IgnoreError();
+        return s;
+      }
+      if (context_ended_ && !stop) stop = StopReason::kContext;
+    }
+  }
+  if (!result_.tokens.empty()) result_.decode_time = last_token - first_token;
+  result_.stop_reason = *stop;
+  absl::StatusOr<std::string> held = CloseStreams();
+  if (!held.ok()) return held.status();
+  if (*stop != StopReason::kStopString) {
+    std::string tail = matcher_.Feed(*held).released;
+    if (matcher_.stopped()) {
+      result_.stop_reason = StopReason::kStopString;
+    } else {
+      tail += matcher_.Finish();
+    }
+    if (!tail.empty()) Emit(tail, -1, 0.0f);
+  }
+  return std::move(result_);
+}
+
+absl::StatusOr<GenerateResult> GenerateLoop::Generate(Session& session,
+                                                      std::span<const int32_t> new_tokens,
+                                                      const GenerateParams& params,
+                                                      const TokenCallback& on_token) {
+  LLM_RETURN_IF_ERROR(ValidateParams(params));
+  Run run(*this, session, params, on_token);
+  return run.Go(new_tokens);
+}
+
+}  // namespace llm::client

@@ -1,0 +1,141 @@
+// The two services as the generation loop sees them: a tokenizer and a model
+// that holds sessions. client/transport/ implements them over gRPC; tests
+// implement them in memory. Nothing here knows of gRPC.
+//
+//   TokenizerPort: Encode / Decode, and one TextStream per generation (ids to
+//     complete UTF-8, the bytes of a character split across tokens held).
+//   ModelPort: Prefill (append to a session, or the whole history into a new
+//     one), one DecodeSteps stream per generation (send a token, await the
+//     logits after it), Release.
+//
+// Sessions: the client keeps its own copy of each session's tokens
+// (Session::tokens), so that a lost session can be rebuilt by prefilling the
+// whole history into a new one. ModelPort::Prefill does that by itself when
+// the session is lost at the prefill; when a DecodeSteps stream loses it, the
+// loop clears Session::id and calls Prefill.
+//
+// Threads: a port is used by one generation at a time (its implementation
+// says whether several ports may share state). Ownership: the caller owns
+// the streams a port opens; they must not outlive the port.
+#ifndef LLM_CLIENT_GENERATE_PORTS_H_
+#define LLM_CLIENT_GENERATE_PORTS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "llm/v1/model.pb.h"
+
+namespace llm::client {
+
+// Lost sessions rebuilt within one call before giving up (a server that keeps
+// losing the session has another problem): Prefill's own rebuilds, and the
+// loop's over one generation.
+inline constexpr int kMaxRebuildsPerCall = 4;
+
+// The client's copy of one model session. A default-constructed Session has
+// no model session yet: the next Prefill creates one.
+struct Session {
+  std::string id;                // the model session; empty: none (yet)
+  std::vector<int32_t> tokens;   // every token the model session holds, in order
+  std::vector<int32_t> pending;  // sampled but not fed yet (prefilled by the next call)
+  bool unsynced = false;         // a cancelled Prefill left the model's length unknown
+};
+
+struct EncodeOptions {
+  bool allow_special = false;  // recognize special-token text (chat templates)
+  bool add_bos = false;        // prepend the vocabulary's BOS
+};
+
+// The text of one generation, token by token.
+class TextStream {
+ public:
+  virtual ~TextStream() = default;
+  // The complete UTF-8 text that `token` adds (valid UTF-8, possibly empty).
+  virtual absl::StatusOr<std::string> Add(int32_t token) = 0;
+  // Ends the stream: the text still held (an incomplete character as
+  // U+FFFD), valid UTF-8. Called at most once.
+  virtual absl::StatusOr<std::string> Finish() = 0;
+};
+
+class TokenizerPort {
+ public:
+  virtual ~TokenizerPort() = default;
+  // add_bos is honoured only when the vocabulary has a BOS.
+  virtual absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
+                                                      const EncodeOptions& options) = 0;
+  // The concatenated bytes of `ids` (not necessarily valid UTF-8).
+  virtual absl::StatusOr<std::string> Decode(std::span<const int32_t> ids) = 0;
+  // A stream for one generation of at most `max_tokens` tokens (its
+  // deadline, if any, is sized by it).
+  virtual absl::StatusOr<std::unique_ptr<TextStream>> OpenText(int32_t max_tokens) = 0;
+  // The ids that end a generation (the vocabulary's EOS and EOT).
+  virtual std::span<const int32_t> end_ids() const = 0;
+  // Whether a plain prompt starts with the vocabulary's BOS.
+  virtual bool add_bos() const = 0;
+};
+
+// What one Prefill or decode step asks of the model.
+struct StepOptions {
+  v1::LogitsOptions logits;  // the encoding of the logits returned
+  bool lookahead = false;    // the next token is the argmax of these logits
+};
+
+// One stream of decode steps on one session, one step in flight at a time:
+// Send(token), then Await() its logits. A failed step ends the stream.
+class DecodeSteps {
+ public:
+  virtual ~DecodeSteps() = default;
+  // Feeds `token` and starts computing the logits after it; returns at
+  // once or when the request is on its way. A failure is kept for Await.
+  virtual void Send(int32_t token, const StepOptions& options) = 0;
+  // The logits after the token sent; valid until the next Send. OK: the token
+  // joined the session. Errors: OUT_OF_RANGE (the session is full; the token
+  // was not fed), NOT_FOUND (the session is lost), UNAVAILABLE or CANCELLED
+  // (its server went away or is shutting down: lost too), DEADLINE_EXCEEDED,
+  // or the server's own.
+  virtual absl::StatusOr<const v1::Logits*> Await() = 0;
+  // Ends the stream cleanly (no step in flight); the status is informative.
+  virtual absl::Status Close() = 0;
+};
+
+class ModelPort {
+ public:
+  virtual ~ModelPort() = default;
+  virtual int64_t vocab_size() const = 0;
+  // Tokens a session holds at most; 0: not known (then a step that would
+  // overflow answers OUT_OF_RANGE).
+  virtual int64_t context_length() const = 0;
+
+  // Appends `tokens` to the session: into a new session, after the whole
+  // history session.tokens, when session.id is empty or the session is lost
+  // (then *rebuilds is incremented, at most kMaxRebuildsPerCall times). On
+  // success session.id names the session and session.tokens has `tokens`
+  // appended; returns the logits after the last token. `cancel` is polled
+  // while the call runs: when set, the call is abandoned with CANCELLED and
+  // session.unsynced set (the model may hold part of `tokens`).
+  virtual absl::StatusOr<v1::Logits> Prefill(Session& session, std::span<const int32_t> tokens,
+                                             const StepOptions& options,
+                                             const std::atomic<bool>& cancel,
+                                             int32_t* rebuilds) = 0;
+
+  // A stream of steps on session `session_id` for at most `max_steps` steps
+  // (its whole-call deadline, if any, is sized by it). Opening is lazy: a
+  // failure to reach the session shows at the first Await.
+  virtual std::unique_ptr<DecodeSteps> OpenSteps(const std::string& session_id,
+                                                 int32_t max_steps) = 0;
+
+  // Ends the model session (best effort: a session that is gone is fine)
+  // and clears `session`.
+  virtual absl::Status Release(Session& session) = 0;
+};
+
+}  // namespace llm::client
+
+#endif  // LLM_CLIENT_GENERATE_PORTS_H_

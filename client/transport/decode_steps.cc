@@ -1,0 +1,82 @@
+#include "client/transport/decode_steps.h"
+
+#include <utility>
+
+#include "client/transport/async_call.h"
+#include "common/strings.h"
+#include "llm/v1/model.grpc.pb.h"
+
+namespace llm::client::internal {
+namespace {
+
+using ModelStream = BidiStream<v1::DecodeTokenRequest, v1::DecodeTokenResponse>;
+
+class GrpcDecodeSteps : public DecodeSteps {
+ public:
+  GrpcDecodeSteps(ModelPool& pool, std::string session_id, absl::Duration step_timeout,
+                  absl::Time deadline)
+      : pool_(pool),
+        session_id_(std::move(session_id)),
+        step_timeout_(step_timeout),
+        deadline_(deadline) {}
+
+  void Send(int32_t token, const StepOptions& options) override {
+    send_error_ = absl::OkStatus();
+    if (stream_ == nullptr) {  // to the session's replica
+      absl::StatusOr<ModelPool::Endpoint*> owner = pool_.ForSession(session_id_);
+      if (!owner.ok()) {
+        send_error_ = owner.status();  // lost
+        return;
+      }
+      endpoint_ = *owner;
+      stream_ = std::make_unique<ModelStream>(StrCat("model service at ", endpoint_->address),
+                                              step_timeout_, deadline_);
+      send_error_ = stream_->Start([&](grpc::ClientContext* c, grpc::CompletionQueue* q) {
+        return endpoint_->stub->PrepareAsyncDecodeStream(c, q);
+      });
+      if (!send_error_.ok()) return;
+    }
+    v1::DecodeTokenRequest request;
+    request.set_session_id(session_id_);
+    request.set_token(token);
+    *request.mutable_logits() = options.logits;
+    request.set_lookahead(options.lookahead);
+    send_error_ = stream_->Write(request);
+    if (send_error_.ok()) stream_->StartRead();
+  }
+
+  absl::StatusOr<const v1::Logits*> Await() override {
+    absl::Status s = send_error_;
+    if (s.ok()) s = stream_->AwaitRead();
+    if (s.ok()) return &stream_->response().logits();
+    // Its replica went away or is shutting down (it cancels streams then).
+    if (endpoint_ != nullptr && (absl::IsUnavailable(s) || absl::IsCancelled(s))) {
+      pool_.MarkDown(endpoint_, s);
+    }
+    endpoint_ = nullptr;
+    return s;
+  }
+
+  absl::Status Close() override {
+    if (stream_ == nullptr) return absl::OkStatus();
+    return stream_->Close();
+  }
+
+ private:
+  ModelPool& pool_;
+  const std::string session_id_;
+  const absl::Duration step_timeout_;
+  const absl::Time deadline_;
+  std::unique_ptr<ModelStream> stream_;
+  ModelPool::Endpoint* endpoint_ = nullptr;  // stream_'s replica
+  absl::Status send_error_;                  // a failed Send, reported by Await
+};
+
+}  // namespace
+
+std::unique_ptr<DecodeSteps> NewDecodeSteps(ModelPool& pool, std::string session_id,
+                                            absl::Duration step_timeout, absl::Time deadline) {
+  return std::make_unique<GrpcDecodeSteps>(pool, std::move(session_id), step_timeout, deadline);
+}
+
+}  // namespace llm::client::internal

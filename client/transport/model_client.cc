@@ -1,0 +1,210 @@
+#include "client/transport/model_client.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "client/transport/connect.h"
+#include "client/transport/decode_steps.h"
+#include "common/grpc/grpc_status.h"
+#include "common/status_macros.h"
+#include "common/strings.h"
+
+namespace llm::client {
+namespace {
+
+using internal::WithContext;
+
+constexpr absl::Duration kCancelPoll = absl::Milliseconds(20);
+constexpr absl::Duration kFirstBackoff = absl::Milliseconds(100);
+constexpr absl::Duration kMaxBackoff = absl::Seconds(1);
+
+}  // namespace
+
+ModelClient::ModelClient(const ClientOptions& options, std::unique_ptr<ModelPool> pool)
+    : options_(options), pool_(std::move(pool)) {}
+
+absl::StatusOr<std::unique_ptr<ModelClient>> ModelClient::Create(
+    const ClientOptions& options, const std::shared_ptr<grpc::ChannelCredentials>& creds) {
+  ModelPoolOptions pool_options;
+  pool_options.probe_timeout = std::min(options.rpc_timeout, absl::Seconds(5));
+  pool_options.refresh_interval = options.model_refresh_interval;
+  LLM_ASSIGN_OR_RETURN(
+      std::unique_ptr<ModelPool> pool,
+      ModelPool::Create(
+          options.model_address,
+          [options, creds](const std::string& address, const std::string& server_name) {
+            return internal::NewChannel(address, creds, options, server_name);
+          },
+          pool_options));
+  return std::unique_ptr<ModelClient>(new ModelClient(options, std::move(pool)));
+}
+
+absl::Status ModelClient::Connect() {
+  const std::string& address = options_.model_address;
+  bool still_loading = false;
+  const absl::Status s = internal::WaitReady(
+      options_, "model", address, [&] { return pool_->Refresh(); },
+      [&] { return pool_->any_loading(); }, &still_loading);
+  if (still_loading) return s;
+  if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) {
+    std::string why(s.message());
+    const std::string redundant = StrCat("no model server is up at ", address, ": ");
+    if (why.rfind(redundant, 0) == 0) why.erase(0, redundant.size());
+    return absl::UnavailableError(StrCat("cannot reach the model service at ", address, ": ", why));
+  }
+  LLM_RETURN_IF_ERROR(s);  // the replicas refused us: their own code and message
+  info_ = pool_->info();
+  return absl::OkStatus();
+}
+
+absl::Status ModelClient::Release(Session& session) {
+  absl::Status result;
+  // A session whose replica is gone is released already.
+  absl::StatusOr<ModelPool::Endpoint*> owner =
+      session.id.empty() ? absl::NotFoundError("") : pool_->ForSession(session.id);
+  if (owner.ok()) {
+    v1::ReleaseRequest request;
+    request.set_session_id(session.id);
+    v1::ReleaseResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+    const grpc::Status s = (*owner)->stub->Release(&context, request, &response);
+    if (!s.ok() && s.error_code() != grpc::StatusCode::NOT_FOUND) {
+      if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+        pool_->MarkDown(*owner, FromGrpcStatus(s));
+      }
+      result = WithContext(FromGrpcStatus(s), StrCat("model service at ", (*owner)->address));
+    }
+  }
+  session = Session();
+  return result;
+}
+
+absl::StatusOr<v1::ListSessionsResponse> ModelClient::ListSessions() {
+  v1::ListSessionsResponse all;
+  for (const auto& e : pool_->endpoints()) {
+    if (!e->up) continue;
+    v1::ListSessionsResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+    const grpc::Status s = e->stub->ListSessions(&context, v1::ListSessionsRequest(), &response);
+    if (!s.ok()) {
+      return WithContext(FromGrpcStatus(s), StrCat("model service at ", e->address));
+    }
+    for (v1::SessionInfo& info : *response.mutable_sessions()) {
+      *all.add_sessions() = std::move(info);
+    }
+  }
+  return all;
+}
+
+std::unique_ptr<DecodeSteps> ModelClient::OpenSteps(const std::string& session_id,
+                                                    int32_t max_steps) {
+  return internal::NewDecodeSteps(
+      *pool_, session_id, options_.rpc_timeout,
+      absl::Now() + options_.rpc_timeout * (static_cast<int64_t>(max_steps) + 2));
+}
+
+grpc::Status ModelClient::PrefillOnce(const v1::PrefillRequest& request,
+                                      v1::PrefillResponse* response,
+                                      const std::atomic<bool>& cancel) {
+  absl::StatusOr<ModelPool::Endpoint*> endpoint = request.session_id().empty()
+                                                      ? pool_->ForNewSession()
+                                                      : pool_->ForSession(request.session_id());
+  if (!endpoint.ok()) return ToGrpcStatus(endpoint.status());
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+  grpc::CompletionQueue queue;
+  grpc::Status status;
+  {
+    auto call = (*endpoint)->stub->PrepareAsyncPrefill(&context, request, &queue);
+    call->StartCall();
+    int tag = 0;
+    call->Finish(response, &status, &tag);
+    bool cancelled = false;
+    while (true) {
+      void* got = nullptr;
+      bool ok = false;
+      const auto r = queue.AsyncNext(&got, &ok, absl::ToChronoTime(absl::Now() + kCancelPoll));
+      if (r == grpc::CompletionQueue::GOT_EVENT && got == &tag) break;
+      if (r == grpc::CompletionQueue::SHUTDOWN) break;
+      if (!cancelled && cancel.load(std::memory_order_relaxed)) {
+        context.TryCancel();
+        cancelled = true;
+      }
+    }
+  }
+  queue.Shutdown();
+  void* tag;
+  bool ok;
+  while (queue.Next(&tag, &ok)) {
+  }
+  if (status.ok() && request.session_id().empty()) {
+    pool_->Learned(*endpoint, response->session_id());
+  } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+             (status.error_code() == grpc::StatusCode::CANCELLED &&
+              !cancel.load(std::memory_order_relaxed))) {
+    // Gone, or cancelled by the server (its drain ran out): either way the
+    // replica no longer serves this session.
+    pool_->MarkDown(*endpoint, FromGrpcStatus(status));
+  }
+  return status;
+}
+
+absl::StatusOr<v1::Logits> ModelClient::Prefill(Session& session, std::span<const int32_t> tokens,
+                                                const StepOptions& options,
+                                                const std::atomic<bool>& cancel,
+                                                int32_t* rebuilds) {
+  const absl::Time give_up = absl::Now() + options_.reconnect_timeout;
+  absl::Duration backoff = kFirstBackoff;
+  int lost = 0;
+  int new_session_refusals = 0;
+  while (true) {
+    v1::PrefillRequest request;
+    request.set_session_id(session.id);
+    if (session.id.empty()) {  // a new session: the whole history
+      request.mutable_tokens()->Add(session.tokens.begin(), session.tokens.end());
+    }
+    request.mutable_tokens()->Add(tokens.begin(), tokens.end());
+    *request.mutable_logits() = options.logits;
+    request.set_lookahead(options.lookahead);
+    v1::PrefillResponse response;
+    const grpc::Status s = PrefillOnce(request, &response, cancel);
+    if (s.ok()) {
+      session.id = response.session_id();
+      session.tokens.insert(session.tokens.end(), tokens.begin(), tokens.end());
+      return std::move(*response.mutable_logits());
+    }
+    if (cancel.load(std::memory_order_relaxed) && s.error_code() == grpc::StatusCode::CANCELLED) {
+      // The server may have appended some chunks: the length is unknown.
+      session.unsynced = !session.id.empty();
+      return absl::CancelledError("cancelled during the prefill");
+    }
+    // A lost session: gone from its replica (NOT_FOUND) or its replica gone
+    // (UNAVAILABLE, or CANCELLED by a server whose drain ran out; marked
+    // down by PrefillOnce): rebuild it from the history, on any replica.
+    const bool replica_gone = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                              s.error_code() == grpc::StatusCode::CANCELLED;
+    if ((s.error_code() == grpc::StatusCode::NOT_FOUND || replica_gone) && !session.id.empty() &&
+        lost < kMaxRebuildsPerCall) {
+      session.id.clear();
+      ++lost;
+      ++*rebuilds;
+      continue;
+    }
+    // No replica took the new session: another may (the one that refused is
+    // marked down), or after a while.
+    if (replica_gone && absl::Now() + backoff < give_up &&
+        !cancel.load(std::memory_order_relaxed)) {
+      if (++new_session_refusals % static_cast<int>(pool_->endpoints().size() + 1) == 0) {
+        absl::SleepFor(backoff);
+        backoff = std::min(backoff * 2, kMaxBackoff);
+      }
+      continue;
+    }
+    return WithContext(FromGrpcStatus(s), StrCat("model service at ", options_.model_address));
+  }
+}
+
+}  // namespace llm::client

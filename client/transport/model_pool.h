@@ -1,0 +1,121 @@
+// The model service's replicas, as the client sees them, and session-affine
+// routing over them.
+//
+// A model server's session ids begin with its replica id ("<pod>.<epoch>",
+// ModelInfo.replica_id; the id is replica_id + "." + 16 hex digits). The pool
+// holds one channel per replica address (a list, or every address a DNS
+// name resolves to, model_target.h), learns each one's replica id from Info
+// (and from the ids of the sessions it creates), and
+//   - sends every call on a session to the replica its id names
+//     (ForSession); an id whose replica no endpoint has any more (the pod
+//     went away, or restarted: a new epoch) is NOT_FOUND, i.e. lost, and the
+//     caller rebuilds the session elsewhere;
+//   - spreads new sessions round robin over the replicas that are up and not
+//     draining (ForNewSession).
+// An endpoint that answers UNAVAILABLE is marked down (MarkDown) until a
+// refresh finds it up again. Refresh() re-resolves the DNS name and calls
+// Info on every endpoint; it runs when the pool is created, every
+// refresh_interval (checked when a new session is placed), and when a
+// session's replica or any live endpoint is missing.
+//
+// Threads: not thread-safe; one Generator (one thread at a time) owns it.
+// Endpoints are never destroyed while the pool lives, so a Route stays valid.
+// Cost: Refresh is one DNS lookup and one Info call per endpoint (sequential,
+// each with probe_timeout); routing is a scan of the endpoints.
+#ifndef LLM_CLIENT_TRANSPORT_MODEL_POOL_H_
+#define LLM_CLIENT_TRANSPORT_MODEL_POOL_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/transport/model_target.h"
+#include "llm/v1/model.grpc.pb.h"
+
+namespace llm::client {
+
+// Makes the channel to one replica address; `server_name` is the DNS name of
+// a dns:/// target (for TLS verification), "" otherwise.
+using ChannelFactory = std::function<std::shared_ptr<grpc::Channel>(
+    const std::string& address, const std::string& server_name)>;
+
+struct ModelPoolOptions {
+  absl::Duration probe_timeout = absl::Seconds(5);      // each Info of a refresh
+  absl::Duration refresh_interval = absl::Seconds(30);  // periodic re-resolution
+};
+
+class ModelPool {
+ public:
+  struct Endpoint {
+    std::string address;
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<v1::Model::Stub> stub;
+    v1::ModelInfo info;       // the last Info (replica_id empty until one answered)
+    bool up = false;          // answered Info and not marked down since
+    bool listed = true;       // in the target's addresses at the last resolution
+    bool loading = false;     // the last Info was UNAVAILABLE over a ready connection
+    absl::Status last_error;  // why it is not up
+  };
+
+  // Parses `spec` (model_target.h). Makes no call: Refresh() does.
+  static absl::StatusOr<std::unique_ptr<ModelPool>> Create(const std::string& spec,
+                                                           ChannelFactory factory,
+                                                           const ModelPoolOptions& options);
+
+  // Re-resolves and calls Info on every listed endpoint. OK when at least
+  // one is up; UNAVAILABLE otherwise (naming the last error).
+  absl::Status Refresh();
+
+  // The endpoint of `session_id`'s replica; NOT_FOUND ("lost") when no up
+  // endpoint reports that replica, after one refresh.
+  absl::StatusOr<Endpoint*> ForSession(const std::string& session_id);
+  // The next up, not draining endpoint, round robin; refreshes first when
+  // refresh_interval has passed or none is up. UNAVAILABLE when none is.
+  absl::StatusOr<Endpoint*> ForNewSession();
+  // `endpoint` created the session `session_id`: learns its replica id
+  // (a restarted server's new epoch) from it.
+  void Learned(Endpoint* endpoint, const std::string& session_id);
+  // `endpoint` answered UNAVAILABLE (or cancelled a stream: it is going
+  // away): it gets no new session, and its sessions count as lost, until a
+  // refresh finds it up.
+  void MarkDown(Endpoint* endpoint, const absl::Status& why);
+
+  // The Info of the first endpoint that answered (zero before).
+  const v1::ModelInfo& info() const { return info_; }
+  // Every endpoint, up or not.
+  const std::vector<std::unique_ptr<Endpoint>>& endpoints() const { return endpoints_; }
+  // The target as given (for messages).
+  const std::string& spec() const { return spec_; }
+  // True when an endpoint's last Info said the server is still loading.
+  bool any_loading() const;
+
+  // The replica part of a session id (up to its last '.'); "" if none.
+  static std::string ReplicaOf(const std::string& session_id);
+
+ private:
+  ModelPool(std::string spec, ModelTarget target, ChannelFactory factory,
+            const ModelPoolOptions& options);
+  Endpoint* Find(const std::string& replica_id);
+  void Probe(Endpoint& e);
+
+  const std::string spec_;
+  const ModelTarget target_;
+  const ChannelFactory factory_;
+  const ModelPoolOptions options_;
+  std::vector<std::unique_ptr<Endpoint>> endpoints_;
+  v1::ModelInfo info_;
+  bool have_info_ = false;
+  size_t next_ = 0;  // round robin position
+  absl::Time last_refresh_ = absl::InfinitePast();
+};
+
+}  // namespace llm::client
+
+#endif  // LLM_CLIENT_TRANSPORT_MODEL_POOL_H_
