@@ -1,0 +1,403 @@
+#include "gateway/gateway.h"
+
+#include <civetweb.h>
+
+#include <cstdio>
+#include <ctime>
+#include <random>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "client/generate/template_choice.h"
+#include "client/transport/health.h"
+#include "client/transport/model_target.h"
+#include "common/grpc/security.h"
+#include "common/strings.h"
+
+namespace llm::gateway {
+namespace {
+
+using nlohmann::json;
+
+// An OpenAI error for a failed call to a service.
+ApiError FromStatus(const absl::Status& s) {
+  ApiError e;
+  e.message = std::string(s.message());
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      e.http_status = 400;
+      break;
+    case absl::StatusCode::kResourceExhausted:
+      e.http_status = 429;
+      e.type = "rate_limit_error";
+      e.code = "rate_limit_exceeded";
+      break;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kUnimplemented:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kUnauthenticated:
+      e.http_status = 503;
+      e.type = "server_error";
+      e.code = "service_unavailable";
+      break;
+    default:
+      e.http_status = 500;
+      e.type = "server_error";
+      break;
+  }
+  return e;
+}
+
+bool WriteAll(mg_connection* conn, std::string_view data) {
+  return mg_write(conn, data.data(), data.size()) == static_cast<int>(data.size());
+}
+
+int SendJson(mg_connection* conn, int status, const json& body) {
+  std::string text = Dump(body);
+  text += '\n';
+  mg_printf(conn,
+            "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+            "Cache-Control: no-store\r\nConnection: close\r\n\r\n",
+            status, mg_get_response_code_text(conn, status), text.size());
+  WriteAll(conn, text);
+  return status;
+}
+
+int SendError(mg_connection* conn, const ApiError& e) {
+  return SendJson(conn, e.http_status, ErrorJson(e));
+}
+
+ApiError NotFound(std::string_view what) {
+  ApiError e;
+  e.http_status = 404;
+  e.message = std::string(what);
+  e.code = "not_found";
+  return e;
+}
+
+// The request body, at most `limit` bytes; an error (413) past it.
+std::optional<ApiError> ReadBody(mg_connection* conn, size_t limit, std::string* body) {
+  const mg_request_info* info = mg_get_request_info(conn);
+  ApiError too_large;
+  too_large.http_status = 413;
+  too_large.message = StrCat("the request body is larger than ", limit, " bytes");
+  if (info->content_length > 0 && static_cast<uint64_t>(info->content_length) > limit) {
+    return too_large;
+  }
+  char buf[16384];
+  while (true) {
+    const int n = mg_read(conn, buf, sizeof(buf));
+    if (n <= 0) break;
+    body->append(buf, static_cast<size_t>(n));
+    if (body->size() > limit) return too_large;
+  }
+  return std::nullopt;
+}
+
+std::string NewId(std::string_view prefix) {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  char hex[33];
+  std::snprintf(hex, sizeof(hex), "%016llx%016llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng()));
+  return StrCat(prefix, std::string_view(hex, 24));
+}
+
+uint64_t RandomSeed() {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  return rng();
+}
+
+// The chat template, as `llm generate` chooses it (template_choice.h).
+absl::StatusOr<client::ChatTemplate> ChooseTemplate(const client::Generator& g,
+                                                    const std::string& flag) {
+  const auto& info = g.tokenizer_info();
+  client::ModelTemplateInfo model;
+  model.chat_template = info.chat_template();
+  model.architecture = g.model_info().architecture();
+  for (const auto& special : info.special_tokens()) {
+    model.special_tokens.push_back(special.text());
+    if (info.has_bos_id() && special.id() == info.bos_id()) model.bos_token = special.text();
+    if (info.has_eos_id() && special.id() == info.eos_id()) model.eos_token = special.text();
+  }
+  absl::StatusOr<client::TemplateChoice> choice = client::ChooseChatTemplate(model, flag);
+  if (!choice.ok()) return choice.status();
+  if (!choice->note.empty()) std::fprintf(stderr, "llm_gateway: %s\n", choice->note.c_str());
+  return choice->chat_template;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> HealthChannel(const client::ClientOptions& o,
+                                                             const std::string& address) {
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds = MakeChannelCredentials(o.tls);
+  if (!creds.ok()) return creds.status();
+  grpc::ChannelArguments args;
+  if (!o.tls_server_name.empty()) args.SetSslTargetNameOverride(o.tls_server_name);
+  return CreateAuthChannel(address, *creds, args, o.auth_token);
+}
+
+// "SERVING", or why not.
+std::string ServingState(const client::ClientOptions& o, const std::string& address,
+                         const std::string& service, absl::Duration timeout) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = HealthChannel(o, address);
+  if (!channel.ok()) return std::string(channel.status().message());
+  absl::StatusOr<client::ServingStatus> s = client::CheckHealth(*channel, service, timeout);
+  if (!s.ok()) return StrCat("NOT SERVING: ", s.status().message());
+  return *s == client::ServingStatus::kServing ? "SERVING" : "NOT SERVING";
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Start(GatewayOptions options,
+                                                        std::unique_ptr<client::Generator> first) {
+  if (options.max_concurrent < 1) {
+    return absl::InvalidArgumentError("max_concurrent must be >= 1");
+  }
+  absl::StatusOr<client::ChatTemplate> tmpl = ChooseTemplate(*first, options.chat_template);
+  if (!tmpl.ok()) return tmpl.status();
+  std::unique_ptr<Gateway> gw(new Gateway(std::move(options), *std::move(tmpl)));
+  const v1::ModelInfo& model = first->model_info();
+  gw->model_id_ = gw->options_.served_model_name;
+  if (gw->model_id_.empty()) {
+    // general.name with '-' for blanks, so that it is a path segment too.
+    gw->model_id_ = model.name().empty() ? model.architecture() : model.name();
+    for (char& c : gw->model_id_) {
+      if (c == ' ' || c == '\t' || c == '/') c = '-';
+    }
+  }
+  gw->context_length_ = model.context_length();
+  gw->vocab_size_ = model.vocab_size();
+  gw->add_bos_ = first->tokenizer_info().add_bos();
+  gw->created_ = static_cast<int64_t>(std::time(nullptr));
+  gw->pool_.AddIdle(std::move(first));
+
+  // Workers: one per generating request, and a few for the quick endpoints.
+  const std::string threads = std::to_string(gw->options_.max_concurrent + 8);
+  const char* mg_options[] = {"listening_ports",
+                              gw->options_.listen.c_str(),
+                              "num_threads",
+                              threads.c_str(),
+                              "request_timeout_ms",
+                              "30000",
+                              nullptr};
+  mg_callbacks callbacks = {};
+  gw->ctx_ = mg_start(&callbacks, nullptr, mg_options);
+  if (gw->ctx_ == nullptr) {
+    return absl::UnavailableError(StrCat("cannot listen on ", gw->options_.listen));
+  }
+  mg_server_port ports[4] = {};
+  if (mg_get_server_ports(gw->ctx_, 4, ports) < 1) {
+    return absl::UnavailableError(StrCat("no listening port for ", gw->options_.listen));
+  }
+  gw->port_ = ports[0].port;
+  mg_set_request_handler(gw->ctx_, "**", &Gateway::Dispatch, gw.get());
+  return gw;
+}
+
+Gateway::~Gateway() {
+  stopping_.store(true);
+  if (ctx_ != nullptr) mg_stop(ctx_);
+}
+
+int Gateway::Dispatch(mg_connection* conn, void* self) {
+  auto* gw = static_cast<Gateway*>(self);
+  const mg_request_info* info = mg_get_request_info(conn);
+  const std::string uri = info->local_uri != nullptr ? info->local_uri : "";
+  const std::string_view method = info->request_method;
+  ApiError wrong_method;
+  wrong_method.http_status = 405;
+  if (uri == "/v1/chat/completions") {
+    if (method == "POST") return gw->HandleChat(conn);
+    wrong_method.message = "use POST for /v1/chat/completions";
+    return SendError(conn, wrong_method);
+  }
+  if (uri == "/v1/models" || absl::StartsWith(uri, "/v1/models/")) {
+    if (method == "GET") return gw->HandleModels(conn, uri);
+    wrong_method.message = "use GET for /v1/models";
+    return SendError(conn, wrong_method);
+  }
+  if (uri == "/health") {
+    if (method == "GET" || method == "HEAD") return gw->HandleHealth(conn);
+    wrong_method.message = "use GET for /health";
+    return SendError(conn, wrong_method);
+  }
+  return SendError(conn, NotFound(StrCat("no such endpoint: ", method, " ", uri)));
+}
+
+int Gateway::HandleModels(mg_connection* conn, const std::string& uri) {
+  const json model{{"id", model_id_},
+                   {"object", "model"},
+                   {"created", created_},
+                   {"owned_by", "llm"},
+                   {"context_length", context_length_}};
+  if (uri == "/v1/models") {
+    return SendJson(conn, 200, json{{"object", "list"}, {"data", json::array({model})}});
+  }
+  const std::string id = uri.substr(std::string_view("/v1/models/").size());
+  if (id != model_id_) {
+    ApiError e = NotFound(StrCat("the model '", id, "' does not exist"));
+    e.param = "model";
+    e.code = "model_not_found";
+    return SendError(conn, e);
+  }
+  return SendJson(conn, 200, model);
+}
+
+int Gateway::HandleHealth(mg_connection* conn) {
+  const client::ClientOptions& o = options_.client;
+  const std::string tokenizer =
+      ServingState(o, o.tokenizer_address, client::kTokenizerServiceName, options_.health_timeout);
+  json models = json::object();
+  bool model_ok = false;
+  absl::StatusOr<client::ModelTarget> target = client::ParseModelTarget(o.model_address);
+  absl::StatusOr<std::vector<std::string>> replicas =
+      target.ok() ? client::TargetAddresses(*target)
+                  : absl::StatusOr<std::vector<std::string>>(target.status());
+  if (!replicas.ok()) {
+    models[o.model_address] = std::string(replicas.status().message());
+  } else {
+    for (const std::string& address : *replicas) {
+      const std::string state =
+          ServingState(o, address, client::kModelServiceName, options_.health_timeout);
+      model_ok = model_ok || state == "SERVING";
+      models[address] = state;
+    }
+  }
+  const bool ok = tokenizer == "SERVING" && model_ok;
+  return SendJson(conn, ok ? 200 : 503,
+                  json{{"status", ok ? "ok" : "unavailable"},
+                       {"tokenizer", {{o.tokenizer_address, tokenizer}}},
+                       {"model", models}});
+}
+
+int Gateway::HandleChat(mg_connection* conn) {
+  std::string body;
+  if (auto e = ReadBody(conn, options_.max_body_bytes, &body)) return SendError(conn, *e);
+  ChatRequest req;
+  if (auto e = ParseChatRequest(body, options_.limits, &req)) return SendError(conn, *e);
+  if (req.model != model_id_) {
+    ApiError e = NotFound(StrCat("the model '", req.model,
+                                 "' does not exist (this gateway serves '", model_id_, "')"));
+    e.param = "model";
+    e.code = "model_not_found";
+    return SendError(conn, e);
+  }
+  for (const sampler::LogitBias& b : req.params.sampling.logit_bias) {
+    if (b.id >= vocab_size_) {
+      return SendError(conn, BadParam("logit_bias", StrCat("token ", b.id, " is not in the ",
+                                                           vocab_size_, "-token vocabulary")));
+    }
+  }
+  // The prompt's text.
+  std::string prompt;
+  if (template_.kind() == client::ChatTemplate::Kind::kJinja) {
+    absl::StatusOr<std::string> rendered = template_.Render(req.messages, true);
+    if (!rendered.ok()) {
+      return SendError(conn, BadParam("messages", StrCat("the model's chat template: ",
+                                                         rendered.status().message())));
+    }
+    prompt = *std::move(rendered);
+  } else {
+    prompt = template_.FormatTurn(req.messages, /*first=*/true);
+  }
+
+  absl::StatusOr<GeneratorPool::Lease> lease = pool_.Acquire();
+  if (!lease.ok()) return SendError(conn, FromStatus(lease.status()));
+  client::Generator& g = **lease;
+  client::EncodeOptions encode;
+  encode.allow_special = true;
+  encode.add_bos = template_.kind() == client::ChatTemplate::Kind::kRaw && add_bos_;
+  absl::StatusOr<std::vector<int32_t>> ids = g.Encode(prompt, encode);
+  if (!ids.ok()) {
+    lease->Discard();
+    return SendError(conn, FromStatus(ids.status()));
+  }
+  const int64_t prompt_tokens = static_cast<int64_t>(ids->size());
+  if (prompt_tokens >= context_length_) {
+    ApiError e = BadParam(
+        "messages", StrCat("the prompt is ", prompt_tokens, " tokens; the model's context holds ",
+                           context_length_, " (and the answer must fit too)"));
+    e.code = "context_length_exceeded";
+    return SendError(conn, e);
+  }
+  const int32_t room = static_cast<int32_t>(context_length_ - prompt_tokens);
+  if (req.params.max_tokens == 0 || req.params.max_tokens > room) req.params.max_tokens = room;
+  const uint64_t seed = req.has_seed ? req.params.sampling.seed : RandomSeed();
+  if (absl::Status s = client::ValidateParams(req.params); !s.ok()) {
+    return SendError(conn, FromStatus(s));
+  }
+
+  const std::string id = NewId("chatcmpl-");
+  const int64_t created = static_cast<int64_t>(std::time(nullptr));
+  int64_t completion_tokens = 0;
+  std::vector<ChatChoice> choices;
+
+  if (req.stream) {
+    mg_printf(conn,
+              "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+              "X-Accel-Buffering: no\r\nConnection: close\r\n\r\n");
+  }
+  bool alive = true;  // the client still reads the stream
+  const auto send_event = [&](const json& j) {
+    if (alive && !WriteAll(conn, StrCat("data: ", Dump(j), "\n\n"))) alive = false;
+    return alive;
+  };
+  for (int i = 0; i < req.n && alive; ++i) {
+    req.params.sampling.seed = seed + static_cast<uint64_t>(i);
+    if (req.stream) {
+      send_event(ChatChunkJson(id, created, model_id_, i, {{"role", "assistant"}, {"content", ""}},
+                               "", req.include_usage));
+    }
+    client::Session session;
+    const auto on_token = [&](const client::TokenEvent& e) {
+      if (stopping_.load(std::memory_order_relaxed)) g.Cancel();
+      if (!req.stream || !alive) return;
+      const bool ok = e.text.empty() ? WriteAll(conn, ": \n\n")  // a comment: notices a client gone
+                                     : send_event(ChatChunkJson(id, created, model_id_, i,
+                                                                {{"content", std::string(e.text)}},
+                                                                "", req.include_usage));
+      if (!ok) {
+        alive = false;
+        g.Cancel();
+      }
+    };
+    absl::StatusOr<client::GenerateResult> result = g.Generate(session, *ids, req.params, on_token);
+    g.Release(session).IgnoreError();
+    if (!result.ok()) {
+      lease->Discard();
+      const ApiError e = FromStatus(result.status());
+      if (!req.stream) return SendError(conn, e);
+      send_event(ErrorJson(e));
+      return 200;
+    }
+    completion_tokens += static_cast<int64_t>(result->tokens.size());
+    if (result->stop_reason == client::StopReason::kCancelled) break;
+    if (req.stream) {
+      send_event(ChatChunkJson(id, created, model_id_, i, json::object(),
+                               FinishReason(result->stop_reason), req.include_usage));
+    } else {
+      choices.push_back({result->text, result->stop_reason});
+    }
+  }
+  if (!req.stream) {
+    if (static_cast<int>(choices.size()) != req.n) {  // cancelled by shutdown
+      ApiError e;
+      e.http_status = 503;
+      e.type = "server_error";
+      e.message = "the gateway is shutting down";
+      return SendError(conn, e);
+    }
+    return SendJson(
+        conn, 200,
+        ChatCompletionJson(id, created, model_id_, choices, prompt_tokens, completion_tokens));
+  }
+  if (alive && req.include_usage) {
+    send_event(UsageChunkJson(id, created, model_id_, prompt_tokens, completion_tokens));
+  }
+  if (alive) WriteAll(conn, "data: [DONE]\n\n");
+  return 200;
+}
+
+}  // namespace llm::gateway

@@ -1,0 +1,93 @@
+// The OpenAI-compatible HTTP gateway: a client of the tokenizer and model
+// services through the client library (client/generator.h), served over
+// HTTP/1.1 by civetweb (docs/gateway.md says why).
+//
+//   POST /v1/chat/completions   streamed (server-sent events) or not
+//   GET  /v1/models, /v1/models/{id}
+//   GET  /health                200 when the tokenizer and a model replica are SERVING
+//
+// Each chat request leases one Generator (generator_pool.h) for its whole
+// duration, renders `messages` with the model's chat template, encodes them,
+// and generates each of its `n` choices in a new model session that it
+// releases afterwards. A streamed request whose client goes away is
+// cancelled at the next token it cannot write (within two tokens: the first
+// write after the peer closes still succeeds).
+//
+// Threads: civetweb's workers call the handlers, one request per worker;
+// max_concurrent chat requests generate at once, the next gets 429.
+#ifndef LLM_GATEWAY_GATEWAY_H_
+#define LLM_GATEWAY_GATEWAY_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/generate/chat_template.h"
+#include "client/generator.h"
+#include "gateway/generator_pool.h"
+#include "gateway/openai_api.h"
+
+struct mg_context;
+struct mg_connection;
+
+namespace llm::gateway {
+
+struct GatewayOptions {
+  std::string listen = "127.0.0.1:8080";  // HOST:PORT; port 0 picks a free one
+  client::ClientOptions client;           // the services' addresses, deadlines, TLS
+  std::string served_model_name;          // the model's id; "" = the GGUF's general.name
+  std::string chat_template;              // as llm's --template; "" = the model's own
+  int max_concurrent = 64;                // chat requests generating at once
+  size_t max_body_bytes = 1 << 20;        // larger request bodies get 413
+  RequestLimits limits;
+  absl::Duration health_timeout = absl::Seconds(2);
+};
+
+class Gateway {
+ public:
+  // Starts serving with `first` (already connected: it gives the model's
+  // Info and chat template, then joins the pool). InvalidArgument for a bad
+  // template or option, Unavailable when `listen` cannot be bound.
+  static absl::StatusOr<std::unique_ptr<Gateway>> Start(GatewayOptions options,
+                                                        std::unique_ptr<client::Generator> first);
+  Gateway(const Gateway&) = delete;
+  Gateway& operator=(const Gateway&) = delete;
+  // Cancels running generations and stops the server (waits for its workers).
+  ~Gateway();
+
+  int port() const { return port_; }
+  const std::string& model_id() const { return model_id_; }
+  const client::ChatTemplate& chat_template() const { return template_; }
+
+ private:
+  Gateway(GatewayOptions options, client::ChatTemplate chat_template)
+      : options_(std::move(options)),
+        template_(std::move(chat_template)),
+        pool_(options_.client, options_.max_concurrent) {}
+
+  static int Dispatch(mg_connection* conn, void* self);
+  int HandleChat(mg_connection* conn);
+  int HandleModels(mg_connection* conn, const std::string& uri);
+  int HandleHealth(mg_connection* conn);
+
+  const GatewayOptions options_;
+  const client::ChatTemplate template_;
+  GeneratorPool pool_;
+  std::string model_id_;
+  int64_t context_length_ = 0;
+  int64_t vocab_size_ = 0;
+  bool add_bos_ = false;  // raw template only: the vocabulary's BOS first
+  int64_t created_ = 0;   // the model's "created": when the gateway started
+  mg_context* ctx_ = nullptr;
+  int port_ = 0;
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace llm::gateway
+
+#endif  // LLM_GATEWAY_GATEWAY_H_

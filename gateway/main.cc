@@ -1,0 +1,115 @@
+// llm_gateway: the OpenAI-compatible HTTP gateway over the tokenizer and
+// model services (docs/gateway.md).
+#include <signal.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/match.h"
+#include "client/cli/security_flags.h"
+#include "client/generator.h"
+#include "common/flags.h"
+#include "common/strings.h"
+#include "gateway/gateway.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:8080",
+          "HTTP address to serve on, HOST:PORT (port 0: a free one, printed on stdout).");
+ABSL_FLAG(std::string, tokenizer, "127.0.0.1:50051", "Tokenizer service address.");
+ABSL_FLAG(std::string, model, "127.0.0.1:50052",
+          "Model service: HOST:PORT, a comma-separated list of replicas, or dns:///NAME:PORT "
+          "(as llm's --model).");
+ABSL_FLAG(std::string, served_model_name, "",
+          "The model's id in the API (\"model\" of requests, /v1/models). Empty: the GGUF's "
+          "general.name, blanks as dashes.");
+ABSL_FLAG(std::string, template, "",
+          "Chat template instead of the model's own: a built-in one (chatml, gemma, llama3, "
+          "mistral, phi3, qwen, zephyr), raw, or a Jinja file (as llm's --template).");
+ABSL_FLAG(int, max_concurrent, 64,
+          "Chat requests generating at once; the next one is answered 429.");
+ABSL_FLAG(int64_t, max_body_bytes, 1 << 20, "Largest request body; larger ones get 413.");
+ABSL_FLAG(double, timeout, 60, "Deadline of each call to a service (and each stream step), s.");
+ABSL_FLAG(double, reconnect_timeout, 30,
+          "How long a request retries a model service that is down (a restarting replica) "
+          "before it is answered 503, s.");
+ABSL_FLAG(double, wait_ready, 120,
+          "At startup, wait up to this many seconds for services that are still loading.");
+
+namespace {
+
+void Fail(const std::string& message) {
+  std::fprintf(stderr, "llm_gateway: %s\n", message.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  llm::ParseFlags(argc, argv,
+                  "An OpenAI-compatible HTTP API (/v1/chat/completions, /v1/models, /health) "
+                  "over the tokenizer and model services.\n"
+                  "Usage: llm_gateway [--listen 127.0.0.1:8080] [--tokenizer HOST:PORT] "
+                  "[--model HOST:PORT]");
+  // Signals are taken by sigwait below; the server's threads inherit the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not a signal
+
+  llm::gateway::GatewayOptions options;
+  options.listen = absl::GetFlag(FLAGS_listen);
+  options.served_model_name = absl::GetFlag(FLAGS_served_model_name);
+  options.chat_template = absl::GetFlag(FLAGS_template);
+  options.max_concurrent = absl::GetFlag(FLAGS_max_concurrent);
+  const int64_t max_body = absl::GetFlag(FLAGS_max_body_bytes);
+  const double timeout = absl::GetFlag(FLAGS_timeout);
+  const double wait_ready = absl::GetFlag(FLAGS_wait_ready);
+  const double reconnect = absl::GetFlag(FLAGS_reconnect_timeout);
+  if (options.max_concurrent < 1 || max_body < 1 || !(timeout > 0) || !(wait_ready >= 0) ||
+      !(reconnect >= 0)) {
+    Fail(
+        "--max_concurrent and --max_body_bytes must be >= 1, --timeout > 0, --wait_ready and "
+        "--reconnect_timeout >= 0");
+    return 2;
+  }
+  options.max_body_bytes = static_cast<size_t>(max_body);
+  llm::client::ClientOptions& client = options.client;
+  client.tokenizer_address = absl::GetFlag(FLAGS_tokenizer);
+  client.model_address = absl::GetFlag(FLAGS_model);
+  client.rpc_timeout = absl::Seconds(timeout);
+  client.ready_timeout = absl::Seconds(wait_ready);
+  client.reconnect_timeout = absl::Seconds(reconnect);
+  absl::StatusOr<llm::client::SecurityFlags> security = llm::client::SecurityFromFlags();
+  if (!security.ok()) {
+    Fail(std::string(security.status().message()));
+    return 2;
+  }
+  client.tls = security->tls;
+  client.tls_server_name = security->server_name;
+  client.auth_token = security->token;
+
+  absl::StatusOr<std::unique_ptr<llm::client::Generator>> first =
+      llm::client::Generator::Connect(client);
+  if (!first.ok()) {
+    Fail(std::string(first.status().message()));
+    return absl::IsInvalidArgument(first.status()) ? 2 : 1;
+  }
+  absl::StatusOr<std::unique_ptr<llm::gateway::Gateway>> gateway =
+      llm::gateway::Gateway::Start(options, *std::move(first));
+  if (!gateway.ok()) {
+    Fail(std::string(gateway.status().message()));
+    return absl::IsInvalidArgument(gateway.status()) ? 2 : 1;
+  }
+  std::printf("llm_gateway: listening on port %d\n", (*gateway)->port());
+  std::fflush(stdout);
+  std::fprintf(stderr, "llm_gateway: serving model '%s' (%s chat template) on %s\n",
+               (*gateway)->model_id().c_str(),
+               std::string((*gateway)->chat_template().name()).c_str(), options.listen.c_str());
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  std::fprintf(stderr, "llm_gateway: signal %d, shutting down\n", sig);
+  gateway->reset();
+  return 0;
+}

@@ -1,0 +1,336 @@
+#include "gateway/openai_api.h"
+
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "common/strings.h"
+
+namespace llm::gateway {
+namespace {
+
+using nlohmann::json;
+
+// The field's value, or null when absent or null.
+const json* Field(const json& object, const char* name) {
+  auto it = object.find(name);
+  if (it == object.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+// A number field in [lo, hi] into *out; an error naming it otherwise.
+std::optional<ApiError> ReadNumber(const json& body, const char* name, double lo, double hi,
+                                   float* out) {
+  const json* v = Field(body, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) return BadParam(name, StrCat(name, " must be a number"));
+  const double d = v->get<double>();
+  if (!std::isfinite(d) || d < lo || d > hi) {
+    return BadParam(name, StrCat(name, " must be in [", lo, ", ", hi, "], got ", v->dump()));
+  }
+  *out = static_cast<float>(d);
+  return std::nullopt;
+}
+
+// An integer field in [lo, hi] into *out.
+std::optional<ApiError> ReadInt(const json& body, const char* name, int64_t lo, int64_t hi,
+                                int64_t* out, bool* present = nullptr) {
+  const json* v = Field(body, name);
+  if (present != nullptr) *present = v != nullptr;
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number_integer()) return BadParam(name, StrCat(name, " must be an integer"));
+  const int64_t i = v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
+                        ? INT64_MAX
+                        : v->get<int64_t>();
+  if (i < lo || i > hi) {
+    return BadParam(name, StrCat(name, " must be in [", lo, ", ", hi, "], got ", v->dump()));
+  }
+  *out = i;
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadBool(const json& body, const char* name, bool* out) {
+  const json* v = Field(body, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_boolean()) return BadParam(name, StrCat(name, " must be a boolean"));
+  *out = v->get<bool>();
+  return std::nullopt;
+}
+
+// A message's content: a string, or an array of {"type": "text", "text": ...}
+// parts (joined).
+std::optional<ApiError> ReadContent(const json& content, const std::string& param,
+                                    std::string* out) {
+  if (content.is_string()) {
+    *out = content.get<std::string>();
+    return std::nullopt;
+  }
+  if (!content.is_array()) {
+    return BadParam(param, "content must be a string or an array of text parts");
+  }
+  out->clear();
+  for (size_t i = 0; i < content.size(); ++i) {
+    const json& part = content[i];
+    const std::string p = StrCat(param, "[", i, "]");
+    if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") ||
+        !part["text"].is_string()) {
+      return BadParam(p,
+                      "only text content parts ({\"type\": \"text\", \"text\": ...}) are "
+                      "supported");
+    }
+    *out += part["text"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+ApiError BadParam(std::string_view param, std::string_view message) {
+  ApiError e;
+  e.http_status = 400;
+  e.message = std::string(message);
+  e.param = std::string(param);
+  return e;
+}
+
+nlohmann::json ErrorJson(const ApiError& error) {
+  json e;
+  e["message"] = error.message;
+  e["type"] = error.type;
+  e["param"] = error.param.empty() ? json() : json(error.param);
+  e["code"] = error.code.empty() ? json() : json(error.code);
+  return json{{"error", e}};
+}
+
+std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLimits& limits,
+                                         ChatRequest* out) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    ApiError e;
+    e.message = "the request body is not valid JSON";
+    return e;
+  }
+  if (!j.is_object()) {
+    ApiError e;
+    e.message = "the request body must be a JSON object";
+    return e;
+  }
+  ChatRequest r;
+  // The model.
+  const json* model = Field(j, "model");
+  if (model == nullptr) return BadParam("model", "model is required");
+  if (!model->is_string()) return BadParam("model", "model must be a string");
+  r.model = model->get<std::string>();
+
+  // The messages.
+  const json* messages = Field(j, "messages");
+  if (messages == nullptr) return BadParam("messages", "messages is required");
+  if (!messages->is_array() || messages->empty()) {
+    return BadParam("messages", "messages must be a non-empty array");
+  }
+  if (messages->size() > static_cast<size_t>(limits.max_messages)) {
+    return BadParam("messages", StrCat("at most ", limits.max_messages, " messages"));
+  }
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    const std::string p = StrCat("messages[", i, "]");
+    if (!m.is_object()) return BadParam(p, "each message must be an object");
+    const json* role = Field(m, "role");
+    if (role == nullptr || !role->is_string()) {
+      return BadParam(StrCat(p, ".role"), "role must be a string");
+    }
+    std::string r_role = role->get<std::string>();
+    if (r_role == "developer") r_role = "system";  // OpenAI's newer name
+    if (r_role != "system" && r_role != "user" && r_role != "assistant") {
+      return BadParam(StrCat(p, ".role"),
+                      StrCat("role must be system, developer, user or assistant, got '",
+                             role->get<std::string>(), "'"));
+    }
+    client::ChatMessage message;
+    message.role = std::move(r_role);
+    const json* content = Field(m, "content");
+    if (content == nullptr) return BadParam(StrCat(p, ".content"), "content is required");
+    if (auto e = ReadContent(*content, StrCat(p, ".content"), &message.content)) return e;
+    r.messages.push_back(std::move(message));
+  }
+
+  // Sampling. OpenAI's defaults: temperature 1, top_p 1; top_k and min_p
+  // (extensions, as in vLLM and llama.cpp's server) default to off.
+  sampler::SamplingParams& s = r.params.sampling;
+  s.temperature = 1.0f;
+  s.top_p = 1.0f;
+  s.top_k = 0;
+  s.min_p = 0.0f;
+  if (auto e = ReadNumber(j, "temperature", 0, 2, &s.temperature)) return e;
+  if (const json* v = Field(j, "top_p"); v != nullptr && v->is_number() && v->get<double>() == 0) {
+    return BadParam("top_p", "top_p must be in (0, 1], got 0");
+  }
+  if (auto e = ReadNumber(j, "top_p", 0, 1, &s.top_p)) return e;
+  if (auto e = ReadNumber(j, "min_p", 0, 1, &s.min_p)) return e;
+  int64_t top_k = 0;
+  if (auto e = ReadInt(j, "top_k", -1, std::numeric_limits<int32_t>::max(), &top_k)) return e;
+  s.top_k = top_k < 0 ? 0 : static_cast<int32_t>(top_k);  // -1: off (vLLM)
+  if (auto e = ReadNumber(j, "presence_penalty", -2, 2, &s.presence_penalty)) return e;
+  if (auto e = ReadNumber(j, "frequency_penalty", -2, 2, &s.frequency_penalty)) return e;
+  int64_t seed = 0;
+  if (auto e = ReadInt(j, "seed", std::numeric_limits<int64_t>::min(),
+                       std::numeric_limits<int64_t>::max(), &seed, &r.has_seed)) {
+    return e;
+  }
+  s.seed = static_cast<uint64_t>(seed);
+
+  if (const json* bias = Field(j, "logit_bias")) {
+    if (!bias->is_object()) {
+      return BadParam("logit_bias", "logit_bias must be an object of token id -> bias");
+    }
+    if (bias->size() > static_cast<size_t>(limits.max_logit_bias)) {
+      return BadParam("logit_bias", StrCat("at most ", limits.max_logit_bias, " entries"));
+    }
+    for (const auto& [key, value] : bias->items()) {
+      char* end = nullptr;
+      const long id = std::strtol(key.c_str(), &end, 10);
+      if (key.empty() || *end != '\0' || id < 0 || id > std::numeric_limits<int32_t>::max()) {
+        return BadParam("logit_bias", StrCat("'", key, "' is not a token id"));
+      }
+      if (!value.is_number() || !std::isfinite(value.get<double>()) ||
+          std::abs(value.get<double>()) > 100) {
+        return BadParam("logit_bias", StrCat("the bias of token ", key, " must be in [-100, 100]"));
+      }
+      s.logit_bias.push_back({static_cast<int32_t>(id), value.get<float>()});
+    }
+  }
+
+  // Stopping.
+  int64_t max_tokens = 0;
+  bool has_max = false;
+  if (auto e = ReadInt(j, "max_completion_tokens", 1, std::numeric_limits<int32_t>::max(),
+                       &max_tokens, &has_max)) {
+    return e;
+  }
+  if (!has_max) {
+    if (auto e = ReadInt(j, "max_tokens", 1, std::numeric_limits<int32_t>::max(), &max_tokens)) {
+      return e;
+    }
+  }
+  r.params.max_tokens = static_cast<int32_t>(max_tokens);
+  if (const json* stop = Field(j, "stop")) {
+    std::vector<std::string> stops;
+    if (stop->is_string()) {
+      stops.push_back(stop->get<std::string>());
+    } else if (stop->is_array()) {
+      for (const json& one : *stop) {
+        if (!one.is_string()) return BadParam("stop", "stop must be a string or strings");
+        stops.push_back(one.get<std::string>());
+      }
+    } else {
+      return BadParam("stop", "stop must be a string or an array of strings");
+    }
+    if (stops.size() > static_cast<size_t>(limits.max_stop)) {
+      return BadParam("stop", StrCat("at most ", limits.max_stop, " stop strings"));
+    }
+    for (const std::string& one : stops) {
+      if (one.empty()) return BadParam("stop", "stop strings must not be empty");
+    }
+    r.params.stop = std::move(stops);
+  }
+
+  // The answer's shape.
+  int64_t n = 1;
+  if (auto e = ReadInt(j, "n", 1, limits.max_n, &n)) return e;
+  r.n = static_cast<int>(n);
+  if (auto e = ReadBool(j, "stream", &r.stream)) return e;
+  if (const json* options = Field(j, "stream_options")) {
+    if (!options->is_object()) return BadParam("stream_options", "must be an object");
+    if (!r.stream) return BadParam("stream_options", "stream_options needs stream: true");
+    if (auto e = ReadBool(*options, "include_usage", &r.include_usage)) {
+      e->param = "stream_options.include_usage";
+      return e;
+    }
+  }
+  bool logprobs = false;
+  if (auto e = ReadBool(j, "logprobs", &logprobs)) return e;
+  if (logprobs) return BadParam("logprobs", "logprobs are not supported by this gateway yet");
+  int64_t top_logprobs = 0;
+  if (auto e = ReadInt(j, "top_logprobs", 0, 20, &top_logprobs)) return e;
+  if (top_logprobs > 0) {
+    return BadParam("top_logprobs", "logprobs are not supported by this gateway yet");
+  }
+  for (const char* unsupported : {"tools", "functions", "response_format"}) {
+    const json* v = Field(j, unsupported);
+    if (v != nullptr && !(v->is_array() && v->empty())) {
+      return BadParam(unsupported, StrCat(unsupported, " is not supported by this gateway"));
+    }
+  }
+  *out = std::move(r);
+  return std::nullopt;
+}
+
+std::string_view FinishReason(client::StopReason reason) {
+  switch (reason) {
+    case client::StopReason::kEos:
+    case client::StopReason::kStopString:
+      return "stop";
+    case client::StopReason::kMaxTokens:
+    case client::StopReason::kContext:
+      return "length";
+    case client::StopReason::kCancelled:
+      break;
+  }
+  return "cancelled";
+}
+
+nlohmann::json UsageJson(int64_t prompt_tokens, int64_t completion_tokens) {
+  return json{{"prompt_tokens", prompt_tokens},
+              {"completion_tokens", completion_tokens},
+              {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
+nlohmann::json ChatCompletionJson(std::string_view id, int64_t created, std::string_view model,
+                                  const std::vector<ChatChoice>& choices, int64_t prompt_tokens,
+                                  int64_t completion_tokens) {
+  json out_choices = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    out_choices.push_back({{"index", i},
+                           {"message", {{"role", "assistant"}, {"content", choices[i].text}}},
+                           {"logprobs", nullptr},
+                           {"finish_reason", std::string(FinishReason(choices[i].stop_reason))}});
+  }
+  return json{{"id", id},
+              {"object", "chat.completion"},
+              {"created", created},
+              {"model", model},
+              {"choices", std::move(out_choices)},
+              {"usage", UsageJson(prompt_tokens, completion_tokens)}};
+}
+
+nlohmann::json ChatChunkJson(std::string_view id, int64_t created, std::string_view model,
+                             int index, nlohmann::json delta, std::string_view finish_reason,
+                             bool with_usage_null) {
+  json choice{{"index", index},
+              {"delta", std::move(delta)},
+              {"logprobs", nullptr},
+              {"finish_reason", finish_reason.empty() ? json() : json(finish_reason)}};
+  json out{{"id", id},
+           {"object", "chat.completion.chunk"},
+           {"created", created},
+           {"model", model},
+           {"choices", json::array({std::move(choice)})}};
+  if (with_usage_null) out["usage"] = nullptr;
+  return out;
+}
+
+nlohmann::json UsageChunkJson(std::string_view id, int64_t created, std::string_view model,
+                              int64_t prompt_tokens, int64_t completion_tokens) {
+  return json{{"id", id},
+              {"object", "chat.completion.chunk"},
+              {"created", created},
+              {"model", model},
+              {"choices", json::array()},
+              {"usage", UsageJson(prompt_tokens, completion_tokens)}};
+}
+
+std::string Dump(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace llm::gateway

@@ -1,0 +1,162 @@
+#include "gateway/openai_api.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace llm::gateway {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::optional<ApiError> Parse(const std::string& body, ChatRequest* out) {
+  return ParseChatRequest(body, RequestLimits(), out);
+}
+
+constexpr char kMessages[] = R"("messages": [{"role": "user", "content": "Hi"}])";
+
+std::string Body(const std::string& extra) {
+  return std::string(R"({"model": "m", )") + kMessages + (extra.empty() ? "" : ", " + extra) + "}";
+}
+
+TEST(ParseChatRequestTest, Defaults) {
+  ChatRequest r;
+  ASSERT_EQ(Parse(Body(""), &r), std::nullopt);
+  EXPECT_EQ(r.model, "m");
+  ASSERT_EQ(r.messages.size(), 1u);
+  EXPECT_EQ(r.messages[0].role, "user");
+  EXPECT_EQ(r.messages[0].content, "Hi");
+  EXPECT_EQ(r.params.sampling.temperature, 1.0f);
+  EXPECT_EQ(r.params.sampling.top_p, 1.0f);
+  EXPECT_EQ(r.params.sampling.top_k, 0);
+  EXPECT_EQ(r.params.max_tokens, 0);
+  EXPECT_FALSE(r.has_seed);
+  EXPECT_FALSE(r.stream);
+  EXPECT_EQ(r.n, 1);
+}
+
+TEST(ParseChatRequestTest, EveryParameter) {
+  ChatRequest r;
+  ASSERT_EQ(Parse(Body(R"("temperature": 0, "top_p": 0.5, "top_k": 7, "min_p": 0.1,
+      "seed": 42, "stop": ["a", "bc"], "max_tokens": 9, "presence_penalty": 0.5,
+      "frequency_penalty": -0.5, "logit_bias": {"12": -100, "3": 2.5}, "n": 2,
+      "stream": true, "stream_options": {"include_usage": true}, "user": "ignored")"),
+                  &r),
+            std::nullopt);
+  EXPECT_EQ(r.params.sampling.temperature, 0.0f);
+  EXPECT_EQ(r.params.sampling.top_p, 0.5f);
+  EXPECT_EQ(r.params.sampling.top_k, 7);
+  EXPECT_FLOAT_EQ(r.params.sampling.min_p, 0.1f);
+  EXPECT_TRUE(r.has_seed);
+  EXPECT_EQ(r.params.sampling.seed, 42u);
+  EXPECT_EQ(r.params.stop, (std::vector<std::string>{"a", "bc"}));
+  EXPECT_EQ(r.params.max_tokens, 9);
+  EXPECT_EQ(r.params.sampling.presence_penalty, 0.5f);
+  EXPECT_EQ(r.params.sampling.frequency_penalty, -0.5f);
+  ASSERT_EQ(r.params.sampling.logit_bias.size(), 2u);
+  EXPECT_EQ(r.n, 2);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+}
+
+TEST(ParseChatRequestTest, MaxCompletionTokensWinsAndStopMayBeAString) {
+  ChatRequest r;
+  ASSERT_EQ(Parse(Body(R"("max_tokens": 5, "max_completion_tokens": 7, "stop": "x")"), &r),
+            std::nullopt);
+  EXPECT_EQ(r.params.max_tokens, 7);
+  EXPECT_EQ(r.params.stop, std::vector<std::string>{"x"});
+}
+
+TEST(ParseChatRequestTest, ContentPartsAndDeveloperRole) {
+  ChatRequest r;
+  ASSERT_EQ(Parse(R"({"model": "m", "messages": [{"role": "developer", "content": "Be brief."},
+      {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]})",
+                  &r),
+            std::nullopt);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[1].content, "ab");
+}
+
+TEST(ParseChatRequestTest, MalformedJson) {
+  ChatRequest r;
+  std::optional<ApiError> e = Parse("{not json", &r);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->http_status, 400);
+  EXPECT_EQ(e->param, "");
+  EXPECT_THAT(e->message, HasSubstr("not valid JSON"));
+  ASSERT_TRUE(Parse("[1, 2]", &r).has_value());
+}
+
+TEST(ParseChatRequestTest, BadValuesNameTheirParameter) {
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"messages": [{"role": "user", "content": "x"}]})", "model"},
+      {R"({"model": "m"})", "messages"},
+      {R"({"model": "m", "messages": []})", "messages"},
+      {R"({"model": "m", "messages": [{"role": "robot", "content": "x"}]})", "messages[0].role"},
+      {R"({"model": "m", "messages": [{"role": "user"}]})", "messages[0].content"},
+      {Body(R"("temperature": -1)"), "temperature"},
+      {Body(R"("temperature": "hot")"), "temperature"},
+      {Body(R"("top_p": 0)"), "top_p"},
+      {Body(R"("top_p": 1.5)"), "top_p"},
+      {Body(R"("top_k": 1.5)"), "top_k"},
+      {Body(R"("min_p": 2)"), "min_p"},
+      {Body(R"("max_tokens": 0)"), "max_tokens"},
+      {Body(R"("max_completion_tokens": -3)"), "max_completion_tokens"},
+      {Body(R"("seed": "x")"), "seed"},
+      {Body(R"("stop": 5)"), "stop"},
+      {Body(R"("stop": [""])"), "stop"},
+      {Body(R"("stop": ["a", "b", "c", "d", "e"])"), "stop"},
+      {Body(R"("n": 0)"), "n"},
+      {Body(R"("n": 100)"), "n"},
+      {Body(R"("presence_penalty": 3)"), "presence_penalty"},
+      {Body(R"("logit_bias": {"x": 1})"), "logit_bias"},
+      {Body(R"("logit_bias": {"1": 101})"), "logit_bias"},
+      {Body(R"("stream": "yes")"), "stream"},
+      {Body(R"("stream_options": {"include_usage": true})"), "stream_options"},
+      {Body(R"("logprobs": true)"), "logprobs"},
+      {Body(R"("tools": [{"type": "function"}])"), "tools"},
+  };
+  for (const auto& [body, param] : cases) {
+    ChatRequest r;
+    std::optional<ApiError> e = Parse(body, &r);
+    ASSERT_TRUE(e.has_value()) << body;
+    EXPECT_EQ(e->http_status, 400) << body;
+    EXPECT_EQ(e->param, param) << body;
+    EXPECT_EQ(e->type, "invalid_request_error") << body;
+  }
+}
+
+TEST(OpenAiJsonTest, ErrorShape) {
+  ApiError e = BadParam("top_p", "top_p must be in (0, 1]");
+  nlohmann::json j = ErrorJson(e);
+  EXPECT_EQ(j["error"]["param"], "top_p");
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  EXPECT_TRUE(j["error"]["code"].is_null());
+  EXPECT_EQ(j["error"]["message"], "top_p must be in (0, 1]");
+}
+
+TEST(OpenAiJsonTest, CompletionAndChunks) {
+  nlohmann::json c = ChatCompletionJson(
+      "id1", 5, "m",
+      {{"Paris.", client::StopReason::kEos}, {"Par", client::StopReason::kMaxTokens}}, 10, 4);
+  EXPECT_EQ(c["object"], "chat.completion");
+  EXPECT_EQ(c["choices"][0]["message"]["content"], "Paris.");
+  EXPECT_EQ(c["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(c["choices"][1]["finish_reason"], "length");
+  EXPECT_EQ(c["choices"][1]["index"], 1);
+  EXPECT_EQ(c["usage"]["total_tokens"], 14);
+  nlohmann::json chunk = ChatChunkJson("id1", 5, "m", 0, {{"content", "P"}}, "", true);
+  EXPECT_EQ(chunk["object"], "chat.completion.chunk");
+  EXPECT_TRUE(chunk["choices"][0]["finish_reason"].is_null());
+  EXPECT_TRUE(chunk.contains("usage"));
+  EXPECT_TRUE(chunk["usage"].is_null());
+  nlohmann::json last = UsageChunkJson("id1", 5, "m", 10, 4);
+  EXPECT_TRUE(last["choices"].empty());
+  EXPECT_EQ(last["usage"]["completion_tokens"], 4);
+  EXPECT_EQ(FinishReason(client::StopReason::kStopString), "stop");
+  EXPECT_EQ(FinishReason(client::StopReason::kContext), "length");
+}
+
+}  // namespace
+}  // namespace llm::gateway

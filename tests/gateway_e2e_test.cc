@@ -1,0 +1,395 @@
+// The HTTP gateway end to end with the REAL default model
+// (SmolLM2-135M-Instruct, Q4_1): the real tokenizer_server, model_server and
+// llm_gateway on free loopback ports, spoken to over plain HTTP/1.1 from
+// this process.
+//
+//   - /health, /v1/models;
+//   - a non-streamed and a streamed chat completion (greedy) that answer
+//     "What is the capital of France?" with Paris, the same text both ways,
+//     with finish_reason and usage;
+//   - seeded sampling repeats, n > 1, a stop string that never reaches the
+//     output;
+//   - an error per status: 400 (malformed JSON, a bad parameter named, a
+//     prompt over the context), 404 (unknown model, unknown path), 405, 413
+//     (body over --max_body_bytes), 429 (--max_concurrent 1 and a stream in
+//     flight), 503 (the model service killed);
+//   - a client that closes its stream mid-answer frees its slot at once
+//     (the generation is cancelled, not run to max_tokens).
+//
+// Needs models/SmolLM2-135M-Instruct.Q4_1.gguf (scripts/fetch-model.sh).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/strings.h"
+#include "common/test_paths.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/server_process.h"
+
+namespace llm {
+namespace {
+
+using nlohmann::json;
+using testing::Clock;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::ServerProcess;
+
+constexpr char kQuestion[] = "What is the capital of France? Answer in one word.";
+constexpr int kMaxBody = 256 * 1024;
+
+std::string ModelPath() {
+  return llm::testing::SourceDir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+// A connected TCP socket to 127.0.0.1:port (-1 on failure).
+int Connect(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::string RequestText(const std::string& method, const std::string& path,
+                        const std::string& body) {
+  return StrCat(method, " ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n",
+                body.empty() ? "" : "Content-Type: application/json\r\n",
+                "Content-Length: ", body.size(), "\r\n\r\n", body);
+}
+
+bool SendAll(int fd, const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+struct HttpResponse {
+  int status = 0;
+  std::string headers;
+  std::string body;
+  json Json() const { return json::parse(body, nullptr, false); }
+};
+
+// One request, the whole response (the gateway closes each connection).
+HttpResponse Http(int port, const std::string& method, const std::string& path,
+                  const std::string& body = "") {
+  HttpResponse r;
+  const int fd = Connect(port);
+  if (fd < 0) return r;
+  if (!SendAll(fd, RequestText(method, path, body))) {
+    close(fd);
+    return r;
+  }
+  std::string all;
+  char buf[16384];
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  while (Clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 1000) <= 0) continue;
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    all.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  const size_t end = all.find("\r\n\r\n");
+  if (end == std::string::npos || all.size() < 12) return r;
+  r.status = std::atoi(all.c_str() + 9);  // "HTTP/1.1 200 OK"
+  r.headers = all.substr(0, end);
+  r.body = all.substr(end + 4);
+  return r;
+}
+
+// The JSON of every "data: " event of an SSE body, and whether it ended
+// with "data: [DONE]".
+std::vector<json> Events(const std::string& body, bool* done) {
+  std::vector<json> out;
+  *done = false;
+  size_t pos = 0;
+  while (pos < body.size()) {
+    size_t nl = body.find('\n', pos);
+    if (nl == std::string::npos) nl = body.size();
+    const std::string line = body.substr(pos, nl - pos);
+    pos = nl + 1;
+    if (line.rfind("data: ", 0) != 0) continue;
+    const std::string data = line.substr(6);
+    if (data == "[DONE]") {
+      *done = true;
+      continue;
+    }
+    out.push_back(json::parse(data, nullptr, false));
+  }
+  return out;
+}
+
+class GatewayE2ETest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string error;
+    tokenizer_ =
+        ServerProcess::Start("tokenizer_server", {"--vocab", ModelPath()}, &error).release();
+    ASSERT_NE(tokenizer_, nullptr) << error << " (run scripts/fetch-model.sh)";
+    model_ = ServerProcess::Start("model_server", {"--model", ModelPath(), "--kv_cache_mb", "64"},
+                                  &error)
+                 .release();
+    ASSERT_NE(model_, nullptr) << error;
+    for (ServerProcess* s : {tokenizer_, model_}) {
+      auto channel = grpc::CreateChannel(s->address(), grpc::InsecureChannelCredentials());
+      ASSERT_TRUE(testing::WaitUntilServing(channel, std::chrono::seconds(60), &error)) << error;
+    }
+    gateway_ = StartGateway(model_->address(), &error).release();
+    ASSERT_NE(gateway_, nullptr) << error;
+    const HttpResponse models = Http(gateway_->port(), "GET", "/v1/models");
+    ASSERT_EQ(models.status, 200) << models.body;
+    model_id_ = new std::string(models.Json()["data"][0]["id"].get<std::string>());
+  }
+  static void TearDownTestSuite() {
+    delete gateway_;
+    delete model_;
+    delete tokenizer_;
+    delete model_id_;
+    gateway_ = model_ = tokenizer_ = nullptr;
+    model_id_ = nullptr;
+  }
+
+  // A gateway over the suite's tokenizer and `model_address`, one chat
+  // request at a time.
+  static std::unique_ptr<ServerProcess> StartGateway(const std::string& model_address,
+                                                     std::string* error) {
+    return ServerProcess::Start(
+        "llm_gateway",
+        {"--tokenizer", tokenizer_->address(), "--model", model_address, "--max_concurrent", "1",
+         "--max_body_bytes", std::to_string(kMaxBody), "--reconnect_timeout", "1", "--timeout",
+         "10"},
+        error);
+  }
+
+  static int port() { return gateway_->port(); }
+
+  // A chat request's body: one user message, greedy unless `extra` says
+  // otherwise.
+  static std::string Chat(const std::string& question, json extra = json::object()) {
+    json body{{"model", *model_id_},
+              {"messages", json::array({{{"role", "user"}, {"content", question}}})},
+              {"temperature", 0},
+              {"max_tokens", 32}};
+    body.update(extra);
+    return body.dump();
+  }
+
+  static HttpResponse PostChat(const std::string& body) {
+    return Http(port(), "POST", "/v1/chat/completions", body);
+  }
+
+  static void ExpectError(const HttpResponse& r, int status, const std::string& param = "") {
+    EXPECT_EQ(r.status, status) << r.body;
+    const json j = r.Json();
+    ASSERT_TRUE(j.contains("error")) << r.body;
+    EXPECT_TRUE(j["error"]["message"].is_string()) << r.body;
+    EXPECT_TRUE(j["error"]["type"].is_string()) << r.body;
+    if (!param.empty()) {
+      EXPECT_EQ(j["error"]["param"], param) << r.body;
+    }
+  }
+
+  static ServerProcess* tokenizer_;
+  static ServerProcess* model_;
+  static ServerProcess* gateway_;
+  static std::string* model_id_;
+};
+
+ServerProcess* GatewayE2ETest::tokenizer_ = nullptr;
+ServerProcess* GatewayE2ETest::model_ = nullptr;
+ServerProcess* GatewayE2ETest::gateway_ = nullptr;
+std::string* GatewayE2ETest::model_id_ = nullptr;
+
+TEST_F(GatewayE2ETest, HealthAndModels) {
+  const HttpResponse health = Http(port(), "GET", "/health");
+  EXPECT_EQ(health.status, 200) << health.body;
+  EXPECT_EQ(health.Json()["status"], "ok");
+  EXPECT_EQ(health.Json()["tokenizer"][tokenizer_->address()], "SERVING");
+  EXPECT_EQ(health.Json()["model"][model_->address()], "SERVING");
+  const HttpResponse models = Http(port(), "GET", "/v1/models");
+  ASSERT_EQ(models.status, 200);
+  EXPECT_EQ(models.Json()["object"], "list");
+  ASSERT_EQ(models.Json()["data"].size(), 1u);
+  EXPECT_EQ(models.Json()["data"][0]["object"], "model");
+  const HttpResponse one = Http(port(), "GET", "/v1/models/" + *model_id_);
+  EXPECT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(one.Json()["id"], *model_id_);
+  ExpectError(Http(port(), "GET", "/v1/models/gpt-4"), 404, "model");
+}
+
+TEST_F(GatewayE2ETest, ChatStreamedAndNotAnswerParis) {
+  const HttpResponse plain = PostChat(Chat(kQuestion));
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  EXPECT_THAT(plain.headers, HasSubstr("Content-Type: application/json"));
+  const json j = plain.Json();
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["model"], *model_id_);
+  EXPECT_THAT(j["id"].get<std::string>(), ::testing::StartsWith("chatcmpl-"));
+  ASSERT_EQ(j["choices"].size(), 1u);
+  const std::string answer = j["choices"][0]["message"]["content"];
+  EXPECT_THAT(answer, HasSubstr("Paris"));
+  EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  const int prompt_tokens = j["usage"]["prompt_tokens"];
+  const int completion_tokens = j["usage"]["completion_tokens"];
+  EXPECT_GT(prompt_tokens, 10);
+  EXPECT_GT(completion_tokens, 0);
+  EXPECT_EQ(j["usage"]["total_tokens"], prompt_tokens + completion_tokens);
+
+  const HttpResponse streamed =
+      PostChat(Chat(kQuestion, {{"stream", true}, {"stream_options", {{"include_usage", true}}}}));
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  EXPECT_THAT(streamed.headers, HasSubstr("Content-Type: text/event-stream"));
+  bool done = false;
+  const std::vector<json> events = Events(streamed.body, &done);
+  EXPECT_TRUE(done) << streamed.body;
+  ASSERT_GE(events.size(), 3u) << streamed.body;
+  EXPECT_EQ(events[0]["choices"][0]["delta"]["role"], "assistant");
+  std::string text;
+  std::string finish;
+  for (const json& e : events) {
+    EXPECT_EQ(e["object"], "chat.completion.chunk");
+    if (e["choices"].empty()) continue;
+    const json& delta = e["choices"][0]["delta"];
+    if (delta.contains("content")) text += delta["content"].get<std::string>();
+    if (!e["choices"][0]["finish_reason"].is_null()) finish = e["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(text, answer);
+  EXPECT_EQ(finish, "stop");
+  const json& last = events.back();
+  EXPECT_TRUE(last["choices"].empty());
+  EXPECT_EQ(last["usage"]["prompt_tokens"], prompt_tokens);
+  EXPECT_EQ(last["usage"]["completion_tokens"], completion_tokens);
+}
+
+TEST_F(GatewayE2ETest, SeedRepeatsAndNGivesSeveralChoices) {
+  const std::string body =
+      Chat("Write a sentence about the sea.",
+           {{"temperature", 0.9}, {"top_p", 0.95}, {"seed", 7}, {"n", 2}, {"max_tokens", 16}});
+  const HttpResponse a = PostChat(body);
+  const HttpResponse b = PostChat(body);
+  ASSERT_EQ(a.status, 200) << a.body;
+  ASSERT_EQ(b.status, 200) << b.body;
+  ASSERT_EQ(a.Json()["choices"].size(), 2u);
+  EXPECT_EQ(a.Json()["choices"], b.Json()["choices"]);
+  EXPECT_EQ(a.Json()["choices"][1]["index"], 1);
+  EXPECT_NE(a.Json()["choices"][0]["message"]["content"],
+            a.Json()["choices"][1]["message"]["content"]);
+  EXPECT_EQ(a.Json()["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(a.Json()["usage"]["completion_tokens"], 32);
+}
+
+TEST_F(GatewayE2ETest, StopStringNeverReachesTheOutput) {
+  const HttpResponse r = PostChat(Chat(kQuestion, {{"stop", "aris"}}));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string text = r.Json()["choices"][0]["message"]["content"];
+  EXPECT_THAT(text, Not(HasSubstr("aris")));
+  EXPECT_THAT(text, HasSubstr("P"));
+  EXPECT_EQ(r.Json()["choices"][0]["finish_reason"], "stop");
+}
+
+TEST_F(GatewayE2ETest, ErrorsHaveOpenAiShapeAndStatus) {
+  ExpectError(PostChat("{not json"), 400);
+  ExpectError(PostChat(Chat(kQuestion, {{"top_p", 7}})), 400, "top_p");
+  ExpectError(PostChat(Chat(kQuestion, {{"temperature", "warm"}})), 400, "temperature");
+  ExpectError(PostChat(Chat(kQuestion, {{"logit_bias", {{"999999", 1}}}})), 400, "logit_bias");
+  ExpectError(PostChat(Chat(kQuestion, {{"model", "gpt-4"}})), 404, "model");
+  ExpectError(Http(port(), "GET", "/v1/nothing"), 404);
+  ExpectError(Http(port(), "GET", "/v1/chat/completions"), 405);
+  ExpectError(PostChat(Chat(std::string(kMaxBody, 'a'))), 413);
+  // ~10,000 tokens: over SmolLM2's 8192.
+  std::string long_prompt;
+  for (int i = 0; i < 10000; ++i) long_prompt += " cat";
+  const HttpResponse over = PostChat(Chat(long_prompt));
+  ExpectError(over, 400, "messages");
+  EXPECT_EQ(over.Json()["error"]["code"], "context_length_exceeded");
+}
+
+// With --max_concurrent 1: a stream in flight makes the next request 429;
+// closing the stream cancels its generation, so the slot frees at once.
+TEST_F(GatewayE2ETest, OverloadAndDisconnectCancels) {
+  const int fd = Connect(port());
+  ASSERT_GE(fd, 0);
+  // 4000 tokens with EOS banned: a minute or more if it ran to the end.
+  ASSERT_TRUE(
+      SendAll(fd, RequestText("POST", "/v1/chat/completions",
+                              Chat("Tell me a long story.", {{"stream", true},
+                                                             {"max_tokens", 4000},
+                                                             {"temperature", 1.0},
+                                                             {"logit_bias", {{"2", -100}}}}))));
+  std::string got;
+  char buf[4096];
+  const auto events = [&] {
+    size_t count = 0;
+    for (size_t at = got.find("data: "); at != std::string::npos; at = got.find("data: ", at + 1)) {
+      ++count;
+    }
+    return count;
+  };
+  while (events() < 6) {  // the role chunk and five tokens: the stream is running
+    pollfd p{fd, POLLIN, 0};
+    ASSERT_GT(poll(&p, 1, 30000), 0) << got;
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    ASSERT_GT(n, 0) << got;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  const HttpResponse busy = PostChat(Chat(kQuestion));
+  ExpectError(busy, 429);
+  close(fd);
+  const auto closed = Clock::now();
+  HttpResponse after;
+  while (Clock::now() - closed < std::chrono::seconds(20)) {
+    after = PostChat(Chat(kQuestion, {{"max_tokens", 4}}));
+    if (after.status != 429) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(after.status, 200) << after.body;
+  EXPECT_LT(Clock::now() - closed, std::chrono::seconds(3))
+      << "the closed stream's generation was not cancelled";
+}
+
+TEST_F(GatewayE2ETest, ServicesDownIs503) {
+  std::string error;
+  std::unique_ptr<ServerProcess> model =
+      ServerProcess::Start("model_server", {"--model", ModelPath(), "--kv_cache_mb", "64"}, &error);
+  ASSERT_NE(model, nullptr) << error;
+  auto channel = grpc::CreateChannel(model->address(), grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(testing::WaitUntilServing(channel, std::chrono::seconds(60), &error)) << error;
+  std::unique_ptr<ServerProcess> gateway = StartGateway(model->address(), &error);
+  ASSERT_NE(gateway, nullptr) << error;
+  EXPECT_EQ(Http(gateway->port(), "GET", "/health").status, 200);
+  model->Terminate(std::chrono::seconds(10), SIGKILL);
+  const HttpResponse health = Http(gateway->port(), "GET", "/health");
+  EXPECT_EQ(health.status, 503) << health.body;
+  EXPECT_THAT(health.Json()["model"][model->address()].get<std::string>(),
+              HasSubstr("NOT SERVING"));
+  const HttpResponse chat = Http(gateway->port(), "POST", "/v1/chat/completions", Chat(kQuestion));
+  ExpectError(chat, 503);
+}
+
+}  // namespace
+}  // namespace llm
