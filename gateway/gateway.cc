@@ -223,7 +223,70 @@ int Gateway::Dispatch(mg_connection* conn, void* self) {
     wrong_method.message = "use GET for /health";
     return SendError(conn, wrong_method);
   }
+  if (uri == "/tokenize" || uri == "/detokenize") {
+    if (method == "POST") return gw->HandleTokenize(conn, uri == "/detokenize");
+    wrong_method.message = StrCat("use POST for ", uri);
+    return SendError(conn, wrong_method);
+  }
   return SendError(conn, NotFound(StrCat("no such endpoint: ", method, " ", uri)));
+}
+
+int Gateway::HandleTokenize(mg_connection* conn, bool detokenize) {
+  std::string body;
+  if (auto e = ReadBody(conn, options_.max_body_bytes, &body)) return SendError(conn, *e);
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) {
+    ApiError e;
+    e.message = "the request body must be a JSON object";
+    return SendError(conn, e);
+  }
+  if (j.contains("model") && !j["model"].is_null() && j["model"] != model_id_) {
+    ApiError e = NotFound(StrCat("the model '", Dump(j["model"]), "' does not exist"));
+    e.param = "model";
+    e.code = "model_not_found";
+    return SendError(conn, e);
+  }
+  std::vector<int32_t> ids;
+  std::string prompt;
+  bool add_special = true;
+  if (detokenize) {
+    if (!j.contains("tokens") || !j["tokens"].is_array()) {
+      return SendError(conn, BadParam("tokens", "tokens must be an array of token ids"));
+    }
+    for (const json& t : j["tokens"]) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab_size_) {
+        return SendError(conn, BadParam("tokens", StrCat("every token must be an id in [0, ",
+                                                         vocab_size_, "), got ", t.dump())));
+      }
+      ids.push_back(t.get<int32_t>());
+    }
+  } else {
+    if (!j.contains("prompt") || !j["prompt"].is_string()) {
+      return SendError(conn, BadParam("prompt", "prompt must be a string"));
+    }
+    prompt = j["prompt"].get<std::string>();
+    if (j.contains("add_special_tokens")) {
+      if (!j["add_special_tokens"].is_boolean()) {
+        return SendError(conn, BadParam("add_special_tokens", "must be a boolean"));
+      }
+      add_special = j["add_special_tokens"].get<bool>();
+    }
+  }
+  absl::StatusOr<GeneratorPool::Lease> lease = pool_.Acquire();
+  if (!lease.ok()) return SendError(conn, FromStatus(lease.status()));
+  if (detokenize) {
+    absl::StatusOr<std::string> text = (*lease)->Decode(ids);
+    if (!text.ok()) return SendError(conn, FromStatus(text.status()));
+    return SendJson(conn, 200, json{{"prompt", *text}});
+  }
+  client::EncodeOptions encode;
+  encode.allow_special = add_special;
+  encode.add_bos = add_special && add_bos_;
+  absl::StatusOr<std::vector<int32_t>> encoded = (*lease)->Encode(prompt, encode);
+  if (!encoded.ok()) return SendError(conn, FromStatus(encoded.status()));
+  return SendJson(
+      conn, 200,
+      json{{"tokens", *encoded}, {"count", encoded->size()}, {"max_model_len", context_length_}});
 }
 
 int Gateway::HandleModels(mg_connection* conn, const std::string& uri) {

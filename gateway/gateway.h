@@ -5,6 +5,7 @@
 //   POST /v1/chat/completions   streamed (server-sent events) or not
 //   GET  /v1/models, /v1/models/{id}
 //   GET  /health                200 when the tokenizer and a model replica are SERVING
+//   POST /tokenize, /detokenize text <-> token ids (vLLM's shape)
 //
 // Each chat request leases one Generator (generator_pool.h) for its whole
 // duration, renders `messages` with the model's chat template, encodes them,
@@ -74,6 +75,7 @@ class Gateway {
   int HandleChat(mg_connection* conn);
   int HandleModels(mg_connection* conn, const std::string& uri);
   int HandleHealth(mg_connection* conn);
+  int HandleTokenize(mg_connection* conn, bool detokenize);
 
   const GatewayOptions options_;
   const client::ChatTemplate template_;

@@ -45,11 +45,12 @@ void Fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  llm::ParseFlags(argc, argv,
-                  "An OpenAI-compatible HTTP API (/v1/chat/completions, /v1/models, /health) "
-                  "over the tokenizer and model services.\n"
-                  "Usage: llm_gateway [--listen 127.0.0.1:8080] [--tokenizer HOST:PORT] "
-                  "[--model HOST:PORT]");
+  llm::ParseFlags(
+      argc, argv,
+      "An OpenAI-compatible HTTP API (/v1/chat/completions, /v1/models, /health, /tokenize, "
+      "/detokenize) over the tokenizer and model services.\n"
+      "Usage: llm_gateway [--listen 127.0.0.1:8080] [--tokenizer HOST:PORT] "
+      "[--model HOST:PORT]");
   // Signals are taken by sigwait below; the server's threads inherit the mask.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);

@@ -3,7 +3,7 @@
 // llm_gateway on free loopback ports, spoken to over plain HTTP/1.1 from
 // this process.
 //
-//   - /health, /v1/models;
+//   - /health, /v1/models, /tokenize and /detokenize;
 //   - a non-streamed and a streamed chat completion (greedy) that answer
 //     "What is the capital of France?" with Paris, the same text both ways,
 //     with finish_reason and usage;
@@ -239,6 +239,28 @@ TEST_F(GatewayE2ETest, HealthAndModels) {
   EXPECT_EQ(one.status, 200) << one.body;
   EXPECT_EQ(one.Json()["id"], *model_id_);
   ExpectError(Http(port(), "GET", "/v1/models/gpt-4"), 404, "model");
+}
+
+TEST_F(GatewayE2ETest, TokenizeAndDetokenize) {
+  const HttpResponse t = Http(port(), "POST", "/tokenize",
+                              json{{"model", *model_id_}, {"prompt", "<|im_start|>Paris"}}.dump());
+  ASSERT_EQ(t.status, 200) << t.body;
+  const std::vector<int> tokens = t.Json()["tokens"];
+  ASSERT_FALSE(tokens.empty());
+  EXPECT_EQ(tokens[0], 1) << "<|im_start|> read as the special token";
+  EXPECT_EQ(t.Json()["count"], tokens.size());
+  EXPECT_EQ(t.Json()["max_model_len"], 8192);
+  const HttpResponse plain =
+      Http(port(), "POST", "/tokenize",
+           json{{"prompt", "<|im_start|>Paris"}, {"add_special_tokens", false}}.dump());
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  EXPECT_GT(plain.Json()["count"].get<int>(), static_cast<int>(tokens.size()));
+  const HttpResponse d = Http(port(), "POST", "/detokenize", json{{"tokens", tokens}}.dump());
+  ASSERT_EQ(d.status, 200) << d.body;
+  EXPECT_EQ(d.Json()["prompt"], "<|im_start|>Paris");
+  ExpectError(Http(port(), "POST", "/detokenize", json{{"tokens", {-1}}}.dump()), 400, "tokens");
+  ExpectError(Http(port(), "POST", "/tokenize", json{{"prompt", 5}}.dump()), 400, "prompt");
+  ExpectError(Http(port(), "GET", "/tokenize"), 405);
 }
 
 TEST_F(GatewayE2ETest, ChatStreamedAndNotAnswerParis) {
