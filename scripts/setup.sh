@@ -10,7 +10,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-grpcio python3-grpc-tools python3-yaml
   clang-14 libclang-rt-14-dev clang-format
-  python3 python3-venv python3-pip ca-certificates
+  python3 python3-venv python3-pip ca-certificates curl
 )
 
 missing=()

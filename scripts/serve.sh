@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Serves the OpenAI-compatible HTTP API on loopback: installs what is missing,
+# builds the servers and the gateway, fetches the default model (unless
+# --model names another GGUF), starts the tokenizer service, the model service
+# and llm_gateway, waits until all three are healthy, prints
+# "gateway listening on http://127.0.0.1:PORT", and serves until Ctrl-C or
+# SIGTERM (then stops all three). docs/gateway.md describes the API.
+#
+# Usage: scripts/serve.sh [--port N] [--model PATH]
+#   scripts/serve.sh
+#   curl -s localhost:8080/v1/chat/completions -d '{"model": "...", "messages": [...]}'
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PORT=8080
+MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --port) PORT=${2:?--port needs a value}; shift 2 ;;
+    --model) MODEL=${2:?--model needs a path}; shift 2 ;;
+    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "serve.sh: unknown argument '$1' (usage: scripts/serve.sh [--port N] [--model PATH])" >&2; exit 2 ;;
+  esac
+done
+step() { printf '== %s\n' "$*" >&2; }
+
+step "1/4 installing missing Debian packages (first run only)"
+bash scripts/setup.sh >&2
+step "2/4 building tokenizer_server, model_server, llm and llm_gateway"
+cmake --preset default >/dev/null
+cmake --build --preset default -j"$(nproc)" --target tokenizer_server model_server llm llm_gateway >&2
+if [[ $MODEL == models/SmolLM2-135M-Instruct.Q4_1.gguf ]]; then
+  step "3/4 fetching the default model"
+  bash scripts/fetch-model.sh >&2
+else
+  step "3/4 using $MODEL"
+  [[ -f $MODEL ]] || { echo "serve.sh: no such model file: $MODEL" >&2; exit 2; }
+fi
+
+step "4/4 starting the tokenizer service, the model service and the gateway"
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# start_server: scripts/lib/servers.sh (sets $port, adds the pid to $pids).
+source scripts/lib/servers.sh
+start_server "$tmp" tokenizer_server --vocab "$MODEL" || exit 1
+tok=127.0.0.1:$port
+start_server "$tmp" model_server --model "$MODEL" || exit 1
+model=127.0.0.1:$port
+if ! build/bin/llm health --tokenizer "$tok" --model "$model" --wait 120 >"$tmp/health" 2>&1; then
+  cat "$tmp/health" "$tmp"/*.log >&2
+  exit 1
+fi
+# The gateway listens on the port asked for (start_server passes port 0 first;
+# a later --listen wins).
+start_server "$tmp" llm_gateway --tokenizer "$tok" --model "$model" \
+  --listen "127.0.0.1:$PORT" || exit 1
+url=http://127.0.0.1:$port
+for _ in $(seq 1 100); do
+  curl -sf "$url/health" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+if ! curl -sf "$url/health" >/dev/null 2>&1; then
+  curl -s "$url/health" >&2 || true
+  cat "$tmp"/*.log >&2
+  exit 1
+fi
+model_id=$(curl -s "$url/v1/models" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
+echo "tokenizer_server on $tok, model_server on $model, model id '$model_id'" >&2
+echo "gateway listening on $url"
+# Serve until a signal (the INT/TERM trap exits, and cleanup stops all three)
+# or until a server exits.
+while true; do
+  for p in "${pids[@]}"; do
+    if ! kill -0 "$p" 2>/dev/null; then
+      echo "serve.sh: a server exited; its log:" >&2
+      cat "$tmp"/*.log >&2
+      exit 1
+    fi
+  done
+  sleep 1
+done
