@@ -33,14 +33,14 @@ import manifests as m
 
 TEST = "docker_test"
 DOCKER = m.ROOT / "deploy" / "docker"
-BINARIES = ("tokenizer_server", "model_server", "llm")
+BINARIES = ("tokenizer_server", "model_server", "llm", "llm_gateway")
 # scripts/setup.sh packages that the images do not need to build the servers.
 TEST_ONLY = {
     "ccache", "git", "ca-certificates", "openssl",
     "libgtest-dev", "libgmock-dev", "libbenchmark-dev", "clang-14", "libclang-rt-14-dev",
     "clang-format",
     "python3", "python3-venv", "python3-pip", "python3-grpcio", "python3-grpc-tools",
-    "python3-yaml",
+    "python3-yaml", "curl",
 }
 NOT_IN_IMAGE = {"tests", "bench", "deploy"}
 
