@@ -56,6 +56,7 @@
 #include "model_svc/formats/weight_formats.h"
 #include "model_svc/kernels/quant_internal.h"
 #include "model_svc/kernels/quant_x86_formats.h"
+#include "model_svc/kernels/tile_drivers.h"
 
 namespace llm::cpu::internal {
 namespace {
@@ -589,33 +590,10 @@ void Token8Tile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XB
 // ---------------------------------------------------------------------------
 // Drivers.
 
-// Rows [r_begin, r_end) as tiles of R rows, then of the next sizes in Rest
-// (the last of which must be 1).
-template <int R, int... Rest, class Tile>
-void ForRowTiles(int64_t r_begin, int64_t r_end, Tile tile) {
-  int64_t r = r_begin;
-  for (; r + R <= r_end; r += R) tile.template operator()<R>(r);
-  if constexpr (sizeof...(Rest) > 0) {
-    ForRowTiles<Rest...>(r, r_end, tile);
-  } else {
-    static_assert(R == 1);
-  }
-}
-
-// Rows are processed in chunks of about kChunkBytes of weights so that, with
-// several token groups, a chunk stays in L2 while every group passes over it.
-constexpr size_t kChunkBytes = 128 * 1024;
 // Leftover tokens fewer than this use RowTokenTile; more fill a padded group
 // of 8 (a Token8Tile costs about as much as 2-3 tokens of RowTokenTile).
 // Either way the results are the same bits (batch invariance).
 constexpr int64_t kMinTokensForGroup = 3;
-// Tokens per pass: bounds the interleaved scratch (and the pointer table).
-constexpr int64_t kTokenBatch = 256;
-
-int64_t ChunkRows(size_t row_bytes) {
-  const size_t rows = kChunkBytes / std::max<size_t>(row_bytes, 1);
-  return std::max<int64_t>(4, static_cast<int64_t>(rows) / 4 * 4);
-}
 
 // Tokens xs[0..nt) (nt = 1 or 2) over rows [r_begin, r_end).
 template <class F>
@@ -673,7 +651,7 @@ void QuantMatMul(const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0, int6
       const int cnt = static_cast<int>(std::min<int64_t>(8, grouped - 8 * g));
       InterleaveTokens(xs + 8 * g, cnt, num_xblocks, xg.data() + g * num_xblocks);
     }
-    const int64_t chunk = ChunkRows(row_bytes);
+    const int64_t chunk = ChunkRows<4>(row_bytes);
     for (int64_t rc = r0; rc < r1; rc += chunk) {
       const int64_t rc_end = std::min(r1, rc + chunk);
       for (int64_t g = 0; g < num_groups; ++g) {
@@ -756,7 +734,7 @@ void FloatTile(const uint8_t* w, size_t row_bytes, int64_t n, const float* const
 template <class F>
 void FloatMatMul(const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0, int64_t r1,
                  const ActRow* x, int64_t num_tokens, float* out, int64_t out_stride) {
-  const int64_t chunk = num_tokens > 4 ? ChunkRows(row_bytes) : r1 - r0;
+  const int64_t chunk = num_tokens > 4 ? ChunkRows<4>(row_bytes) : r1 - r0;
   for (int64_t rc = r0; rc < r1; rc += chunk) {
     const int64_t rc_end = std::min(r1, rc + chunk);
     for (int64_t t0 = 0; t0 < num_tokens; t0 += 4) {

@@ -46,6 +46,7 @@
 #include "model_svc/kernels/avx512_vnni_target.h"
 #include "model_svc/kernels/quant_internal.h"
 #include "model_svc/kernels/quant_x86_formats.h"
+#include "model_svc/kernels/tile_drivers.h"
 
 namespace llm::cpu::internal {
 namespace {
@@ -575,31 +576,6 @@ void FourTokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const
 // ---------------------------------------------------------------------------
 // Driver.
 
-// Rows [r_begin, r_end) as tiles of R rows, then of the next sizes in Rest
-// (the last of which must be 1).
-template <int R, int... Rest, class Tile>
-void ForRowTiles(int64_t r_begin, int64_t r_end, Tile tile) {
-  int64_t r = r_begin;
-  for (; r + R <= r_end; r += R) tile.template operator()<R>(r);
-  if constexpr (sizeof...(Rest) > 0) {
-    ForRowTiles<Rest...>(r, r_end, tile);
-  } else {
-    static_assert(R == 1);
-  }
-}
-
-// Rows per chunk: about kChunkBytes of weights, which every token group
-// passes over while they are in L2; a multiple of 16 rows (FourTokenTile's
-// tile with one group of tokens).
-constexpr size_t kChunkBytes = 128 * 1024;
-// Tokens per pass: bounds the interleaved scratch (and the pointer table).
-constexpr int64_t kTokenBatch = 256;
-
-int64_t ChunkRows(size_t row_bytes) {
-  const size_t rows = kChunkBytes / std::max<size_t>(row_bytes, 1);
-  return std::max<int64_t>(16, static_cast<int64_t>(rows) / 16 * 16);
-}
-
 // Scratch for interleaved activations: grows to the largest call, then stays.
 template <int T>
 std::vector<XBlock<T>>& InterleaveScratch() {
@@ -685,7 +661,8 @@ void QuantMatMul(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n,
     }
     const XBlock<16>* x16 = last.x16;
     const XBlock<8>* x8 = last.x8;
-    const int64_t chunk = ChunkRows(row_bytes);
+    // Chunks of whole FourTokenTile tiles (16 rows with one group of tokens).
+    const int64_t chunk = ChunkRows<16>(row_bytes);
     for (int64_t rc = r0; rc < r1; rc += chunk) {
       const int64_t rc_end = std::min(r1, rc + chunk);
       for (int64_t g = 0; g < n16; ++g) {
