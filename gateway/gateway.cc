@@ -56,15 +56,17 @@ bool WriteAll(mg_connection* conn, std::string_view data) {
   return mg_write(conn, data.data(), data.size()) == static_cast<int>(data.size());
 }
 
-int SendJson(mg_connection* conn, int status, const json& body) {
-  std::string text = Dump(body);
-  text += '\n';
+int SendBody(mg_connection* conn, int status, const char* content_type, std::string_view text) {
   mg_printf(conn,
-            "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+            "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
             "Cache-Control: no-store\r\nConnection: close\r\n\r\n",
-            status, mg_get_response_code_text(conn, status), text.size());
+            status, mg_get_response_code_text(conn, status), content_type, text.size());
   WriteAll(conn, text);
   return status;
+}
+
+int SendJson(mg_connection* conn, int status, const json& body) {
+  return SendBody(conn, status, "application/json", Dump(body) + '\n');
 }
 
 int SendError(mg_connection* conn, const ApiError& e) {
@@ -203,28 +205,41 @@ Gateway::~Gateway() {
 
 int Gateway::Dispatch(mg_connection* conn, void* self) {
   auto* gw = static_cast<Gateway*>(self);
+  const absl::Time start = absl::Now();
   const mg_request_info* info = mg_get_request_info(conn);
   const std::string uri = info->local_uri != nullptr ? info->local_uri : "";
-  const std::string_view method = info->request_method;
+  const int code = gw->Route(conn, uri, info->request_method);
+  gw->metrics_.Request(uri, code, absl::Now() - start);
+  return code;
+}
+
+int Gateway::Route(mg_connection* conn, const std::string& uri, std::string_view method) {
   ApiError wrong_method;
   wrong_method.http_status = 405;
   if (uri == "/v1/chat/completions") {
-    if (method == "POST") return gw->HandleChat(conn);
+    if (method == "POST") return HandleChat(conn);
     wrong_method.message = "use POST for /v1/chat/completions";
     return SendError(conn, wrong_method);
   }
   if (uri == "/v1/models" || absl::StartsWith(uri, "/v1/models/")) {
-    if (method == "GET") return gw->HandleModels(conn, uri);
+    if (method == "GET") return HandleModels(conn, uri);
     wrong_method.message = "use GET for /v1/models";
     return SendError(conn, wrong_method);
   }
   if (uri == "/health") {
-    if (method == "GET" || method == "HEAD") return gw->HandleHealth(conn);
+    if (method == "GET" || method == "HEAD") return HandleHealth(conn);
     wrong_method.message = "use GET for /health";
     return SendError(conn, wrong_method);
   }
+  if (uri == "/metrics") {
+    if (method == "GET") {
+      return SendBody(conn, 200, "text/plain; version=0.0.4; charset=utf-8", metrics_.Text());
+    }
+    wrong_method.message = "use GET for /metrics";
+    return SendError(conn, wrong_method);
+  }
   if (uri == "/tokenize" || uri == "/detokenize") {
-    if (method == "POST") return gw->HandleTokenize(conn, uri == "/detokenize");
+    if (method == "POST") return HandleTokenize(conn, uri == "/detokenize");
     wrong_method.message = StrCat("use POST for ", uri);
     return SendError(conn, wrong_method);
   }
@@ -336,6 +351,7 @@ int Gateway::HandleHealth(mg_connection* conn) {
 }
 
 int Gateway::HandleChat(mg_connection* conn) {
+  const absl::Time arrival = absl::Now();
   std::string body;
   if (auto e = ReadBody(conn, options_.max_body_bytes, &body)) return SendError(conn, *e);
   ChatRequest req;
@@ -395,6 +411,17 @@ int Gateway::HandleChat(mg_connection* conn) {
   const std::string id = NewId("chatcmpl-");
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   int64_t completion_tokens = 0;
+  metrics_.active().Increment();
+  bool first_token = true;
+  struct Done {  // counts the request's tokens and ends it as active, however it returns
+    GatewayMetrics& m;
+    const int64_t& prompt;
+    const int64_t& completion;
+    ~Done() {
+      m.Tokens(prompt, completion);
+      m.active().Decrement();
+    }
+  } done{metrics_, prompt_tokens, completion_tokens};
   std::vector<ChatChoice> choices;
 
   if (req.stream) {
@@ -415,6 +442,10 @@ int Gateway::HandleChat(mg_connection* conn) {
     }
     client::Session session;
     const auto on_token = [&](const client::TokenEvent& e) {
+      if (first_token) {
+        metrics_.FirstToken(absl::Now() - arrival);
+        first_token = false;
+      }
       if (stopping_.load(std::memory_order_relaxed)) g.Cancel();
       if (!req.stream || !alive) return;
       const bool ok = e.text.empty() ? WriteAll(conn, ": \n\n")  // a comment: notices a client gone

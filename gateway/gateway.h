@@ -6,6 +6,7 @@
 //   GET  /v1/models, /v1/models/{id}
 //   GET  /health                200 when the tokenizer and a model replica are SERVING
 //   POST /tokenize, /detokenize text <-> token ids (vLLM's shape)
+//   GET  /metrics               Prometheus text format (gateway_metrics.h)
 //
 // Each chat request leases one Generator (generator_pool.h) for its whole
 // duration, renders `messages` with the model's chat template, encodes them,
@@ -25,11 +26,13 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/generate/chat_template.h"
 #include "client/generator.h"
+#include "gateway/gateway_metrics.h"
 #include "gateway/generator_pool.h"
 #include "gateway/openai_api.h"
 
@@ -71,7 +74,10 @@ class Gateway {
         template_(std::move(chat_template)),
         pool_(options_.client, options_.max_concurrent) {}
 
+  // civetweb's handler: Route, then the request's metrics.
   static int Dispatch(mg_connection* conn, void* self);
+  // Answers the request; returns the HTTP status sent.
+  int Route(mg_connection* conn, const std::string& uri, std::string_view method);
   int HandleChat(mg_connection* conn);
   int HandleModels(mg_connection* conn, const std::string& uri);
   int HandleHealth(mg_connection* conn);
@@ -80,6 +86,7 @@ class Gateway {
   const GatewayOptions options_;
   const client::ChatTemplate template_;
   GeneratorPool pool_;
+  GatewayMetrics metrics_;
   std::string model_id_;
   int64_t context_length_ = 0;
   int64_t vocab_size_ = 0;

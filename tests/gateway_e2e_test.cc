@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -332,6 +333,39 @@ TEST_F(GatewayE2ETest, StopStringNeverReachesTheOutput) {
   EXPECT_THAT(text, Not(HasSubstr("aris")));
   EXPECT_THAT(text, HasSubstr("P"));
   EXPECT_EQ(r.Json()["choices"][0]["finish_reason"], "stop");
+}
+
+// The value of the sample `name` (with its labels, as the text format writes
+// them) in a Prometheus text exposition, or -1 when absent.
+double Sample(const std::string& text, const std::string& name) {
+  const size_t at = text.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + name.size() + 2));
+}
+
+TEST_F(GatewayE2ETest, MetricsCountRequestsTokensAndFirstTokens) {
+  const std::string before = Http(port(), "GET", "/metrics").body;
+  const double chats = std::max(
+      0.0,
+      Sample(before, R"(llm_gateway_requests_total{code="200",endpoint="/v1/chat/completions"})"));
+  const double completion =
+      std::max(0.0, Sample(before, R"(llm_gateway_tokens_total{kind="completion"})"));
+  const double firsts =
+      std::max(0.0, Sample(before, "llm_gateway_time_to_first_token_seconds_count"));
+  const HttpResponse r = PostChat(Chat(kQuestion));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const int64_t tokens = r.Json()["usage"]["completion_tokens"];
+  const HttpResponse m = Http(port(), "GET", "/metrics");
+  ASSERT_EQ(m.status, 200);
+  EXPECT_THAT(m.headers, HasSubstr("text/plain"));
+  EXPECT_EQ(
+      Sample(m.body, R"(llm_gateway_requests_total{code="200",endpoint="/v1/chat/completions"})"),
+      chats + 1);
+  EXPECT_EQ(Sample(m.body, R"(llm_gateway_tokens_total{kind="completion"})"),
+            completion + static_cast<double>(tokens));
+  EXPECT_EQ(Sample(m.body, "llm_gateway_time_to_first_token_seconds_count"), firsts + 1);
+  EXPECT_EQ(Sample(m.body, "llm_gateway_generations_active"), 0);
+  ExpectError(Http(port(), "POST", "/metrics"), 405);
 }
 
 TEST_F(GatewayE2ETest, ErrorsHaveOpenAiShapeAndStatus) {

@@ -1,0 +1,72 @@
+#include "gateway/gateway_metrics.h"
+
+#include <prometheus/text_serializer.h>
+
+#include <array>
+
+namespace llm::gateway {
+namespace {
+
+// The label of a request path: a served endpoint, else "other".
+std::string EndpointLabel(std::string_view uri) {
+  static constexpr std::array<std::string_view, 6> kEndpoints = {
+      "/v1/chat/completions", "/v1/models", "/health", "/tokenize", "/detokenize", "/metrics"};
+  for (std::string_view e : kEndpoints) {
+    if (uri == e) return std::string(e);
+  }
+  if (uri.starts_with("/v1/models/")) return "/v1/models";
+  return "other";
+}
+
+prometheus::Histogram::BucketBoundaries SecondsBuckets() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
+}
+
+}  // namespace
+
+GatewayMetrics::GatewayMetrics()
+    : requests_(prometheus::BuildCounter()
+                    .Name("llm_gateway_requests_total")
+                    .Help("HTTP requests, by endpoint and status code.")
+                    .Register(*registry_)),
+      seconds_(prometheus::BuildHistogram()
+                   .Name("llm_gateway_request_seconds")
+                   .Help("Handling time of HTTP requests (streams: to the last event), seconds.")
+                   .Register(*registry_)),
+      tokens_(prometheus::BuildCounter()
+                  .Name("llm_gateway_tokens_total")
+                  .Help("Tokens of chat completions, by kind: prompt or completion.")
+                  .Register(*registry_)),
+      prompt_tokens_(tokens_.Add({{"kind", "prompt"}})),
+      completion_tokens_(tokens_.Add({{"kind", "completion"}})),
+      active_(prometheus::BuildGauge()
+                  .Name("llm_gateway_generations_active")
+                  .Help("Chat completion requests generating now.")
+                  .Register(*registry_)
+                  .Add({})),
+      ttft_(prometheus::BuildHistogram()
+                .Name("llm_gateway_time_to_first_token_seconds")
+                .Help("From a chat completion request's arrival to its first token, seconds.")
+                .Register(*registry_)
+                .Add({}, SecondsBuckets())) {}
+
+void GatewayMetrics::Request(std::string_view uri, int code, absl::Duration latency) {
+  const std::string endpoint = EndpointLabel(uri);
+  requests_.Add({{"endpoint", endpoint}, {"code", std::to_string(code)}}).Increment();
+  seconds_.Add({{"endpoint", endpoint}}, SecondsBuckets()).Observe(absl::ToDoubleSeconds(latency));
+}
+
+void GatewayMetrics::Tokens(int64_t prompt, int64_t completion) {
+  prompt_tokens_.Increment(static_cast<double>(prompt));
+  completion_tokens_.Increment(static_cast<double>(completion));
+}
+
+void GatewayMetrics::FirstToken(absl::Duration since_arrival) {
+  ttft_.Observe(absl::ToDoubleSeconds(since_arrival));
+}
+
+std::string GatewayMetrics::Text() const {
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+}  // namespace llm::gateway

@@ -1,0 +1,54 @@
+// The gateway's Prometheus metrics, served in the text format at its own
+// GET /metrics (no second port):
+//   llm_gateway_requests_total{endpoint,code}   requests, by endpoint and HTTP status
+//   llm_gateway_request_seconds{endpoint}       handling time (streams: to the last event)
+//   llm_gateway_tokens_total{kind}              prompt and completion tokens of chats
+//   llm_gateway_generations_active              chat requests generating now
+//   llm_gateway_time_to_first_token_seconds     from a chat's arrival to its first token
+// `endpoint` is one of the served paths or "other" (bounded cardinality).
+// Threads: every method may be called concurrently.
+#ifndef LLM_GATEWAY_GATEWAY_METRICS_H_
+#define LLM_GATEWAY_GATEWAY_METRICS_H_
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/time/time.h"
+
+namespace llm::gateway {
+
+class GatewayMetrics {
+ public:
+  GatewayMetrics();
+
+  // One request to `uri` answered with `code` after `latency`.
+  void Request(std::string_view uri, int code, absl::Duration latency);
+  void Tokens(int64_t prompt, int64_t completion);
+  void FirstToken(absl::Duration since_arrival);
+  prometheus::Gauge& active() { return active_; }
+
+  // Every family, in Prometheus's text exposition format.
+  std::string Text() const;
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_ = std::make_shared<prometheus::Registry>();
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<prometheus::Histogram>& seconds_;
+  prometheus::Family<prometheus::Counter>& tokens_;
+  prometheus::Counter& prompt_tokens_;
+  prometheus::Counter& completion_tokens_;
+  prometheus::Gauge& active_;
+  prometheus::Histogram& ttft_;
+};
+
+}  // namespace llm::gateway
+
+#endif  // LLM_GATEWAY_GATEWAY_METRICS_H_
