@@ -29,26 +29,10 @@ step "3/5 fetching the default model"
 bash scripts/fetch-model.sh >&2
 
 step "4/5 starting the tokenizer and model services on loopback"
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# start_server: scripts/lib/servers.sh (sets $port, adds the pid to $pids).
+# start_services, start_server: scripts/lib/servers.sh (sets $tmp, $tok,
+# $model, $port; an EXIT trap stops the servers).
 source scripts/lib/servers.sh
-start_server "$tmp" tokenizer_server --vocab "$MODEL" || exit 1
-tok=127.0.0.1:$port
-start_server "$tmp" model_server --model "$MODEL" || exit 1
-model=127.0.0.1:$port
-if ! build/bin/llm health --tokenizer "$tok" --model "$model" --wait 120 >"$tmp/health" 2>&1; then
-  cat "$tmp/health" "$tmp"/*.log >&2
-  exit 1
-fi
+start_services "$MODEL"
 echo "tokenizer_server on $tok, model_server on $model: both SERVING" >&2
 
 step "5/5 generating"

@@ -38,26 +38,10 @@ else
 fi
 
 step "4/4 starting the tokenizer service, the model service and the gateway"
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# start_server: scripts/lib/servers.sh (sets $port, adds the pid to $pids).
+# start_services, start_server: scripts/lib/servers.sh (sets $tmp, $tok,
+# $model, $port; an EXIT trap stops the servers).
 source scripts/lib/servers.sh
-start_server "$tmp" tokenizer_server --vocab "$MODEL" || exit 1
-tok=127.0.0.1:$port
-start_server "$tmp" model_server --model "$MODEL" || exit 1
-model=127.0.0.1:$port
-if ! build/bin/llm health --tokenizer "$tok" --model "$model" --wait 120 >"$tmp/health" 2>&1; then
-  cat "$tmp/health" "$tmp"/*.log >&2
-  exit 1
-fi
+start_services "$MODEL"
 # The gateway listens on the port asked for (start_server passes port 0 first;
 # a later --listen wins).
 start_server "$tmp" llm_gateway --tokenizer "$tok" --model "$model" \
@@ -75,7 +59,7 @@ fi
 model_id=$(curl -s "$url/v1/models" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
 echo "tokenizer_server on $tok, model_server on $model, model id '$model_id'" >&2
 echo "gateway listening on $url"
-# Serve until a signal (the INT/TERM trap exits, and cleanup stops all three)
+# Serve until a signal (the INT/TERM trap exits, and stop_servers stops all three)
 # or until a server exits.
 while true; do
   for p in "${pids[@]}"; do

@@ -1,4 +1,5 @@
-# Starting the project's servers from a shell script (sourced by scripts/run.sh).
+# Starting the project's servers from a shell script (sourced by scripts/run.sh
+# and scripts/serve.sh).
 #
 # start_server DIR NAME [FLAGS...]
 #   Starts build/bin/NAME --listen 127.0.0.1:0 FLAGS... in the background, its
@@ -8,6 +9,14 @@
 #   with the server's log on stderr, if the server exits or does not start.
 #   Not to be called in a $(...) subshell: `pids` and `port` must reach the
 #   caller. Safe under `set -euo pipefail`.
+#
+# start_services MODEL
+#   Makes a temporary directory `tmp`, starts tokenizer_server and
+#   model_server of MODEL with start_server, and waits until both are SERVING
+#   (`llm health`, up to 120 s); sets `tok` and `model` to their addresses.
+#   Sets an EXIT trap that stops every server in `pids` (also those the
+#   caller starts later) and removes `tmp`, and makes INT and TERM exit 130.
+#   Exits 1, with the servers' logs on stderr, when they do not come up.
 
 # The port of a "NAME: listening on port N" line in FILE; "" while there is
 # none yet, or while FILE does not exist yet (the background process creates
@@ -40,4 +49,27 @@ start_server() {
   cat "$log" >&2
   echo "$name did not start within 30 s" >&2
   return 1
+}
+
+stop_servers() {
+  local p
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+
+start_services() {
+  tmp=$(mktemp -d)
+  pids=()
+  trap stop_servers EXIT
+  trap 'exit 130' INT TERM
+  start_server "$tmp" tokenizer_server --vocab "$1" || exit 1
+  tok=127.0.0.1:$port
+  start_server "$tmp" model_server --model "$1" || exit 1
+  model=127.0.0.1:$port
+  if ! "${LLM_BIN_DIR:-build/bin}/llm" health --tokenizer "$tok" --model "$model" --wait 120 \
+      >"$tmp/health" 2>&1; then
+    cat "$tmp/health" "$tmp"/*.log >&2
+    exit 1
+  fi
 }
