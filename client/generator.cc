@@ -37,4 +37,17 @@ absl::Status Generator::Init() {
   return absl::OkStatus();
 }
 
+ModelTemplateInfo Generator::template_info() const {
+  const v1::InfoResponse& info = tokenizer_info();
+  ModelTemplateInfo model;
+  model.chat_template = info.chat_template();
+  model.architecture = model_info().architecture();
+  for (const auto& special : info.special_tokens()) {
+    model.special_tokens.push_back(special.text());
+    if (info.has_bos_id() && special.id() == info.bos_id()) model.bos_token = special.text();
+    if (info.has_eos_id() && special.id() == info.eos_id()) model.eos_token = special.text();
+  }
+  return model;
+}
+
 }  // namespace llm::client

@@ -49,6 +49,7 @@
 #include "client/generate/params.h"
 #include "client/generate/ports.h"
 #include "client/generate/result.h"
+#include "client/generate/template_choice.h"
 #include "client/transport/client_options.h"
 #include "client/transport/model_client.h"
 #include "client/transport/tokenizer_client.h"
@@ -77,6 +78,9 @@ class Generator {
   const ClientOptions& options() const { return options_; }
   const v1::InfoResponse& tokenizer_info() const { return tokenizer_->info(); }
   const v1::ModelInfo& model_info() const { return model_->info(); }
+  // What the chat template choice (template_choice.h) needs of both Infos:
+  // the GGUF's template, the architecture and the special tokens.
+  ModelTemplateInfo template_info() const;
 
   absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
                                               const EncodeOptions& options = {}) {

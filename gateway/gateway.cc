@@ -116,16 +116,8 @@ uint64_t RandomSeed() {
 // The chat template, as `llm generate` chooses it (template_choice.h).
 absl::StatusOr<client::ChatTemplate> ChooseTemplate(const client::Generator& g,
                                                     const std::string& flag) {
-  const auto& info = g.tokenizer_info();
-  client::ModelTemplateInfo model;
-  model.chat_template = info.chat_template();
-  model.architecture = g.model_info().architecture();
-  for (const auto& special : info.special_tokens()) {
-    model.special_tokens.push_back(special.text());
-    if (info.has_bos_id() && special.id() == info.bos_id()) model.bos_token = special.text();
-    if (info.has_eos_id() && special.id() == info.eos_id()) model.eos_token = special.text();
-  }
-  absl::StatusOr<client::TemplateChoice> choice = client::ChooseChatTemplate(model, flag);
+  absl::StatusOr<client::TemplateChoice> choice =
+      client::ChooseChatTemplate(g.template_info(), flag);
   if (!choice.ok()) return choice.status();
   if (!choice->note.empty()) std::fprintf(stderr, "llm_gateway: %s\n", choice->note.c_str());
   return choice->chat_template;

@@ -293,17 +293,8 @@ class Printer {
 // error (exit 2).
 absl::StatusOr<ChatTemplate> ChooseTemplate(const Generator& g) {
   if (absl::GetFlag(FLAGS_raw)) return ChatTemplate::Raw();
-  const auto& info = g.tokenizer_info();
-  client::ModelTemplateInfo model;
-  model.chat_template = info.chat_template();
-  model.architecture = g.model_info().architecture();
-  for (const auto& special : info.special_tokens()) {
-    model.special_tokens.push_back(special.text());
-    if (info.has_bos_id() && special.id() == info.bos_id()) model.bos_token = special.text();
-    if (info.has_eos_id() && special.id() == info.eos_id()) model.eos_token = special.text();
-  }
   absl::StatusOr<client::TemplateChoice> choice =
-      client::ChooseChatTemplate(model, absl::GetFlag(FLAGS_template));
+      client::ChooseChatTemplate(g.template_info(), absl::GetFlag(FLAGS_template));
   if (!choice.ok()) return choice.status();
   if (choice->chat_template.kind() == ChatTemplate::Kind::kRaw && absl::GetFlag(FLAGS_chat)) {
     return absl::InvalidArgumentError(StrCat("--chat: no chat template for this model",
