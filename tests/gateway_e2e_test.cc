@@ -42,6 +42,7 @@ namespace llm {
 namespace {
 
 using nlohmann::json;
+using ::testing::AnyOf;
 using testing::Clock;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -426,6 +427,54 @@ TEST_F(GatewayE2ETest, OverloadAndDisconnectCancels) {
   EXPECT_EQ(after.status, 200) << after.body;
   EXPECT_LT(Clock::now() - closed, std::chrono::seconds(3))
       << "the closed stream's generation was not cancelled";
+}
+
+// 64 streams at once through one gateway (its default --max_concurrent, over
+// a model server with room for all their sessions): every one answers 200,
+// streams text and a finish reason, and ends with [DONE]; none is lost or
+// refused.
+TEST_F(GatewayE2ETest, SixtyFourConcurrentStreamsAllComplete) {
+  std::string error;
+  std::unique_ptr<ServerProcess> model = ServerProcess::Start(
+      "model_server", {"--model", ModelPath(), "--kv_cache_mb", "256"}, &error);
+  ASSERT_NE(model, nullptr) << error;
+  auto channel = grpc::CreateChannel(model->address(), grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(testing::WaitUntilServing(channel, std::chrono::seconds(60), &error)) << error;
+  constexpr int kStreams = 64;
+  const std::string max_concurrent = std::to_string(kStreams);
+  std::unique_ptr<ServerProcess> gateway =
+      ServerProcess::Start("llm_gateway",
+                           {"--tokenizer", tokenizer_->address(), "--model", model->address(),
+                            "--max_concurrent", max_concurrent},
+                           &error);
+  ASSERT_NE(gateway, nullptr) << error;
+  std::vector<HttpResponse> responses(kStreams);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kStreams; ++i) {
+    clients.emplace_back([&, i] {
+      responses[i] =
+          Http(gateway->port(), "POST", "/v1/chat/completions",
+               Chat(kQuestion,
+                    {{"stream", true}, {"max_tokens", 16}, {"temperature", 0.8}, {"seed", i}}));
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  for (int i = 0; i < kStreams; ++i) {
+    const HttpResponse& r = responses[i];
+    ASSERT_EQ(r.status, 200) << "stream " << i << ": " << r.body;
+    bool done = false;
+    const std::vector<json> events = Events(r.body, &done);
+    EXPECT_TRUE(done) << "stream " << i << ": " << r.body;
+    std::string text, finish;
+    for (const json& e : events) {
+      if (!e.contains("choices") || e["choices"].empty()) continue;
+      const json& delta = e["choices"][0]["delta"];
+      if (delta.contains("content")) text += delta["content"].get<std::string>();
+      if (!e["choices"][0]["finish_reason"].is_null()) finish = e["choices"][0]["finish_reason"];
+    }
+    EXPECT_FALSE(text.empty()) << "stream " << i << ": " << r.body;
+    EXPECT_THAT(finish, AnyOf("stop", "length")) << "stream " << i << ": " << r.body;
+  }
 }
 
 TEST_F(GatewayE2ETest, ServicesDownIs503) {
