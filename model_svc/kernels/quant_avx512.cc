@@ -308,7 +308,8 @@ void TokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XBl
       }
       // "Modifies" them: GCC must read them back from memory (otherwise it
       // turns the broadcast loads into shuffles of the registers).
-      asm("" : "+m"(u), "+m"(dm), "+m"(sub));
+      asm("" : "+m"(u), "+m"(dm));
+      if constexpr (kHalvesFormat<F>) asm("" : "+m"(sub));
       // chain[r] = start + the products of row r over groups [g0, g1).
       I chain[R];
       auto run_chains = [&](I start, int g0, int g1) {
@@ -460,8 +461,10 @@ void FourTokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const
             const WeightBlock wb = F::Unpack(header[4 * k + r], j);
             u[r] = UnsignedLanes<F>(wb);
             dm[r] = wb.dm;
-            sl[r] = static_cast<int16_t>(_mm256_extract_epi16(wb.sub_scales, 0));
-            sh[r] = static_cast<int16_t>(_mm256_extract_epi16(wb.sub_scales, 8));
+            if constexpr (kHalvesFormat<F>) {
+              sl[r] = static_cast<int16_t>(_mm256_extract_epi16(wb.sub_scales, 0));
+              sh[r] = static_cast<int16_t>(_mm256_extract_epi16(wb.sub_scales, 8));
+            }
           }
           if constexpr (kHalvesFormat<F>) {
             sub_lo[k] = ExpandFour(_mm_setr_epi32(sl[0], sl[1], sl[2], sl[3]));

@@ -226,29 +226,37 @@ void QuantizeQ4_K(const float* x, std::string& out) {
   AppendBytes(out, qs, 128);
 }
 
+// The scale of each of `count` sub-blocks of `size` elements: its element of
+// largest magnitude, sign kept, over `divisor` (ggml's make_qx_quants start);
+// returns the scale of largest magnitude (0 when every one is 0).
+float SignedSubBlockScales(const float* x, int count, int size, float divisor, float* scales) {
+  float max_scale = 0, amax_scale = 0;
+  for (int ib = 0; ib < count; ++ib) {
+    float amax = 0, max = 0;
+    for (int i = 0; i < size; ++i) {
+      if (std::fabs(x[size * ib + i]) > amax) {
+        amax = std::fabs(x[size * ib + i]);
+        max = x[size * ib + i];
+      }
+    }
+    scales[ib] = max / divisor;
+    if (std::fabs(scales[ib]) > amax_scale) {
+      amax_scale = std::fabs(scales[ib]);
+      max_scale = scales[ib];
+    }
+  }
+  return max_scale;
+}
+
 // Q6_K: 16 sub-blocks of 16 with an int8 scale each: x = d * sc * (q - 32),
 // q in [0, 63].
 void QuantizeQ6_K(const float* x, std::string& out) {
   float scales[16];
-  float max_scale = 0, max_abs_scale = 0;
-  for (int ib = 0; ib < 16; ++ib) {
-    float amax = 0, max = 0;
-    for (int i = 0; i < 16; ++i) {
-      if (std::fabs(x[16 * ib + i]) > amax) {
-        amax = std::fabs(x[16 * ib + i]);
-        max = x[16 * ib + i];
-      }
-    }
-    scales[ib] = max / -32;
-    if (std::fabs(scales[ib]) > max_abs_scale) {
-      max_abs_scale = std::fabs(scales[ib]);
-      max_scale = scales[ib];
-    }
-  }
+  const float max_scale = SignedSubBlockScales(x, 16, 16, -32.0f, scales);
   uint8_t ql[128] = {}, qh[64] = {};
   int8_t sc[16] = {};
   uint16_t d_half = 0;
-  if (max_abs_scale > 1e-15f) {
+  if (std::fabs(max_scale) > 1e-15f) {
     const float iscale = -128.0f / max_scale;
     d_half = FloatToHalfRef(1.0f / iscale);
     const float d = HalfToFloatRef(d_half);
@@ -312,25 +320,11 @@ void QuantizeQ5_K(const float* x, std::string& out) {
 // q >= 0.
 void QuantizeQ3_K(const float* x, std::string& out) {
   float scales[16];
-  float max_scale = 0, amax_scale = 0;
-  for (int ib = 0; ib < 16; ++ib) {
-    float amax = 0, max = 0;
-    for (int i = 0; i < 16; ++i) {
-      if (std::fabs(x[16 * ib + i]) > amax) {
-        amax = std::fabs(x[16 * ib + i]);
-        max = x[16 * ib + i];
-      }
-    }
-    scales[ib] = max / -4;
-    if (std::fabs(scales[ib]) > amax_scale) {
-      amax_scale = std::fabs(scales[ib]);
-      max_scale = scales[ib];
-    }
-  }
+  const float max_scale = SignedSubBlockScales(x, 16, 16, -4.0f, scales);
   uint8_t hmask[32] = {}, qs[64] = {}, packed[12] = {};
   uint16_t d_half = 0;
   int q[256] = {};
-  if (amax_scale > 1e-15f) {
+  if (std::fabs(max_scale) > 1e-15f) {
     const float iscale = -32.0f / max_scale;
     d_half = FloatToHalfRef(1.0f / iscale);
     const float d = HalfToFloatRef(d_half);
@@ -452,24 +446,10 @@ void QuantizeIQ4_NL(const float* x, std::string& out) {
 // the super-block's d; codes as IQ4_NL's.
 void QuantizeIQ4_XS(const float* x, std::string& out) {
   float scales[8];
-  float max_scale = 0, amax_scale = 0;
-  for (int j = 0; j < 8; ++j) {
-    float amax = 0, max = 0;
-    for (int i = 0; i < 32; ++i) {
-      if (std::fabs(x[32 * j + i]) > amax) {
-        amax = std::fabs(x[32 * j + i]);
-        max = x[32 * j + i];
-      }
-    }
-    scales[j] = max / -127.0f;
-    if (std::fabs(scales[j]) > amax_scale) {
-      amax_scale = std::fabs(scales[j]);
-      max_scale = scales[j];
-    }
-  }
+  const float max_scale = SignedSubBlockScales(x, 8, 32, -127.0f, scales);
   uint16_t d_half = 0, scales_h = 0;
   uint8_t scales_l[4] = {}, qs[128] = {};
-  const float id = amax_scale > 1e-15f ? -32.0f / max_scale : 0.0f;
+  const float id = std::fabs(max_scale) > 1e-15f ? -32.0f / max_scale : 0.0f;
   if (id != 0) d_half = FloatToHalfRef(1.0f / id);
   const float d = HalfToFloatRef(d_half);
   for (int j = 0; j < 8; ++j) {
