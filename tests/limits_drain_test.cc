@@ -279,6 +279,31 @@ TEST_F(ResponseLimitTest, ResponseOverTheLimitIsRefusedBeforeAnyWork) {
   EXPECT_EQ(response.num_tokens(), 4);
 }
 
+// Scoring a prompt grows the response by each token's score: a call that
+// could exceed the limit is refused before any work too.
+TEST_F(ResponseLimitTest, ScoredPromptOverTheLimitIsRefusedBeforeAnyWork) {
+  v1::PrefillRequest request;
+  for (int t = 0; t < 40; ++t) request.add_tokens(t + 1);
+  request.mutable_logits()->set_encoding(v1::LogitsOptions::LOGITS_TOP_N);
+  request.mutable_logits()->set_top_n(1);
+  request.mutable_prompt_logprobs()->set_enabled(true);
+  request.mutable_prompt_logprobs()->set_top_n(5);  // 39 x (40 + 45) bytes > 1500
+  v1::PrefillResponse response;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(Deadline());
+    const grpc::Status status = stub_->Prefill(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << Describe(status);
+    EXPECT_THAT(status.error_message(), HasSubstr("score fewer tokens"));
+  }
+  EXPECT_TRUE(Sessions().empty()) << "the refused Prefill left a session";
+  request.mutable_tokens()->Truncate(10);  // 9 x 85 bytes fit
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  ASSERT_TRUE(stub_->Prefill(&context, request, &response).ok());
+  EXPECT_EQ(response.prompt_logprobs_size(), 9);
+}
+
 // The server with its default limits.
 class DefaultLimitsTest : public ModelServerFixture {
  protected:

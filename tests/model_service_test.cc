@@ -429,6 +429,68 @@ TEST_F(ModelServerTest, PrefillAppendsToAnExistingSession) {
   EXPECT_TRUE(Release(stub(), a.session_id()).ok());
 }
 
+// prompt_logprobs: one score per appended token after the first, each the
+// log-softmax of the reference logits at its position, with the position's
+// top ids; appending to a session scores the new tokens after its first.
+TEST_F(ModelServerTest, PrefillScoresEveryAppendedTokenAfterTheFirst) {
+  const std::vector<int32_t> tokens = Tokens(4, 9);
+  v1::PrefillRequest request;
+  request.mutable_tokens()->Add(tokens.begin(), tokens.begin() + 6);
+  request.mutable_prompt_logprobs()->set_enabled(true);
+  request.mutable_prompt_logprobs()->set_top_n(4);
+  *request.mutable_logits() = Encoding(v1::LogitsOptions::LOGITS_TOP_N, 2);
+  v1::PrefillResponse first;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(Deadline());
+    ASSERT_TRUE(stub().Prefill(&context, request, &first).ok());
+  }
+  EXPECT_EQ(first.logits().top_ids_size(), 2);
+  request.set_session_id(first.session_id());
+  request.clear_tokens();
+  request.mutable_tokens()->Add(tokens.begin() + 6, tokens.end());
+  v1::PrefillResponse second;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(Deadline());
+    ASSERT_TRUE(stub().Prefill(&context, request, &second).ok());
+  }
+  ASSERT_EQ(first.prompt_logprobs_size(), 5);
+  ASSERT_EQ(second.prompt_logprobs_size(), 2);
+  std::vector<v1::TokenLogprob> scores(first.prompt_logprobs().begin(),
+                                       first.prompt_logprobs().end());
+  scores.insert(scores.end(), second.prompt_logprobs().begin(), second.prompt_logprobs().end());
+  const size_t skipped = 6;  // the second call's first token has no score
+  for (size_t k = 0; k < scores.size(); ++k) {
+    const size_t i = k < 5 ? k + 1 : k + 2;  // the scored token's index
+    ASSERT_NE(i, skipped);
+    const v1::TokenLogprob& s = scores[k];
+    EXPECT_EQ(s.token(), tokens[i]);
+    const std::vector<float> ref = ReferenceLogits({tokens.begin(), tokens.begin() + i});
+    const double lse = LogSumExpOf(ref);
+    EXPECT_NEAR(s.logprob(), ref[tokens[i]] - lse, 1e-4) << i;
+    ASSERT_EQ(s.top_ids_size(), 4);
+    ASSERT_EQ(s.top_logprobs_size(), 4);
+    EXPECT_EQ(s.top_ids(0), Argmax(ref)) << i;
+    for (int j = 0; j < 4; ++j) {
+      EXPECT_NEAR(s.top_logprobs(j), ref[s.top_ids(j)] - lse, 1e-4) << i;
+      if (j > 0) {
+        EXPECT_LE(s.top_logprobs(j), s.top_logprobs(j - 1));
+      }
+    }
+  }
+  EXPECT_TRUE(Release(stub(), first.session_id()).ok());
+
+  request.clear_session_id();
+  request.mutable_prompt_logprobs()->set_top_n(21);
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  v1::PrefillResponse refused;
+  const grpc::Status status = stub().Prefill(&context, request, &refused);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << Describe(status);
+  EXPECT_THAT(status.error_message(), HasSubstr("prompt_logprobs.top_n"));
+}
+
 TEST_F(ModelServerTest, DecodeAppendsOneToken) {
   const std::vector<int32_t> prompt = Tokens(4, 6);
   const v1::PrefillResponse p = MustPrefill(stub(), "", prompt);

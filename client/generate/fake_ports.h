@@ -74,9 +74,9 @@ class FakeModel : public ModelPort {
 
   int64_t vocab_size() const override { return kFakeVocab; }
   int64_t context_length() const override { return context; }
-  absl::StatusOr<v1::Logits> Prefill(Session& session, std::span<const int32_t> tokens,
-                                     const StepOptions&, const std::atomic<bool>&,
-                                     int32_t*) override {
+  absl::StatusOr<PrefillResult> Prefill(Session& session, std::span<const int32_t> tokens,
+                                        const StepOptions& options, const std::atomic<bool>&,
+                                        int32_t*) override {
     if (!session.id.empty() && !sessions.contains(session.id)) {
       return absl::NotFoundError("the fake loses no session at a prefill");
     }
@@ -89,7 +89,15 @@ class FakeModel : public ModelPort {
     std::vector<int32_t>& held = sessions[session.id];
     held.insert(held.end(), sent.begin(), sent.end());
     session.tokens.insert(session.tokens.end(), tokens.begin(), tokens.end());
-    return After(held.back());
+    PrefillResult result{After(held.back()), {}};
+    if (options.prompt_logprobs >= 0) {  // token t scores -t / 100
+      for (size_t i = 1; i < tokens.size(); ++i) {
+        v1::TokenLogprob& score = result.prompt_logprobs.emplace_back();
+        score.set_token(tokens[i]);
+        score.set_logprob(-static_cast<float>(tokens[i]) / 100);
+      }
+    }
+    return result;
   }
   std::unique_ptr<DecodeSteps> OpenSteps(const std::string& id, int32_t) override;
   absl::Status Release(Session& session) override {

@@ -61,9 +61,11 @@ class GenerateLoop::Run {
     return n > 0 && static_cast<int64_t>(session_.tokens.size()) >= n;
   }
   // Prefills `tokens` (a rebuild when session_.id is empty): the logits
-  // after them.
-  absl::StatusOr<v1::Logits> Prefill(std::span<const int32_t> tokens) {
-    return model_.Prefill(session_, tokens, NextStep(), loop_.cancel_, &result_.session_rebuilds);
+  // after them, and with `score` the scores params_.prompt_logprobs asks for.
+  absl::StatusOr<PrefillResult> Prefill(std::span<const int32_t> tokens, bool score = false) {
+    StepOptions step = NextStep();
+    if (score) step.prompt_logprobs = params_.prompt_logprobs;
+    return model_.Prefill(session_, tokens, step, loop_.cancel_, &result_.session_rebuilds);
   }
   // Sends `token` on the step stream (opening it if needed). A failure is
   // left for AwaitStep to handle.
@@ -76,7 +78,8 @@ class GenerateLoop::Run {
   absl::StatusOr<std::string> Detokenize(int32_t token);
   // Ends both streams; returns the text still held.
   absl::StatusOr<std::string> CloseStreams();
-  void Emit(std::string_view text, int32_t token, float logprob);
+  void Emit(std::string_view text, int32_t token, float logprob,
+            std::span<const TopLogprob> top = {});
 
   GenerateLoop& loop_;
   ModelPort& model_;
@@ -89,11 +92,13 @@ class GenerateLoop::Run {
   std::unique_ptr<DecodeSteps> steps_;
   bool context_ended_ = false;  // a step answered OUT_OF_RANGE
   std::unique_ptr<TextStream> text_;
+  std::vector<TopLogprob> top_;  // the current position's, for TokenEvent::top
 };
 
-void GenerateLoop::Run::Emit(std::string_view text, int32_t token, float logprob) {
+void GenerateLoop::Run::Emit(std::string_view text, int32_t token, float logprob,
+                             std::span<const TopLogprob> top) {
   result_.text.append(text);
-  if (on_token_) on_token_(TokenEvent{text, token, logprob});
+  if (on_token_) on_token_(TokenEvent{text, token, logprob, top});
 }
 
 void GenerateLoop::Run::SendStep(int32_t token) {
@@ -137,8 +142,8 @@ absl::Status GenerateLoop::Run::AwaitStep(int32_t token, bool need_logits) {
   }
   ++result_.session_rebuilds;
   const int32_t one[] = {token};
-  LLM_ASSIGN_OR_RETURN(v1::Logits rebuilt, Prefill(one));
-  return logits_.Decode(rebuilt, model_.vocab_size());
+  LLM_ASSIGN_OR_RETURN(PrefillResult rebuilt, Prefill(one));
+  return logits_.Decode(rebuilt.logits, model_.vocab_size());
 }
 
 absl::StatusOr<std::string> GenerateLoop::Run::Detokenize(int32_t token) {
@@ -164,6 +169,11 @@ absl::StatusOr<GenerateResult> GenerateLoop::Run::Go(std::span<const int32_t> ne
   const absl::Time start = absl::Now();
   result_.logits =
       ChooseLogitsOptions(loop_.options_.logits, params_.sampling, model_.vocab_size());
+  if (result_.logits.encoding() == v1::LogitsOptions::LOGITS_TOP_N &&
+      result_.logits.top_n() < static_cast<uint32_t>(params_.top_logprobs)) {
+    result_.logits.set_top_n(
+        static_cast<uint32_t>(std::min<int64_t>(params_.top_logprobs, model_.vocab_size())));
+  }
   if (session_.unsynced) {  // a cancelled call left the model's length unknown
     Session old;
     old.id = session_.id;
@@ -174,10 +184,12 @@ absl::StatusOr<GenerateResult> GenerateLoop::Run::Go(std::span<const int32_t> ne
   std::vector<int32_t> append = session_.pending;
   append.insert(append.end(), new_tokens.begin(), new_tokens.end());
   if (append.empty()) return absl::InvalidArgumentError("nothing to prefill: no new tokens");
-  LLM_ASSIGN_OR_RETURN(v1::Logits prefill, Prefill(append));
+  LLM_ASSIGN_OR_RETURN(PrefillResult prefill,
+                       Prefill(append, /*score=*/params_.prompt_logprobs >= 0));
   session_.pending.clear();
   result_.prompt_tokens = static_cast<int64_t>(append.size());
-  LLM_RETURN_IF_ERROR(logits_.Decode(prefill, model_.vocab_size()));
+  result_.prompt_logprobs = std::move(prefill.prompt_logprobs);
+  LLM_RETURN_IF_ERROR(logits_.Decode(prefill.logits, model_.vocab_size()));
 
   std::vector<int32_t> history = session_.tokens;  // for the penalties
   sampler::Rng rng(params_.sampling.seed);
@@ -215,7 +227,8 @@ absl::StatusOr<GenerateResult> GenerateLoop::Run::Go(std::span<const int32_t> ne
       return text.status();
     }
     const StopStringMatcher::Step step = matcher_.Feed(*text);
-    Emit(step.released, token, sample->logprob);
+    if (params_.top_logprobs > 0) TopLogprobs(logits_.input(), params_.top_logprobs, &top_);
+    Emit(step.released, token, sample->logprob, top_);
     if (step.stopped) {
       stop = StopReason::kStopString;
     } else if (last) {

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,42 @@ TEST_F(GenerateLoopTest, StopsAtEosWithoutFeedingIt) {
   EXPECT_TRUE(session_.pending.empty());
   ExpectSynced();
   EXPECT_EQ(model_.closes, 1);
+}
+
+// prompt_logprobs: the port's scores of the prompt after its first token
+// reach the result; top_logprobs: each event lists the most likely tokens of
+// its position (the fake's logits: 10 for token + 1, 0 elsewhere; ties go to
+// the lower id), the sampled one first with the sampler's logprob.
+TEST_F(GenerateLoopTest, ScoresThePromptAndListsTopLogprobs) {
+  GenerateParams p = Greedy(2);
+  p.prompt_logprobs = 0;
+  p.top_logprobs = 2;
+  std::vector<std::vector<TopLogprob>> tops;
+  std::vector<float> logprobs;
+  absl::StatusOr<GenerateResult> r = Generate(p, {1, 5, 9}, [&](const TokenEvent& e) {
+    if (e.token < 0) return;
+    tops.emplace_back(e.top.begin(), e.top.end());
+    logprobs.push_back(e.logprob);
+  });
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->prompt_logprobs.size(), 2u);
+  EXPECT_EQ(r->prompt_logprobs[0].token(), 5);
+  EXPECT_FLOAT_EQ(r->prompt_logprobs[0].logprob(), -0.05f);
+  EXPECT_EQ(r->prompt_logprobs[1].token(), 9);
+  const double best = 10 - std::log(std::exp(10.0) + (testing::kFakeVocab - 1));
+  const double rest = -std::log(std::exp(10.0) + (testing::kFakeVocab - 1));
+  ASSERT_EQ(tops.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const int32_t sampled = r->tokens[i];
+    ASSERT_EQ(tops[i].size(), 2u);
+    EXPECT_EQ(tops[i][0].token, sampled);
+    EXPECT_NEAR(tops[i][0].logprob, best, 1e-6);
+    EXPECT_NEAR(tops[i][0].logprob, logprobs[i], 1e-6);
+    EXPECT_EQ(tops[i][1].token, 0);
+    EXPECT_NEAR(tops[i][1].logprob, rest, 1e-6);
+  }
+  p.top_logprobs = kMaxTopLogprobs + 1;
+  EXPECT_EQ(Generate(p).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(GenerateLoopTest, IgnoreEosGoesOn) {

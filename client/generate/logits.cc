@@ -77,6 +77,35 @@ v1::LogitsOptions ChooseLogitsOptions(const LogitsMode& mode, const sampler::Sam
   return options;
 }
 
+void TopLogprobs(const sampler::LogitsInput& input, int32_t k, std::vector<TopLogprob>* out) {
+  out->clear();
+  const std::span<const float> logits = input.logits();
+  const std::span<const int32_t> ids = input.ids();
+  const size_t take = std::min<size_t>(std::max(k, 0), logits.size());
+  if (take == 0) return;
+  auto id_of = [&](size_t i) { return input.is_top_n() ? ids[i] : static_cast<int32_t>(i); };
+  // Indexes into `logits`, the best `take` first.
+  std::vector<uint32_t> order(logits.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
+  std::partial_sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(take), order.end(),
+                    [&](uint32_t a, uint32_t b) {
+                      return logits[a] > logits[b] ||
+                             (logits[a] == logits[b] && id_of(a) < id_of(b));
+                    });
+  double lse = input.log_sum_exp();
+  if (!input.is_top_n()) {
+    const double max = logits[order[0]];
+    double sum = 0.0;
+    for (const float x : logits) sum += std::exp(static_cast<double>(x) - max);
+    lse = max + std::log(sum);
+  }
+  for (size_t j = 0; j < take; ++j) {
+    const uint32_t i = order[j];
+    out->push_back(
+        {id_of(i), static_cast<float>(std::min(0.0, static_cast<double>(logits[i]) - lse))});
+  }
+}
+
 absl::Status DecodedLogits::Decode(const v1::Logits& logits, int64_t vocab_size) {
   const size_t n = static_cast<size_t>(vocab_size);
   switch (logits.encoding()) {

@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "client/generate/result.h"
 #include "llm/v1/model.pb.h"
 #include "sampler/sampler.h"
 
@@ -45,6 +46,12 @@ std::string LogitsModeName(const LogitsMode& mode);
 // vocabulary size.
 v1::LogitsOptions ChooseLogitsOptions(const LogitsMode& mode, const sampler::SamplingParams& params,
                                       int64_t vocab_size);
+
+// The k most likely tokens of `input` under its raw distribution, by
+// descending logprob (ties: lower id first), into *out (fewer when the input
+// holds fewer). Full input: log-softmax in double; top-N input: logit -
+// log_sum_exp. Cost: O(vocab + k log k) for full input, O(N log k) for top-N.
+void TopLogprobs(const sampler::LogitsInput& input, int32_t k, std::vector<TopLogprob>* out);
 
 // Owns the floats decoded from one Logits message and views them as the
 // sampler's input. Reuses its buffers from call to call.

@@ -11,6 +11,14 @@ absl::Status ValidateParams(const GenerateParams& params) {
   if (params.max_tokens < 1) {
     return absl::InvalidArgumentError(StrCat("max_tokens must be >= 1, got ", params.max_tokens));
   }
+  if (params.top_logprobs < 0 || params.top_logprobs > kMaxTopLogprobs) {
+    return absl::InvalidArgumentError(
+        StrCat("top_logprobs must be in [0, ", kMaxTopLogprobs, "], got ", params.top_logprobs));
+  }
+  if (params.prompt_logprobs < -1 || params.prompt_logprobs > kMaxTopLogprobs) {
+    return absl::InvalidArgumentError(StrCat("prompt_logprobs must be in [-1, ", kMaxTopLogprobs,
+                                             "], got ", params.prompt_logprobs));
+  }
   return ValidateStopStrings(params.stop);
 }
 

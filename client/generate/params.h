@@ -16,10 +16,21 @@ struct GenerateParams {
   int32_t max_tokens = 256;       // >= 1
   std::vector<std::string> stop;  // non-empty strings
   bool ignore_eos = false;        // keep going past EOS / EOT (benchmarks)
+  // How many of the most likely tokens each TokenEvent lists (TokenEvent::
+  // top), 0..kMaxTopLogprobs. The logits asked for then carry at least
+  // that many (a top-N encoding grows to it).
+  int32_t top_logprobs = 0;
+  // >= 0: score the prefilled tokens (GenerateResult::prompt_logprobs) with
+  // this many alternatives each, 0..kMaxTopLogprobs; -1: off.
+  int32_t prompt_logprobs = -1;
 };
 
+// The most alternatives a position may list (the model service's limit for
+// prompt scores, and OpenAI's top_logprobs).
+inline constexpr int32_t kMaxTopLogprobs = 20;
+
 // InvalidArgument naming the field: sampler::Validate, max_tokens < 1, an
-// empty stop string.
+// empty stop string, top_logprobs or prompt_logprobs out of range.
 absl::Status ValidateParams(const GenerateParams& params);
 
 }  // namespace llm::client

@@ -85,6 +85,18 @@ class TokenizerPort {
 struct StepOptions {
   v1::LogitsOptions logits;  // the encoding of the logits returned
   bool lookahead = false;    // the next token is the argmax of these logits
+  // Prefill only: >= 0 scores the appended tokens (PrefillResult::
+  // prompt_logprobs) with this many alternatives each (0..20); -1: off.
+  int32_t prompt_logprobs = -1;
+};
+
+// What a Prefill returns.
+struct PrefillResult {
+  v1::Logits logits;  // after the last token: the next token's distribution
+  // With StepOptions::prompt_logprobs >= 0: the score of each of the tokens
+  // passed after the first (tokens[1..], in order; the history a rebuild
+  // prefills too is not scored). Empty otherwise.
+  std::vector<v1::TokenLogprob> prompt_logprobs;
 };
 
 // One stream of decode steps on one session, one step in flight at a time:
@@ -117,13 +129,14 @@ class ModelPort {
   // history session.tokens, when session.id is empty or the session is lost
   // (then *rebuilds is incremented, at most kMaxRebuildsPerCall times). On
   // success session.id names the session and session.tokens has `tokens`
-  // appended; returns the logits after the last token. `cancel` is polled
+  // appended; returns the logits after the last token (and the scores
+  // StepOptions::prompt_logprobs asks for). `cancel` is polled
   // while the call runs: when set, the call is abandoned with CANCELLED and
   // session.unsynced set (the model may hold part of `tokens`).
-  virtual absl::StatusOr<v1::Logits> Prefill(Session& session, std::span<const int32_t> tokens,
-                                             const StepOptions& options,
-                                             const std::atomic<bool>& cancel,
-                                             int32_t* rebuilds) = 0;
+  virtual absl::StatusOr<PrefillResult> Prefill(Session& session, std::span<const int32_t> tokens,
+                                                const StepOptions& options,
+                                                const std::atomic<bool>& cancel,
+                                                int32_t* rebuilds) = 0;
 
   // A stream of steps on session `session_id` for at most `max_steps` steps
   // (its whole-call deadline, if any, is sized by it). Opening is lazy: a

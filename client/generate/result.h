@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,12 +21,22 @@ enum class StopReason { kEos, kStopString, kMaxTokens, kCancelled, kContext };
 // "eos", "stop", "length", "cancelled", "context".
 std::string_view StopReasonName(StopReason reason);
 
+// A token and its log-probability under the model's own distribution (the
+// raw logits' log-softmax: before bias, penalties, temperature and filters).
+struct TopLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+};
+
 // One callback per generated token, in order, plus at most one at the end of
 // the stream (token -1) when held-back text is released then.
 struct TokenEvent {
   std::string_view text;  // text released now: valid UTF-8, possibly empty
   int32_t token = -1;     // the token; -1: end of stream
   float logprob = 0.0f;   // log p(token) under the model (sampler::Sample)
+  // GenerateParams::top_logprobs most likely tokens at this position, by
+  // descending logprob (ties: lower id first); valid during the callback.
+  std::span<const TopLogprob> top;
 };
 using TokenCallback = std::function<void(const TokenEvent&)>;
 
@@ -39,6 +50,9 @@ struct GenerateResult {
   int32_t session_rebuilds = 0;        // lost sessions re-prefilled
   int32_t inexact_samples = 0;         // samples with !Sample::exact (forced top-N)
   v1::LogitsOptions logits;            // the encoding used
+  // With GenerateParams::prompt_logprobs >= 0: the scores of the prefilled
+  // tokens after the first (PrefillResult::prompt_logprobs).
+  std::vector<v1::TokenLogprob> prompt_logprobs;
 
   // Decode rate: tokens after the first per second of decode_time (0 if < 2).
   double tokens_per_second() const;

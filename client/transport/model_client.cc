@@ -1,6 +1,7 @@
 #include "client/transport/model_client.h"
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "absl/time/clock.h"
@@ -152,10 +153,11 @@ grpc::Status ModelClient::PrefillOnce(const v1::PrefillRequest& request,
   return status;
 }
 
-absl::StatusOr<v1::Logits> ModelClient::Prefill(Session& session, std::span<const int32_t> tokens,
-                                                const StepOptions& options,
-                                                const std::atomic<bool>& cancel,
-                                                int32_t* rebuilds) {
+absl::StatusOr<PrefillResult> ModelClient::Prefill(Session& session,
+                                                   std::span<const int32_t> tokens,
+                                                   const StepOptions& options,
+                                                   const std::atomic<bool>& cancel,
+                                                   int32_t* rebuilds) {
   const absl::Time give_up = absl::Now() + options_.reconnect_timeout;
   absl::Duration backoff = kFirstBackoff;
   int lost = 0;
@@ -169,12 +171,26 @@ absl::StatusOr<v1::Logits> ModelClient::Prefill(Session& session, std::span<cons
     request.mutable_tokens()->Add(tokens.begin(), tokens.end());
     *request.mutable_logits() = options.logits;
     request.set_lookahead(options.lookahead);
+    if (options.prompt_logprobs >= 0) {
+      request.mutable_prompt_logprobs()->set_enabled(true);
+      request.mutable_prompt_logprobs()->set_top_n(static_cast<uint32_t>(options.prompt_logprobs));
+    }
     v1::PrefillResponse response;
     const grpc::Status s = PrefillOnce(request, &response, cancel);
     if (s.ok()) {
       session.id = response.session_id();
       session.tokens.insert(session.tokens.end(), tokens.begin(), tokens.end());
-      return std::move(*response.mutable_logits());
+      PrefillResult result;
+      result.logits = std::move(*response.mutable_logits());
+      if (options.prompt_logprobs >= 0) {
+        // The scores of tokens[1..]: the last ones (a new session's history
+        // comes first).
+        auto& scores = *response.mutable_prompt_logprobs();
+        const int wanted = std::min<int>(scores.size(), static_cast<int>(tokens.size()) - 1);
+        result.prompt_logprobs.assign(std::make_move_iterator(scores.end() - std::max(wanted, 0)),
+                                      std::make_move_iterator(scores.end()));
+      }
+      return result;
     }
     if (cancel.load(std::memory_order_relaxed) && s.error_code() == grpc::StatusCode::CANCELLED) {
       // The server may have appended some chunks: the length is unknown.

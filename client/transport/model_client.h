@@ -74,9 +74,9 @@ class ModelClient : public ModelPort {
   // ModelPort.
   int64_t vocab_size() const override { return info_.vocab_size(); }
   int64_t context_length() const override { return info_.context_length(); }
-  absl::StatusOr<v1::Logits> Prefill(Session& session, std::span<const int32_t> tokens,
-                                     const StepOptions& options, const std::atomic<bool>& cancel,
-                                     int32_t* rebuilds) override;
+  absl::StatusOr<PrefillResult> Prefill(Session& session, std::span<const int32_t> tokens,
+                                        const StepOptions& options, const std::atomic<bool>& cancel,
+                                        int32_t* rebuilds) override;
   std::unique_ptr<DecodeSteps> OpenSteps(const std::string& session_id, int32_t max_steps) override;
   absl::Status Release(Session& session) override;
 

@@ -66,6 +66,14 @@ bool SameSpec(const model::LogitsSpec& a, const model::LogitsSpec& b) {
          (a.encoding != model::LogitsEncoding::kTopN || a.top_n == b.top_n);
 }
 
+// The encoding of the logits of row `i` of a request that wants every row:
+// the request's own, or for a scored prompt's rows before the last its top
+// ids and the next token's logit.
+model::LogitsSpec RowSpec(const AppendRequest& r, int64_t i) {
+  if (r.prompt_logprobs < 0 || i + 1 >= static_cast<int64_t>(r.tokens.size())) return r.logits;
+  return {model::LogitsEncoding::kTopN, r.prompt_logprobs, r.tokens[i + 1]};
+}
+
 // A request being computed, possibly over several steps.
 struct Pending {
   AppendRequest request;
@@ -287,6 +295,10 @@ class Engine::Impl {
       return absl::InvalidArgumentError(
           StrCat("top_n ", request.logits.top_n, " is out of range [1, ", c.vocab_size, "]"));
     }
+    if (request.prompt_logprobs > c.vocab_size) {
+      return absl::InvalidArgumentError(StrCat("prompt_logprobs ", request.prompt_logprobs,
+                                               " is more than the vocabulary's ", c.vocab_size));
+    }
     const int64_t pool_tokens = int64_t{blocks_.num_blocks()} * blocks_.block_size();
     absl::MutexLock lock(&mu_);
     if (!admitting_ || stop_) return absl::UnavailableError("the model server is shutting down");
@@ -339,7 +351,7 @@ class Engine::Impl {
 
   // Whether `r` appends the guess `token` and can take its logits (`spec`).
   static bool TakesGuess(const AppendRequest& r, int32_t token, const model::LogitsSpec& spec) {
-    return r.tokens.front() == token && !r.all_logits && SameSpec(r.logits, spec);
+    return r.tokens.front() == token && !r.every_row() && SameSpec(r.logits, spec);
   }
 
   // Ends the lookahead step of s, queued and not yet in a step, unrun.
@@ -548,9 +560,9 @@ class Engine::Impl {
     std::vector<Pending*> blocked;  // no KV blocks for them this step
     auto try_schedule = [&](Pending* p) {
       int64_t chunk = std::min(p->remaining(), budget);
-      if (p->request.all_logits) chunk = std::min(chunk, logit_budget);
+      if (p->request.every_row()) chunk = std::min(chunk, logit_budget);
       if (chunk <= 0) return;
-      const bool wants_logits = p->request.all_logits || chunk == p->remaining();
+      const bool wants_logits = p->request.every_row() || chunk == p->remaining();
       if (wants_logits && logit_budget <= 0) return;
       const int32_t needed = blocks_.BlocksNeeded(p->session->kv, chunk);
       if (needed > blocks_.num_free() && p->lookahead_step) {
@@ -564,7 +576,7 @@ class Engine::Impl {
       if (!blocks_.Reserve(p->session->kv, chunk, copies).ok()) return;
       step->push_back(Scheduled{p, chunk});
       budget -= chunk;
-      if (wants_logits) logit_budget -= p->request.all_logits ? chunk : 1;
+      if (wants_logits) logit_budget -= p->request.every_row() ? chunk : 1;
     };
     // A request's cancellation is read once: one scheduled now runs this
     // step (its flag may be set meanwhile; the next step ends it).
@@ -708,10 +720,10 @@ class Engine::Impl {
           batch.tokens.push_back(p.request.tokens[p.offset + i]);
           batch.positions.push_back(static_cast<int32_t>(seq.start_pos + i));
         }
-        if (p.request.all_logits) {
+        if (p.request.every_row()) {
           for (int64_t i = 0; i < sc.chunk; ++i) {
             batch.logit_rows.push_back(seq.first_row + i);
-            specs.push_back(p.request.logits);
+            specs.push_back(RowSpec(p.request, p.offset + i));
           }
         } else if (sc.chunk == p.remaining()) {
           batch.logit_rows.push_back(seq.first_row + sc.chunk - 1);
@@ -747,7 +759,7 @@ class Engine::Impl {
               (p.request.decode ? stats_.decode_tokens : stats_.prefill_tokens) += sc.chunk;
             }
             const bool last = sc.chunk == p.remaining();
-            const int64_t rows = p.request.all_logits ? sc.chunk : (last ? 1 : 0);
+            const int64_t rows = p.request.every_row() ? sc.chunk : (last ? 1 : 0);
             for (int64_t i = 0; i < rows; ++i) p.logits.push_back(std::move(logits[next_logits++]));
             p.offset += sc.chunk;
           }

@@ -68,17 +68,26 @@ struct AppendRequest {
   std::vector<int32_t> tokens;
   model::LogitsSpec logits;
   bool all_logits = false;  // logits of every appended token (perplexity, tests)
-  bool decode = false;      // counted as decoded rather than prefilled (statistics)
+  // >= 0: score the appended tokens: the result's logits has one row per
+  // appended token; row i < k-1 is encoded as the top `prompt_logprobs` ids
+  // (kTopN; 0: none) with target = token i+1 (so that log p(token i+1) =
+  // target_logit - log_sum_exp), the last row as `logits` asks. -1: off.
+  int32_t prompt_logprobs = -1;
+  bool decode = false;  // counted as decoded rather than prefilled (statistics)
   // The caller will likely append the argmax of this request's logits next
   // (see "Lookahead" above). The guess's step shares `cancel`.
   bool lookahead = false;
   CancelFlag cancel;  // may be null
+
+  // Whether the result carries a row per appended token.
+  bool every_row() const { return all_logits || prompt_logprobs >= 0; }
 };
 
 struct AppendResult {
   std::string session_id;
-  int64_t num_tokens = 0;             // tokens in the session afterwards
-  std::vector<model::Logits> logits;  // last token's, or every token's with all_logits
+  int64_t num_tokens = 0;  // tokens in the session afterwards
+  // The last token's, or every token's with all_logits / prompt_logprobs.
+  std::vector<model::Logits> logits;
 };
 
 using AppendCallback = absl::AnyInvocable<void(absl::StatusOr<AppendResult>)>;

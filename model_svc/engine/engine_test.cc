@@ -67,6 +67,44 @@ TEST(EngineTest, ChunkedPrefillEqualsOneStep) {
   EXPECT_GE(small->Stats().steps, 8);
 }
 
+// A scored prompt (prompt_logprobs): every row but the last gives the next
+// token's logit and the top ids of its position, bit for bit those of the
+// full logits; the last row is the request's own encoding; chunking the
+// prompt (5 tokens a step) changes no bit.
+TEST(EngineTest, ScoredPromptGivesEachNextTokensLogitAndTopIds) {
+  auto engine = MakeEngine();
+  EngineSetup small_setup;
+  small_setup.max_batch_tokens = 5;
+  auto chunked = MakeEngine(small_setup);
+  const std::vector<int32_t> tokens = Tokens(19, 3);
+  auto full = engine->Append(Request("", tokens, /*all_logits=*/true));
+  ASSERT_TRUE(full.ok()) << full.status();
+  for (Engine* e : {engine.get(), chunked.get()}) {
+    AppendRequest r = Request("", tokens);
+    r.prompt_logprobs = 3;
+    r.logits = {model::LogitsEncoding::kTopN, 2};
+    auto scored = e->Append(std::move(r));
+    ASSERT_TRUE(scored.ok()) << scored.status();
+    ASSERT_EQ(scored->logits.size(), tokens.size());
+    for (size_t i = 0; i + 1 < tokens.size(); ++i) {
+      const Logits& row = scored->logits[i];
+      const std::vector<float>& values = full->logits[i].values;
+      EXPECT_EQ(row.target_logit, values[tokens[i + 1]]) << i;
+      EXPECT_EQ(row.log_sum_exp, full->logits[i].log_sum_exp) << i;
+      ASSERT_EQ(row.top_ids.size(), 3u);
+      for (size_t j = 0; j < 3; ++j) EXPECT_EQ(row.top_logits[j], values[row.top_ids[j]]);
+      EXPECT_EQ(row.top_ids[0], model::Argmax(full->logits[i]));
+    }
+    const Logits& last = scored->logits.back();
+    EXPECT_EQ(last.encoding, model::LogitsEncoding::kTopN);
+    EXPECT_EQ(last.top_ids.size(), 2u);
+  }
+  AppendRequest too_many = Request("", tokens);
+  too_many.prompt_logprobs = 1 << 20;
+  EXPECT_EQ(engine->Append(std::move(too_many)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(EngineTest, ConcurrentSessionsMatchEachAlone) {
   auto engine = MakeEngine();
   constexpr int kSessions = 8, kSteps = 12;

@@ -47,6 +47,8 @@ void EncodeLogits(std::span<const float> row, const LogitsSpec& spec, Logits* ou
   out->top_ids.clear();
   out->top_logits.clear();
   out->log_sum_exp = LogSumExp(row);
+  out->target_logit =
+      spec.target >= 0 && static_cast<size_t>(spec.target) < row.size() ? row[spec.target] : 0.0f;
   switch (spec.encoding) {
     case LogitsEncoding::kFloat32:
       out->values.assign(row.begin(), row.end());
@@ -56,7 +58,8 @@ void EncodeLogits(std::span<const float> row, const LogitsSpec& spec, Logits* ou
       for (size_t i = 0; i < row.size(); ++i) out->halves[i] = FloatToHalf(row[i]);
       break;
     case LogitsEncoding::kTopN: {
-      const size_t n = std::clamp<size_t>(spec.top_n, 1, row.size());
+      const size_t n = std::min<size_t>(std::max(spec.top_n, 0), row.size());
+      if (n == 0) break;
       auto greater = [&](int32_t a, int32_t b) {
         return row[a] > row[b] || (row[a] == row[b] && a < b);
       };

@@ -16,7 +16,10 @@ enum class LogitsEncoding { kFloat32, kFloat16, kTopN };
 
 struct LogitsSpec {
   LogitsEncoding encoding = LogitsEncoding::kFloat32;
-  int32_t top_n = 0;  // kTopN only: 1..vocab
+  int32_t top_n = 0;  // kTopN only: 1..vocab (0: none, only log_sum_exp and the target)
+  // >= 0: also report this id's logit (Logits::target_logit), e.g. the token
+  // that follows the position in a scored text; -1: none.
+  int32_t target = -1;
 };
 
 struct Logits {
@@ -26,6 +29,7 @@ struct Logits {
   std::vector<int32_t> top_ids;   // kTopN: ids by descending logit (ties: lower id first)
   std::vector<float> top_logits;  // kTopN: their logits
   float log_sum_exp = 0.0f;       // log(sum(exp(logit))) over the whole vocabulary; always set
+  float target_logit = 0.0f;      // the logit of LogitsSpec::target, when it is >= 0
 };
 
 // Encodes one row of float logits on the host. Cost: O(vocab) (top-N uses a

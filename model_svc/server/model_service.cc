@@ -172,6 +172,50 @@ absl::Status CheckResponseSize(ModelMetrics* metrics, const model::LogitsSpec& s
           " (--max_message_bytes); ask for LOGITS_FLOAT16 or LOGITS_TOP_N")));
 }
 
+// A Prefill's scoring option as the engine takes it (-1: off), after the
+// same before-any-work checks as the logits: INVALID_ARGUMENT past
+// kMaxPromptLogprobsTopN, RESOURCE_EXHAUSTED when the response with the
+// scores of every appended token could exceed `max_bytes` (beside the
+// `base_bytes` of the rest of the response).
+absl::StatusOr<int32_t> PromptLogprobsOf(ModelMetrics* metrics, const v1::PrefillRequest& request,
+                                         int64_t base_bytes, int64_t max_bytes) {
+  const v1::PromptLogprobsOptions& options = request.prompt_logprobs();
+  if (!options.enabled()) return -1;
+  if (options.top_n() > kMaxPromptLogprobsTopN) {
+    return absl::InvalidArgumentError(StrCat("prompt_logprobs.top_n ", options.top_n(),
+                                             " is over the limit of ", kMaxPromptLogprobsTopN));
+  }
+  // A TokenLogprob: its tag and length, the token, the logprob and the two
+  // packed lists (<= 5 + 6 + 5 + 2 x 6 + 9 x top_n bytes).
+  const int64_t per_token = 40 + int64_t{9} * options.top_n();
+  const int64_t bytes = base_bytes + per_token * std::max(request.tokens_size() - 1, 0);
+  if (max_bytes > 0 && bytes > max_bytes) {
+    return OverLimit(metrics, "message_size",
+                     absl::ResourceExhaustedError(
+                         StrCat("the response would have up to ", bytes, " bytes (the logprobs of ",
+                                request.tokens_size(), " tokens with top_n ", options.top_n(),
+                                "), more than the server's limit of ", max_bytes,
+                                " (--max_message_bytes); score fewer tokens per call")));
+  }
+  return static_cast<int32_t>(options.top_n());
+}
+
+// The scores of a Prefill's appended tokens after the first, from the rows
+// the engine encoded for them (AppendRequest::prompt_logprobs).
+void ScoresToProto(const std::vector<int32_t>& tokens, const std::vector<model::Logits>& rows,
+                   v1::PrefillResponse* response) {
+  for (size_t i = 0; i + 1 < rows.size() && i + 1 < tokens.size(); ++i) {
+    const model::Logits& l = rows[i];
+    v1::TokenLogprob* t = response->add_prompt_logprobs();
+    t->set_token(tokens[i + 1]);
+    t->set_logprob(l.target_logit - l.log_sum_exp);
+    for (size_t j = 0; j < l.top_ids.size(); ++j) {
+      t->add_top_ids(l.top_ids[j]);
+      t->add_top_logprobs(l.top_logits[j] - l.log_sum_exp);
+    }
+  }
+}
+
 // INTERNAL (counted) when the logits of a completed call are not finite: a
 // NaN or +infinity anywhere in the row makes log_sum_exp non-finite. The
 // weights or the backend are broken; no client should sample from them.
@@ -451,31 +495,41 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Prefill(grpc::CallbackServerContext*
       !s.ok()) {
     return FinishNow(metrics_, &log, context, s);
   }
+  absl::StatusOr<int32_t> prompt_logprobs = PromptLogprobsOf(
+      metrics_, *request, ResponseBytesBound(*spec, e->config().vocab_size, id_bytes),
+      options_.max_message_bytes);
+  if (!prompt_logprobs.ok()) return FinishNow(metrics_, &log, context, prompt_logprobs.status());
   auto* reactor = new AppendReactor();
   engine::AppendRequest append;
   append.session_id = request->session_id();
   append.tokens.assign(request->tokens().begin(), request->tokens().end());
   append.logits = *spec;
+  append.prompt_logprobs = *prompt_logprobs;
   append.lookahead = request->lookahead();
   append.cancel = reactor->cancel();
   const bool reused = !request->session_id().empty();
-  e->Submit(std::move(append), [reactor, response, metrics = metrics_, reused, start = absl::Now(),
-                                log = std::move(log), in_flight = std::move(in_flight)](
-                                   absl::StatusOr<engine::AppendResult> result) mutable {
-    if (result.ok()) {
-      if (absl::Status s = CheckFinite(metrics, *result); !s.ok()) result = s;
-    }
-    if (result.ok()) {
-      if (metrics != nullptr) metrics->ObservePrefill(absl::Now() - start, reused);
-      log.set_session(result->session_id);
-      response->set_session_id(std::move(result->session_id));
-      response->set_num_tokens(result->num_tokens);
-      if (!result->logits.empty()) {
-        ToProto(result->logits.back(), response->mutable_logits());
-      }
-    }
-    reactor->Finish(Counted(metrics, &log, result.status(), /*prefill=*/true));
-  });
+  const bool scored = append.prompt_logprobs >= 0;
+  std::vector<int32_t> tokens;
+  if (scored) tokens = append.tokens;
+  e->Submit(std::move(append),
+            [reactor, response, metrics = metrics_, reused, scored, tokens = std::move(tokens),
+             start = absl::Now(), log = std::move(log), in_flight = std::move(in_flight)](
+                absl::StatusOr<engine::AppendResult> result) mutable {
+              if (result.ok()) {
+                if (absl::Status s = CheckFinite(metrics, *result); !s.ok()) result = s;
+              }
+              if (result.ok()) {
+                if (metrics != nullptr) metrics->ObservePrefill(absl::Now() - start, reused);
+                log.set_session(result->session_id);
+                response->set_session_id(std::move(result->session_id));
+                response->set_num_tokens(result->num_tokens);
+                if (!result->logits.empty()) {
+                  ToProto(result->logits.back(), response->mutable_logits());
+                }
+                if (scored) ScoresToProto(tokens, result->logits, response);
+              }
+              reactor->Finish(Counted(metrics, &log, result.status(), /*prefill=*/true));
+            });
   return reactor;
 }
 

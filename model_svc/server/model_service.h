@@ -45,6 +45,8 @@ namespace llm {
 
 // The longest session_id a request may carry (INVALID_ARGUMENT past it).
 inline constexpr size_t kMaxSessionIdBytes = 256;
+// The most alternatives PrefillRequest.prompt_logprobs.top_n may ask for.
+inline constexpr uint32_t kMaxPromptLogprobsTopN = 20;
 
 // What Info reports that the engine does not know, and the service's limits.
 struct ModelServiceOptions {

@@ -553,12 +553,14 @@ class CudaBackend : public model::Backend {
       const LogitsSpec& spec = specs[i];
       if (spec.encoding == LogitsEncoding::kFloat16) {
         half_rows.push_back(static_cast<int32_t>(i));
-      } else if (spec.encoding == LogitsEncoding::kTopN &&
+      } else if (spec.encoding == LogitsEncoding::kTopN && spec.target < 0 &&
                  std::clamp<int64_t>(spec.top_n, 1, vocab) <= kMaxDeviceTopN) {
         top_rows.push_back(static_cast<int32_t>(i));
         keep = std::max<int64_t>(keep, std::clamp<int64_t>(spec.top_n, 1, vocab));
       } else {
-        full_rows.push_back(static_cast<int32_t>(i));  // fp32, and top-N too large for the device
+        // fp32, top-N too large for the device, and rows that report a
+        // target's logit (scored prompts: rare, so encoded on the host).
+        full_rows.push_back(static_cast<int32_t>(i));
       }
     }
     const int64_t chunks = TopChunks(vocab);
