@@ -50,4 +50,22 @@ ModelTemplateInfo Generator::template_info() const {
   return model;
 }
 
+absl::StatusOr<PrefillResult> Generator::Score(std::span<const int32_t> tokens, int32_t top_n) {
+  if (top_n < 0 || top_n > kMaxTopLogprobs) {
+    return absl::InvalidArgumentError(
+        StrCat("top_n must be in [0, ", kMaxTopLogprobs, "], got ", top_n));
+  }
+  StepOptions options;
+  options.logits.set_encoding(v1::LogitsOptions::LOGITS_TOP_N);
+  options.logits.set_top_n(1);
+  options.prompt_logprobs = top_n;
+  Session session;
+  const std::atomic<bool> never{false};
+  int32_t rebuilds = 0;
+  absl::StatusOr<PrefillResult> result =
+      model_->Prefill(session, tokens, options, never, &rebuilds);
+  if (!session.id.empty()) model_->Release(session).IgnoreError();
+  return result;
+}
+
 }  // namespace llm::client

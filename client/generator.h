@@ -89,6 +89,14 @@ class Generator {
   absl::StatusOr<std::string> Decode(std::span<const int32_t> ids) {
     return tokenizer_->Decode(ids);
   }
+  // The bytes of one token (cached; see kCachedDecode).
+  absl::StatusOr<std::string> TokenBytes(int32_t id) { return tokenizer_->TokenBytes(id); }
+
+  // Scores `tokens` (at least two) in a new model session, released
+  // afterwards: the logprob of each token after the first with `top_n`
+  // alternatives (PrefillResult::prompt_logprobs, 0..kMaxTopLogprobs), and
+  // the logits after the last. No generation.
+  absl::StatusOr<PrefillResult> Score(std::span<const int32_t> tokens, int32_t top_n);
 
   // GenerateLoop::Generate.
   absl::StatusOr<GenerateResult> Generate(Session& session, std::span<const int32_t> new_tokens,

@@ -208,9 +208,10 @@ int Gateway::Dispatch(mg_connection* conn, void* self) {
 int Gateway::Route(mg_connection* conn, const std::string& uri, std::string_view method) {
   ApiError wrong_method;
   wrong_method.http_status = 405;
-  if (uri == "/v1/chat/completions") {
-    if (method == "POST") return HandleChat(conn);
-    wrong_method.message = "use POST for /v1/chat/completions";
+  if (uri == "/v1/chat/completions" || uri == "/v1/completions") {
+    if (method == "POST")
+      return uri == "/v1/completions" ? HandleCompletions(conn) : HandleChat(conn);
+    wrong_method.message = StrCat("use POST for ", uri);
     return SendError(conn, wrong_method);
   }
   if (uri == "/v1/models" || absl::StartsWith(uri, "/v1/models/")) {
@@ -342,25 +343,40 @@ int Gateway::HandleHealth(mg_connection* conn) {
                        {"model", models}});
 }
 
+// Checks what chat and completions share against the served model.
+std::optional<ApiError> Gateway::CheckModel(const GenerationRequest& req) const {
+  if (req.model != model_id_) {
+    ApiError e = NotFound(StrCat("the model '", req.model,
+                                 "' does not exist (this gateway serves '", model_id_, "')"));
+    e.param = "model";
+    e.code = "model_not_found";
+    return e;
+  }
+  for (const sampler::LogitBias& b : req.params.sampling.logit_bias) {
+    if (b.id >= vocab_size_) {
+      return BadParam("logit_bias",
+                      StrCat("token ", b.id, " is not in the ", vocab_size_, "-token vocabulary"));
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> Gateway::CheckPromptLength(int64_t tokens, std::string_view param) const {
+  if (tokens < context_length_) return std::nullopt;
+  ApiError e =
+      BadParam(param, StrCat("the prompt is ", tokens, " tokens; the model's context holds ",
+                             context_length_, " (and the answer must fit too)"));
+  e.code = "context_length_exceeded";
+  return e;
+}
+
 int Gateway::HandleChat(mg_connection* conn) {
   const absl::Time arrival = absl::Now();
   std::string body;
   if (auto e = ReadBody(conn, options_.max_body_bytes, &body)) return SendError(conn, *e);
   ChatRequest req;
   if (auto e = ParseChatRequest(body, options_.limits, &req)) return SendError(conn, *e);
-  if (req.model != model_id_) {
-    ApiError e = NotFound(StrCat("the model '", req.model,
-                                 "' does not exist (this gateway serves '", model_id_, "')"));
-    e.param = "model";
-    e.code = "model_not_found";
-    return SendError(conn, e);
-  }
-  for (const sampler::LogitBias& b : req.params.sampling.logit_bias) {
-    if (b.id >= vocab_size_) {
-      return SendError(conn, BadParam("logit_bias", StrCat("token ", b.id, " is not in the ",
-                                                           vocab_size_, "-token vocabulary")));
-    }
-  }
+  if (auto e = CheckModel(req)) return SendError(conn, *e);
   // The prompt's text.
   std::string prompt;
   if (template_.kind() == client::ChatTemplate::Kind::kJinja) {
@@ -376,32 +392,97 @@ int Gateway::HandleChat(mg_connection* conn) {
 
   absl::StatusOr<GeneratorPool::Lease> lease = pool_.Acquire();
   if (!lease.ok()) return SendError(conn, FromStatus(lease.status()));
-  client::Generator& g = **lease;
   client::EncodeOptions encode;
   encode.allow_special = true;
   encode.add_bos = template_.kind() == client::ChatTemplate::Kind::kRaw && add_bos_;
-  absl::StatusOr<std::vector<int32_t>> ids = g.Encode(prompt, encode);
+  absl::StatusOr<std::vector<int32_t>> ids = (*lease)->Encode(prompt, encode);
   if (!ids.ok()) {
     lease->Discard();
     return SendError(conn, FromStatus(ids.status()));
   }
-  const int64_t prompt_tokens = static_cast<int64_t>(ids->size());
-  if (prompt_tokens >= context_length_) {
-    ApiError e = BadParam(
-        "messages", StrCat("the prompt is ", prompt_tokens, " tokens; the model's context holds ",
-                           context_length_, " (and the answer must fit too)"));
-    e.code = "context_length_exceeded";
-    return SendError(conn, e);
+  if (auto e = CheckPromptLength(static_cast<int64_t>(ids->size()), "messages")) {
+    return SendError(conn, *e);
   }
-  const int32_t room = static_cast<int32_t>(context_length_ - prompt_tokens);
-  if (req.params.max_tokens == 0 || req.params.max_tokens > room) req.params.max_tokens = room;
-  const uint64_t seed = req.has_seed ? req.params.sampling.seed : RandomSeed();
-  if (absl::Status s = client::ValidateParams(req.params); !s.ok()) {
-    return SendError(conn, FromStatus(s));
-  }
+  ResponseInfo info{NewId("chatcmpl-"), static_cast<int64_t>(std::time(nullptr)), model_id_,
+                    req.stream, req.include_usage};
+  std::unique_ptr<ChoiceWriter> writer =
+      NewChatWriter(std::move(info), req.logprobs, TextOf(**lease));
+  std::vector<PromptIds> prompts(1);
+  prompts[0].ids = *std::move(ids);
+  return Serve(conn, arrival, req, prompts, *writer, *lease);
+}
 
-  const std::string id = NewId("chatcmpl-");
-  const int64_t created = static_cast<int64_t>(std::time(nullptr));
+int Gateway::HandleCompletions(mg_connection* conn) {
+  const absl::Time arrival = absl::Now();
+  std::string body;
+  if (auto e = ReadBody(conn, options_.max_body_bytes, &body)) return SendError(conn, *e);
+  CompletionRequest req;
+  if (auto e = ParseCompletionRequest(body, options_.limits, &req)) return SendError(conn, *e);
+  if (auto e = CheckModel(req)) return SendError(conn, *e);
+  if (!req.has_max_tokens) req.params.max_tokens = 16;  // OpenAI's default for completions
+
+  absl::StatusOr<GeneratorPool::Lease> lease = pool_.Acquire();
+  if (!lease.ok()) return SendError(conn, FromStatus(lease.status()));
+  client::Generator& g = **lease;
+  // Text is encoded as /tokenize does by default (special-token text read as
+  // the token, BOS when the vocabulary adds one), as vLLM does.
+  client::EncodeOptions encode;
+  encode.allow_special = true;
+  encode.add_bos = add_bos_;
+  std::vector<PromptIds> prompts(req.prompts.size());
+  for (size_t i = 0; i < req.prompts.size(); ++i) {
+    CompletionPrompt& in = req.prompts[i];
+    PromptIds& out = prompts[i];
+    const std::string param = req.prompts.size() == 1 ? "prompt" : StrCat("prompt[", i, "]");
+    if (in.is_ids) {
+      for (int32_t id : in.ids) {
+        if (id >= vocab_size_) {
+          return SendError(conn, BadParam(param, StrCat("token ", id, " is not in the ",
+                                                        vocab_size_, "-token vocabulary")));
+        }
+      }
+      out.ids = std::move(in.ids);
+      if (req.echo) {
+        absl::StatusOr<std::string> text = g.Decode(out.ids);
+        if (!text.ok()) return SendError(conn, FromStatus(text.status()));
+        out.text = *std::move(text);
+      }
+    } else {
+      absl::StatusOr<std::vector<int32_t>> ids = g.Encode(in.text, encode);
+      if (!ids.ok()) {
+        lease->Discard();
+        return SendError(conn, FromStatus(ids.status()));
+      }
+      if (ids->empty()) return SendError(conn, BadParam(param, "the prompt has no tokens"));
+      out.ids = *std::move(ids);
+      out.text = std::move(in.text);
+    }
+    if (auto e = CheckPromptLength(static_cast<int64_t>(out.ids.size()), param)) {
+      return SendError(conn, *e);
+    }
+  }
+  ResponseInfo info{NewId("cmpl-"), static_cast<int64_t>(std::time(nullptr)), model_id_, req.stream,
+                    req.include_usage};
+  std::unique_ptr<ChoiceWriter> writer =
+      NewCompletionWriter(std::move(info), req.echo, req.logprobs, TextOf(g));
+  return Serve(conn, arrival, req, prompts, *writer, *lease);
+}
+
+TokenText Gateway::TextOf(client::Generator& g) {
+  return [&g](int32_t id) {
+    absl::StatusOr<std::string> bytes = g.TokenBytes(id);
+    return bytes.ok() ? *std::move(bytes) : std::string();
+  };
+}
+
+int Gateway::Serve(mg_connection* conn, absl::Time arrival, GenerationRequest& req,
+                   const std::vector<PromptIds>& prompts, ChoiceWriter& writer,
+                   GeneratorPool::Lease& lease) {
+  client::Generator& g = *lease;
+  const int32_t max_tokens = req.params.max_tokens;  // 0: the rest of the context
+  const uint64_t seed = req.has_seed ? req.params.sampling.seed : RandomSeed();
+  int64_t prompt_tokens = 0;
+  for (const PromptIds& p : prompts) prompt_tokens += static_cast<int64_t>(p.ids.size());
   int64_t completion_tokens = 0;
   metrics_.active().Increment();
   bool first_token = true;
@@ -414,75 +495,101 @@ int Gateway::HandleChat(mg_connection* conn) {
       m.active().Decrement();
     }
   } done{metrics_, prompt_tokens, completion_tokens};
-  std::vector<ChatChoice> choices;
 
+  {
+    client::GenerateParams check = req.params;  // max_tokens is set per prompt below
+    check.max_tokens = 1;
+    if (absl::Status s = client::ValidateParams(check); !s.ok()) {
+      return SendError(conn, FromStatus(s));
+    }
+  }
   if (req.stream) {
     mg_printf(conn,
               "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
               "X-Accel-Buffering: no\r\nConnection: close\r\n\r\n");
   }
   bool alive = true;  // the client still reads the stream
-  const auto send_event = [&](const json& j) {
-    if (alive && !WriteAll(conn, StrCat("data: ", Dump(j), "\n\n"))) alive = false;
+  ChoiceWriter::Events events;
+  const auto send_events = [&] {
+    for (const json& j : events) {
+      if (alive && !WriteAll(conn, StrCat("data: ", Dump(j), "\n\n"))) alive = false;
+    }
+    events.clear();
     return alive;
   };
-  for (int i = 0; i < req.n && alive; ++i) {
-    req.params.sampling.seed = seed + static_cast<uint64_t>(i);
-    if (req.stream) {
-      send_event(ChatChunkJson(id, created, model_id_, i, {{"role", "assistant"}, {"content", ""}},
-                               "", req.include_usage));
-    }
-    client::Session session;
-    const auto on_token = [&](const client::TokenEvent& e) {
-      if (first_token) {
-        metrics_.FirstToken(absl::Now() - arrival);
-        first_token = false;
+  bool cancelled = false;
+  for (size_t p = 0; p < prompts.size() && alive && !cancelled; ++p) {
+    const PromptIds& prompt = prompts[p];
+    const int32_t room = static_cast<int32_t>(context_length_ - prompt.ids.size());
+    req.params.max_tokens =
+        max_tokens == 0 && !req.has_max_tokens ? room : std::min(max_tokens, room);
+    for (int j = 0; j < req.n && alive && !cancelled; ++j) {
+      const int index = static_cast<int>(p) * req.n + j;
+      req.params.sampling.seed = seed + static_cast<uint64_t>(index);
+      writer.Begin(index, {prompt.ids, prompt.text}, &events);
+      send_events();
+      absl::StatusOr<client::GenerateResult> result;
+      if (req.params.max_tokens == 0) {  // echo only: score the prompt
+        absl::StatusOr<client::PrefillResult> scored =
+            g.Score(prompt.ids, std::max(req.params.prompt_logprobs, 0));
+        if (scored.ok()) {
+          client::GenerateResult r;
+          r.prompt_logprobs = std::move(scored->prompt_logprobs);
+          result = std::move(r);
+        } else {
+          result = scored.status();
+        }
+      } else {
+        client::Session session;
+        const auto on_token = [&](const client::TokenEvent& e) {
+          if (first_token) {
+            metrics_.FirstToken(absl::Now() - arrival);
+            first_token = false;
+          }
+          if (stopping_.load(std::memory_order_relaxed)) g.Cancel();
+          if (!alive) return;
+          writer.Token(index, e, &events);
+          // Nothing to send: a comment, to notice a client gone.
+          const bool ok = events.empty() && req.stream ? WriteAll(conn, ": \n\n") : send_events();
+          if (!ok) {
+            alive = false;
+            g.Cancel();
+          }
+        };
+        result = g.Generate(session, prompt.ids, req.params, on_token);
+        g.Release(session).IgnoreError();
       }
-      if (stopping_.load(std::memory_order_relaxed)) g.Cancel();
-      if (!req.stream || !alive) return;
-      const bool ok = e.text.empty() ? WriteAll(conn, ": \n\n")  // a comment: notices a client gone
-                                     : send_event(ChatChunkJson(id, created, model_id_, i,
-                                                                {{"content", std::string(e.text)}},
-                                                                "", req.include_usage));
-      if (!ok) {
-        alive = false;
-        g.Cancel();
+      if (!result.ok()) {
+        lease.Discard();
+        const ApiError e = FromStatus(result.status());
+        if (!req.stream) return SendError(conn, e);
+        if (alive) WriteAll(conn, StrCat("data: ", Dump(ErrorJson(e)), "\n\n"));
+        return 200;
       }
-    };
-    absl::StatusOr<client::GenerateResult> result = g.Generate(session, *ids, req.params, on_token);
-    g.Release(session).IgnoreError();
-    if (!result.ok()) {
-      lease->Discard();
-      const ApiError e = FromStatus(result.status());
-      if (!req.stream) return SendError(conn, e);
-      send_event(ErrorJson(e));
-      return 200;
-    }
-    completion_tokens += static_cast<int64_t>(result->tokens.size());
-    if (result->stop_reason == client::StopReason::kCancelled) break;
-    if (req.stream) {
-      send_event(ChatChunkJson(id, created, model_id_, i, json::object(),
-                               FinishReason(result->stop_reason), req.include_usage));
-    } else {
-      choices.push_back({result->text, result->stop_reason});
+      completion_tokens += static_cast<int64_t>(result->tokens.size());
+      if (result->stop_reason == client::StopReason::kCancelled) {
+        cancelled = true;
+        break;
+      }
+      writer.End(index, *result, &events);
+      send_events();
     }
   }
   if (!req.stream) {
-    if (static_cast<int>(choices.size()) != req.n) {  // cancelled by shutdown
+    if (cancelled) {  // by shutdown
       ApiError e;
       e.http_status = 503;
       e.type = "server_error";
       e.message = "the gateway is shutting down";
       return SendError(conn, e);
     }
-    return SendJson(
-        conn, 200,
-        ChatCompletionJson(id, created, model_id_, choices, prompt_tokens, completion_tokens));
+    return SendJson(conn, 200, writer.Response(prompt_tokens, completion_tokens));
   }
-  if (alive && req.include_usage) {
-    send_event(UsageChunkJson(id, created, model_id_, prompt_tokens, completion_tokens));
+  if (alive && !cancelled && req.include_usage) {
+    events.push_back(writer.UsageChunk(prompt_tokens, completion_tokens));
+    send_events();
   }
-  if (alive) WriteAll(conn, "data: [DONE]\n\n");
+  if (alive && !cancelled) WriteAll(conn, "data: [DONE]\n\n");
   return 200;
 }
 

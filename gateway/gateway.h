@@ -25,13 +25,16 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/generate/chat_template.h"
 #include "client/generator.h"
+#include "gateway/choice_writer.h"
 #include "gateway/gateway_metrics.h"
 #include "gateway/generator_pool.h"
 #include "gateway/openai_api.h"
@@ -78,7 +81,23 @@ class Gateway {
   static int Dispatch(mg_connection* conn, void* self);
   // Answers the request; returns the HTTP status sent.
   int Route(mg_connection* conn, const std::string& uri, std::string_view method);
+  // A prompt's ids and its text (what a completions echo shows).
+  struct PromptIds {
+    std::vector<int32_t> ids;
+    std::string text;
+  };
   int HandleChat(mg_connection* conn);
+  int HandleCompletions(mg_connection* conn);
+  // Generates n choices of each prompt in turn on the leased generator and
+  // answers through `writer` (streamed or not). Returns the HTTP status.
+  int Serve(mg_connection* conn, absl::Time arrival, GenerationRequest& req,
+            const std::vector<PromptIds>& prompts, ChoiceWriter& writer,
+            GeneratorPool::Lease& lease);
+  std::optional<ApiError> CheckModel(const GenerationRequest& req) const;
+  // 400 (context_length_exceeded, naming `param`) for a prompt that fills the context.
+  std::optional<ApiError> CheckPromptLength(int64_t tokens, std::string_view param) const;
+  // Token texts through `g` (its cache of the vocabulary's bytes).
+  static TokenText TextOf(client::Generator& g);
   int HandleModels(mg_connection* conn, const std::string& uri);
   int HandleHealth(mg_connection* conn);
   int HandleTokenize(mg_connection* conn, bool detokenize);

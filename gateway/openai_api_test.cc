@@ -114,7 +114,8 @@ TEST(ParseChatRequestTest, BadValuesNameTheirParameter) {
       {Body(R"("logit_bias": {"1": 101})"), "logit_bias"},
       {Body(R"("stream": "yes")"), "stream"},
       {Body(R"("stream_options": {"include_usage": true})"), "stream_options"},
-      {Body(R"("logprobs": true)"), "logprobs"},
+      {Body(R"("top_logprobs": 2)"), "top_logprobs"},
+      {Body(R"("logprobs": true, "top_logprobs": 21)"), "top_logprobs"},
       {Body(R"("tools": [{"type": "function"}])"), "tools"},
   };
   for (const auto& [body, param] : cases) {
@@ -156,6 +157,78 @@ TEST(OpenAiJsonTest, CompletionAndChunks) {
   EXPECT_EQ(last["usage"]["completion_tokens"], 4);
   EXPECT_EQ(FinishReason(client::StopReason::kStopString), "stop");
   EXPECT_EQ(FinishReason(client::StopReason::kContext), "length");
+}
+
+TEST(ParseChatRequestTest, Logprobs) {
+  ChatRequest r;
+  ASSERT_EQ(Parse(Body(R"("logprobs": true, "top_logprobs": 3)"), &r), std::nullopt);
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.params.top_logprobs, 3);
+  EXPECT_EQ(r.params.prompt_logprobs, -1);
+}
+
+std::optional<ApiError> ParseCompletion(const std::string& body, CompletionRequest* out) {
+  return ParseCompletionRequest(body, RequestLimits(), out);
+}
+
+TEST(ParseCompletionRequestTest, EveryPromptForm) {
+  CompletionRequest r;
+  ASSERT_EQ(ParseCompletion(R"({"model": "m", "prompt": "Hi"})", &r), std::nullopt);
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text, "Hi");
+  EXPECT_FALSE(r.prompts[0].is_ids);
+  EXPECT_FALSE(r.has_max_tokens);
+  EXPECT_EQ(r.logprobs, -1);
+  ASSERT_EQ(ParseCompletion(R"({"model": "m", "prompt": [5, 6, 7]})", &r), std::nullopt);
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].ids, (std::vector<int32_t>{5, 6, 7}));
+  ASSERT_EQ(ParseCompletion(R"({"model": "m", "prompt": ["a", [1, 2]], "n": 2})", &r),
+            std::nullopt);
+  ASSERT_EQ(r.prompts.size(), 2u);
+  EXPECT_EQ(r.prompts[0].text, "a");
+  EXPECT_TRUE(r.prompts[1].is_ids);
+  EXPECT_EQ(r.n, 2);
+}
+
+TEST(ParseCompletionRequestTest, EchoAndLogprobsScoreThePrompt) {
+  CompletionRequest r;
+  ASSERT_EQ(
+      ParseCompletion(
+          R"({"model": "m", "prompt": "Hi", "echo": true, "logprobs": 2, "max_tokens": 0})", &r),
+      std::nullopt);
+  EXPECT_TRUE(r.echo);
+  EXPECT_EQ(r.logprobs, 2);
+  EXPECT_EQ(r.params.top_logprobs, 2);
+  EXPECT_EQ(r.params.prompt_logprobs, 2);
+  EXPECT_TRUE(r.has_max_tokens);
+  EXPECT_EQ(r.params.max_tokens, 0);
+  ASSERT_EQ(ParseCompletion(R"({"model": "m", "prompt": "Hi", "logprobs": 0})", &r), std::nullopt);
+  EXPECT_EQ(r.params.prompt_logprobs, -1);  // no echo: the prompt is not scored
+}
+
+TEST(ParseCompletionRequestTest, BadValuesNameTheirParameter) {
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"model": "m"})", "prompt"},
+      {R"({"model": "m", "prompt": 5})", "prompt"},
+      {R"({"model": "m", "prompt": []})", "prompt"},
+      {R"({"model": "m", "prompt": [1, -2]})", "prompt"},
+      {R"({"model": "m", "prompt": ["a", 3]})", "prompt[1]"},
+      {R"({"model": "m", "prompt": ["a", []]})", "prompt[1]"},
+      {R"({"model": "m", "prompt": "a", "max_tokens": 0})", "max_tokens"},
+      {R"({"model": "m", "prompt": "a", "logprobs": true})", "logprobs"},
+      {R"({"model": "m", "prompt": "a", "logprobs": 21})", "logprobs"},
+      {R"({"model": "m", "prompt": "a", "suffix": "b"})", "suffix"},
+      {R"({"model": "m", "prompt": "a", "best_of": 3})", "best_of"},
+      {R"({"model": "m", "prompt": "a", "temperature": 3})", "temperature"},
+      {R"({"prompt": "a"})", "model"},
+  };
+  for (const auto& [body, param] : cases) {
+    CompletionRequest r;
+    std::optional<ApiError> e = ParseCompletion(body, &r);
+    ASSERT_TRUE(e.has_value()) << body;
+    EXPECT_EQ(e->http_status, 400) << body;
+    EXPECT_EQ(e->param, param) << body;
+  }
 }
 
 }  // namespace

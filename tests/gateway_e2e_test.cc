@@ -327,6 +327,156 @@ TEST_F(GatewayE2ETest, SeedRepeatsAndNGivesSeveralChoices) {
   EXPECT_EQ(a.Json()["usage"]["completion_tokens"], 32);
 }
 
+// The stdout of a shell command (empty when it fails).
+std::string RunCommand(const std::string& command) {
+  std::string out;
+  if (FILE* p = popen(command.c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+    if (pclose(p) != 0) out.clear();
+  }
+  return out;
+}
+
+constexpr char kScoredText[] =
+    "The Eiffel Tower was built for the 1889 World's Fair in Paris. At first many artists "
+    "disliked it, but it soon became the symbol of the city, and millions climb it every year.";
+
+// Echo + logprobs, as evaluation harnesses score text (lm-evaluation-harness's
+// local-completions): every prompt token after the first gets the logprob
+// llm-perplexity computes for it on the same text and model, and the sums
+// agree within 1e-3 (in fact to float rounding: the same engine, a different
+// path). The first token's logprob is null.
+TEST_F(GatewayE2ETest, CompletionsEchoLogprobsMatchLlmPerplexity) {
+  const HttpResponse r = Http(port(), "POST", "/v1/completions",
+                              json{{"model", *model_id_},
+                                   {"prompt", kScoredText},
+                                   {"echo", true},
+                                   {"logprobs", 1},
+                                   {"max_tokens", 0}}
+                                  .dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = r.Json();
+  EXPECT_EQ(j["object"], "text_completion");
+  const json& choice = j["choices"][0];
+  EXPECT_EQ(choice["text"], kScoredText);
+  EXPECT_EQ(choice["finish_reason"], "length");
+  const json& lp = choice["logprobs"];
+  const size_t n = lp["tokens"].size();
+  ASSERT_GT(n, 20u);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], n);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 0);
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  std::string joined;
+  for (const json& t : lp["tokens"]) joined += t.get<std::string>();
+  EXPECT_EQ(joined, kScoredText);
+
+  const std::string text_file = ::testing::TempDir() + "/scored_text.txt";
+  FILE* f = fopen(text_file.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs(kScoredText, f);
+  fclose(f);
+  const std::string out =
+      RunCommand(StrCat(testing::BinPath("llm-perplexity"), " --model ", ModelPath(), " --file ",
+                        text_file, " --ctx ", n, " --score_from 0 --token_logprobs --threads 2"));
+  const json ref = json::parse(out, nullptr, false);
+  ASSERT_TRUE(ref.contains("token_logprobs")) << out;
+  ASSERT_EQ(ref["token_logprobs"].size(), n - 1);
+  double sum = 0, ref_sum = 0;
+  for (size_t i = 1; i < n; ++i) {
+    const float got = lp["token_logprobs"][i];
+    const float want = ref["token_logprobs"][i - 1];
+    EXPECT_NEAR(got, want, 1e-3) << "token " << i << " " << lp["tokens"][i];
+    sum += got;
+    ref_sum += want;
+    // The position's top alternative is at least as likely as the token.
+    ASSERT_EQ(lp["top_logprobs"][i].size(), 1u);
+    EXPECT_GE(lp["top_logprobs"][i].begin().value().get<float>(), got - 1e-6);
+  }
+  EXPECT_NEAR(sum, ref_sum, 1e-3);
+}
+
+// Completions: streamed and not agree; logprobs list each generated token
+// (greedy: the top alternative is the token itself); several prompts (text
+// and token ids) get a choice each; chat logprobs likewise.
+TEST_F(GatewayE2ETest, CompletionsAndChatLogprobs) {
+  const json body{{"model", *model_id_},
+                  {"prompt", "The capital of France is"},
+                  {"temperature", 0},
+                  {"max_tokens", 8},
+                  {"logprobs", 2}};
+  const HttpResponse plain = Http(port(), "POST", "/v1/completions", body.dump());
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  const json plain_json = plain.Json();
+  const json& choice = plain_json["choices"][0];
+  const std::string text = choice["text"];
+  EXPECT_FALSE(text.empty());
+  const json& lp = choice["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 8u) << plain.body;
+  EXPECT_EQ(choice["finish_reason"], "length");
+  for (size_t i = 0; i < 8; ++i) {
+    const json& top = lp["top_logprobs"][i];
+    ASSERT_EQ(top.size(), 2u) << top;
+    ASSERT_TRUE(top.contains(lp["tokens"][i].get<std::string>())) << top;
+    EXPECT_EQ(top[lp["tokens"][i].get<std::string>()], lp["token_logprobs"][i]);
+    EXPECT_LE(lp["token_logprobs"][i].get<float>(), 0.0f);
+  }
+
+  json stream_body = body;
+  stream_body["stream"] = true;
+  const HttpResponse streamed = Http(port(), "POST", "/v1/completions", stream_body.dump());
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  bool done = false;
+  std::string joined;
+  json streamed_logprobs = json::array();
+  for (const json& e : Events(streamed.body, &done)) {
+    EXPECT_EQ(e["object"], "text_completion");
+    joined += e["choices"][0]["text"].get<std::string>();
+    const json& l = e["choices"][0]["logprobs"];
+    if (!l.is_null()) {
+      for (const json& v : l["token_logprobs"]) streamed_logprobs.push_back(v);
+    }
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(joined, text);
+  EXPECT_EQ(streamed_logprobs, lp["token_logprobs"]);
+
+  const HttpResponse tokens =
+      Http(port(), "POST", "/tokenize", json{{"prompt", "The capital of France is"}}.dump());
+  const HttpResponse batch =
+      Http(port(), "POST", "/v1/completions",
+           json{{"model", *model_id_},
+                {"prompt", json::array({"The capital of France is", tokens.Json()["tokens"]})},
+                {"temperature", 0},
+                {"max_tokens", 8}}
+               .dump());
+  ASSERT_EQ(batch.status, 200) << batch.body;
+  ASSERT_EQ(batch.Json()["choices"].size(), 2u);
+  EXPECT_EQ(batch.Json()["choices"][1]["index"], 1);
+  EXPECT_EQ(batch.Json()["choices"][0]["text"], text);
+  EXPECT_EQ(batch.Json()["choices"][1]["text"], text) << "token ids prompt the same";
+
+  const HttpResponse chat = PostChat(Chat(kQuestion, {{"logprobs", true}, {"top_logprobs", 3}}));
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  const json chat_json = chat.Json();
+  const json& content = chat_json["choices"][0]["logprobs"]["content"];
+  ASSERT_FALSE(content.empty()) << chat.body;
+  for (const json& entry : content) {
+    ASSERT_EQ(entry["top_logprobs"].size(), 3u);
+    EXPECT_EQ(entry["top_logprobs"][0]["token"], entry["token"]) << "greedy picks the top";
+    EXPECT_EQ(entry["top_logprobs"][0]["logprob"], entry["logprob"]);
+    EXPECT_TRUE(entry["bytes"].is_array());
+  }
+  ExpectError(Http(port(), "POST", "/v1/completions",
+                   json{{"model", *model_id_}, {"prompt", "x"}, {"max_tokens", 0}}.dump()),
+              400, "max_tokens");
+  ExpectError(Http(port(), "POST", "/v1/completions",
+                   json{{"model", *model_id_}, {"prompt", json::array({1, 999999})}}.dump()),
+              400, "prompt");
+}
+
 TEST_F(GatewayE2ETest, StopStringNeverReachesTheOutput) {
   const HttpResponse r = PostChat(Chat(kQuestion, {{"stop", "aris"}}));
   ASSERT_EQ(r.status, 200) << r.body;

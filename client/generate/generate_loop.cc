@@ -93,12 +93,17 @@ class GenerateLoop::Run {
   bool context_ended_ = false;  // a step answered OUT_OF_RANGE
   std::unique_ptr<TextStream> text_;
   std::vector<TopLogprob> top_;  // the current position's, for TokenEvent::top
+  bool emitted_ = false;         // an event was sent
 };
 
 void GenerateLoop::Run::Emit(std::string_view text, int32_t token, float logprob,
                              std::span<const TopLogprob> top) {
   result_.text.append(text);
-  if (on_token_) on_token_(TokenEvent{text, token, logprob, top});
+  if (!on_token_) return;
+  TokenEvent event{text, token, logprob, top, {}};
+  if (!emitted_) event.prompt_logprobs = result_.prompt_logprobs;
+  emitted_ = true;
+  on_token_(event);
 }
 
 void GenerateLoop::Run::SendStep(int32_t token) {

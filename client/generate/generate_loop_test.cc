@@ -77,6 +77,7 @@ TEST_F(GenerateLoopTest, ScoresThePromptAndListsTopLogprobs) {
   std::vector<float> logprobs;
   absl::StatusOr<GenerateResult> r = Generate(p, {1, 5, 9}, [&](const TokenEvent& e) {
     if (e.token < 0) return;
+    EXPECT_EQ(e.prompt_logprobs.size(), tops.empty() ? 2u : 0u);
     tops.emplace_back(e.top.begin(), e.top.end());
     logprobs.push_back(e.logprob);
   });

@@ -37,6 +37,9 @@ struct TokenEvent {
   // GenerateParams::top_logprobs most likely tokens at this position, by
   // descending logprob (ties: lower id first); valid during the callback.
   std::span<const TopLogprob> top;
+  // The first event of a generation only: GenerateResult::prompt_logprobs
+  // so far (a streamed echo can show them before the generated text).
+  std::span<const v1::TokenLogprob> prompt_logprobs;
 };
 using TokenCallback = std::function<void(const TokenEvent&)>;
 

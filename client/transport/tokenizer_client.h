@@ -67,6 +67,9 @@ class TokenizerClient : public TokenizerPort {
   absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
                                               const EncodeOptions& options) override;
   absl::StatusOr<std::string> Decode(std::span<const int32_t> ids) override;
+  // The bytes of one token: from the prefetched cache, else one Decode
+  // (then cached).
+  absl::StatusOr<std::string> TokenBytes(int32_t id);
   absl::StatusOr<std::unique_ptr<TextStream>> OpenText(int32_t max_tokens) override;
   std::span<const int32_t> end_ids() const override { return end_ids_; }
   bool add_bos() const override { return info_.add_bos(); }

@@ -8,7 +8,10 @@
 // replaced by BOS. Each window is evaluated from an empty cache, and only its
 // second half is scored: for positions j in [ctx/2, ctx - 1), the negative
 // log-likelihood of token j+1 under the logits at j. Perplexity is
-// exp(mean NLL) over every scored token of every window.
+// exp(mean NLL) over every scored token of every window. --score_from 0
+// scores every token after the window's first, and --token_logprobs prints
+// each one's log-probability (logit - log-sum-exp, in float, as the model
+// service's prompt scores), to check another path scores alike.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -34,6 +37,11 @@ ABSL_FLAG(std::string, backend, "cpu",
           "cpu, cuda, or auto (CUDA when this build has it and a GPU is present, else CPU).");
 ABSL_FLAG(std::string, kv_cache_type, "f16", "KV cache element type: f16 or f32.");
 ABSL_FLAG(int, max_windows, 0, "Score at most this many windows (0: all).");
+ABSL_FLAG(int, score_from, -1,
+          "Score positions j in [score_from, ctx - 1) of each window (-1: ctx/2, as "
+          "llama-perplexity; 0: every token after the window's first).");
+ABSL_FLAG(bool, token_logprobs, false,
+          "Also print \"token_logprobs\": log p(token j+1) of every scored position, in order.");
 ABSL_FLAG(std::string, tokens_out, "",
           "Also write the text's token ids (before BOS replaces each window's first) "
           "to this file as a JSON array, to check another tool tokenizes alike.");
@@ -42,6 +50,7 @@ namespace {
 
 constexpr char kUsage[] =
     "llm-perplexity --model PATH --file TEXT [--ctx 512] [--threads N] [--kv_cache_type f16|f32]\n"
+    "               [--score_from J] [--token_logprobs]\n"
     "Prints one JSON line {\"perplexity\", \"tokens\" (scored), \"windows\", \"ctx\"}.\n"
     "Method (llama-perplexity's): non-overlapping windows of --ctx tokens, each\n"
     "from an empty cache (first token replaced by BOS when the vocabulary adds\n"
@@ -63,6 +72,9 @@ int main(int argc, char** argv) {
   if (model_path.empty() || text_path.empty())
     Fail(std::string("--model and --file are required\n") + kUsage);
   if (ctx < 4) Fail("--ctx must be at least 4");
+  const int score_from =
+      absl::GetFlag(FLAGS_score_from) < 0 ? ctx / 2 : absl::GetFlag(FLAGS_score_from);
+  if (score_from >= ctx - 1) Fail("--score_from must be less than --ctx - 1");
 
   auto text = llm::ReadFileToString(text_path);
   if (!text.ok()) Fail(std::string(text.status().message()));
@@ -104,6 +116,7 @@ int main(int argc, char** argv) {
   if (windows == 0) Fail("the text has fewer tokens than one window of --ctx");
   double nll = 0;
   int64_t scored = 0;
+  std::vector<float> token_logprobs;
   const absl::Time start = absl::Now();
   for (int64_t w = 0; w < windows; ++w) {
     llm::engine::AppendRequest r;
@@ -112,10 +125,12 @@ int main(int argc, char** argv) {
     r.all_logits = true;
     auto result = (*engine)->Append(r);
     if (!result.ok()) Fail(std::string(result.status().message()));
-    for (int j = ctx / 2; j < ctx - 1; ++j) {
+    for (int j = score_from; j < ctx - 1; ++j) {
       const llm::model::Logits& l = result->logits[j];
-      nll += l.log_sum_exp - l.values[r.tokens[j + 1]];
+      const float logprob = l.values[r.tokens[j + 1]] - l.log_sum_exp;
+      nll -= logprob;
       ++scored;
+      if (absl::GetFlag(FLAGS_token_logprobs)) token_logprobs.push_back(logprob);
     }
     (void)(*engine)->Release(result->session_id);
     std::fprintf(stderr, "\rllm-perplexity: window %lld/%lld, running perplexity %.4f",
@@ -128,6 +143,7 @@ int main(int argc, char** argv) {
   out["tokens"] = scored;
   out["windows"] = windows;
   out["ctx"] = ctx;
+  if (absl::GetFlag(FLAGS_token_logprobs)) out["token_logprobs"] = token_logprobs;
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }

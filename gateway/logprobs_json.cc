@@ -1,0 +1,67 @@
+#include "gateway/logprobs_json.h"
+
+namespace llm::gateway {
+namespace {
+
+using nlohmann::json;
+
+json Bytes(const std::string& text) {
+  json out = json::array();
+  for (const char c : text) out.push_back(static_cast<uint8_t>(c));
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json ChatLogprobEntry(const TokenScore& score) {
+  json top = json::array();
+  for (const auto& [text, logprob] : score.top) {
+    top.push_back({{"token", text}, {"logprob", logprob}, {"bytes", Bytes(text)}});
+  }
+  return json{{"token", score.text},
+              {"logprob", score.logprob.has_value() ? json(*score.logprob) : json()},
+              {"bytes", Bytes(score.text)},
+              {"top_logprobs", std::move(top)}};
+}
+
+nlohmann::json ChatLogprobs(nlohmann::json entries) {
+  return json{{"content", std::move(entries)}, {"refusal", nullptr}};
+}
+
+void CompletionLogprobs::Add(const TokenScore& score) {
+  tokens_.push_back(score.text);
+  token_logprobs_.push_back(score.logprob.has_value() ? json(*score.logprob) : json());
+  if (!score.logprob.has_value()) {
+    top_logprobs_.push_back(nullptr);
+  } else {
+    json top = json::object();
+    // A text two tokens share keeps the more likely one's logprob.
+    for (const auto& [text, logprob] : score.top) {
+      if (!top.contains(text)) top[text] = logprob;
+    }
+    top_logprobs_.push_back(std::move(top));
+  }
+  text_offset_.push_back(offset_);
+  offset_ += static_cast<int64_t>(score.text.size());
+}
+
+nlohmann::json CompletionLogprobs::ToJson() const {
+  return json{{"tokens", tokens_},
+              {"token_logprobs", token_logprobs_},
+              {"top_logprobs", top_logprobs_},
+              {"text_offset", text_offset_}};
+}
+
+nlohmann::json CompletionLogprobs::Take() {
+  json out{{"tokens", std::move(tokens_)},
+           {"token_logprobs", std::move(token_logprobs_)},
+           {"top_logprobs", std::move(top_logprobs_)},
+           {"text_offset", std::move(text_offset_)}};
+  tokens_ = json::array();
+  token_logprobs_ = json::array();
+  top_logprobs_ = json::array();
+  text_offset_ = json::array();
+  return out;
+}
+
+}  // namespace llm::gateway
