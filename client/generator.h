@@ -107,6 +107,8 @@ class Generator {
   // Ends the model session (best effort: a session that is gone is fine) and
   // clears `session`.
   absl::Status Release(Session& session) { return model_->Release(session); }
+  // ModelClient::Truncate: keeps the first n tokens (drops pending ones).
+  absl::Status Truncate(Session& session, int64_t n) { return model_->Truncate(session, n); }
 
   // The sessions of every model replica that is up (for tests and tools).
   absl::StatusOr<v1::ListSessionsResponse> ListSessions() { return model_->ListSessions(); }

@@ -377,6 +377,25 @@ int Gateway::HandleChat(mg_connection* conn) {
   ChatRequest req;
   if (auto e = ParseChatRequest(body, options_.limits, &req)) return SendError(conn, *e);
   if (auto e = CheckModel(req)) return SendError(conn, *e);
+  // A conversation that keeps its model session (X-Session-Id).
+  std::optional<Conversations::Lease> conversation;
+  if (const char* header = mg_get_header(conn, "X-Session-Id"); header != nullptr) {
+    if (absl::Status s = CheckConversationId(header); !s.ok()) {
+      return SendError(conn, BadParam("x-session-id", std::string(s.message())));
+    }
+    if (req.n != 1)
+      return SendError(conn, BadParam("n", "a conversation (X-Session-Id) needs n = 1"));
+    absl::StatusOr<Conversations::Lease> taken = conversations_.Take(header);
+    if (!taken.ok()) {
+      ApiError e;
+      e.http_status = 409;
+      e.message = std::string(taken.status().message());
+      e.param = "x-session-id";
+      e.code = "session_busy";
+      return SendError(conn, e);
+    }
+    conversation.emplace(*std::move(taken));
+  }
   // The prompt's text.
   std::string prompt;
   if (template_.kind() == client::ChatTemplate::Kind::kJinja) {
@@ -409,7 +428,34 @@ int Gateway::HandleChat(mg_connection* conn) {
       NewChatWriter(std::move(info), req.logprobs, TextOf(**lease));
   std::vector<PromptIds> prompts(1);
   prompts[0].ids = *std::move(ids);
-  return Serve(conn, arrival, req, prompts, *writer, *lease);
+  if (!conversation.has_value()) return Serve(conn, arrival, req, prompts, *writer, *lease);
+  client::Session& session = conversation->session();
+  prompts[0].cached = ReuseSession(**lease, prompts[0].ids, session);
+  for (client::Session& dropped : conversations_.TakeDropped()) {
+    (*lease)->Release(dropped).IgnoreError();
+  }
+  return Serve(conn, arrival, req, prompts, *writer, *lease, &session);
+}
+
+size_t Gateway::ReuseSession(client::Generator& g, const std::vector<int32_t>& ids,
+                             client::Session& session) {
+  // The new prompt continues what the session holds up to their longest
+  // common prefix (a template may render the last answer slightly otherwise
+  // than it was generated, e.g. without a stop string): keep that, and at
+  // least one token to prefill.
+  size_t common = 0;
+  while (common < session.tokens.size() && common < ids.size() &&
+         session.tokens[common] == ids[common]) {
+    ++common;
+  }
+  common = std::min(common, ids.size() - 1);
+  if (common < session.tokens.size() || !session.pending.empty() || session.unsynced) {
+    if (!g.Truncate(session, static_cast<int64_t>(common)).ok()) {
+      g.Release(session).IgnoreError();  // start over in a new session
+      return 0;
+    }
+  }
+  return common;
 }
 
 int Gateway::HandleCompletions(mg_connection* conn) {
@@ -477,12 +523,22 @@ TokenText Gateway::TextOf(client::Generator& g) {
 
 int Gateway::Serve(mg_connection* conn, absl::Time arrival, GenerationRequest& req,
                    const std::vector<PromptIds>& prompts, ChoiceWriter& writer,
-                   GeneratorPool::Lease& lease) {
+                   GeneratorPool::Lease& lease, client::Session* conversation) {
   client::Generator& g = *lease;
   const int32_t max_tokens = req.params.max_tokens;  // 0: the rest of the context
   const uint64_t seed = req.has_seed ? req.params.sampling.seed : RandomSeed();
-  int64_t prompt_tokens = 0;
-  for (const PromptIds& p : prompts) prompt_tokens += static_cast<int64_t>(p.ids.size());
+  int64_t prompt_tokens = 0, cached_tokens = 0;
+  for (const PromptIds& p : prompts) {
+    prompt_tokens += static_cast<int64_t>(p.ids.size());
+    cached_tokens += static_cast<int64_t>(p.cached);
+  }
+  // OpenAI's usage.prompt_tokens_details.cached_tokens, for conversations.
+  const auto with_cached = [&](json j) {
+    if (conversation != nullptr && j.contains("usage") && j["usage"].is_object()) {
+      j["usage"]["prompt_tokens_details"] = {{"cached_tokens", cached_tokens}};
+    }
+    return j;
+  };
   int64_t completion_tokens = 0;
   metrics_.active().Increment();
   bool first_token = true;
@@ -540,7 +596,8 @@ int Gateway::Serve(mg_connection* conn, absl::Time arrival, GenerationRequest& r
           result = scored.status();
         }
       } else {
-        client::Session session;
+        client::Session fresh;
+        client::Session& session = conversation != nullptr ? *conversation : fresh;
         const auto on_token = [&](const client::TokenEvent& e) {
           if (first_token) {
             metrics_.FirstToken(absl::Now() - arrival);
@@ -556,8 +613,9 @@ int Gateway::Serve(mg_connection* conn, absl::Time arrival, GenerationRequest& r
             g.Cancel();
           }
         };
-        result = g.Generate(session, prompt.ids, req.params, on_token);
-        g.Release(session).IgnoreError();
+        result =
+            g.Generate(session, std::span(prompt.ids).subspan(prompt.cached), req.params, on_token);
+        if (conversation == nullptr) g.Release(session).IgnoreError();
       }
       if (!result.ok()) {
         lease.Discard();
@@ -583,10 +641,10 @@ int Gateway::Serve(mg_connection* conn, absl::Time arrival, GenerationRequest& r
       e.message = "the gateway is shutting down";
       return SendError(conn, e);
     }
-    return SendJson(conn, 200, writer.Response(prompt_tokens, completion_tokens));
+    return SendJson(conn, 200, with_cached(writer.Response(prompt_tokens, completion_tokens)));
   }
   if (alive && !cancelled && req.include_usage) {
-    events.push_back(writer.UsageChunk(prompt_tokens, completion_tokens));
+    events.push_back(with_cached(writer.UsageChunk(prompt_tokens, completion_tokens)));
     send_events();
   }
   if (alive && !cancelled) WriteAll(conn, "data: [DONE]\n\n");

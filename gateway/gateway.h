@@ -2,21 +2,26 @@
 // services through the client library (client/generator.h), served over
 // HTTP/1.1 by civetweb (docs/gateway.md says why).
 //
-//   POST /v1/chat/completions   streamed (server-sent events) or not
+//   POST /v1/chat/completions   streamed (server-sent events) or not; logprobs;
+//                               X-Session-Id keeps a conversation's model session
+//   POST /v1/completions        text or token-id prompts (several at once); echo;
+//                               logprobs, with the prompt's scores under echo
 //   GET  /v1/models, /v1/models/{id}
 //   GET  /health                200 when the tokenizer and a model replica are SERVING
 //   POST /tokenize, /detokenize text <-> token ids (vLLM's shape)
 //   GET  /metrics               Prometheus text format (gateway_metrics.h)
 //
-// Each chat request leases one Generator (generator_pool.h) for its whole
-// duration, renders `messages` with the model's chat template, encodes them,
-// and generates each of its `n` choices in a new model session that it
-// releases afterwards. A streamed request whose client goes away is
-// cancelled at the next token it cannot write (within two tokens: the first
-// write after the peer closes still succeeds).
+// Each generating request leases one Generator (generator_pool.h) for its
+// whole duration, encodes its prompts (chat: `messages` rendered with the
+// model's chat template), and generates each choice in a new model session
+// that it releases afterwards, or, for a conversation (conversations.h), in
+// the conversation's session, extended by what the request adds. A streamed
+// request whose client goes away is cancelled at the next token it cannot
+// write (within two tokens: the first write after the peer closes still
+// succeeds).
 //
 // Threads: civetweb's workers call the handlers, one request per worker;
-// max_concurrent chat requests generate at once, the next gets 429.
+// max_concurrent generating requests at once, the next gets 429.
 #ifndef LLM_GATEWAY_GATEWAY_H_
 #define LLM_GATEWAY_GATEWAY_H_
 
@@ -35,6 +40,7 @@
 #include "client/generate/chat_template.h"
 #include "client/generator.h"
 #include "gateway/choice_writer.h"
+#include "gateway/conversations.h"
 #include "gateway/gateway_metrics.h"
 #include "gateway/generator_pool.h"
 #include "gateway/openai_api.h"
@@ -52,6 +58,11 @@ struct GatewayOptions {
   int max_concurrent = 64;                // chat requests generating at once
   size_t max_body_bytes = 1 << 20;        // larger request bodies get 413
   RequestLimits limits;
+  // Conversations kept for X-Session-Id (conversations.h): at most this
+  // many, each forgotten after this idle time (the model service's
+  // --session_ttl frees its KV by then too).
+  int64_t max_conversations = 1024;
+  absl::Duration conversation_ttl = absl::Minutes(10);
   absl::Duration health_timeout = absl::Seconds(2);
 };
 
@@ -75,7 +86,8 @@ class Gateway {
   Gateway(GatewayOptions options, client::ChatTemplate chat_template)
       : options_(std::move(options)),
         template_(std::move(chat_template)),
-        pool_(options_.client, options_.max_concurrent) {}
+        pool_(options_.client, options_.max_concurrent),
+        conversations_(options_.max_conversations, options_.conversation_ttl) {}
 
   // civetweb's handler: Route, then the request's metrics.
   static int Dispatch(mg_connection* conn, void* self);
@@ -85,17 +97,25 @@ class Gateway {
   struct PromptIds {
     std::vector<int32_t> ids;
     std::string text;
+    size_t cached = 0;  // leading ids the conversation's session holds already
   };
   int HandleChat(mg_connection* conn);
   int HandleCompletions(mg_connection* conn);
   // Generates n choices of each prompt in turn on the leased generator and
-  // answers through `writer` (streamed or not). Returns the HTTP status.
+  // answers through `writer` (streamed or not). Each choice runs in a new
+  // model session, released at its end, or with `conversation` (one prompt,
+  // n = 1) in that session, which keeps the answer. Returns the HTTP status.
   int Serve(mg_connection* conn, absl::Time arrival, GenerationRequest& req,
             const std::vector<PromptIds>& prompts, ChoiceWriter& writer,
-            GeneratorPool::Lease& lease);
+            GeneratorPool::Lease& lease, client::Session* conversation = nullptr);
   std::optional<ApiError> CheckModel(const GenerationRequest& req) const;
   // 400 (context_length_exceeded, naming `param`) for a prompt that fills the context.
   std::optional<ApiError> CheckPromptLength(int64_t tokens, std::string_view param) const;
+  // Prepares a conversation's session for `ids`: keeps the longest prefix
+  // it shares with them (at most all but the last id) and returns its length,
+  // the ids not to prefill again (0: a new session).
+  static size_t ReuseSession(client::Generator& g, const std::vector<int32_t>& ids,
+                             client::Session& session);
   // Token texts through `g` (its cache of the vocabulary's bytes).
   static TokenText TextOf(client::Generator& g);
   int HandleModels(mg_connection* conn, const std::string& uri);
@@ -105,6 +125,7 @@ class Gateway {
   const GatewayOptions options_;
   const client::ChatTemplate template_;
   GeneratorPool pool_;
+  Conversations conversations_;
   GatewayMetrics metrics_;
   std::string model_id_;
   int64_t context_length_ = 0;

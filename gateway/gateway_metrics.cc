@@ -9,8 +9,9 @@ namespace {
 
 // The label of a request path: a served endpoint, else "other".
 std::string EndpointLabel(std::string_view uri) {
-  static constexpr std::array<std::string_view, 6> kEndpoints = {
-      "/v1/chat/completions", "/v1/models", "/health", "/tokenize", "/detokenize", "/metrics"};
+  static constexpr std::array<std::string_view, 7> kEndpoints = {
+      "/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/tokenize",
+      "/detokenize",          "/metrics"};
   for (std::string_view e : kEndpoints) {
     if (uri == e) return std::string(e);
   }
@@ -35,18 +36,18 @@ GatewayMetrics::GatewayMetrics()
                    .Register(*registry_)),
       tokens_(prometheus::BuildCounter()
                   .Name("llm_gateway_tokens_total")
-                  .Help("Tokens of chat completions, by kind: prompt or completion.")
+                  .Help("Tokens of chat and completions requests, by kind: prompt or completion.")
                   .Register(*registry_)),
       prompt_tokens_(tokens_.Add({{"kind", "prompt"}})),
       completion_tokens_(tokens_.Add({{"kind", "completion"}})),
       active_(prometheus::BuildGauge()
                   .Name("llm_gateway_generations_active")
-                  .Help("Chat completion requests generating now.")
+                  .Help("Chat and completions requests generating now.")
                   .Register(*registry_)
                   .Add({})),
       ttft_(prometheus::BuildHistogram()
                 .Name("llm_gateway_time_to_first_token_seconds")
-                .Help("From a chat completion request's arrival to its first token, seconds.")
+                .Help("From a generating request's arrival to its first token, seconds.")
                 .Register(*registry_)
                 .Add({}, SecondsBuckets())) {}
 

@@ -2,9 +2,9 @@
 // GET /metrics (no second port):
 //   llm_gateway_requests_total{endpoint,code}   requests, by endpoint and HTTP status
 //   llm_gateway_request_seconds{endpoint}       handling time (streams: to the last event)
-//   llm_gateway_tokens_total{kind}              prompt and completion tokens of chats
-//   llm_gateway_generations_active              chat requests generating now
-//   llm_gateway_time_to_first_token_seconds     from a chat's arrival to its first token
+//   llm_gateway_tokens_total{kind}              prompt and completion tokens of requests
+//   llm_gateway_generations_active              chat and completions requests generating now
+//   llm_gateway_time_to_first_token_seconds     from a request's arrival to its first token
 // `endpoint` is one of the served paths or "other" (bounded cardinality).
 // Threads: every method may be called concurrently.
 #ifndef LLM_GATEWAY_GATEWAY_METRICS_H_

@@ -35,6 +35,12 @@ ABSL_FLAG(double, reconnect_timeout, 30,
           "before it is answered 503, s.");
 ABSL_FLAG(double, wait_ready, 120,
           "At startup, wait up to this many seconds for services that are still loading.");
+ABSL_FLAG(int64_t, max_conversations, 1024,
+          "Conversations (X-Session-Id) whose model sessions are kept; past it the least "
+          "recently used idle one is released.");
+ABSL_FLAG(double, conversation_ttl, 600,
+          "Seconds a conversation (X-Session-Id) is kept idle (keep it <= the model "
+          "server's --session_ttl).");
 
 namespace {
 
@@ -47,8 +53,8 @@ void Fail(const std::string& message) {
 int main(int argc, char** argv) {
   llm::ParseFlags(
       argc, argv,
-      "An OpenAI-compatible HTTP API (/v1/chat/completions, /v1/models, /health, /tokenize, "
-      "/detokenize) over the tokenizer and model services.\n"
+      "An OpenAI-compatible HTTP API (/v1/chat/completions, /v1/completions, /v1/models, "
+      "/health, /metrics, /tokenize, /detokenize) over the tokenizer and model services.\n"
       "Usage: llm_gateway [--listen 127.0.0.1:8080] [--tokenizer HOST:PORT] "
       "[--model HOST:PORT]");
   // Signals are taken by sigwait below; the server's threads inherit the mask.
@@ -76,6 +82,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.max_body_bytes = static_cast<size_t>(max_body);
+  options.max_conversations = absl::GetFlag(FLAGS_max_conversations);
+  const double conversation_ttl = absl::GetFlag(FLAGS_conversation_ttl);
+  if (options.max_conversations < 0 || !(conversation_ttl >= 0)) {
+    Fail("--max_conversations and --conversation_ttl must be >= 0");
+    return 2;
+  }
+  options.conversation_ttl = absl::Seconds(conversation_ttl);
   llm::client::ClientOptions& client = options.client;
   client.tokenizer_address = absl::GetFlag(FLAGS_tokenizer);
   client.model_address = absl::GetFlag(FLAGS_model);

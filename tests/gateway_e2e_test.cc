@@ -70,10 +70,11 @@ int Connect(int port) {
   return fd;
 }
 
-std::string RequestText(const std::string& method, const std::string& path,
-                        const std::string& body) {
+// `headers`: extra header lines, each ending in \r\n.
+std::string RequestText(const std::string& method, const std::string& path, const std::string& body,
+                        const std::string& headers = "") {
   return StrCat(method, " ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n",
-                body.empty() ? "" : "Content-Type: application/json\r\n",
+                body.empty() ? "" : "Content-Type: application/json\r\n", headers,
                 "Content-Length: ", body.size(), "\r\n\r\n", body);
 }
 
@@ -96,11 +97,11 @@ struct HttpResponse {
 
 // One request, the whole response (the gateway closes each connection).
 HttpResponse Http(int port, const std::string& method, const std::string& path,
-                  const std::string& body = "") {
+                  const std::string& body = "", const std::string& headers = "") {
   HttpResponse r;
   const int fd = Connect(port);
   if (fd < 0) return r;
-  if (!SendAll(fd, RequestText(method, path, body))) {
+  if (!SendAll(fd, RequestText(method, path, body, headers))) {
     close(fd);
     return r;
   }
@@ -475,6 +476,67 @@ TEST_F(GatewayE2ETest, CompletionsAndChatLogprobs) {
   ExpectError(Http(port(), "POST", "/v1/completions",
                    json{{"model", *model_id_}, {"prompt", json::array({1, 999999})}}.dump()),
               400, "prompt");
+}
+
+// Conversations (X-Session-Id) keep their model session: the second turn
+// prefills only what it adds (usage.prompt_tokens_details.cached_tokens) and
+// answers exactly what the whole conversation in a new session answers; a
+// second request on a running conversation gets 409; bad ids and n > 1 400.
+TEST_F(GatewayE2ETest, ConversationKeepsItsSession) {
+  const std::string conv = "X-Session-Id: e2e-conv-1\r\n";
+  json messages = json::array({{{"role", "user"}, {"content", kQuestion}}});
+  const auto chat = [&](const std::string& headers) {
+    return Http(
+        port(), "POST", "/v1/chat/completions",
+        json{{"model", *model_id_}, {"messages", messages}, {"temperature", 0}, {"max_tokens", 24}}
+            .dump(),
+        headers);
+  };
+  const HttpResponse first = chat(conv);
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.Json()["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  const int first_prompt = first.Json()["usage"]["prompt_tokens"];
+  messages.push_back(
+      {{"role", "assistant"}, {"content", first.Json()["choices"][0]["message"]["content"]}});
+  messages.push_back({{"role", "user"}, {"content", "And of Italy?"}});
+  const HttpResponse second = chat(conv);
+  ASSERT_EQ(second.status, 200) << second.body;
+  const int cached = second.Json()["usage"]["prompt_tokens_details"]["cached_tokens"];
+  EXPECT_GE(cached, first_prompt) << second.body;
+  EXPECT_LT(cached, second.Json()["usage"]["prompt_tokens"].get<int>());
+  const HttpResponse alone = chat("");
+  ASSERT_EQ(alone.status, 200) << alone.body;
+  EXPECT_FALSE(alone.Json()["usage"].contains("prompt_tokens_details"));
+  EXPECT_EQ(second.Json()["choices"][0]["message"]["content"],
+            alone.Json()["choices"][0]["message"]["content"]);
+
+  // A running conversation refuses a second request (409) before the
+  // gateway's own limit (429) would.
+  const int fd = Connect(port());
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(SendAll(
+      fd, RequestText("POST", "/v1/chat/completions",
+                      Chat("Tell me a long story.",
+                           {{"stream", true}, {"max_tokens", 2000}, {"logit_bias", {{"2", -100}}}}),
+                      "X-Session-Id: e2e-conv-2\r\n")));
+  std::string got;
+  char buf[4096];
+  while (got.find("data: ") == std::string::npos) {
+    pollfd p{fd, POLLIN, 0};
+    ASSERT_GT(poll(&p, 1, 30000), 0) << got;
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    ASSERT_GT(n, 0) << got;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  ExpectError(
+      Http(port(), "POST", "/v1/chat/completions", Chat(kQuestion), "X-Session-Id: e2e-conv-2\r\n"),
+      409, "x-session-id");
+  close(fd);
+  ExpectError(
+      Http(port(), "POST", "/v1/chat/completions", Chat(kQuestion), "X-Session-Id: bad id\r\n"),
+      400, "x-session-id");
+  ExpectError(Http(port(), "POST", "/v1/chat/completions", Chat(kQuestion, {{"n", 2}}), conv), 400,
+              "n");
 }
 
 TEST_F(GatewayE2ETest, StopStringNeverReachesTheOutput) {

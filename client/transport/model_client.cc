@@ -82,6 +82,46 @@ absl::Status ModelClient::Release(Session& session) {
   return result;
 }
 
+absl::Status ModelClient::Truncate(Session& session, int64_t n) {
+  if (n < 0 || n > static_cast<int64_t>(session.tokens.size())) {
+    return absl::InvalidArgumentError(
+        StrCat("cannot truncate a session of ", session.tokens.size(), " tokens to ", n));
+  }
+  if (session.unsynced && !session.id.empty()) {  // its length on the server is unknown
+    Session old;
+    old.id = session.id;
+    Release(old).IgnoreError();
+    session.id.clear();
+  }
+  absl::StatusOr<ModelPool::Endpoint*> owner =
+      session.id.empty() ? absl::NotFoundError("") : pool_->ForSession(session.id);
+  if (owner.ok()) {
+    v1::TruncateRequest request;
+    request.set_session_id(session.id);
+    request.set_num_tokens(n);
+    v1::TruncateResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+    const grpc::Status s = (*owner)->stub->Truncate(&context, request, &response);
+    if (!s.ok()) {
+      if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+        pool_->MarkDown(*owner, FromGrpcStatus(s));
+      }
+      if (s.error_code() != grpc::StatusCode::NOT_FOUND &&
+          s.error_code() != grpc::StatusCode::UNAVAILABLE) {
+        return WithContext(FromGrpcStatus(s), StrCat("model service at ", (*owner)->address));
+      }
+      session.id.clear();  // lost: the next Prefill rebuilds it
+    }
+  } else {
+    session.id.clear();
+  }
+  session.unsynced = false;
+  session.tokens.resize(static_cast<size_t>(n));
+  session.pending.clear();
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::ListSessionsResponse> ModelClient::ListSessions() {
   v1::ListSessionsResponse all;
   for (const auto& e : pool_->endpoints()) {

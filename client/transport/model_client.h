@@ -79,6 +79,12 @@ class ModelClient : public ModelPort {
                                         int32_t* rebuilds) override;
   std::unique_ptr<DecodeSteps> OpenSteps(const std::string& session_id, int32_t max_steps) override;
   absl::Status Release(Session& session) override;
+  // Keeps the first n tokens of the session (0 <= n <= session.tokens.size())
+  // and drops session.pending. A session that is lost (or has no model
+  // session yet) only has its copy trimmed: the next Prefill rebuilds it.
+  // Errors other than a lost session are returned; the session is then
+  // left unchanged.
+  absl::Status Truncate(Session& session, int64_t n);
 
  private:
   ModelClient(const ClientOptions& options, std::unique_ptr<ModelPool> pool);
