@@ -223,6 +223,7 @@ std::optional<ApiError> ReadGeneration(const json& j, const RequestLimits& limit
       return e;
     }
   }
+  if (auto e = ReadBool(j, "ignore_eos", &r->params.ignore_eos)) return e;  // vLLM's extension
   for (const char* unsupported : {"tools", "functions", "response_format"}) {
     const json* v = Field(j, unsupported);
     if (v != nullptr && !(v->is_array() && v->empty())) {

@@ -41,7 +41,8 @@ TEST(ParseChatRequestTest, EveryParameter) {
   ASSERT_EQ(Parse(Body(R"("temperature": 0, "top_p": 0.5, "top_k": 7, "min_p": 0.1,
       "seed": 42, "stop": ["a", "bc"], "max_tokens": 9, "presence_penalty": 0.5,
       "frequency_penalty": -0.5, "logit_bias": {"12": -100, "3": 2.5}, "n": 2,
-      "stream": true, "stream_options": {"include_usage": true}, "user": "ignored")"),
+      "stream": true, "stream_options": {"include_usage": true}, "user": "ignored",
+      "ignore_eos": true)"),
                   &r),
             std::nullopt);
   EXPECT_EQ(r.params.sampling.temperature, 0.0f);
@@ -58,6 +59,7 @@ TEST(ParseChatRequestTest, EveryParameter) {
   EXPECT_EQ(r.n, 2);
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
+  EXPECT_TRUE(r.params.ignore_eos);
 }
 
 TEST(ParseChatRequestTest, MaxCompletionTokensWinsAndStopMayBeAString) {

@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""The HTTP gateway's cost: greedy decode through llm_gateway (streamed
+/v1/completions over HTTP, server-sent events) against `llm generate` (the C++
+client over gRPC) on the same services, prompt and settings, as a ratio; and
+the time to first token that the gateway adds.
+
+    python3 bench/gateway_bench.py [--threads 2] [--rounds 5] [-n 128] [-p 128]
+
+Both sides run the same client library (the gateway is a client of the
+tokenizer and model services): greedy (lookahead on), --ignore-eos /
+"ignore_eos", n + 1 tokens, the prompt sent raw (no chat template). Decode
+rate: tokens after the first per second, from the first token to the last
+(`llm generate --json`'s tokens_per_second; for the gateway, timed here at the
+arrival of each server-sent event). Time to first token: the gateway's, from
+this script's request to the first token's event (HTTP, JSON, encoding the
+prompt, the prefill of p tokens); `llm`'s, from the start of its generation
+(after Encode) to the first sampled token; their difference is the overhead
+of going through the gateway (and Encode). Rounds alternate the order of the
+two sides; each round uses another prompt of p tokens (tests/data/
+lighthouses.txt). Prints min / median / max and the ratios of the medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = ROOT / "build" / "bin"
+MODEL = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def log(msg: str) -> None:
+    print(f"gateway_bench: {msg}", file=sys.stderr, flush=True)
+
+
+def start(name: str, flags: list[str]) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([str(BIN / name), "--listen", "127.0.0.1:0", *flags],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    m = re.search(r" port (\d+)", proc.stdout.readline())
+    if not m:
+        proc.kill()
+        sys.exit(f"gateway_bench: {name} did not start")
+    return proc, f"127.0.0.1:{m.group(1)}"
+
+
+def prompts(tokenizer: str, p: int, count: int) -> list[str]:
+    """`count` different prompts of p tokens each, from lighthouses.txt."""
+    text = (ROOT / "tests" / "data" / "lighthouses.txt").read_text()
+    while len(text) < 8 * p * (count + 1):
+        text += "\n" + text
+    tok = subprocess.run([str(BIN / "llm"), "tokenize", "--server", tokenizer],
+                         input=json.dumps({"text": text}) + "\n", capture_output=True, text=True,
+                         check=True)
+    ids = json.loads(tok.stdout)["ids"]
+    out = []
+    for i in range(count):
+        chunk = ids[i * p:(i + 1) * p]
+        detok = subprocess.run([str(BIN / "llm"), "detokenize", "--server", tokenizer],
+                               input=json.dumps({"ids": chunk}) + "\n", capture_output=True,
+                               text=True, check=True)
+        out.append(json.loads(detok.stdout)["text"])
+    return out
+
+
+def via_gateway(gateway: str, model_id: str, prompt: str, n: int) -> dict:
+    """One streamed completion; times each event's arrival."""
+    host, port = gateway.split(":")
+    body = json.dumps({"model": model_id, "prompt": prompt, "max_tokens": n + 1,
+                       "temperature": 0, "ignore_eos": True, "stream": True,
+                       "stream_options": {"include_usage": True}}).encode()
+    request = (f"POST /v1/completions HTTP/1.1\r\nHost: {gateway}\r\nConnection: close\r\n"
+               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+               ).encode() + body
+    sock = socket.create_connection((host, int(port)))
+    start = time.perf_counter()
+    sock.sendall(request)
+    buf = b""
+    token_times = []  # arrival of each event that carries text
+    usage = None
+    while True:
+        data = sock.recv(65536)
+        if not data:
+            break
+        now = time.perf_counter()
+        buf += data
+        while b"\n\n" in buf:
+            event, buf = buf.split(b"\n\n", 1)
+            line = event.decode(errors="replace").split("\r\n\r\n")[-1].strip()
+            if "data: " not in line:
+                continue
+            payload = line[line.index("data: ") + 6:]
+            if payload == "[DONE]":
+                continue
+            j = json.loads(payload)
+            if "error" in j:
+                sys.exit(f"gateway_bench: {j['error']}")
+            if j.get("usage"):
+                usage = j["usage"]
+            if j["choices"] and j["choices"][0]["text"]:
+                token_times.append(now)
+    sock.close()
+    tokens = usage["completion_tokens"]
+    # Tokens whose text is held back come with a later event: the first and
+    # the last token's events still mark the decode's start and end.
+    decode = token_times[-1] - token_times[0]
+    return {"ttft_ms": (token_times[0] - start) * 1e3, "tokens": tokens,
+            "tokens_per_second": (tokens - 1) / decode if decode > 0 else 0.0}
+
+
+def via_llm(tokenizer: str, model: str, prompt: str, n: int) -> dict:
+    with tempfile.TemporaryFile(mode="w+") as out:
+        r = subprocess.run([str(BIN / "llm"), "generate", "--tokenizer", tokenizer, "--model",
+                            model, "--raw", "--json", "--temperature", "0", "--ignore-eos",
+                            "--max-tokens", str(n + 1), "--prompt", prompt],
+                           stdout=out, stderr=subprocess.PIPE, text=True, timeout=600)
+        if r.returncode != 0:
+            sys.exit(f"gateway_bench: llm generate failed: {r.stderr}")
+        out.seek(0)
+        s = json.loads(out.read().strip().splitlines()[-1])
+    return {"ttft_ms": s["time_to_first_token_ms"], "tokens": s["tokens"],
+            "tokens_per_second": s["tokens_per_second"]}
+
+
+def spread(values: list[float]) -> str:
+    return f"{min(values):.1f} / {statistics.median(values):.1f} / {max(values):.1f}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("-n", type=int, default=128, help="decode tokens after the first")
+    ap.add_argument("-p", type=int, default=128, help="prompt tokens")
+    ap.add_argument("--model", default=str(MODEL))
+    args = ap.parse_args()
+    for name in ("tokenizer_server", "model_server", "llm_gateway", "llm"):
+        if not (BIN / name).exists():
+            sys.exit(f"gateway_bench: {BIN / name} is missing: build first")
+    procs = []
+    try:
+        tok_proc, tokenizer = start("tokenizer_server", ["--vocab", args.model])
+        procs.append(tok_proc)
+        model_proc, model = start("model_server", ["--model", args.model, "--threads",
+                                                   str(args.threads), "--metrics_listen", ""])
+        procs.append(model_proc)
+        gw_proc, gateway = start("llm_gateway", ["--tokenizer", tokenizer, "--model", model])
+        procs.append(gw_proc)
+        models = json.load(urllib.request.urlopen(f"http://{gateway}/v1/models", timeout=60))
+        model_id = models["data"][0]["id"]
+        texts = prompts(tokenizer, args.p, args.rounds + 1)
+        via_gateway(gateway, model_id, texts[-1], 8)  # warm both paths
+        via_llm(tokenizer, model, texts[-1], 8)
+        results = {"gateway": [], "llm": []}
+        for r in range(args.rounds):
+            order = ["gateway", "llm"] if r % 2 == 0 else ["llm", "gateway"]
+            for side in order:
+                run = (via_gateway(gateway, model_id, texts[r], args.n) if side == "gateway"
+                       else via_llm(tokenizer, model, texts[r], args.n))
+                if run["tokens"] != args.n + 1:
+                    sys.exit(f"gateway_bench: {side} generated {run['tokens']} tokens")
+                results[side].append(run)
+                log(f"round {r + 1} {side}: {run['tokens_per_second']:.1f} tok/s, "
+                    f"TTFT {run['ttft_ms']:.1f} ms")
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=30)
+    rate = {s: [r["tokens_per_second"] for r in v] for s, v in results.items()}
+    ttft = {s: [r["ttft_ms"] for r in v] for s, v in results.items()}
+    med = statistics.median
+    print(f"greedy decode of {args.n} tokens after a {args.p}-token prompt, {args.threads} "
+          f"threads, {args.rounds} rounds (min / median / max):")
+    print(f"| path | decode tok/s | time to first token, ms |")
+    print(f"|---|---|---|")
+    print(f"| llm generate (gRPC) | {spread(rate['llm'])} | {spread(ttft['llm'])} |")
+    print(f"| llm_gateway (HTTP, SSE) | {spread(rate['gateway'])} | {spread(ttft['gateway'])} |")
+    print(f"decode ratio gateway / llm (medians): {med(rate['gateway']) / med(rate['llm']):.3f}")
+    print(f"time to first token added by the gateway (medians): "
+          f"{med(ttft['gateway']) - med(ttft['llm']):.1f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
