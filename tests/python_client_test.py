@@ -1,54 +1,32 @@
 #!/usr/bin/env python3
-"""A Python gRPC client of both services, against the C++ client.
+"""The Python client package (clients/python, llm_client) against the C++ client.
 
-Generates Python stubs from proto/llm/v1/*.proto into a temporary directory
-(Debian's python3-grpc-tools; its bundled protoc predates proto3 `optional`,
-so when it refuses tokenizer.proto the system protoc with grpc_python_plugin,
-from protobuf-compiler-grpc, is used instead), starts build/bin/
-tokenizer_server and build/bin/model_server on free loopback ports, runs a
-greedy generation in Python (Encode -> Prefill -> DecodeStream, argmax of
-top-1 logits, stop at EOS) and compares its tokens and text with
-`build/bin/llm generate --json --temperature 0 --raw`.
+Starts build/bin/tokenizer_server and build/bin/model_server on free loopback
+ports and runs llm_client (its stubs generated at build time into
+build/python/llm_client/pb) over them: a greedy generation (Encode -> Prefill
+-> DecodeStream, stop at EOS or max_tokens) whose tokens, text and logprobs
+must equal `build/bin/llm generate --json --temperature 0 --raw`'s; the same
+run streamed (its pieces join to the same text); seeded sampling that repeats
+with its seed; a stop string; a bad parameter raising InvalidArgument.
 
     python3 tests/python_client_test.py [--build-dir build] [--model PATH]
 
 Run by ctest (tests/CMakeLists.txt) with Debian's /usr/bin/python3, which has
-python3-grpcio. Exit status 0 when the two agree.
+python3-grpcio. Prints each check; exit status 0 when all pass.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import queue
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "The three primary colors are"
 MAX_TOKENS = 24
-
-
-def generate_stubs(out: Path) -> None:
-    protos = ["llm/v1/tokenizer.proto", "llm/v1/model.proto"]
-    cmd = [sys.executable, "-m", "grpc_tools.protoc", f"-I{ROOT / 'proto'}",
-           f"--python_out={out}", f"--grpc_python_out={out}", *protos]
-    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT / "proto")
-    if r.returncode == 0:
-        return
-    protoc, plugin = shutil.which("protoc"), shutil.which("grpc_python_plugin")
-    if not protoc or not plugin:
-        sys.exit(f"python_client_test: grpc_tools.protoc failed ({r.stderr.strip()}) and "
-                 "protoc / grpc_python_plugin are missing")
-    cmd = [protoc, f"-I{ROOT / 'proto'}", f"--python_out={out}", f"--grpc_out={out}",
-           f"--plugin=protoc-gen-grpc={plugin}", *protos]
-    subprocess.run(cmd, check=True, cwd=ROOT / "proto")
 
 
 def start_server(binary: Path, flags: list[str]) -> tuple[subprocess.Popen, str]:
@@ -63,69 +41,40 @@ def start_server(binary: Path, flags: list[str]) -> tuple[subprocess.Popen, str]
     return proc, f"127.0.0.1:{m.group(1)}"
 
 
-def wait_ready(call, what: str, timeout: float = 60.0):
-    import grpc
-    deadline = time.time() + timeout
-    while True:
+def python_runs(tok_addr: str, model_addr: str) -> dict:
+    """The Python client's greedy run of PROMPT, a streamed one, and seeded
+    sampling runs."""
+    from llm_client import Client, InvalidArgument
+
+    with Client(tok_addr, model_addr, wait_ready=60) as c:
+        greedy = c.generate(PROMPT, temperature=0, max_tokens=MAX_TOKENS)
+        stream = c.stream(PROMPT, temperature=0, max_tokens=MAX_TOKENS)
+        pieces = list(stream)
+        sampled = [c.generate(PROMPT, temperature=0.9, top_k=40, top_p=0.95, seed=s,
+                              max_tokens=16) for s in (11, 11, 12)]
+        full = c.generate(PROMPT, temperature=0.8, seed=3, max_tokens=4)  # full logits
+        # A stop string: the greedy text up to its second word, cut before it.
+        words = greedy.text.split(" ")
+        stop_at = " " + words[2]
+        stopped = c.generate(PROMPT, temperature=0, max_tokens=MAX_TOKENS, stop=[stop_at])
         try:
-            return call()
-        except grpc.RpcError as e:
-            if e.code() != grpc.StatusCode.UNAVAILABLE or time.time() > deadline:
-                sys.exit(f"python_client_test: {what}: {e.code()} {e.details()}")
-            time.sleep(0.1)
+            c.generate(PROMPT, top_p=0)
+            bad = None
+        except InvalidArgument as e:
+            bad = e
+    return {"greedy": greedy, "pieces": pieces, "stream": stream.result, "sampled": sampled,
+            "full": full, "stop_at": stop_at, "stopped": stopped, "bad": bad}
 
 
-def python_greedy(tok_addr: str, model_addr: str, prompt: str) -> tuple[list[int], str]:
-    import grpc
-    from llm.v1 import model_pb2, model_pb2_grpc, tokenizer_pb2, tokenizer_pb2_grpc
-
-    tok = tokenizer_pb2_grpc.TokenizerStub(grpc.insecure_channel(tok_addr))
-    model = model_pb2_grpc.ModelStub(grpc.insecure_channel(model_addr))
-    info = wait_ready(lambda: tok.Info(tokenizer_pb2.InfoRequest(), timeout=10), "tokenizer Info")
-    wait_ready(lambda: model.Info(model_pb2.ModelInfoRequest(), timeout=10), "model Info")
-    end_ids = set()
-    if info.HasField("eos_id"):
-        end_ids.add(info.eos_id)
-    if info.HasField("eot_id"):
-        end_ids.add(info.eot_id)
-
-    ids = list(tok.Encode(tokenizer_pb2.EncodeRequest(
-        text=prompt.encode(), options=tokenizer_pb2.EncodeOptions(add_bos=info.add_bos)),
-        timeout=10).ids)
-    top1 = model_pb2.LogitsOptions(encoding=model_pb2.LogitsOptions.LOGITS_TOP_N, top_n=1)
-    prefill = model.Prefill(model_pb2.PrefillRequest(tokens=ids, logits=top1), timeout=60)
-    session = prefill.session_id
-    out: list[int] = []
-    token = prefill.logits.top_ids[0]
-    requests: queue.Queue = queue.Queue()
-
-    def request_iter():
-        while (t := requests.get()) is not None:
-            yield model_pb2.DecodeTokenRequest(session_id=session, token=t, logits=top1)
-
-    responses = model.DecodeStream(request_iter(), timeout=120)
-    while token not in end_ids:
-        out.append(token)
-        if len(out) == MAX_TOKENS:
-            break
-        requests.put(token)
-        token = next(responses).logits.top_ids[0]
-    requests.put(None)
-    for _ in responses:  # the server ends the call after our half-close
-        pass
-    model.Release(model_pb2.ReleaseRequest(session_id=session), timeout=10)
-    text = tok.Decode(tokenizer_pb2.DecodeRequest(ids=out), timeout=10).text
-    return out, text.decode("utf-8", errors="replace")
-
-
-def cpp_greedy(llm: Path, tok_addr: str, model_addr: str, prompt: str) -> tuple[list[int], str]:
+def cpp_greedy(llm: Path, tok_addr: str, model_addr: str,
+               prompt: str) -> tuple[list[int], str, list[float]]:
     r = subprocess.run([str(llm), "generate", "--json", "--raw", "--temperature", "0",
                         "--max-tokens", str(MAX_TOKENS), "--prompt", prompt,
                         "--tokenizer", tok_addr, "--model", model_addr],
                        capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
         sys.exit(f"python_client_test: llm generate failed ({r.returncode}): {r.stderr}")
-    tokens, text = [], ""
+    tokens, text, logprobs = [], "", []
     for line in r.stdout.splitlines():
         j = json.loads(line)
         if "stop_reason" in j:
@@ -133,7 +82,8 @@ def cpp_greedy(llm: Path, tok_addr: str, model_addr: str, prompt: str) -> tuple[
         text += j["text"]
         if j["token"] is not None:
             tokens.append(j["token"])
-    return tokens, text
+            logprobs.append(j["logprob"])
+    return tokens, text, logprobs
 
 
 def main() -> int:
@@ -143,36 +93,63 @@ def main() -> int:
     args = ap.parse_args()
     if not args.model.exists():
         sys.exit(f"python_client_test: {args.model} missing (run scripts/fetch-model.sh)")
-    bin_dir = args.build_dir.resolve() / "bin"
+    build = args.build_dir.resolve()
+    bin_dir = build / "bin"
+    if not (build / "python/llm_client/pb/model_pb2_grpc.py").exists():
+        sys.exit(f"python_client_test: {build}/python/llm_client/pb missing "
+                 "(build the llm_client_python target)")
+    sys.path.insert(0, str(build / "python"))
 
-    with tempfile.TemporaryDirectory(prefix="llm_pystubs_") as stubs:
-        generate_stubs(Path(stubs))
-        sys.path.insert(0, stubs)
-        servers = []
-        try:
-            tok_proc, tok_addr = start_server(bin_dir / "tokenizer_server",
-                                              ["--vocab", str(args.model)])
-            servers.append(tok_proc)
-            model_proc, model_addr = start_server(bin_dir / "model_server",
-                                                  ["--model", str(args.model),
-                                                   "--kv_cache_mb", "64"])
-            servers.append(model_proc)
-            py_tokens, py_text = python_greedy(tok_addr, model_addr, PROMPT)
-            cpp_tokens, cpp_text = cpp_greedy(bin_dir / "llm", tok_addr, model_addr, PROMPT)
-        finally:
-            for p in servers:
-                p.terminate()
-            for p in servers:
-                try:
-                    p.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+    servers = []
+    try:
+        tok_proc, tok_addr = start_server(bin_dir / "tokenizer_server",
+                                          ["--vocab", str(args.model)])
+        servers.append(tok_proc)
+        model_proc, model_addr = start_server(bin_dir / "model_server",
+                                              ["--model", str(args.model),
+                                               "--kv_cache_mb", "64"])
+        servers.append(model_proc)
+        py = python_runs(tok_addr, model_addr)
+        cpp_tokens, cpp_text, cpp_logprobs = cpp_greedy(bin_dir / "llm", tok_addr, model_addr,
+                                                        PROMPT)
+    finally:
+        for p in servers:
+            p.terminate()
+        for p in servers:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
 
-    print(f"python: {py_tokens}\n        {py_text!r}")
+    g = py["greedy"]
+    print(f"python: {g.tokens}\n        {g.text!r} ({g.stop_reason})")
     print(f"llm:    {cpp_tokens}\n        {cpp_text!r}")
-    ok = bool(py_tokens) and py_tokens == cpp_tokens and py_text == cpp_text
-    print("1 passed, 0 failed" if ok else "0 passed, 1 failed")
-    return 0 if ok else 1
+    a, b, c = py["sampled"]
+    checks = {
+        "greedy tokens and text equal llm generate --json --temperature 0 --raw":
+            bool(g.tokens) and g.tokens == cpp_tokens and g.text == cpp_text,
+        "greedy logprobs equal llm's (1e-4)":
+            len(g.logprobs) == len(cpp_logprobs)
+            and all(abs(x - y) < 1e-4 for x, y in zip(g.logprobs, cpp_logprobs)),
+        "the stream's pieces join to the same text and tokens":
+            "".join(py["pieces"]) == g.text and py["stream"].tokens == g.tokens
+            and len(py["pieces"]) > 1,
+        "seeded top-k/top-p sampling repeats with the seed, differs with another":
+            a.tokens == b.tokens and a.text == b.text and a.tokens != c.tokens
+            and len(a.tokens) == 16 and a.stop_reason == "length",
+        "sampling over full logits (no top_k) runs":
+            len(py["full"].tokens) == 4 and py["full"].seed == 3,
+        f"stop string {py['stop_at']!r} cuts the text before it":
+            py["stopped"].stop_reason == "stop" and py["stop_at"] in g.text
+            and py["stopped"].text == g.text[:g.text.index(py["stop_at"])],
+        "a bad parameter raises InvalidArgument naming it":
+            py["bad"] is not None and py["bad"].param == "top_p",
+    }
+    for name, ok in checks.items():
+        print(f"{'ok  ' if ok else 'FAIL'} {name}")
+    failed = sum(not ok for ok in checks.values())
+    print(f"{len(checks) - failed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
 
 
 if __name__ == "__main__":

@@ -42,7 +42,9 @@ TEST_ONLY = {
     "python3", "python3-venv", "python3-pip", "python3-grpcio", "python3-grpc-tools",
     "python3-yaml", "curl",
 }
-NOT_IN_IMAGE = {"tests", "bench", "deploy"}
+# Source directories the images do not build from (clients/python: the Python
+# package, for users of the services, not part of the servers' images).
+NOT_IN_IMAGE = {"tests", "bench", "deploy", "clients/python"}
 
 errors: list[str] = []
 

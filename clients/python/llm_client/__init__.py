@@ -1,0 +1,23 @@
+"""llm_client: a Python client of the llm tokenizer and model gRPC services.
+
+    from llm_client import Client
+    with Client("127.0.0.1:50051", "127.0.0.1:50052", wait_ready=60) as c:
+        print(c.generate("The three primary colors are", temperature=0, max_tokens=24).text)
+
+The gRPC stubs (llm_client.pb: tokenizer_pb2, tokenizer_pb2_grpc, model_pb2,
+model_pb2_grpc) are generated from proto/llm/v1/*.proto when the project is
+built (target llm_client_python), into build/python/llm_client/pb; put
+build/python on PYTHONPATH. clients/python/README.md describes the package.
+"""
+
+from .client import Client, Generation, Stream
+from .errors import (Cancelled, InvalidArgument, LlmError, ResourceExhausted, SessionNotFound,
+                     Unauthenticated, Unavailable)
+from .sampling import Sampler, SamplingParams
+from .text import StopMatcher, TokenText
+
+__all__ = [
+    "Client", "Generation", "Stream", "Sampler", "SamplingParams", "StopMatcher", "TokenText",
+    "LlmError", "InvalidArgument", "Unavailable", "ResourceExhausted", "SessionNotFound",
+    "Cancelled", "Unauthenticated",
+]

@@ -1,0 +1,305 @@
+#!/usr/bin/env python3
+"""The gateway through the real `openai` Python SDK, with the real default model.
+
+Starts tokenizer_server, model_server and llm_gateway (--max_concurrent 1) on
+free loopback ports and speaks to the gateway with openai.OpenAI(base_url=...):
+models list / retrieve; a greedy chat answers "What is the capital of France?
+Answer in one word." with Paris, streamed and not, the same text both ways,
+finish_reason and usage alike; n = 2 with a seed repeats with that seed;
+stop strings; max_tokens -> finish_reason "length"; extension parameters
+through extra_body; errors as the SDK's exception types (404 -> NotFoundError,
+400 -> BadRequestError with its param and code, 429 -> RateLimitError).
+
+The SDK (tests/openai_sdk_requirements.txt, every version pinned) is installed
+from PyPI into BUILD_DIR/openai-venv on the first run and reused after; the
+test then runs itself again with that venv's python. Without PyPI it fails,
+saying so (as scripts/fetch-model.sh needs PyPI for the model).
+
+    python3 tests/openai_sdk_test.py [--build-dir build] [--model PATH] [-k NAME]
+
+Cases are functions marked @case, run in order on one set of servers; a new
+endpoint's cases (e.g. /v1/completions) are added the same way. Prints each
+case and "N passed, N failed"; exit status 0 when all pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import hashlib
+import os
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+REQUIREMENTS = ROOT / "tests/openai_sdk_requirements.txt"
+QUESTION = "What is the capital of France? Answer in one word."
+
+
+# -- the venv --------------------------------------------------------------------
+
+def ensure_venv(venv: Path) -> Path:
+    """BUILD_DIR/openai-venv with REQUIREMENTS installed (made once, under a
+    lock; remade when the requirements change). Returns its python."""
+    python = venv / "bin/python"
+    stamp = venv / "requirements.sha256"
+    want = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.parent / "openai-venv.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if python.exists() and stamp.exists() and stamp.read_text().strip() == want:
+            return python
+        print(f"openai_sdk_test: making {venv} (pip install -r {REQUIREMENTS.name}, from PyPI)",
+              flush=True)
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        r = subprocess.run([str(python), "-m", "pip", "install", "--quiet",
+                            "--disable-pip-version-check", "--no-input", "--timeout", "30",
+                            "-r", str(REQUIREMENTS)], capture_output=True, text=True)
+        if r.returncode != 0:
+            tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-15:])
+            sys.exit(f"openai_sdk_test: FAILED to install the openai SDK from PyPI into {venv}: "
+                     f"this test needs PyPI once (like scripts/fetch-model.sh), then reuses the "
+                     f"venv. pip said:\n{tail}\n0 passed, 1 failed")
+        stamp.write_text(want + "\n")
+        return python
+
+
+# -- cases -----------------------------------------------------------------------
+
+CASES = []
+
+
+def case(fn):
+    """Marks a test case: fn(t) with t a Context; fails by raising."""
+    CASES.append(fn)
+    return fn
+
+
+class Context:
+    def __init__(self, services, openai_module):
+        self.openai = openai_module
+        self.services = services
+        self.model = services.model_id
+        # No retries: a 429 or 5xx must reach the test as it is.
+        self.client = openai_module.OpenAI(base_url=services.url + "/v1", api_key="unused",
+                                           max_retries=0, timeout=120)
+
+    def chat(self, content: str = QUESTION, **kwargs):
+        kwargs.setdefault("temperature", 0)
+        kwargs.setdefault("max_tokens", 32)
+        return self.client.chat.completions.create(
+            model=self.model, messages=[{"role": "user", "content": content}], **kwargs)
+
+    def raises(self, exc_type, fn, **attrs):
+        """Calls fn, which must raise exc_type with the given attributes."""
+        try:
+            fn()
+        except exc_type as e:
+            for k, v in attrs.items():
+                check(getattr(e, k) == v, f"{exc_type.__name__}.{k} is {getattr(e, k)!r}, "
+                                          f"not {v!r} ({e})")
+            return e
+        except Exception as e:  # noqa: BLE001 - report what came instead
+            raise AssertionError(f"expected {exc_type.__name__}, got {type(e).__name__}: {e}")
+        raise AssertionError(f"expected {exc_type.__name__}, nothing raised")
+
+
+def check(cond, message: str) -> None:
+    if not cond:
+        raise AssertionError(message)
+
+
+def collect_stream(stream) -> tuple[dict[int, str], dict[int, str], object]:
+    """Text and finish_reason per choice index, and the usage of a chunk
+    stream (read to its end)."""
+    texts: dict[int, str] = {}
+    finish: dict[int, str] = {}
+    usage = None
+    for chunk in stream:
+        check(chunk.object == "chat.completion.chunk", f"chunk object {chunk.object!r}")
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for c in chunk.choices:
+            texts.setdefault(c.index, "")
+            if c.delta.content:
+                texts[c.index] += c.delta.content
+            if c.finish_reason is not None:
+                finish[c.index] = c.finish_reason
+    return texts, finish, usage
+
+
+@case
+def models_list_and_retrieve(t: Context):
+    models = t.client.models.list().data
+    check(len(models) == 1 and models[0].id == t.model, f"models: {models}")
+    check(t.client.models.retrieve(t.model).id == t.model, "retrieve")
+    t.raises(t.openai.NotFoundError, lambda: t.client.models.retrieve("gpt-4"), status_code=404)
+
+
+@case
+def chat_greedy_answers_paris_streamed_and_not_alike(t: Context):
+    r = t.chat()
+    check(r.object == "chat.completion" and r.id.startswith("chatcmpl-"), f"{r.object} {r.id}")
+    check(r.model == t.model, f"model {r.model}")
+    check(len(r.choices) == 1, f"{len(r.choices)} choices")
+    answer = r.choices[0].message.content
+    check("Paris" in answer, f"answer {answer!r} lacks Paris")
+    check(r.choices[0].message.role == "assistant", "role")
+    check(r.choices[0].finish_reason == "stop", f"finish_reason {r.choices[0].finish_reason}")
+    u = r.usage
+    check(u.prompt_tokens > 10 and u.completion_tokens > 0
+          and u.total_tokens == u.prompt_tokens + u.completion_tokens, f"usage {u}")
+
+    texts, finish, usage = collect_stream(
+        t.chat(stream=True, stream_options={"include_usage": True}))
+    check(texts == {0: answer}, f"streamed {texts!r} != non-streamed {answer!r}")
+    check(finish == {0: "stop"}, f"streamed finish {finish}")
+    check(usage is not None and usage.prompt_tokens == u.prompt_tokens
+          and usage.completion_tokens == u.completion_tokens, f"streamed usage {usage} vs {u}")
+    # Without include_usage no chunk carries usage.
+    _, _, none = collect_stream(t.chat(stream=True))
+    check(none is None, f"usage without include_usage: {none}")
+
+
+@case
+def n_choices_repeat_with_their_seed(t: Context):
+    # top_k (an extension) lets the model send 50 logits a token, not all 49,152.
+    kw = dict(temperature=0.9, top_p=0.95, n=2, max_tokens=16, extra_body={"top_k": 50})
+    a = t.chat("Write a sentence about the sea.", seed=7, **kw)
+    b = t.chat("Write a sentence about the sea.", seed=7, **kw)
+    c = t.chat("Write a sentence about the sea.", seed=8, **kw)
+    texts = lambda r: [ch.message.content for ch in r.choices]  # noqa: E731
+    check([ch.index for ch in a.choices] == [0, 1], f"indexes {[ch.index for ch in a.choices]}")
+    check(texts(a) == texts(b), f"seed 7 twice: {texts(a)} vs {texts(b)}")
+    check(texts(a)[0] != texts(a)[1], f"both choices alike: {texts(a)}")
+    check(texts(a) != texts(c), f"seeds 7 and 8 alike: {texts(a)}")
+    all_length = all(ch.finish_reason == "length" for ch in a.choices)
+    check(a.usage.completion_tokens == 32 if all_length else a.usage.completion_tokens < 32,
+          f"usage {a.usage} with finish reasons {[ch.finish_reason for ch in a.choices]}")
+    # Streamed, the same seed gives the same two texts, each with its index.
+    s_texts, s_finish, _ = collect_stream(t.chat("Write a sentence about the sea.", seed=7,
+                                                 stream=True, **kw))
+    check(s_texts == {0: texts(a)[0], 1: texts(a)[1]}, f"streamed n=2: {s_texts}")
+    check(set(s_finish) == {0, 1}, f"streamed finish {s_finish}")
+
+
+@case
+def stop_strings_never_reach_the_output(t: Context):
+    r = t.chat(stop="aris")
+    text = r.choices[0].message.content
+    check("aris" not in text and "P" in text, f"text {text!r}")
+    check(r.choices[0].finish_reason == "stop", f"finish {r.choices[0].finish_reason}")
+    texts, finish, _ = collect_stream(t.chat(stop=["zzz", "aris"], stream=True))
+    check(texts == {0: text} and finish == {0: "stop"}, f"streamed {texts} {finish}")
+
+
+@case
+def max_tokens_ends_with_length(t: Context):
+    r = t.chat("Tell me a long story about a dragon.", max_tokens=5)
+    check(r.choices[0].finish_reason == "length", f"finish {r.choices[0].finish_reason}")
+    check(r.usage.completion_tokens == 5, f"usage {r.usage}")
+    r = t.client.chat.completions.create(
+        model=t.model, messages=[{"role": "user", "content": "Count to twenty."}],
+        temperature=0, max_completion_tokens=3)
+    check(r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 3,
+          f"max_completion_tokens: {r.choices[0].finish_reason} {r.usage}")
+
+
+@case
+def extension_parameters_through_extra_body(t: Context):
+    greedy = t.chat().choices[0].message.content
+    # top_k 1 at temperature 1 is greedy.
+    r = t.chat(temperature=1.0, seed=3, extra_body={"top_k": 1})
+    check(r.choices[0].message.content == greedy, f"top_k 1: {r.choices[0].message.content!r}")
+
+
+@case
+def errors_surface_as_the_sdk_exceptions(t: Context):
+    o = t.openai
+    e = t.raises(o.NotFoundError, lambda: t.client.chat.completions.create(
+        model="gpt-4", messages=[{"role": "user", "content": QUESTION}]),
+        status_code=404, code="model_not_found", param="model")
+    check(e.type == "invalid_request_error", f"type {e.type}")
+    t.raises(o.BadRequestError, lambda: t.chat(top_p=7), status_code=400, param="top_p")
+    t.raises(o.BadRequestError, lambda: t.chat(temperature=3), param="temperature")
+    t.raises(o.BadRequestError, lambda: t.chat(n=9), param="n")
+    t.raises(o.BadRequestError, lambda: t.client.chat.completions.create(
+        model=t.model, messages=[{"role": "wizard", "content": "hi"}]),
+        param="messages[0].role")
+    # Refused before the stream begins: the SDK raises from create().
+    t.raises(o.BadRequestError, lambda: t.chat(top_p=7, stream=True), param="top_p")
+    t.raises(o.BadRequestError, lambda: t.chat(" cat" * 10000), param="messages",
+             code="context_length_exceeded")
+
+
+@case
+def busy_gateway_is_rate_limited_and_a_closed_stream_frees_it(t: Context):
+    # --max_concurrent 1: a stream in flight makes the next request 429.
+    stream = t.chat("Tell me a long story.", stream=True, max_tokens=2000, temperature=1.0,
+                    logit_bias={"2": -100})  # EOS banned: it runs until closed
+    chunks = 0
+    for _ in stream:
+        chunks += 1
+        if chunks == 5:
+            break
+    t.raises(t.openai.RateLimitError, lambda: t.chat(max_tokens=4), status_code=429)
+    stream.close()
+    closed = time.monotonic()
+    while True:
+        try:
+            r = t.chat(max_tokens=4)
+            break
+        except t.openai.RateLimitError:
+            check(time.monotonic() - closed < 5, "still 429 5 s after the stream closed")
+            time.sleep(0.05)
+    check(r.choices[0].finish_reason in ("stop", "length"), f"after: {r}")
+
+
+# -- main --------------------------------------------------------------------------
+
+def run(args) -> int:
+    sys.path.insert(0, str(ROOT / "tests"))
+    import openai
+    from llm_servers import GatewayServices
+
+    print(f"openai {openai.__version__}")
+    cases = [c for c in CASES if not args.k or args.k in c.__name__]
+    failed = 0
+    with GatewayServices(args.build_dir, args.model,
+                         gateway_flags=["--max_concurrent", "1"]) as services:
+        t = Context(services, openai)
+        for c in cases:
+            start = time.monotonic()
+            try:
+                c(t)
+                print(f"ok   {c.__name__} ({time.monotonic() - start:.1f} s)", flush=True)
+            except Exception:  # noqa: BLE001
+                failed += 1
+                print(f"FAIL {c.__name__}\n{traceback.format_exc()}", flush=True)
+        if failed:
+            print(services.logs())
+    print(f"{len(cases) - failed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build-dir", type=Path, default=ROOT / "build")
+    ap.add_argument("--model", type=Path, default=ROOT / "models/SmolLM2-135M-Instruct.Q4_1.gguf")
+    ap.add_argument("-k", default="", help="run only the cases whose name contains this")
+    ap.add_argument("--in-venv", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    args.build_dir = args.build_dir.resolve()
+    if not args.model.exists():
+        sys.exit(f"openai_sdk_test: {args.model} missing (run scripts/fetch-model.sh)")
+    if args.in_venv:
+        return run(args)
+    python = ensure_venv(args.build_dir / "openai-venv")
+    os.execv(str(python), [str(python), __file__, "--in-venv", *sys.argv[1:]])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
