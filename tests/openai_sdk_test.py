@@ -27,9 +27,11 @@ from __future__ import annotations
 import argparse
 import fcntl
 import hashlib
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -256,6 +258,67 @@ def busy_gateway_is_rate_limited_and_a_closed_stream_frees_it(t: Context):
             check(time.monotonic() - closed < 5, "still 429 5 s after the stream closed")
             time.sleep(0.05)
     check(r.choices[0].finish_reason in ("stop", "length"), f"after: {r}")
+
+
+SCORED_TEXT = ("The lighthouse keeper climbed the stairs every evening at dusk. He trimmed the "
+               "wick, polished the lens and watched the ships pass the rocks below.")
+
+
+@case
+def completions_echo_logprobs_match_llm_perplexity(t: Context):
+    # How lm-evaluation-harness's local-completions scores text: echo the
+    # prompt with its logprobs and generate nothing.
+    r = t.client.completions.create(model=t.model, prompt=SCORED_TEXT, echo=True, logprobs=1,
+                                    max_tokens=0)
+    check(r.object == "text_completion", f"object {r.object!r}")
+    choice = r.choices[0]
+    check(choice.text == SCORED_TEXT, f"echoed text {choice.text!r}")
+    lp = choice.logprobs
+    n = len(lp.tokens)
+    check(n > 10 and r.usage.prompt_tokens == n, f"{n} tokens, usage {r.usage}")
+    check(lp.token_logprobs[0] is None, "the first token has a logprob")
+    with tempfile.NamedTemporaryFile("w", suffix=".txt") as text_file:
+        text_file.write(SCORED_TEXT)
+        text_file.flush()
+        out = subprocess.run([str(t.services.bin_dir / "llm-perplexity"), "--model",
+                              str(t.services.model), "--file", text_file.name, "--ctx", str(n),
+                              "--score_from", "0", "--token_logprobs", "--threads", "2"],
+                             capture_output=True, text=True, check=True)
+    ref = json.loads(out.stdout.strip().splitlines()[-1])["token_logprobs"]
+    check(len(ref) == n - 1, f"llm-perplexity scored {len(ref)} tokens, not {n - 1}")
+    got = lp.token_logprobs[1:]
+    worst = max(abs(a - b) for a, b in zip(got, ref))
+    check(worst < 1e-3, f"a token's logprob differs by {worst}")
+    check(abs(sum(got) - sum(ref)) < 1e-3, f"sums {sum(got)} vs {sum(ref)}")
+    # max_tokens 1, as the harness sends it: the same scores, one token more.
+    r1 = t.client.completions.create(model=t.model, prompt=SCORED_TEXT, echo=True, logprobs=1,
+                                     max_tokens=1, temperature=0)
+    check(r1.choices[0].logprobs.token_logprobs[:n] == lp.token_logprobs,
+          "the scores differ with a generated token")
+    check(len(r1.choices[0].logprobs.tokens) == n + 1, "no generated token after the echo")
+
+
+@case
+def completions_streamed_and_not_alike(t: Context):
+    kwargs = dict(model=t.model, prompt="The capital of France is", temperature=0, max_tokens=8)
+    plain = t.client.completions.create(**kwargs)
+    streamed = "".join(c.choices[0].text for c in t.client.completions.create(stream=True,
+                                                                               **kwargs))
+    check(plain.choices[0].text == streamed, f"{plain.choices[0].text!r} vs {streamed!r}")
+    check(plain.choices[0].finish_reason == "length", plain.choices[0].finish_reason)
+
+
+@case
+def chat_logprobs_list_the_greedy_token_first(t: Context):
+    r = t.chat(logprobs=True, top_logprobs=2)
+    content = r.choices[0].logprobs.content
+    check(len(content) == r.usage.completion_tokens, f"{len(content)} entries")
+    for entry in content:
+        check(entry.logprob <= 0, f"logprob {entry.logprob}")
+        check(len(entry.top_logprobs) == 2, f"{len(entry.top_logprobs)} alternatives")
+        check(entry.top_logprobs[0].token == entry.token, "greedy did not pick the top token")
+    text = "".join(e.token for e in content)
+    check("Paris" in text, f"tokens {text!r}")
 
 
 # -- main --------------------------------------------------------------------------
