@@ -31,10 +31,20 @@ absl::Status WaitReady(const ClientOptions& options, std::string_view name,
   const absl::Time give_up = start + options.ready_timeout;
   bool waited = false;
   absl::Status s;
-  while (!(s = attempt()).ok() && loading() && absl::Now() < give_up) {
-    waited = true;
-    if (options.on_wait) {
-      options.on_wait({name, address, absl::Now() - start, options.ready_timeout, false});
+  // A connection that fails once while being set up (a handshake cut short
+  // on a loaded machine: "tcp handshaker shutdown") is tried again a few
+  // times, quietly, before the service counts as unreachable.
+  int transient_retries = 2;
+  while (!(s = attempt()).ok() && absl::Now() < give_up) {
+    if (loading()) {
+      waited = true;
+      if (options.on_wait) {
+        options.on_wait({name, address, absl::Now() - start, options.ready_timeout, false});
+      }
+    } else if ((absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) && transient_retries > 0) {
+      --transient_retries;
+    } else {
+      break;
     }
     absl::SleepFor(absl::Milliseconds(200));
   }
