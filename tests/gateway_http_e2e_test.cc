@@ -495,7 +495,7 @@ TEST_F(GatewayHttpTest, IdleConnectionsCloseAfterTheTimeout) {
     EXPECT_TRUE(c->ClosedWithin(std::chrono::seconds(10)));
     const auto took = Clock::now() - idle;
     EXPECT_GT(took, std::chrono::milliseconds(700));
-    EXPECT_LT(took, std::chrono::seconds(4));
+    EXPECT_LT(took, std::chrono::seconds(6));  // civetweb polls in steps of up to 2 s
   }
   {
     std::unique_ptr<ServerProcess> gateway = StartGateway({"--http_keep_alive_timeout", "0"});
@@ -532,7 +532,7 @@ TEST_F(GatewayHttpTest, IdleConnectionsDoNotKeepOthersWaiting) {
   ASSERT_NE(late, nullptr);
   const HttpResponse r = late->Request("GET", "/v1/models", "", "", std::chrono::seconds(10));
   EXPECT_EQ(r.status, 200);
-  EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5)) << "(the idle timeout is 30 s)";
   // The one kept connection still works.
   EXPECT_EQ(idle.front()->Request("GET", "/health").status, 200);
 }

@@ -9,8 +9,6 @@
 #ifndef LLM_TESTS_TEST_CERTIFICATES_H_
 #define LLM_TESTS_TEST_CERTIFICATES_H_
 
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
