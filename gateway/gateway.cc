@@ -4,7 +4,10 @@
 
 #include <cstdio>
 #include <ctime>
+#include <mutex>
+#include <optional>
 #include <random>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -56,12 +59,27 @@ bool WriteAll(mg_connection* conn, std::string_view data) {
   return mg_write(conn, data.data(), data.size()) == static_cast<int>(data.size());
 }
 
-int SendBody(mg_connection* conn, int status, const char* content_type, std::string_view text) {
-  mg_printf(conn,
-            "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-            "Cache-Control: no-store\r\nConnection: close\r\n\r\n",
-            status, mg_get_response_code_text(conn, status), content_type, text.size());
-  WriteAll(conn, text);
+// Set by SendBody: this worker's current request got a response with a
+// Content-Length, so its connection may stay open (Dispatch). civetweb runs
+// one request at a time on a worker thread.
+thread_local bool t_framed_response = false;
+
+// A whole response. civetweb writes the Connection header: keep-alive unless
+// Dispatch has disabled it for this request (or the client asked to close).
+int SendBody(mg_connection* conn, int status, const char* content_type, std::string_view text,
+             const char* www_authenticate = nullptr) {
+  const std::string length = std::to_string(text.size());
+  mg_response_header_start(conn, status);
+  mg_response_header_add(conn, "Content-Type", content_type, -1);
+  mg_response_header_add(conn, "Content-Length", length.c_str(), -1);
+  mg_response_header_add(conn, "Cache-Control", "no-store", -1);
+  if (www_authenticate != nullptr) {
+    mg_response_header_add(conn, "WWW-Authenticate", www_authenticate, -1);
+  }
+  mg_response_header_send(conn);
+  const char* method = mg_get_request_info(conn)->request_method;
+  if (method == nullptr || std::string_view(method) != "HEAD") WriteAll(conn, text);
+  t_framed_response = true;
   return status;
 }
 
@@ -167,25 +185,53 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Start(GatewayOptions options,
   gw->created_ = static_cast<int64_t>(std::time(nullptr));
   gw->pool_.AddIdle(std::move(first));
 
-  // Workers: one per generating request, and a few for the quick endpoints.
-  const std::string threads = std::to_string(gw->options_.max_concurrent + 8);
-  const char* mg_options[] = {"listening_ports",
-                              gw->options_.listen.c_str(),
-                              "num_threads",
-                              threads.c_str(),
-                              "request_timeout_ms",
-                              "30000",
-                              nullptr};
+  // Workers: one per generating request, a few for the quick endpoints, and
+  // the idle kept-alive connections (keep_alive.h).
+  const bool tls = gw->options_.http_tls.enabled();
+  const std::string threads = std::to_string(gw->keep_alive_.Threads(gw->options_.max_concurrent));
+  const std::string listening = gw->options_.listen + (tls ? "s" : "");  // "s": TLS there
+  const std::string keep_alive_ms =
+      std::to_string(absl::ToInt64Milliseconds(gw->keep_alive_.timeout()));
+  std::vector<const char*> mg_options = {
+      "listening_ports",       listening.c_str(),
+      "num_threads",           threads.c_str(),
+      "request_timeout_ms",    "30000",
+      "enable_keep_alive",     gw->keep_alive_.enabled() ? "yes" : "no",
+      "keep_alive_timeout_ms", keep_alive_ms.c_str()};
+  if (tls) {
+    if (absl::Status s = PrepareCivetwebOpenSsl(); !s.ok()) return s;
+    mg_options.insert(mg_options.end(), {"ssl_protocol_version", "4"});  // TLS 1.2 and later
+  }
+  mg_options.push_back(nullptr);
   mg_callbacks callbacks = {};
-  gw->ctx_ = mg_start(&callbacks, nullptr, mg_options);
+  callbacks.init_ssl = &Gateway::InitSsl;
+  callbacks.init_connection = &Gateway::ConnectionOpened;
+  callbacks.connection_close = &Gateway::ConnectionClosed;
+  callbacks.log_message = &Gateway::LogMessage;
+  mg_init_data init = {};
+  init.callbacks = &callbacks;
+  init.user_data = gw.get();
+  init.configuration_options = mg_options.data();
+  char error_text[256] = "";
+  unsigned error_code = 0;
+  mg_error_data error = {};
+  error.code = &error_code;
+  error.text = error_text;
+  error.text_buffer_size = sizeof(error_text);
+  gw->ctx_ = mg_start2(&init, &error);
   if (gw->ctx_ == nullptr) {
-    return absl::UnavailableError(StrCat("cannot listen on ", gw->options_.listen));
+    if (!gw->tls_status_.ok()) return gw->tls_status_;
+    std::lock_guard<std::mutex> lock(gw->start_log_mu_);
+    return absl::UnavailableError(StrCat(
+        "cannot serve ", tls ? "HTTPS" : "HTTP", " on ", gw->options_.listen, ": ", error_text,
+        gw->start_log_.empty() ? "" : " (", gw->start_log_, gw->start_log_.empty() ? "" : ")"));
   }
   mg_server_port ports[4] = {};
   if (mg_get_server_ports(gw->ctx_, 4, ports) < 1) {
     return absl::UnavailableError(StrCat("no listening port for ", gw->options_.listen));
   }
   gw->port_ = ports[0].port;
+  gw->started_.store(true);
   mg_set_request_handler(gw->ctx_, "**", &Gateway::Dispatch, gw.get());
   return gw;
 }
@@ -195,12 +241,55 @@ Gateway::~Gateway() {
   if (ctx_ != nullptr) mg_stop(ctx_);
 }
 
+int Gateway::InitSsl(void* ssl_ctx, void* self) {
+  auto* gw = static_cast<Gateway*>(self);
+  gw->tls_status_ = LoadHttpTls(ssl_ctx, gw->options_.http_tls);
+  return gw->tls_status_.ok() ? 1 : -1;  // 1: the certificate is set up
+}
+
+int Gateway::ConnectionOpened(const mg_connection* conn, void** conn_data) {
+  auto* gw = static_cast<Gateway*>(mg_get_user_data(mg_get_context(conn)));
+  gw->keep_alive_.Opened();
+  *conn_data = gw;  // marks it counted: a failed TLS handshake is closed, never opened
+  return 0;
+}
+
+void Gateway::ConnectionClosed(const mg_connection* conn) {
+  auto* gw = static_cast<Gateway*>(mg_get_user_connection_data(conn));
+  if (gw != nullptr) gw->keep_alive_.Closed();
+}
+
+int Gateway::LogMessage(const mg_connection* conn, const char* message) {
+  auto* gw = static_cast<Gateway*>(mg_get_user_data(mg_get_context(conn)));
+  if (gw != nullptr && !gw->started_.load()) {  // still starting: kept for Start's error
+    std::lock_guard<std::mutex> lock(gw->start_log_mu_);
+    if (!gw->start_log_.empty()) gw->start_log_ += "; ";
+    gw->start_log_ += message;
+  }
+  return 1;  // handled: civetweb writes no log file
+}
+
 int Gateway::Dispatch(mg_connection* conn, void* self) {
   auto* gw = static_cast<Gateway*>(self);
   const absl::Time start = absl::Now();
   const mg_request_info* info = mg_get_request_info(conn);
   const std::string uri = info->local_uri != nullptr ? info->local_uri : "";
-  const int code = gw->Route(conn, uri, info->request_method);
+  t_framed_response = false;
+  if (!gw->keep_alive_.MayKeepOpen(info->content_length,
+                                   mg_get_header(conn, "Transfer-Encoding") != nullptr,
+                                   static_cast<int64_t>(gw->options_.max_body_bytes))) {
+    mg_disable_connection_keep_alive(conn);
+  }
+  int code;
+  if (std::optional<ApiError> denied = gw->auth_.Check(uri, mg_get_header(conn, "Authorization"))) {
+    mg_disable_connection_keep_alive(conn);  // its body unread; no idle connection without the key
+    code = SendBody(conn, denied->http_status, "application/json", Dump(ErrorJson(*denied)) + '\n',
+                    "Bearer");
+  } else {
+    code = gw->Route(conn, uri, info->request_method);
+  }
+  // A streamed response has no Content-Length: the connection's end is its end.
+  if (!t_framed_response) mg_disable_connection_keep_alive(conn);
   gw->metrics_.Request(uri, code, absl::Now() - start);
   return code;
 }

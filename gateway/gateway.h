@@ -20,6 +20,11 @@
 // write (within two tokens: the first write after the peer closes still
 // succeeds).
 //
+// HTTP side (docs/gateway.md): HTTPS with http_tls (http_tls.h), a bearer
+// token on every endpoint but /health and /metrics (http_auth.h), and
+// keep-alive for responses with a Content-Length, bounded so that idle
+// connections cannot take the workers (keep_alive.h).
+//
 // Threads: civetweb's workers call the handlers, one request per worker;
 // max_concurrent generating requests at once, the next gets 429.
 #ifndef LLM_GATEWAY_GATEWAY_H_
@@ -43,6 +48,9 @@
 #include "gateway/conversations.h"
 #include "gateway/gateway_metrics.h"
 #include "gateway/generator_pool.h"
+#include "gateway/http_auth.h"
+#include "gateway/http_tls.h"
+#include "gateway/keep_alive.h"
 #include "gateway/openai_api.h"
 
 struct mg_context;
@@ -64,13 +72,19 @@ struct GatewayOptions {
   int64_t max_conversations = 1024;
   absl::Duration conversation_ttl = absl::Minutes(10);
   absl::Duration health_timeout = absl::Seconds(2);
+  // HTTP side.
+  HttpTlsFiles http_tls;        // both set: HTTPS only (no plain HTTP on the port)
+  std::string http_auth_token;  // "" = no token needed
+  absl::Duration keep_alive_timeout = absl::Seconds(5);  // idle connections; zero: keep-alive off
 };
 
 class Gateway {
  public:
   // Starts serving with `first` (already connected: it gives the model's
   // Info and chat template, then joins the pool). InvalidArgument for a bad
-  // template or option, Unavailable when `listen` cannot be bound.
+  // template or option (TLS files that do not load), FailedPrecondition
+  // when HTTPS lacks its OpenSSL shims (http_tls.h), Unavailable when
+  // `listen` cannot be bound.
   static absl::StatusOr<std::unique_ptr<Gateway>> Start(GatewayOptions options,
                                                         std::unique_ptr<client::Generator> first);
   Gateway(const Gateway&) = delete;
@@ -87,7 +101,16 @@ class Gateway {
       : options_(std::move(options)),
         template_(std::move(chat_template)),
         pool_(options_.client, options_.max_concurrent),
-        conversations_(options_.max_conversations, options_.conversation_ttl) {}
+        conversations_(options_.max_conversations, options_.conversation_ttl),
+        auth_(options_.http_auth_token),
+        keep_alive_(options_.keep_alive_timeout, options_.max_concurrent) {}
+
+  // civetweb's callbacks (user data: the Gateway): HTTPS certificate loading,
+  // connections opened and closed (keep_alive_), errors while starting.
+  static int InitSsl(void* ssl_ctx, void* self);
+  static int ConnectionOpened(const mg_connection* conn, void** conn_data);
+  static void ConnectionClosed(const mg_connection* conn);
+  static int LogMessage(const mg_connection* conn, const char* message);
 
   // civetweb's handler: Route, then the request's metrics.
   static int Dispatch(mg_connection* conn, void* self);
@@ -132,6 +155,12 @@ class Gateway {
   int64_t vocab_size_ = 0;
   bool add_bos_ = false;  // raw template only: the vocabulary's BOS first
   int64_t created_ = 0;   // the model's "created": when the gateway started
+  const HttpAuth auth_;
+  KeepAlive keep_alive_;
+  std::atomic<bool> started_{false};
+  std::mutex start_log_mu_;
+  std::string start_log_;    // civetweb's messages until started_ (why it failed)
+  absl::Status tls_status_;  // InitSsl's outcome; written before mg_start2 returns
   mg_context* ctx_ = nullptr;
   int port_ = 0;
   std::atomic<bool> stopping_{false};

@@ -11,8 +11,10 @@
 #include "client/cli/security_flags.h"
 #include "client/generator.h"
 #include "common/flags.h"
+#include "common/grpc/security.h"
 #include "common/strings.h"
 #include "gateway/gateway.h"
+#include "gateway/http_tls.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:8080",
           "HTTP address to serve on, HOST:PORT (port 0: a free one, printed on stdout).");
@@ -41,6 +43,17 @@ ABSL_FLAG(int64_t, max_conversations, 1024,
 ABSL_FLAG(double, conversation_ttl, 600,
           "Seconds a conversation (X-Session-Id) is kept idle (keep it <= the model "
           "server's --session_ttl).");
+ABSL_FLAG(std::string, http_tls_cert, "",
+          "PEM certificate chain: serve HTTPS (only) on --listen; needs --http_tls_key. (The "
+          "--tls_* flags are the gateway's client side, to the services.)");
+ABSL_FLAG(std::string, http_tls_key, "", "PEM private key of --http_tls_cert (unencrypted).");
+ABSL_FLAG(std::string, http_auth_token_file, "",
+          "File holding the API key (surrounding whitespace ignored): every request but GET "
+          "/health and /metrics must send 'Authorization: Bearer <key>', else 401. (The "
+          "gateway's --auth_token_file is the services' token.)");
+ABSL_FLAG(double, http_keep_alive_timeout, 5,
+          "HTTP keep-alive: an idle connection is closed after this many seconds; 0 closes "
+          "every connection after its response. Streamed responses always close.");
 
 namespace {
 
@@ -103,6 +116,32 @@ int main(int argc, char** argv) {
   client.tls = security->tls;
   client.tls_server_name = security->server_name;
   client.auth_token = security->token;
+  // The HTTP side: checked before waiting for the services, so that a bad
+  // file is reported at once.
+  options.http_tls = {absl::GetFlag(FLAGS_http_tls_cert), absl::GetFlag(FLAGS_http_tls_key)};
+  if (absl::Status s = llm::gateway::CheckHttpTls(options.http_tls); !s.ok()) {
+    Fail(std::string(s.message()));
+    return 2;
+  }
+  if (options.http_tls.enabled()) {
+    if (absl::Status s = llm::gateway::PrepareCivetwebOpenSsl(); !s.ok()) {
+      Fail(std::string(s.message()));
+      return 1;
+    }
+  }
+  absl::StatusOr<std::string> http_token =
+      llm::ReadTokenFile(absl::GetFlag(FLAGS_http_auth_token_file));
+  if (!http_token.ok()) {
+    Fail(llm::StrCat("--http_auth_token_file: ", http_token.status().message()));
+    return 2;
+  }
+  options.http_auth_token = *std::move(http_token);
+  const double keep_alive = absl::GetFlag(FLAGS_http_keep_alive_timeout);
+  if (!(keep_alive >= 0) || keep_alive > 3600) {
+    Fail("--http_keep_alive_timeout must be in [0, 3600] seconds");
+    return 2;
+  }
+  options.keep_alive_timeout = absl::Seconds(keep_alive);
 
   absl::StatusOr<std::unique_ptr<llm::client::Generator>> first =
       llm::client::Generator::Connect(client);
@@ -118,9 +157,11 @@ int main(int argc, char** argv) {
   }
   std::printf("llm_gateway: listening on port %d\n", (*gateway)->port());
   std::fflush(stdout);
-  std::fprintf(stderr, "llm_gateway: serving model '%s' (%s chat template) on %s\n",
+  std::fprintf(stderr, "llm_gateway: serving model '%s' (%s chat template) on %s://%s%s\n",
                (*gateway)->model_id().c_str(),
-               std::string((*gateway)->chat_template().name()).c_str(), options.listen.c_str());
+               std::string((*gateway)->chat_template().name()).c_str(),
+               options.http_tls.enabled() ? "https" : "http", options.listen.c_str(),
+               options.http_auth_token.empty() ? "" : " (API key required)");
   int sig = 0;
   sigwait(&stop_signals, &sig);
   std::fprintf(stderr, "llm_gateway: signal %d, shutting down\n", sig);

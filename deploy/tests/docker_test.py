@@ -34,6 +34,10 @@ import manifests as m
 TEST = "docker_test"
 DOCKER = m.ROOT / "deploy" / "docker"
 BINARIES = ("tokenizer_server", "model_server", "llm", "llm_gateway")
+# Shared objects llm_gateway loads from beside itself (gateway/http_tls.h):
+# built, passed to runtime-packages.sh and copied into the binaries' folder.
+GATEWAY_SHIMS = {"llm_civetweb_ssl": "libllm_civetweb_ssl.so",
+                 "llm_civetweb_crypto": "libllm_civetweb_crypto.so"}
 # scripts/setup.sh packages that the images do not need to build the servers.
 TEST_ONLY = {
     "ccache", "git", "ca-certificates", "openssl",
@@ -115,6 +119,12 @@ def check_dockerfile(path: Path, needed: set[str], dirs: set[str], model_paths: 
     target = re.search(r"--target\s+([^&\n]*)", build)
     expect(target is not None and set(BINARIES) <= set(target.group(1).split()),
            f"{name}: the build stage does not build {', '.join(BINARIES)}")
+    expect(target is not None and set(GATEWAY_SHIMS) <= set(target.group(1).split()),
+           f"{name}: the build stage does not build {', '.join(GATEWAY_SHIMS)}")
+    packages_call = re.search(r"runtime-packages\.sh\s+([^>]*)>", build)
+    for so in GATEWAY_SHIMS.values():
+        expect(packages_call is not None and f"/bin/{so}" in packages_call.group(1),
+               f"{name}: runtime-packages.sh is not run on {so}")
     expect("runtime-packages.sh" in build and "runtime-packages.txt" in build,
            f"{name}: the build stage does not list the runtime packages")
     expect("runtime-packages.txt" in runtime and "apt-get install" in runtime,
@@ -122,6 +132,11 @@ def check_dockerfile(path: Path, needed: set[str], dirs: set[str], model_paths: 
     for b in BINARIES:
         expect(re.search(rf"COPY --from=build .*/bin/{b}\b", runtime) is not None,
                f"{name}: the runtime stage does not copy {b}")
+    # The shims in the same COPY (the same folder) as llm_gateway.
+    gateway_copy = re.search(r"COPY --from=build (.*/bin/llm_gateway\b.*)", runtime)
+    for so in GATEWAY_SHIMS.values():
+        expect(gateway_copy is not None and f"/bin/{so}" in gateway_copy.group(1),
+               f"{name}: the runtime stage does not copy {so} beside llm_gateway")
     user = re.findall(r"^\s*USER\s+(\S+)", runtime, re.M)
     expect(bool(user) and user[-1].split(":")[0] not in ("root", "0"),
            f"{name}: the runtime stage does not end as a non-root USER")

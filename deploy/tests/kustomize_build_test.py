@@ -24,6 +24,11 @@ EXPECTED = [
     ("Service", "llm-model"),
     ("PodDisruptionBudget", "llm-model"),
     ("NetworkPolicy", "llm-model"),
+    ("Deployment", "llm-gateway"),
+    ("Service", "llm-gateway"),
+    ("HorizontalPodAutoscaler", "llm-gateway"),
+    ("PodDisruptionBudget", "llm-gateway"),
+    ("NetworkPolicy", "llm-gateway"),
 ]
 
 

@@ -4,20 +4,37 @@
 For deploy/k8s/overlays/{cpu,gpu}, rendered with `kubectl kustomize`:
 
 - every object is in one namespace and carries app.kubernetes.io/part-of;
-- the tokenizer is a Deployment scaled by a CPU-utilization HPA (and has no
-  `replicas` of its own); the model server is a StatefulSet whose serviceName
-  is a headless Service, and whose --pod_name is $(POD_NAME) with
-  POD_NAME from the downward API (metadata.name);
-- each workload: selector matches its pod labels; the container port `grpc`
-  is the port of --listen (on all interfaces), of the startup, readiness and
-  liveness probes (native gRPC) and of its Service; a preStop sleep; a
-  terminationGracePeriodSeconds above that sleep plus --drain_seconds; cpu
-  and memory requests and limits (requests <= limits); non-root, no privilege
-  escalation; a PodDisruptionBudget; a NetworkPolicy that admits only pods
-  labelled llm.example/client: "true", to the gRPC port only;
+- the tokenizer and the gateway are Deployments scaled by CPU-utilization
+  HPAs (and have no `replicas` of their own); the model server is a
+  StatefulSet whose serviceName is a headless Service, and whose --pod_name
+  is $(POD_NAME) with POD_NAME from the downward API (metadata.name);
+- each workload: selector matches its pod labels; its serving port (`grpc`
+  for the servers, `http` for the gateway) is the port of --listen (on all
+  interfaces), of the startup, readiness and liveness probes (native gRPC;
+  for the gateway httpGet, readiness on /health, the others on /health or
+  /metrics, the paths that need no API key, HTTPS iff --http_tls_cert) and of
+  its Service; a preStop sleep; a terminationGracePeriodSeconds above that
+  sleep plus --drain_seconds (the gateway has none: above the sleep); cpu and
+  memory requests and limits (requests <= limits); non-root, no privilege
+  escalation; a PodDisruptionBudget; Prometheus annotations naming its
+  metrics port (the gateway: its HTTP port, path /metrics); a NetworkPolicy
+  that admits to the gRPC ports only pods labelled llm.example/client: "true"
+  and the gateway's pods (of this namespace), to the gateway's port only
+  pods labelled llm.example/gateway-client: "true", and to metrics only
+  scrapers (llm.example/metrics-scraper: "true");
+- the gateway reaches both services: its --tokenizer names the tokenizer's
+  Service and port, its --model dns:///the model's headless Service and
+  port, and both services' NetworkPolicies admit its pods;
 - gpu overlay: the model server asks for one nvidia.com/gpu, runs the CUDA
   image, and has a GPU nodeSelector and toleration; nothing else asks for a
   GPU (and in the cpu overlay nothing does).
+
+For deploy/k8s/overlays/cpu-tls: the gateway passes the same workload
+checks (HTTPS probes and scrape scheme, since it serves HTTPS there); every
+gRPC server serves TLS, and the gateway verifies them (--tls_ca) and, where
+they require client certificates (--tls_ca), presents one; its TLS files are
+on a mounted Secret; it names the services by their `NAME.NAMESPACE.svc`
+names, which the certificate holds.
 
     python3 deploy/tests/manifest_invariants_test.py
 
@@ -30,7 +47,12 @@ import manifests as m
 
 TEST = "manifest_invariants_test"
 CLIENT_LABEL = ("llm.example/client", "true")
+GATEWAY_CLIENT_LABEL = ("llm.example/gateway-client", "true")
 SCRAPER_LABEL = ("llm.example/metrics-scraper", "true")
+NAME = "app.kubernetes.io/name"
+# The gateway's endpoints that need no API key (gateway/http_auth.h): the
+# only ones a probe or a scraper can use.
+UNGUARDED_PATHS = ("/health", "/metrics")
 PART_OF = ("app.kubernetes.io/part-of", "llm-inference")
 GPU = "nvidia.com/gpu"
 
@@ -52,6 +74,36 @@ def pod_labels(w: dict) -> dict:
     return w["spec"]["template"]["metadata"].get("labels", {})
 
 
+def serving_port(c: dict) -> tuple[str | None, int | None]:
+    """("grpc" or "http", its containerPort): the port the container serves."""
+    ports = {p.get("name"): p["containerPort"] for p in c.get("ports", [])}
+    for kind in ("grpc", "http"):
+        if kind in ports:
+            return kind, ports[kind]
+    return None, None
+
+
+def gateway_selectors(objs: list[dict]) -> list[dict]:
+    """The pod labels (app.kubernetes.io/name) of the HTTP gateways."""
+    out = []
+    for w in m.workloads(objs):
+        if serving_port(w["spec"]["template"]["spec"]["containers"][0])[0] == "http":
+            out.append({NAME: pod_labels(w).get(NAME)})
+    return out
+
+
+def peer_allowed(peer: dict, allowed: list[tuple[dict, bool]]) -> bool:
+    """Whether a NetworkPolicy peer is one of `allowed`: (matchLabels, any
+    namespace?); a same-namespace one must have no namespaceSelector."""
+    if "ipBlock" in peer:
+        return False
+    labels = peer.get("podSelector", {}).get("matchLabels")
+    for match, any_namespace in allowed:
+        if labels == match and (any_namespace or "namespaceSelector" not in peer):
+            return True
+    return False
+
+
 def check_workload(objs: list[dict], w: dict, where: str) -> None:
     pod = w["spec"]["template"]["spec"]
     labels = pod_labels(w)
@@ -62,18 +114,29 @@ def check_workload(objs: list[dict], w: dict, where: str) -> None:
     argv = m.resolved_argv(objs, w, c, where, errors)
     args = argv[1:]
 
-    # The gRPC port: container port, --listen, probes, Service.
-    ports = {p.get("name"): p["containerPort"] for p in c.get("ports", [])}
-    if not expect("grpc" in ports, f"{where}: no container port named grpc"):
+    # The serving port: container port, --listen, probes, Service.
+    kind, port = serving_port(c)
+    if not expect(kind is not None, f"{where}: no container port named grpc or http"):
         return
-    port = ports["grpc"]
-    # Metrics: --metrics_listen on the `metrics` port, announced to Prometheus.
-    metrics_port = ports.get("metrics")
-    if expect(metrics_port is not None, f"{where}: no container port named metrics"):
-        metrics = m.flag_value(args, "metrics_listen") or ""
-        expect(metrics.rpartition(":")[2] == str(metrics_port),
-               f"{where}: --metrics_listen={metrics} is not port {metrics_port}")
-        notes = w["spec"]["template"]["metadata"].get("annotations", {})
+    ports = {p.get("name"): p["containerPort"] for p in c.get("ports", [])}
+    notes = w["spec"]["template"]["metadata"].get("annotations", {})
+    https = kind == "http" and m.flag_value(args, "http_tls_cert") is not None
+    if kind == "grpc":
+        # Metrics: --metrics_listen on the `metrics` port, announced to Prometheus.
+        metrics_port = ports.get("metrics")
+        if expect(metrics_port is not None, f"{where}: no container port named metrics"):
+            metrics = m.flag_value(args, "metrics_listen") or ""
+            expect(metrics.rpartition(":")[2] == str(metrics_port),
+                   f"{where}: --metrics_listen={metrics} is not port {metrics_port}")
+    else:
+        # The gateway serves GET /metrics on its HTTP port (HTTPS with TLS).
+        metrics_port = port
+        expect(notes.get("prometheus.io/path") == "/metrics",
+               f"{where}: prometheus.io/path is not /metrics")
+        expect(notes.get("prometheus.io/scheme", "http") == ("https" if https else "http"),
+               f"{where}: prometheus.io/scheme is {notes.get('prometheus.io/scheme', 'http')}, "
+               f"but the port serves {'HTTPS' if https else 'HTTP'}")
+    if metrics_port is not None:
         expect(notes.get("prometheus.io/scrape") == "true" and
                notes.get("prometheus.io/port") == str(metrics_port),
                f"{where}: the pod template lacks the prometheus.io scrape annotations")
@@ -83,16 +146,36 @@ def check_workload(objs: list[dict], w: dict, where: str) -> None:
     expect(host in ("0.0.0.0", "[::]"), f"{where}: --listen={listen} is not on all interfaces")
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         p = c.get(probe)
-        if expect(p is not None, f"{where}: no {probe}"):
+        if not expect(p is not None, f"{where}: no {probe}"):
+            continue
+        if kind == "grpc":
             expect(p.get("grpc", {}).get("port") == port,
                    f"{where}: {probe} is not a gRPC probe of port {port}")
+            continue
+        get = p.get("httpGet")
+        if not expect(get is not None and get.get("port") in (port, "http"),
+                      f"{where}: {probe} is not an HTTP GET of port {port}"):
+            continue
+        paths = ("/health",) if probe == "readinessProbe" else UNGUARDED_PATHS
+        expect(get.get("path") in paths,
+               f"{where}: {probe} GETs {get.get('path')}, not one of {', '.join(paths)} "
+               "(readiness must follow the services; other paths need the API key)")
+        scheme = get.get("scheme", "HTTP")
+        expect(scheme == ("HTTPS" if https else "HTTP"),
+               f"{where}: {probe} uses {scheme}, but the port serves "
+               f"{'HTTPS' if https else 'HTTP'}")
     services = [s for s in m.find(objs, "Service") if selects(s["spec"].get("selector"), labels)]
     if expect(len(services) == 1, f"{where}: {len(services)} Services select its pods, not 1"):
         sp = services[0]["spec"]["ports"]
-        expect(any(p["port"] == port and p.get("targetPort") in ("grpc", port) for p in sp),
+        expect(any(p["port"] == port and p.get("targetPort") in (kind, port) for p in sp),
                f"{where}: Service {services[0]['metadata']['name']} does not expose port {port}")
+        if kind == "http":
+            expect(all(p.get("appProtocol") == ("https" if https else "http") for p in sp),
+                   f"{where}: Service {services[0]['metadata']['name']}'s appProtocol is not "
+                   f"{'https' if https else 'http'}")
 
     # Draining: preStop sleep + --drain_seconds < terminationGracePeriodSeconds.
+    # The gateway has no drain (SIGTERM cancels what runs): above the sleep.
     pre = c.get("lifecycle", {}).get("preStop", {})
     sleep = None
     if "sleep" in pre:
@@ -100,6 +183,8 @@ def check_workload(objs: list[dict], w: dict, where: str) -> None:
     elif pre.get("exec", {}).get("command", [None])[0] == "sleep":
         sleep = float(pre["exec"]["command"][1])
     drain = m.flag_value(args, "drain_seconds")
+    if kind == "http" and drain is None:
+        drain = "0"
     grace = pod.get("terminationGracePeriodSeconds", 30)
     if expect(sleep is not None, f"{where}: no preStop sleep") and \
             expect(drain is not None, f"{where}: no --drain_seconds"):
@@ -117,6 +202,7 @@ def check_workload(objs: list[dict], w: dict, where: str) -> None:
     expect(sc.get("runAsNonRoot", psc.get("runAsNonRoot")) is True, f"{where}: not runAsNonRoot")
     expect(sc.get("allowPrivilegeEscalation") is False,
            f"{where}: allowPrivilegeEscalation is not false")
+    expect(sc.get("readOnlyRootFilesystem") is True, f"{where}: readOnlyRootFilesystem is not true")
 
     # Disruption budget and network policy.
     pdbs = [p for p in m.find(objs, "PodDisruptionBudget")
@@ -124,6 +210,14 @@ def check_workload(objs: list[dict], w: dict, where: str) -> None:
     expect(len(pdbs) == 1, f"{where}: {len(pdbs)} PodDisruptionBudgets select its pods, not 1")
     policies = [p for p in m.find(objs, "NetworkPolicy")
                 if selects(p["spec"]["podSelector"], labels)]
+    # Who may reach the serving port: gRPC clients and the gateway's pods (this
+    # namespace) for the servers; the gateway's clients for the gateway.
+    if kind == "grpc":
+        serving_peers = [(dict([CLIENT_LABEL]), True)] + \
+            [(g, False) for g in gateway_selectors(objs)]
+    else:
+        serving_peers = [(dict([GATEWAY_CLIENT_LABEL]), True)]
+    scraper_peers = [(dict([SCRAPER_LABEL]), True)]
     if expect(len(policies) >= 1, f"{where}: no NetworkPolicy selects its pods"):
         for p in policies:
             name = p["metadata"]["name"]
@@ -134,19 +228,126 @@ def check_workload(objs: list[dict], w: dict, where: str) -> None:
             for rule in rules:
                 peers = rule.get("from", [])
                 rule_ports = [q.get("port") for q in rule.get("ports", [])]
-                # Clients reach the gRPC port; scrapers the metrics port.
-                allowed = CLIENT_LABEL
+                allowed = []
+                if rule_ports in ([port], [kind]):
+                    allowed += serving_peers
                 if metrics_port is not None and rule_ports in ([metrics_port], ["metrics"]):
-                    allowed = SCRAPER_LABEL
-                else:
-                    expect(rule_ports in ([port], ["grpc"]),
-                           f"{where}: NetworkPolicy {name}: an ingress rule opens other ports "
-                           f"than {port}")
-                expect(bool(peers) and all(
-                    peer.get("podSelector", {}).get("matchLabels") == dict([allowed])
-                    and "ipBlock" not in peer for peer in peers),
-                    f"{where}: NetworkPolicy {name}: an ingress rule admits more than pods "
-                    f"labelled {allowed[0]}={allowed[1]}")
+                    allowed += scraper_peers
+                if not expect(bool(allowed), f"{where}: NetworkPolicy {name}: an ingress rule "
+                                             f"opens other ports than {port}"):
+                    continue
+                expect(bool(peers) and all(peer_allowed(peer, allowed) for peer in peers),
+                       f"{where}: NetworkPolicy {name}: an ingress rule admits more than "
+                       + " or ".join(f"{d}" for d, _ in allowed))
+
+
+def admits(objs: list[dict], target: dict, port: int, source_labels: dict) -> bool:
+    """Whether some NetworkPolicy that selects `target`'s pods lets pods with
+    `source_labels` (same namespace) reach `port`."""
+    for p in m.find(objs, "NetworkPolicy"):
+        if not selects(p["spec"]["podSelector"], pod_labels(target)):
+            continue
+        for rule in p["spec"].get("ingress", []):
+            if port not in [q.get("port") for q in rule.get("ports", [])]:
+                continue
+            for peer in rule.get("from", []):
+                if "ipBlock" not in peer and selects(peer.get("podSelector", {}), source_labels):
+                    return True
+    return False
+
+
+def check_gateway(objs: list[dict], overlay: str, tls: bool) -> None:
+    """The gateway Deployment: scaled by a CPU HPA, and able to reach both
+    services by the names and ports of their Services."""
+    gateway = m.find(objs, "Deployment", "llm-gateway")
+    if not expect(len(gateway) == 1, f"{overlay}: no Deployment llm-gateway"):
+        return
+    gw = gateway[0]
+    where = f"{overlay}: Deployment/llm-gateway"
+    c = gw["spec"]["template"]["spec"]["containers"][0]
+    expect(c.get("command") == ["llm_gateway"], f"{where}: does not run llm_gateway")
+    args = m.resolved_argv(objs, gw, c, where, errors)[1:]
+    hpas = [h for h in m.find(objs, "HorizontalPodAutoscaler")
+            if h["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
+                                               "name": "llm-gateway"}]
+    if expect(len(hpas) == 1, f"{overlay}: no HPA targets Deployment llm-gateway"):
+        expect(any(x.get("resource", {}).get("name") == "cpu" and
+                   x["resource"]["target"]["type"] == "Utilization"
+                   for x in hpas[0]["spec"].get("metrics", [])),
+               f"{overlay}: the gateway HPA does not scale on CPU utilization")
+    expect("replicas" not in gw["spec"],
+           f"{overlay}: Deployment llm-gateway sets replicas (the HPA owns them)")
+    namespace = gw["metadata"].get("namespace")
+    servers = {"tokenizer": m.find(objs, "Deployment", "llm-tokenizer"),
+               "model": m.find(objs, "StatefulSet", "llm-model")}
+    for flag, prefix in (("tokenizer", ""), ("model", "dns:///")):
+        address = m.flag_value(args, flag) or ""
+        if not (expect(address.startswith(prefix), f"{where}: --{flag}={address} does not start "
+                                                    f"with {prefix!r}") and servers[flag]):
+            continue
+        host, _, port = address[len(prefix):].rpartition(":")
+        name, _, domain = host.partition(".")
+        expect(domain in ("", f"{namespace}.svc", f"{namespace}.svc.cluster.local"),
+               f"{where}: --{flag}={address} is not a Service of namespace {namespace}")
+        if tls:
+            expect(domain.startswith(f"{namespace}.svc"),
+                   f"{where}: --{flag}={address}: over TLS, name the service as its "
+                   f"certificate does ({name}.{namespace}.svc)")
+        server = servers[flag][0]
+        svc = m.find(objs, "Service", name)
+        if not expect(len(svc) == 1, f"{where}: --{flag}={address} names no Service"):
+            continue
+        expect(selects(svc[0]["spec"].get("selector"), pod_labels(server)),
+               f"{where}: --{flag}: Service {name} does not select the {flag} pods")
+        expect(any(str(p["port"]) == port for p in svc[0]["spec"]["ports"]),
+               f"{where}: --{flag}: Service {name} has no port {port}")
+        if flag == "model":
+            expect(svc[0]["spec"].get("clusterIP") == "None",
+                   f"{where}: --model=dns:///... needs the headless Service, {name} is not")
+        grpc_port = serving_port(server["spec"]["template"]["spec"]["containers"][0])[1]
+        expect(admits(objs, server, grpc_port, pod_labels(gw)),
+               f"{where}: no NetworkPolicy lets the gateway's pods reach the {flag} pods")
+
+
+def check_tls_overlay(overlay: str) -> int:
+    """overlays/cpu-tls: the gateway passes the workload checks and speaks TLS
+    to servers that serve it."""
+    objs = m.objects(TEST, overlay)
+    gateway = m.find(objs, "Deployment", "llm-gateway")
+    if not expect(len(gateway) == 1, f"{overlay}: no Deployment llm-gateway"):
+        return len(objs)
+    gw = gateway[0]
+    where = f"{overlay}: Deployment/llm-gateway"
+    check_workload(objs, gw, where)
+    check_gateway(objs, overlay, tls=True)
+    c = gw["spec"]["template"]["spec"]["containers"][0]
+    args = m.resolved_argv(objs, gw, c, where, errors)[1:]
+    for flag in ("http_tls_cert", "http_tls_key"):
+        expect(m.flag_value(args, flag) is not None, f"{where}: no --{flag} (HTTPS)")
+    for name in ("llm-tokenizer", "llm-model"):
+        server = [w for w in m.workloads(objs) if w["metadata"]["name"] == name]
+        if not expect(len(server) == 1, f"{overlay}: no workload {name}"):
+            continue
+        sc = server[0]["spec"]["template"]["spec"]["containers"][0]
+        sargs = m.resolved_argv(objs, server[0], sc, f"{overlay}: {name}", errors)[1:]
+        if expect(m.flag_value(sargs, "tls_cert") is not None, f"{overlay}: {name} has no TLS"):
+            expect(m.flag_value(args, "tls_ca") is not None,
+                   f"{where}: {name} serves TLS, the gateway has no --tls_ca to verify it")
+        if m.flag_value(sargs, "tls_ca") is not None:
+            expect(m.flag_value(args, "tls_cert") is not None and
+                   m.flag_value(args, "tls_key") is not None,
+                   f"{where}: {name} requires client certificates, the gateway presents none")
+    # Every file flag of the gateway lies on a mounted Secret volume.
+    volumes = {v["name"]: v for v in gw["spec"]["template"]["spec"].get("volumes", [])}
+    mounts = [(mt["mountPath"].rstrip("/") + "/", volumes.get(mt["name"], {}))
+              for mt in c.get("volumeMounts", [])]
+    for flag in ("tls_ca", "tls_cert", "tls_key", "http_tls_cert", "http_tls_key"):
+        path = m.flag_value(args, flag)
+        if path is None:
+            continue
+        expect(any(path.startswith(mp) and "secret" in v for mp, v in mounts),
+               f"{where}: --{flag}={path} is not on a mounted Secret volume")
+    return len(objs)
 
 
 def check_overlay(overlay: str) -> int:
@@ -181,6 +382,9 @@ def check_overlay(overlay: str) -> int:
                f"{overlay}: the tokenizer HPA does not scale on CPU utilization")
     expect("replicas" not in tok["spec"],
            f"{overlay}: Deployment llm-tokenizer sets replicas (the HPA owns them)")
+
+    # Gateway: HPA, and the services it must reach.
+    check_gateway(objs, overlay, tls=False)
 
     # Model: headless Service, session prefix from the pod name.
     svc = m.find(objs, "Service", model["spec"].get("serviceName"))
@@ -217,6 +421,7 @@ def check_overlay(overlay: str) -> int:
 
 def main() -> None:
     counts = {overlay: check_overlay(overlay) for overlay in m.OVERLAYS}
+    counts["cpu-tls"] = check_tls_overlay("cpu-tls")
     if errors:
         m.fail(TEST, f"{len(errors)} problem(s):\n  " + "\n  ".join(errors))
     print(f"{TEST}: PASS: " + ", ".join(f"{o} ({n} objects)" for o, n in counts.items()))

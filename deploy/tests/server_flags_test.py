@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Every flag that the deployment passes to a server exists in that server.
 
-For each container of the rendered overlays (deploy/k8s/overlays/{cpu,gpu})
-and the CMD of each Dockerfile in deploy/docker, the binary is the basename of
-command[0] (tokenizer_server or model_server), and:
+For each container of the rendered overlays (deploy/k8s/overlays/{cpu,gpu,
+cpu-tls}) and the CMD of each Dockerfile in deploy/docker, the binary is the
+basename of command[0] (tokenizer_server, model_server or llm_gateway), and:
 
 1. every `--flag` in its arguments (written with dashes or underscores, as
    `--flag=value` or `--flag value`, booleans also as `--noflag`) is one that
@@ -14,13 +14,19 @@ command[0] (tokenizer_server or model_server), and:
 3. the binary accepts the resolved arguments: `build/bin/BINARY ARGS --version`
    parses every flag and value exactly as at start-up (an unknown flag or a
    bad value exits non-zero) and exits 0 without opening any file;
-4. the servers start with them: for each overlay, tokenizer_server and
-   model_server are started with the resolved arguments (only --listen and
-   --metrics_listen moved to 127.0.0.1:0, /models/NAME mapped to the
+4. the servers start with them: for overlays cpu and gpu, tokenizer_server
+   and model_server are started with the resolved arguments (only --listen
+   and --metrics_listen moved to 127.0.0.1:0, /models/NAME mapped to the
    repository's models/NAME, and --backend=cuda run as --backend=auto),
-   `llm health` must see both SERVING, and on SIGTERM each must exit 0 within
-   its --drain_seconds plus 10 s. (Skipped, with a note, when models/ has not
-   been fetched: scripts/fetch-model.sh.)
+   `llm health` must see both SERVING; then llm_gateway starts with its
+   resolved arguments (--listen on 127.0.0.1:0, and --tokenizer / --model,
+   which name the cluster's Services, pointed at those two servers), every
+   one of its httpGet probes and its Prometheus scrape path must answer 200
+   (the scrape with the gateway's metrics), and on SIGTERM it must exit 0
+   within its terminationGracePeriodSeconds; on SIGTERM each server must exit
+   0 within its --drain_seconds plus 10 s. (Skipped, with a note, when
+   models/ has not been fetched: scripts/fetch-model.sh.) cpu-tls is checked
+   by 1-3 only (its TLS files exist in the cluster only).
 
     python3 deploy/tests/server_flags_test.py --build-dir build
 
@@ -33,15 +39,20 @@ import argparse
 import json
 import re
 import signal
+import ssl
 import subprocess
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import manifests as m
 
 TEST = "server_flags_test"
 SERVERS = ("tokenizer_server", "model_server")
+GATEWAY = "llm_gateway"
+BINARIES = SERVERS + (GATEWAY,)
 HELP_FLAG = re.compile(r"^\s+--([A-Za-z0-9_]+) \(", re.M)
 
 errors: list[str] = []
@@ -68,8 +79,8 @@ def flag_names(args: list[str]) -> list[str]:
 def check(binary_name: str, args: list[str], where: str, build_dir: Path,
           known: dict[str, set[str]]) -> int:
     """Checks one command line (args already expanded); returns its flag count."""
-    if binary_name not in SERVERS:
-        errors.append(f"{where}: runs {binary_name!r}, not one of {', '.join(SERVERS)} "
+    if binary_name not in BINARIES:
+        errors.append(f"{where}: runs {binary_name!r}, not one of {', '.join(BINARIES)} "
                       "(extend deploy/tests/server_flags_test.py)")
         return 0
     binary = build_dir / "bin" / binary_name
@@ -102,16 +113,21 @@ def dockerfile_cmds() -> list[tuple[str, list[str]]]:
     return out
 
 
-def local_args(args: list[str]) -> list[str] | None:
+def local_args(args: list[str], services: dict[str, str] | None = None) -> list[str] | None:
     """The arguments with --listen and --metrics_listen on free loopback ports, /models/NAME
     mapped to the repository's models/NAME (None when that file is missing), and
     --backend=cuda as --backend=auto (CUDA where this machine has a GPU, else the CPU: the
-    flag is still parsed, and the gpu overlay's servers still start here)."""
+    flag is still parsed, and the gpu overlay's servers still start here). `services`
+    (flag -> address) replaces the gateway's --tokenizer and --model, which name the
+    cluster's Services."""
     out = []
     for a in args:
         key = a.lstrip("-").split("=", 1)[0].replace("-", "_")
         if a.startswith("-") and key in ("listen", "metrics_listen"):
             out.append(f"--{key}=127.0.0.1:0")
+            continue
+        if a.startswith("-") and services and key in services:
+            out.append(f"--{key}={services[key]}")
             continue
         if a.startswith("-") and key == "backend" and a.endswith("=cuda"):
             out.append("--backend=auto")
@@ -126,9 +142,68 @@ def local_args(args: list[str]) -> list[str] | None:
     return out
 
 
-def start_servers(overlay: str, lines: dict[str, list[str]], build_dir: Path) -> str:
+def http_get(url: str) -> tuple[int, str]:
+    """GET url (HTTPS unverified: the kubelet does not verify either)."""
+    context = ssl._create_unverified_context() if url.startswith("https:") else None
+    try:
+        with urllib.request.urlopen(url, timeout=10, context=context) as r:
+            return r.status, r.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode("utf-8", "replace")
+    except OSError as e:
+        return 0, str(e)
+
+
+def check_gateway(overlay: str, gateway: dict, addr: dict[str, str], build_dir: Path,
+                  tmp: str) -> str:
+    """Starts the gateway of one overlay over the running servers, GETs its
+    probes' and scrape paths, stops it with SIGTERM; returns a summary."""
+    where = f"overlays/{overlay}: start {GATEWAY}"
+    args = local_args(gateway["args"], {"tokenizer": addr["tokenizer_server"],
+                                        "model": addr["model_server"]})
+    log_path = Path(tmp) / f"{GATEWAY}.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([str(build_dir / "bin" / GATEWAY), *args],
+                                stdout=subprocess.PIPE, stderr=log, text=True)
+    try:
+        line = proc.stdout.readline()
+        port = re.search(r"listening on port (\d+)", line)
+        if not port:
+            errors.append(f"{where}: did not start: {line!r}\n" + log_path.read_text())
+            return f"{where}: failed"
+        gets = []
+        for probe, get in gateway["gets"]:
+            scheme = get.get("scheme", "HTTP").lower()
+            url = f"{scheme}://127.0.0.1:{port.group(1)}{get.get('path', '/')}"
+            status, body = http_get(url)
+            gets.append(f"{probe} {get.get('path')} {status}")
+            if status != 200:
+                errors.append(f"{where}: {probe} GET {url} answered {status}: {body[:300]}")
+            if probe == "scrape" and "llm_gateway_requests_total" not in body:
+                errors.append(f"{where}: the scrape path {url} has no llm_gateway metrics")
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            rc = proc.wait(timeout=gateway["grace"])
+        except subprocess.TimeoutExpired:
+            errors.append(f"{where}: still running {gateway['grace']} s after SIGTERM "
+                          "(terminationGracePeriodSeconds)")
+            return f"{where}: failed"
+        if rc != 0:
+            errors.append(f"{where}: exited {rc} on SIGTERM:\n" + log_path.read_text())
+        return (f"{where}: {', '.join(gets)}; exited on SIGTERM in "
+                f"{time.monotonic() - t0:.1f} s")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def start_servers(overlay: str, lines: dict[str, list[str]], build_dir: Path,
+                  gateway: dict | None) -> str:
     """Starts both servers of one overlay with their resolved arguments, waits
-    until both are SERVING, stops them with SIGTERM; returns a summary."""
+    until both are SERVING, checks the overlay's gateway over them, stops them
+    with SIGTERM; returns a summary."""
     where = f"overlays/{overlay}: start"
     local = {b: local_args(a) for b, a in lines.items()}
     if any(v is None for v in local.values()):
@@ -157,6 +232,9 @@ def start_servers(overlay: str, lines: dict[str, list[str]], build_dir: Path) ->
                 output = (health.stdout + health.stderr).strip()
                 errors.append(f"{where}: not both SERVING: {output}")
                 return f"{where}: failed"
+            gateway_summary = ""
+            if gateway is not None:
+                gateway_summary = "\n  " + check_gateway(overlay, gateway, addr, build_dir, tmp)
             took = {}
             for binary, proc in procs.items():
                 drain = float(m.flag_value(lines[binary], "drain_seconds") or 5)
@@ -178,7 +256,25 @@ def start_servers(overlay: str, lines: dict[str, list[str]], build_dir: Path) ->
                     proc.kill()
                     proc.wait()
     return (f"{where}: both SERVING, then exited on SIGTERM in "
-            + ", ".join(f"{b} {t:.1f} s" for b, t in took.items()))
+            + ", ".join(f"{b} {t:.1f} s" for b, t in took.items()) + gateway_summary)
+
+
+def gateway_checks(w: dict, c: dict, args: list[str]) -> dict:
+    """What check_gateway needs of the gateway's workload: its arguments, its
+    httpGet probes and scrape path, and its grace period."""
+    gets = []
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        get = (c.get(probe) or {}).get("httpGet")
+        if get is None:
+            errors.append(f"{w['metadata']['name']}: {probe} is not an httpGet probe")
+        else:
+            gets.append((probe, get))
+    notes = w["spec"]["template"]["metadata"].get("annotations", {})
+    if notes.get("prometheus.io/scrape") == "true":
+        gets.append(("scrape", {"path": notes.get("prometheus.io/path", "/metrics"),
+                                "scheme": notes.get("prometheus.io/scheme", "http").upper()}))
+    grace = w["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", 30)
+    return {"args": args, "gets": gets, "grace": grace}
 
 
 def main() -> None:
@@ -188,7 +284,8 @@ def main() -> None:
     known: dict[str, set[str]] = {}
     checked = []
     started: dict[str, dict[str, list[str]]] = {}
-    for overlay in m.OVERLAYS:
+    gateways: dict[str, dict] = {}
+    for overlay in m.ALL_OVERLAYS:
         objs = m.objects(TEST, overlay)
         started[overlay] = {}
         for w in m.workloads(objs):
@@ -202,7 +299,10 @@ def main() -> None:
                 argv = m.resolved_argv(objs, w, c, where, errors)
                 n = check(Path(argv[0]).name, argv[1:], where, args.build_dir, known)
                 checked.append(f"{where} ({n} flags)")
-                started[overlay][Path(argv[0]).name] = argv[1:]
+                if Path(argv[0]).name == GATEWAY:
+                    gateways[overlay] = gateway_checks(w, c, argv[1:])
+                else:
+                    started[overlay][Path(argv[0]).name] = argv[1:]
     for where, argv in dockerfile_cmds():
         n = check(Path(argv[0]).name, argv[1:], where, args.build_dir, known)
         checked.append(f"{where} ({n} flags)")
@@ -210,17 +310,19 @@ def main() -> None:
         m.fail(TEST, "no container or Dockerfile CMD was found to check")
     if not errors:
         seen: dict[str, str] = {}
-        for overlay, lines in started.items():
-            if sorted(lines) != sorted(SERVERS):
+        for overlay in m.OVERLAYS:
+            lines = started[overlay]
+            found = sorted(lines) + ([GATEWAY] if overlay in gateways else [])
+            if found != sorted(SERVERS) + [GATEWAY]:
                 errors.append(f"overlays/{overlay}: expected one container of each of "
-                              f"{', '.join(SERVERS)}, found {', '.join(sorted(lines)) or 'none'}")
+                              f"{', '.join(BINARIES)}, found {', '.join(found) or 'none'}")
                 continue
-            key = json.dumps(lines, sort_keys=True)
+            key = json.dumps([lines, gateways[overlay]], sort_keys=True)
             if key in seen:
                 checked.append(f"overlays/{overlay}: start: same command lines as {seen[key]}")
                 continue
             seen[key] = f"overlays/{overlay}"
-            checked.append(start_servers(overlay, lines, args.build_dir))
+            checked.append(start_servers(overlay, lines, args.build_dir, gateways[overlay]))
     if errors:
         m.fail(TEST, f"{len(errors)} problem(s):\n  " + "\n  ".join(errors))
     print(f"{TEST}: PASS:\n  " + "\n  ".join(checked))
