@@ -236,6 +236,8 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Start(GatewayOptions options,
   return gw;
 }
 
+void Gateway::StartDrain() { draining_.store(true, std::memory_order_release); }
+
 Gateway::~Gateway() {
   stopping_.store(true);
   if (ctx_ != nullptr) mg_stop(ctx_);
@@ -298,10 +300,26 @@ int Gateway::Route(mg_connection* conn, const std::string& uri, std::string_view
   ApiError wrong_method;
   wrong_method.http_status = 405;
   if (uri == "/v1/chat/completions" || uri == "/v1/completions") {
-    if (method == "POST")
-      return uri == "/v1/completions" ? HandleCompletions(conn) : HandleChat(conn);
-    wrong_method.message = StrCat("use POST for ", uri);
-    return SendError(conn, wrong_method);
+    if (method != "POST") {
+      wrong_method.message = StrCat("use POST for ", uri);
+      return SendError(conn, wrong_method);
+    }
+    // Counted from here, so that a drain waits for a request that has passed
+    // the check below however far it has got.
+    in_flight_.fetch_add(1, std::memory_order_acq_rel);
+    struct Leave {
+      std::atomic<int>& n;
+      ~Leave() { n.fetch_sub(1, std::memory_order_acq_rel); }
+    } leave{in_flight_};
+    if (draining_.load(std::memory_order_acquire)) {
+      ApiError e;
+      e.http_status = 503;
+      e.type = "server_error";
+      e.code = "service_unavailable";
+      e.message = "the gateway is shutting down (draining): retry on another replica";
+      return SendError(conn, e);
+    }
+    return uri == "/v1/completions" ? HandleCompletions(conn) : HandleChat(conn);
   }
   if (uri == "/v1/models" || absl::StartsWith(uri, "/v1/models/")) {
     if (method == "GET") return HandleModels(conn, uri);
@@ -425,9 +443,12 @@ int Gateway::HandleHealth(mg_connection* conn) {
       models[address] = state;
     }
   }
-  const bool ok = tokenizer == "SERVING" && model_ok;
+  const bool draining = draining_.load(std::memory_order_acquire);
+  const bool ok = tokenizer == "SERVING" && model_ok && !draining;
   return SendJson(conn, ok ? 200 : 503,
-                  json{{"status", ok ? "ok" : "unavailable"},
+                  json{{"status", ok         ? "ok"
+                                  : draining ? "draining"
+                                             : "unavailable"},
                        {"tokenizer", {{o.tokenizer_address, tokenizer}}},
                        {"model", models}});
 }

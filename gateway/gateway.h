@@ -92,6 +92,12 @@ class Gateway {
   // Cancels running generations and stops the server (waits for its workers).
   ~Gateway();
 
+  // Drain (SIGTERM): from now on /health answers 503 ("draining") and new
+  // chat and completions requests 503, while those already admitted go on;
+  // in_flight() says how many are left. Thread-safe.
+  void StartDrain();
+  int in_flight() const { return in_flight_.load(std::memory_order_acquire); }
+
   int port() const { return port_; }
   const std::string& model_id() const { return model_id_; }
   const client::ChatTemplate& chat_template() const { return template_; }
@@ -164,6 +170,8 @@ class Gateway {
   mg_context* ctx_ = nullptr;
   int port_ = 0;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> draining_{false};
+  std::atomic<int> in_flight_{0};  // chat and completions requests being handled
 };
 
 }  // namespace llm::gateway

@@ -3,11 +3,13 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <ctime>
 #include <memory>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
+#include "absl/time/clock.h"
 #include "client/cli/security_flags.h"
 #include "client/generator.h"
 #include "common/flags.h"
@@ -37,6 +39,9 @@ ABSL_FLAG(double, reconnect_timeout, 30,
           "before it is answered 503, s.");
 ABSL_FLAG(double, wait_ready, 120,
           "At startup, wait up to this many seconds for services that are still loading.");
+ABSL_FLAG(double, drain_timeout, 30,
+          "On SIGTERM, how long running requests may go on (new ones get 503, /health 503) "
+          "before they are cancelled, s; a second signal cuts it short.");
 ABSL_FLAG(int64_t, max_conversations, 1024,
           "Conversations (X-Session-Id) whose model sessions are kept; past it the least "
           "recently used idle one is released.");
@@ -102,6 +107,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.conversation_ttl = absl::Seconds(conversation_ttl);
+  const double drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  if (!(drain_timeout >= 0)) {
+    Fail("--drain_timeout must be >= 0");
+    return 2;
+  }
   llm::client::ClientOptions& client = options.client;
   client.tokenizer_address = absl::GetFlag(FLAGS_tokenizer);
   client.model_address = absl::GetFlag(FLAGS_model);
@@ -164,7 +174,20 @@ int main(int argc, char** argv) {
                options.http_auth_token.empty() ? "" : " (API key required)");
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  std::fprintf(stderr, "llm_gateway: signal %d, shutting down\n", sig);
+  // Drain: /health turns 503 so that load balancers stop sending, new
+  // generating requests get 503, and those running finish, for up to
+  // --drain_timeout; a second signal, or the time running out, cancels what
+  // is left.
+  (*gateway)->StartDrain();
+  const absl::Time give_up = absl::Now() + absl::Seconds(drain_timeout);
+  std::fprintf(stderr, "llm_gateway: signal %d, draining (%d requests in flight, up to %.1f s)\n",
+               sig, (*gateway)->in_flight(), drain_timeout);
+  const timespec tick{0, 100 * 1000 * 1000};
+  while ((*gateway)->in_flight() > 0 && absl::Now() < give_up) {
+    if (sigtimedwait(&stop_signals, nullptr, &tick) > 0) break;  // a second signal
+  }
+  std::fprintf(stderr, "llm_gateway: shutting down (%d requests cancelled)\n",
+               (*gateway)->in_flight());
   gateway->reset();
   return 0;
 }

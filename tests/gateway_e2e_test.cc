@@ -539,6 +539,53 @@ TEST_F(GatewayE2ETest, ConversationKeepsItsSession) {
               "n");
 }
 
+// SIGTERM drains: a stream already running ends normally ([DONE], every
+// token), while /health and new requests answer 503; then the gateway exits 0.
+TEST_F(GatewayE2ETest, SigtermDrainsRunningStreams) {
+  std::string error;
+  std::unique_ptr<ServerProcess> gw = StartGateway(model_->address(), &error);
+  ASSERT_NE(gw, nullptr) << error;
+  const int fd = Connect(gw->port());
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(
+      SendAll(fd, RequestText("POST", "/v1/chat/completions",
+                              Chat("Tell me a story.",
+                                   {{"stream", true}, {"max_tokens", 48}, {"ignore_eos", true}}))));
+  std::string got;
+  char buf[4096];
+  const auto read_some = [&] {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 30000) <= 0) return false;
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) return false;
+    got.append(buf, static_cast<size_t>(n));
+    return true;
+  };
+  while (got.find("\"content\":\"") == std::string::npos ||
+         got.find("data: ") == got.rfind("data: ")) {
+    ASSERT_TRUE(read_some()) << got;  // the role chunk and a token: running
+  }
+  ASSERT_EQ(kill(gw->pid(), SIGTERM), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const HttpResponse health = Http(gw->port(), "GET", "/health");
+  EXPECT_EQ(health.status, 503) << health.body;
+  EXPECT_EQ(health.Json()["status"], "draining") << health.body;
+  ExpectError(Http(gw->port(), "POST", "/v1/chat/completions", Chat(kQuestion)), 503);
+  while (read_some()) {
+  }
+  close(fd);
+  bool done = false;
+  const size_t body = got.find("\r\n\r\n");
+  ASSERT_NE(body, std::string::npos);
+  const std::vector<json> events = Events(got.substr(body + 4), &done);
+  EXPECT_TRUE(done) << "the running stream was cut: " << got;
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "length") << events.back();
+  const std::optional<int> status = gw->Terminate(std::chrono::seconds(20), /*sig=*/0);
+  ASSERT_TRUE(status.has_value()) << "the gateway did not exit after the drain";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
+}
+
 TEST_F(GatewayE2ETest, StopStringNeverReachesTheOutput) {
   const HttpResponse r = PostChat(Chat(kQuestion, {{"stop", "aris"}}));
   ASSERT_EQ(r.status, 200) << r.body;

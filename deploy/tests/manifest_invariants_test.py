@@ -174,23 +174,22 @@ def check_workload(objs: list[dict], w: dict, where: str) -> None:
                    f"{where}: Service {services[0]['metadata']['name']}'s appProtocol is not "
                    f"{'https' if https else 'http'}")
 
-    # Draining: preStop sleep + --drain_seconds < terminationGracePeriodSeconds.
-    # The gateway has no drain (SIGTERM cancels what runs): above the sleep.
+    # Draining: preStop sleep + the drain < terminationGracePeriodSeconds
+    # (the servers' --drain_seconds, the gateway's --drain_timeout).
     pre = c.get("lifecycle", {}).get("preStop", {})
     sleep = None
     if "sleep" in pre:
         sleep = float(pre["sleep"]["seconds"])
     elif pre.get("exec", {}).get("command", [None])[0] == "sleep":
         sleep = float(pre["exec"]["command"][1])
-    drain = m.flag_value(args, "drain_seconds")
-    if kind == "http" and drain is None:
-        drain = "0"
+    drain_flag = "drain_timeout" if kind == "http" else "drain_seconds"
+    drain = m.flag_value(args, drain_flag)
     grace = pod.get("terminationGracePeriodSeconds", 30)
     if expect(sleep is not None, f"{where}: no preStop sleep") and \
-            expect(drain is not None, f"{where}: no --drain_seconds"):
+            expect(drain is not None, f"{where}: no --{drain_flag}"):
         expect(grace > sleep + float(drain),
                f"{where}: terminationGracePeriodSeconds {grace} is not above the preStop sleep "
-               f"{sleep:g} s plus --drain_seconds {drain}")
+               f"{sleep:g} s plus --{drain_flag} {drain}")
 
     # Resources and security.
     res = c.get("resources", {})
