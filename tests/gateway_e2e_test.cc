@@ -150,17 +150,11 @@ class GatewayE2ETest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     std::string error;
-    tokenizer_ =
-        ServerProcess::Start("tokenizer_server", {"--vocab", ModelPath()}, &error).release();
-    ASSERT_NE(tokenizer_, nullptr) << error << " (run scripts/fetch-model.sh)";
-    model_ = ServerProcess::Start("model_server", {"--model", ModelPath(), "--kv_cache_mb", "64"},
-                                  &error)
-                 .release();
-    ASSERT_NE(model_, nullptr) << error;
-    for (ServerProcess* s : {tokenizer_, model_}) {
-      auto channel = grpc::CreateChannel(s->address(), grpc::InsecureChannelCredentials());
-      ASSERT_TRUE(testing::WaitUntilServing(channel, std::chrono::seconds(60), &error)) << error;
-    }
+    std::unique_ptr<ServerProcess> tokenizer, model;
+    error = testing::StartTokenizerAndModel(ModelPath(), &tokenizer, &model);
+    ASSERT_EQ(error, "");
+    tokenizer_ = tokenizer.release();
+    model_ = model.release();
     gateway_ = StartGateway(model_->address(), &error).release();
     ASSERT_NE(gateway_, nullptr) << error;
     const HttpResponse models = Http(gateway_->port(), "GET", "/v1/models");

@@ -32,6 +32,7 @@
 #include "model_svc/testing/random_model.h"
 #include "tests/ops_server.h"
 #include "tests/server_process.h"
+#include "tests/test_certificates.h"
 
 namespace llm {
 namespace {
@@ -163,26 +164,10 @@ class Certificates : public ::testing::Environment {
   static std::string error;
   void SetUp() override {
     dir = StrCat(::testing::TempDir(), "ops_test_certs_", getpid());
-    std::filesystem::create_directories(dir);
-    const std::string script =
-        StrCat("set -e; cd '", dir,
-               "'; K='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes'; "
-               "openssl req -x509 $K -keyout ca.key -out ca.pem -days 2 -subj /CN=ops-test-ca; "
-               "openssl req $K -keyout server.key -out server.csr -subj /CN=localhost; "
-               "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > server.ext; "
-               "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
-               "-out server.pem -days 2 -extfile server.ext; "
-               "openssl req $K -keyout client.key -out client.csr -subj /CN=ops-test-client; "
-               "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
-               "-out client.pem -days 2; "
-               "openssl req -x509 $K -keyout rogue.key -out rogue.pem -days 2 -subj /CN=rogue; "
-               "printf 's3cret-token\\n' > token; printf 'other-token' > wrong_token");
-    {
-      std::ofstream out(dir + "/make.sh");
-      out << script << "\n";
-    }
-    const std::string command = StrCat("bash '", dir, "/make.sh' >'", dir, "/log' 2>&1");
-    if (std::system(command.c_str()) != 0) error = StrCat("openssl failed: see ", dir, "/log");
+    error = testing::MakeTestCertificates(dir);
+    if (!error.empty()) return;
+    std::ofstream(dir + "/token") << "s3cret-token\n";
+    std::ofstream(dir + "/wrong_token") << "other-token";
   }
   void TearDown() override {
     if (!error.empty()) return;  // keep the log

@@ -371,6 +371,33 @@ inline bool WaitUntilServing(const std::shared_ptr<grpc::Channel>& channel,
   return false;
 }
 
+// Starts tokenizer_server (the vocabulary of `model_path`) and model_server
+// (`model_path`, 64 MiB of KV cache) and waits until both are SERVING, as the
+// gateway's tests need them. "" on success, else what failed (the processes
+// started are stopped then).
+inline std::string StartTokenizerAndModel(const std::string& model_path,
+                                          std::unique_ptr<ServerProcess>* tokenizer,
+                                          std::unique_ptr<ServerProcess>* model) {
+  std::string error;
+  *tokenizer = ServerProcess::Start("tokenizer_server", {"--vocab", model_path}, &error);
+  if (*tokenizer == nullptr) return StrCat(error, " (run scripts/fetch-model.sh)");
+  *model =
+      ServerProcess::Start("model_server", {"--model", model_path, "--kv_cache_mb", "64"}, &error);
+  if (*model == nullptr) {
+    tokenizer->reset();
+    return error;
+  }
+  for (ServerProcess* s : {tokenizer->get(), model->get()}) {
+    auto channel = grpc::CreateChannel(s->address(), grpc::InsecureChannelCredentials());
+    if (!WaitUntilServing(channel, std::chrono::seconds(60), &error)) {
+      model->reset();
+      tokenizer->reset();
+      return StrCat(s->binary(), ": ", error);
+    }
+  }
+  return "";
+}
+
 // ---------------------------------------------------------------------------
 // Servers in test fixtures.
 

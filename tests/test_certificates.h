@@ -3,6 +3,8 @@
 //
 //   ca.pem, ca.key          a self-signed CA
 //   server.pem, server.key  signed by it, for IP 127.0.0.1 and DNS localhost
+//   client.pem, client.key  signed by it, a client certificate (mutual TLS)
+//   rogue.pem, rogue.key    self-signed: a client the CA does not vouch for
 //   other.key               a key of no certificate (a mismatch)
 //   encrypted.key           server.key under the passphrase "pass"
 //   garbage.pem             not PEM at all
@@ -31,6 +33,10 @@ inline std::string MakeTestCertificates(const std::string& dir) {
              "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > server.ext; "
              "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
              "-out server.pem -days 2 -extfile server.ext; "
+             "openssl req $K -keyout client.key -out client.csr -subj /CN=llm-test-client; "
+             "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+             "-out client.pem -days 2; "
+             "openssl req -x509 $K -keyout rogue.key -out rogue.pem -days 2 -subj /CN=rogue; "
              "openssl genpkey -algorithm ec -pkeyopt ec_paramgen_curve:prime256v1 -out other.key; "
              "openssl pkey -in server.key -aes256 -passout pass:pass -out encrypted.key; "
              "printf 'not a certificate\\n' > garbage.pem");
