@@ -5,17 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/servers.sh
 
-passed=0
-failures=0
-check() {  # check NAME STATUS (0: the condition held)
-  if [[ $2 == 0 ]]; then
-    echo "ok   $1"
-    passed=$((passed + 1))
-  else
-    echo "FAIL $1"
-    failures=$((failures + 1))
-  fi
-}
+source tests/lib/check.sh  # check NAME STATUS; passed, failures
 
 work=$(mktemp -d)
 pids=()
