@@ -28,8 +28,7 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& address,
 
 // Retries `attempt()` every 200 ms while `loading()` says the service is up
 // but still loading and options.ready_timeout has not run out, reporting to
-// options.on_wait; an UNAVAILABLE or DEADLINE_EXCEEDED attempt of a service
-// not known to be loading is retried twice (a connection set-up cut short). Returns the last
+// options.on_wait. Returns the last
 // attempt's status, or DEADLINE_EXCEEDED
 // ("the model service at ADDR is still loading after 2m") with
 // *still_loading set when the time ran out. `name`: "tokenizer" or "model".
