@@ -37,7 +37,7 @@ struct Session {
   std::string id;
   uint64_t serial = 0;          // unique for the engine's life (ids may come back)
   std::vector<int32_t> tokens;  // every token whose KV is in the cache
-  kv::BlockTable kv;
+  kv::BlockLease kv;            // freed with the session
   absl::Time last_used;
   bool busy = false;      // a request or a lookahead step is in flight
   bool released = false;  // Release() arrived while busy: free when the request ends
@@ -136,7 +136,7 @@ class Engine::Impl {
       return absl::InvalidArgumentError(StrCat("cannot truncate session ", id, " to ", n,
                                                " tokens: it holds ", s->tokens.size()));
     }
-    blocks_.Truncate(s->kv, n);
+    s->kv.Truncate(n);
     s->tokens.resize(n);
     s->last_used = absl::Now();
     return absl::OkStatus();
@@ -148,7 +148,7 @@ class Engine::Impl {
     if (absl::Status st = FindSettled(id, &parent); !st.ok()) return st;
     if (absl::Status st = CheckSessionLimit(); !st.ok()) return st;
     Session* child = NewSession();
-    blocks_.Fork(parent->kv, child->kv);
+    child->kv = parent->kv.Fork();
     child->tokens = parent->tokens;
     parent->last_used = absl::Now();
     return child->id;
@@ -166,10 +166,8 @@ class Engine::Impl {
         if (p->session == s) p->released = true;
       }
       orphans_.push_back(std::move(it->second));
-    } else {
-      blocks_.Release(s->kv);
     }
-    sessions_.erase(it);
+    sessions_.erase(it);  // frees an idle session's blocks
     return absl::OkStatus();
   }
 
@@ -183,7 +181,7 @@ class Engine::Impl {
       info.num_tokens = static_cast<int64_t>(s->tokens.size()) - (s->ahead ? 1 : 0);
       info.prefilled_tokens = s->prefilled;
       info.decoded_tokens = s->decoded;
-      info.kv_blocks = static_cast<int64_t>(s->kv.blocks.size());
+      info.kv_blocks = static_cast<int64_t>(s->kv.blocks().size());
       info.busy = CallerBusy(*s);
       info.idle = info.busy ? absl::ZeroDuration() : now - s->last_used;
       out.push_back(std::move(info));
@@ -272,6 +270,7 @@ class Engine::Impl {
     } while (sessions_.contains(id));
     auto session = std::make_unique<Session>();
     session->id = id;
+    session->kv = kv::BlockLease(&blocks_);
     session->serial = ++sessions_created_;
     session->last_used = absl::Now();
     Session* s = session.get();
@@ -437,7 +436,6 @@ class Engine::Impl {
         out->push_back(Completion{std::move(follower->done),
                                   absl::CancelledError("the session was released")});
       }
-      blocks_.Release(s->kv);
       orphans_.erase(std::find_if(orphans_.begin(), orphans_.end(),
                                   [s](const auto& o) { return o.get() == s; }));
       return;
@@ -446,7 +444,7 @@ class Engine::Impl {
       s->ahead = true;
       s->ahead_logits = std::move(p->logits);
     } else {
-      blocks_.Truncate(s->kv, s->kv.num_tokens);
+      s->kv.Truncate(s->kv.num_tokens());
     }
     if (follower != nullptr) Resume(std::move(follower), out);
   }
@@ -457,7 +455,7 @@ class Engine::Impl {
     s->ahead = false;
     s->ahead_logits.clear();
     s->tokens.pop_back();
-    blocks_.Truncate(s->kv, static_cast<int64_t>(s->tokens.size()));
+    s->kv.Truncate(static_cast<int64_t>(s->tokens.size()));
   }
 
   // Ends a request or a lookahead step that stops early (cancelled, failed,
@@ -484,13 +482,12 @@ class Engine::Impl {
     while (blocks_.num_free() < needed) {
       Session* lru = nullptr;
       for (const auto& [id, s] : sessions_) {
-        if (!s->busy && !s->kv.blocks.empty() &&
+        if (!s->busy && !s->kv.blocks().empty() &&
             (lru == nullptr || s->last_used < lru->last_used)) {
           lru = s.get();
         }
       }
       if (lru == nullptr) return false;
-      blocks_.Release(lru->kv);
       sessions_.erase(lru->id);
       ++stats_.evicted_sessions;
     }
@@ -503,7 +500,6 @@ class Engine::Impl {
       if (!s->busy && now - s->last_used > options_.session_ttl) expired.push_back(id);
     }
     for (const std::string& id : expired) {
-      blocks_.Release(sessions_[id]->kv);
       sessions_.erase(id);
       ++stats_.expired_sessions;
     }
@@ -517,15 +513,13 @@ class Engine::Impl {
     s->busy = false;
     s->last_used = absl::Now();
     if (s->released) {
-      blocks_.Release(s->kv);
       orphans_.erase(std::find_if(orphans_.begin(), orphans_.end(),
                                   [s](const auto& o) { return o.get() == s; }));
     } else if (p->new_session && !result.ok()) {
-      blocks_.Release(s->kv);
       sessions_.erase(s->id);
     } else {
       // Drop KV blocks reserved for tokens that were never computed.
-      blocks_.Truncate(s->kv, s->kv.num_tokens);
+      s->kv.Truncate(s->kv.num_tokens());
     }
     out->push_back(Completion{std::move(p->done), std::move(result)});
   }
@@ -564,7 +558,7 @@ class Engine::Impl {
       if (chunk <= 0) return;
       const bool wants_logits = p->request.every_row() || chunk == p->remaining();
       if (wants_logits && logit_budget <= 0) return;
-      const int32_t needed = blocks_.BlocksNeeded(p->session->kv, chunk);
+      const int32_t needed = p->session->kv.BlocksNeeded(chunk);
       if (needed > blocks_.num_free() && p->lookahead_step) {
         p->dropped = true;  // a guess evicts no one
         return;
@@ -573,7 +567,7 @@ class Engine::Impl {
         blocked.push_back(p);
         return;
       }
-      if (!blocks_.Reserve(p->session->kv, chunk, copies).ok()) return;
+      if (!p->session->kv.Reserve(chunk, copies).ok()) return;
       step->push_back(Scheduled{p, chunk});
       budget -= chunk;
       if (wants_logits) logit_budget -= p->request.every_row() ? chunk : 1;
@@ -714,8 +708,8 @@ class Engine::Impl {
         model::SequenceStep seq;
         seq.first_row = static_cast<int64_t>(batch.tokens.size());
         seq.num_new = sc.chunk;
-        seq.start_pos = p.session->kv.num_tokens;
-        seq.blocks = p.session->kv.blocks;
+        seq.start_pos = p.session->kv.num_tokens();
+        seq.blocks = p.session->kv.blocks();
         for (int64_t i = 0; i < sc.chunk; ++i) {
           batch.tokens.push_back(p.request.tokens[p.offset + i]);
           batch.positions.push_back(static_cast<int32_t>(seq.start_pos + i));
@@ -753,7 +747,7 @@ class Engine::Impl {
           if (status.ok()) {
             s.tokens.insert(s.tokens.end(), p.request.tokens.begin() + p.offset,
                             p.request.tokens.begin() + p.offset + sc.chunk);
-            s.kv.num_tokens += sc.chunk;
+            s.kv.Commit(sc.chunk);
             if (!p.lookahead_step) {  // a guess counts once a request appends it
               (p.request.decode ? s.decoded : s.prefilled) += sc.chunk;
               (p.request.decode ? stats_.decode_tokens : stats_.prefill_tokens) += sc.chunk;
