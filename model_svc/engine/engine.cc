@@ -9,11 +9,12 @@
 #include <thread>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "common/strings.h"
 #include "model_svc/engine/limits.h"
+#include "model_svc/engine/sequence.h"
+#include "model_svc/engine/session_table.h"
 #include "model_svc/kv/block_manager.h"
 
 namespace llm::engine {
@@ -31,36 +32,6 @@ inline void CpuRelaxHint() {
 #endif
 }
 
-struct Pending;
-
-struct Session {
-  std::string id;
-  uint64_t serial = 0;          // unique for the engine's life (ids may come back)
-  std::vector<int32_t> tokens;  // every token whose KV is in the cache
-  kv::BlockLease kv;            // freed with the session
-  absl::Time last_used;
-  bool busy = false;      // a request or a lookahead step is in flight
-  bool released = false;  // Release() arrived while busy: free when the request ends
-  int64_t prefilled = 0;
-  int64_t decoded = 0;
-  // Lookahead: `ahead_step` computes the guess `ahead_token` (busy is set);
-  // once computed, `ahead` is set: tokens.back() is the guess, not yet the
-  // caller's, and `ahead_logits` its logits in `ahead_spec`'s encoding.
-  Pending* ahead_step = nullptr;
-  bool ahead = false;
-  int32_t ahead_token = -1;
-  model::LogitsSpec ahead_spec;
-  std::vector<model::Logits> ahead_logits;
-  // The caller's next request, when it arrived during the lookahead step.
-  std::unique_ptr<Pending> follower;
-};
-
-// Busy as the caller sees it: one of its requests is in flight (a lookahead
-// step alone does not count).
-bool CallerBusy(const Session& s) {
-  return s.busy && (s.ahead_step == nullptr || s.follower != nullptr);
-}
-
 bool SameSpec(const model::LogitsSpec& a, const model::LogitsSpec& b) {
   return a.encoding == b.encoding &&
          (a.encoding != model::LogitsEncoding::kTopN || a.top_n == b.top_n);
@@ -73,24 +44,6 @@ model::LogitsSpec RowSpec(const AppendRequest& r, int64_t i) {
   if (r.prompt_logprobs < 0 || i + 1 >= static_cast<int64_t>(r.tokens.size())) return r.logits;
   return {model::LogitsEncoding::kTopN, r.prompt_logprobs, r.tokens[i + 1]};
 }
-
-// A request being computed, possibly over several steps.
-struct Pending {
-  AppendRequest request;
-  AppendCallback done;  // empty for a lookahead step
-  Session* session = nullptr;
-  bool new_session = false;
-  bool lookahead_step = false;  // the engine's guess, no caller's request
-  int64_t offset = 0;           // tokens of the request already computed
-  std::vector<model::Logits> logits;
-  bool released = false;  // its session was released: stop at the next step
-  bool dropped = false;   // a lookahead step with no KV blocks free: ends unrun
-  bool in_step = false;   // in the step being computed (Schedule to its end)
-  int64_t remaining() const { return static_cast<int64_t>(request.tokens.size()) - offset; }
-  bool cancelled() const {
-    return released || dropped || (request.cancel != nullptr && request.cancel->load());
-  }
-};
 
 // One completion to deliver outside the lock.
 struct Completion {
@@ -107,7 +60,7 @@ class Engine::Impl {
         options_(options),
         max_context_(max_context),
         blocks_(model_->options().kv_blocks, model_->options().kv_block_size),
-        rng_(std::random_device{}()) {
+        sessions_(&blocks_, options.session_prefix, options.max_sessions, std::random_device{}()) {
     loop_ = std::thread([this] { Loop(); });
   }
 
@@ -136,9 +89,7 @@ class Engine::Impl {
       return absl::InvalidArgumentError(StrCat("cannot truncate session ", id, " to ", n,
                                                " tokens: it holds ", s->tokens.size()));
     }
-    s->kv.Truncate(n);
-    s->tokens.resize(n);
-    s->last_used = absl::Now();
+    sessions_.Truncate(*s, n, absl::Now());
     return absl::OkStatus();
   }
 
@@ -147,27 +98,20 @@ class Engine::Impl {
     Session* parent = nullptr;
     if (absl::Status st = FindSettled(id, &parent); !st.ok()) return st;
     if (absl::Status st = CheckSessionLimit(); !st.ok()) return st;
-    Session* child = NewSession();
-    child->kv = parent->kv.Fork();
-    child->tokens = parent->tokens;
-    parent->last_used = absl::Now();
-    return child->id;
+    return sessions_.Fork(*parent, absl::Now())->id;
   }
 
   absl::Status Release(const std::string& id) {
     absl::MutexLock lock(&mu_);
-    auto it = sessions_.find(id);
-    if (it == sessions_.end()) return NotFound(id);
-    Session* s = it->second.get();
+    Session* s = sessions_.Find(id);
+    if (s == nullptr) return NotFound(id);
     if (s->busy) {
       // The in-flight request ends at the next step; the loop frees the session.
-      s->released = true;
       for (auto& p : active_) {
         if (p->session == s) p->released = true;
       }
-      orphans_.push_back(std::move(it->second));
     }
-    sessions_.erase(it);  // frees an idle session's blocks
+    sessions_.Release(s);
     return absl::OkStatus();
   }
 
@@ -175,17 +119,17 @@ class Engine::Impl {
     absl::MutexLock lock(&mu_);
     std::vector<SessionInfo> out;
     const absl::Time now = absl::Now();
-    for (const auto& [id, s] : sessions_) {
+    sessions_.ForEach([&](const Session& s) {
       SessionInfo info;
-      info.id = id;
-      info.num_tokens = static_cast<int64_t>(s->tokens.size()) - (s->ahead ? 1 : 0);
-      info.prefilled_tokens = s->prefilled;
-      info.decoded_tokens = s->decoded;
-      info.kv_blocks = static_cast<int64_t>(s->kv.blocks().size());
-      info.busy = CallerBusy(*s);
-      info.idle = info.busy ? absl::ZeroDuration() : now - s->last_used;
+      info.id = s.id;
+      info.num_tokens = static_cast<int64_t>(s.tokens.size()) - (s.ahead ? 1 : 0);
+      info.prefilled_tokens = s.prefilled;
+      info.decoded_tokens = s.decoded;
+      info.kv_blocks = static_cast<int64_t>(s.kv.blocks().size());
+      info.busy = CallerBusy(s);
+      info.idle = info.busy ? absl::ZeroDuration() : now - s.last_used;
       out.push_back(std::move(info));
-    }
+    });
     std::sort(out.begin(), out.end(),
               [](const SessionInfo& a, const SessionInfo& b) { return a.id < b.id; });
     return out;
@@ -194,7 +138,7 @@ class Engine::Impl {
   EngineStats Stats() const {
     absl::MutexLock lock(&mu_);
     EngineStats s = stats_;
-    s.sessions = static_cast<int64_t>(sessions_.size());
+    s.sessions = sessions_.size();
     s.running = running_;
     s.waiting = static_cast<int64_t>(active_.size()) - running_;
     s.kv_blocks_total = blocks_.num_blocks();
@@ -217,10 +161,10 @@ class Engine::Impl {
 
   // Finds a session that has no request in flight.
   absl::Status FindIdle(const std::string& id, Session** out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto it = sessions_.find(id);
-    if (it == sessions_.end()) return NotFound(id);
-    if (it->second->busy) return Busy(id);
-    *out = it->second.get();
+    Session* s = sessions_.Find(id);
+    if (s == nullptr) return NotFound(id);
+    if (s->busy) return Busy(id);
+    *out = s;
     return absl::OkStatus();
   }
 
@@ -230,12 +174,11 @@ class Engine::Impl {
   absl::Status FindSettled(const std::string& id, Session** out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (;;) {
-      auto it = sessions_.find(id);
-      if (it != sessions_.end() && it->second->ahead_step != nullptr &&
-          it->second->follower == nullptr) {
-        if (!it->second->ahead_step->in_step) {
+      Session* s = sessions_.Find(id);
+      if (s != nullptr && s->ahead_step != nullptr && s->follower == nullptr) {
+        if (!s->ahead_step->in_step) {
           std::vector<Completion> none;  // no follower: nothing to complete
-          CancelQueuedAhead(it->second.get(), &none);
+          CancelQueuedAhead(s, &none);
           continue;
         }
         const int64_t seen = ahead_steps_ended_;
@@ -251,31 +194,13 @@ class Engine::Impl {
   }
 
   absl::Status CheckSessionLimit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (static_cast<int64_t>(sessions_.size()) >= options_.max_sessions) {
+    if (sessions_.full()) {
       return WithLimit(
           absl::ResourceExhaustedError(
               StrCat("session limit reached (", options_.max_sessions, " sessions); retry later")),
           Limit::kMaxSessions);
     }
     return absl::OkStatus();
-  }
-
-  Session* NewSession() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    static constexpr char kHex[] = "0123456789abcdef";
-    std::string id;
-    do {
-      id = options_.session_prefix;
-      uint64_t r = rng_();
-      for (int i = 0; i < 16; ++i, r >>= 4) id.push_back(kHex[r & 15]);
-    } while (sessions_.contains(id));
-    auto session = std::make_unique<Session>();
-    session->id = id;
-    session->kv = kv::BlockLease(&blocks_);
-    session->serial = ++sessions_created_;
-    session->last_used = absl::Now();
-    Session* s = session.get();
-    sessions_.emplace(id, std::move(session));
-    return s;
   }
 
   absl::Status Admit(AppendRequest& request, AppendCallback& done,
@@ -306,9 +231,8 @@ class Engine::Impl {
     if (request.session_id.empty()) {
       if (absl::Status st = CheckSessionLimit(); !st.ok()) return st;
     } else {
-      auto it = sessions_.find(request.session_id);
-      if (it == sessions_.end()) return NotFound(request.session_id);
-      s = it->second.get();
+      s = sessions_.Find(request.session_id);
+      if (s == nullptr) return NotFound(request.session_id);
       // During a lookahead step alone, the caller's next request waits for it.
       if (CallerBusy(*s)) return Busy(request.session_id);
     }
@@ -329,7 +253,7 @@ class Engine::Impl {
           Limit::kKvCache);
     }
     if (s == nullptr) {
-      s = NewSession();
+      s = sessions_.Create(absl::Now());
       pending->new_session = true;
     }
     pending->session = s;
@@ -436,8 +360,7 @@ class Engine::Impl {
         out->push_back(Completion{std::move(follower->done),
                                   absl::CancelledError("the session was released")});
       }
-      orphans_.erase(std::find_if(orphans_.begin(), orphans_.end(),
-                                  [s](const auto& o) { return o.get() == s; }));
+      sessions_.Reclaim(s);
       return;
     }
     if (status.ok()) {
@@ -475,34 +398,21 @@ class Engine::Impl {
     // Idle sessions' unconfirmed guesses go first (a guess's position may
     // have a block of its own).
     if (blocks_.num_free() < needed) {
-      for (auto& [id, s] : sessions_) {
-        if (!s->busy) DropAhead(s.get());
-      }
+      sessions_.ForEach([this](Session& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        if (!s.busy) DropAhead(&s);
+      });
     }
     while (blocks_.num_free() < needed) {
-      Session* lru = nullptr;
-      for (const auto& [id, s] : sessions_) {
-        if (!s->busy && !s->kv.blocks().empty() &&
-            (lru == nullptr || s->last_used < lru->last_used)) {
-          lru = s.get();
-        }
-      }
+      Session* lru = sessions_.LeastRecentlyUsedIdle();
       if (lru == nullptr) return false;
-      sessions_.erase(lru->id);
+      sessions_.Erase(lru);
       ++stats_.evicted_sessions;
     }
     return true;
   }
 
   void ExpireIdle(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    std::vector<std::string> expired;
-    for (const auto& [id, s] : sessions_) {
-      if (!s->busy && now - s->last_used > options_.session_ttl) expired.push_back(id);
-    }
-    for (const std::string& id : expired) {
-      sessions_.erase(id);
-      ++stats_.expired_sessions;
-    }
+    stats_.expired_sessions += sessions_.ExpireIdle(now, options_.session_ttl);
   }
 
   // Ends a request: the session becomes idle (or is freed when it was
@@ -513,10 +423,9 @@ class Engine::Impl {
     s->busy = false;
     s->last_used = absl::Now();
     if (s->released) {
-      orphans_.erase(std::find_if(orphans_.begin(), orphans_.end(),
-                                  [s](const auto& o) { return o.get() == s; }));
+      sessions_.Reclaim(s);
     } else if (p->new_session && !result.ok()) {
-      sessions_.erase(s->id);
+      sessions_.Erase(s);
     } else {
       // Drop KV blocks reserved for tokens that were never computed.
       s->kv.Truncate(s->kv.num_tokens());
@@ -803,8 +712,7 @@ class Engine::Impl {
 
   mutable absl::Mutex mu_;
   kv::BlockManager blocks_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, std::unique_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::unique_ptr<Session>> orphans_ ABSL_GUARDED_BY(mu_);  // released while busy
+  SessionTable sessions_ ABSL_GUARDED_BY(mu_);  // leases from blocks_: declared after it
   std::deque<std::unique_ptr<Pending>> active_ ABSL_GUARDED_BY(mu_);
   int64_t running_ ABSL_GUARDED_BY(mu_) = 0;
   // The last step: how many requests it computed and how long it took.
@@ -823,8 +731,6 @@ class Engine::Impl {
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
   bool admitting_ ABSL_GUARDED_BY(mu_) = true;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
-  uint64_t sessions_created_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread loop_;
 };
 

@@ -1,0 +1,76 @@
+// The engine's records of a sequence: a Session (the tokens whose KV is
+// cached, its KV lease, counters, the lookahead state) and a Pending (a
+// request being computed on it, possibly over several steps).
+//
+// Threads: plain data; the engine guards every record with its mutex, except
+// that the step-loop thread reads a busy session's tokens and KV table
+// without it (only that thread changes a busy session).
+// Ownership: the SessionTable owns sessions; the engine's queue owns
+// pendings; a Pending points at its session, a Session at its lookahead step
+// (owned by the queue) and owns its follower.
+#ifndef LLM_MODEL_SVC_ENGINE_SEQUENCE_H_
+#define LLM_MODEL_SVC_ENGINE_SEQUENCE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "model_svc/engine/engine.h"
+#include "model_svc/kv/block_manager.h"
+#include "model_svc/model/logits.h"
+
+namespace llm::engine {
+
+struct Pending;
+
+struct Session {
+  std::string id;
+  uint64_t serial = 0;          // unique for the engine's life (ids may come back)
+  std::vector<int32_t> tokens;  // every token whose KV is in the cache
+  kv::BlockLease kv;            // freed with the session
+  absl::Time last_used;
+  bool busy = false;      // a request or a lookahead step is in flight
+  bool released = false;  // Release() arrived while busy: free when the request ends
+  int64_t prefilled = 0;
+  int64_t decoded = 0;
+  // Lookahead: `ahead_step` computes the guess `ahead_token` (busy is set);
+  // once computed, `ahead` is set: tokens.back() is the guess, not yet the
+  // caller's, and `ahead_logits` its logits in `ahead_spec`'s encoding.
+  Pending* ahead_step = nullptr;
+  bool ahead = false;
+  int32_t ahead_token = -1;
+  model::LogitsSpec ahead_spec;
+  std::vector<model::Logits> ahead_logits;
+  // The caller's next request, when it arrived during the lookahead step.
+  std::unique_ptr<Pending> follower;
+};
+
+// A request being computed, possibly over several steps.
+struct Pending {
+  AppendRequest request;
+  AppendCallback done;  // empty for a lookahead step
+  Session* session = nullptr;
+  bool new_session = false;
+  bool lookahead_step = false;  // the engine's guess, no caller's request
+  int64_t offset = 0;           // tokens of the request already computed
+  std::vector<model::Logits> logits;
+  bool released = false;  // its session was released: stop at the next step
+  bool dropped = false;   // a lookahead step with no KV blocks free: ends unrun
+  bool in_step = false;   // in the step being computed (Schedule to its end)
+  int64_t remaining() const { return static_cast<int64_t>(request.tokens.size()) - offset; }
+  bool cancelled() const {
+    return released || dropped || (request.cancel != nullptr && request.cancel->load());
+  }
+};
+
+// Busy as the caller sees it: one of its requests is in flight (a lookahead
+// step alone does not count).
+inline bool CallerBusy(const Session& s) {
+  return s.busy && (s.ahead_step == nullptr || s.follower != nullptr);
+}
+
+}  // namespace llm::engine
+
+#endif  // LLM_MODEL_SVC_ENGINE_SEQUENCE_H_
