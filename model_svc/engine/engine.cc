@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "common/strings.h"
+#include "model_svc/engine/batch_window.h"
 #include "model_svc/engine/limits.h"
 #include "model_svc/engine/sequence.h"
 #include "model_svc/engine/session_table.h"
@@ -19,18 +20,6 @@
 
 namespace llm::engine {
 namespace {
-
-// Longest wait for the sessions of the last step to come back (see Loop).
-constexpr absl::Duration kMaxGatherWindow = absl::Milliseconds(2);
-// After a step of decodes, how long the step loop watches for their next
-// tokens before it sleeps.
-constexpr absl::Duration kDecodeSpin = absl::Milliseconds(2);
-
-inline void CpuRelaxHint() {
-#if defined(__x86_64__)
-  __builtin_ia32_pause();
-#endif
-}
 
 bool SameSpec(const model::LogitsSpec& a, const model::LogitsSpec& b) {
   return a.encoding == b.encoding &&
@@ -438,22 +427,6 @@ class Engine::Impl {
     int64_t chunk;
   };
 
-  // After Schedule: the requests the next step should wait for (gather
-  // window): this step's, or the decoding sessions of the last two steps if
-  // more.
-  void UpdateGatherTarget(const std::vector<Scheduled>& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    std::swap(decoders_[0], decoders_[1]);
-    decoders_[1].clear();
-    for (const Scheduled& s : step) {
-      if (s.pending->request.decode) decoders_[1].push_back(s.pending->session->serial);
-    }
-    int64_t both = static_cast<int64_t>(decoders_[1].size());
-    for (uint64_t serial : decoders_[0]) {
-      both += std::find(decoders_[1].begin(), decoders_[1].end(), serial) == decoders_[1].end();
-    }
-    gather_target_ = std::max(last_step_requests_, both);
-  }
-
   // Picks this step's work: one token of every waiting decode, then prefill
   // chunks in arrival order, within the token budget. Reserves KV blocks.
   void Schedule(std::vector<Scheduled>* step, std::vector<kv::BlockCopy>* copies,
@@ -546,19 +519,13 @@ class Engine::Impl {
     bool stopping = false;
     absl::Time spin_until = absl::InfinitePast();
     uint64_t submitted_seen = 0;
+    std::vector<uint64_t> decoders;  // serials of the sessions decoding in the step
     for (;;) {
       step.clear();
       copies.clear();
       completions.clear();
-      if (spin_until > absl::Now()) {
-        // After a step of decodes: their next tokens come back within a round
-        // trip. Watching for them here, instead of sleeping on the mutex,
-        // spares that round trip a thread wake-up.
-        while (submitted_.load(std::memory_order_acquire) == submitted_seen &&
-               absl::Now() < spin_until) {
-          CpuRelaxHint();
-        }
-      }
+      // After a step of decodes, watch for their next tokens (batch_window.h).
+      SpinWhileUnchanged(submitted_, submitted_seen, spin_until);
       {
         absl::MutexLock lock(&mu_);
         auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -567,17 +534,13 @@ class Engine::Impl {
         mu_.AwaitWithTimeout(absl::Condition(&has_work), absl::Seconds(1));
         // Work is here: let the backend's threads wake while the step is built.
         if (!stop_ && !active_.empty()) model_->backend().Prewarm();
-        // Gather window: the sessions of the last step usually come back
-        // with their next token within microseconds (in process) or a round
-        // trip (over gRPC). Starting the step with whoever is back first
-        // would split one batch into several; wait a little for the rest,
-        // at most a quarter of the last step's time.
-        if (!stop_ && !active_.empty() && static_cast<int64_t>(active_.size()) < gather_target_) {
+        // Gather window: wait a little for the rest of the last step's
+        // sessions (batch_window.h).
+        if (!stop_ && window_.ShouldGather(static_cast<int64_t>(active_.size()))) {
           auto gathered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-            return stop_ || static_cast<int64_t>(active_.size()) >= gather_target_;
+            return stop_ || static_cast<int64_t>(active_.size()) >= window_.gather_target();
           };
-          mu_.AwaitWithTimeout(absl::Condition(&gathered),
-                               std::min(last_step_time_ / 4, kMaxGatherWindow));
+          mu_.AwaitWithTimeout(absl::Condition(&gathered), window_.gather_timeout());
         }
         const absl::Time now = absl::Now();
         stats_.heartbeat = now;
@@ -596,8 +559,11 @@ class Engine::Impl {
         } else {
           Schedule(&step, &copies, &completions);
           running_ = static_cast<int64_t>(step.size());
-          last_step_requests_ = running_;
-          UpdateGatherTarget(step);
+          decoders.clear();
+          for (const Scheduled& sc : step) {
+            if (sc.pending->request.decode) decoders.push_back(sc.pending->session->serial);
+          }
+          window_.Scheduled(running_, decoders);
         }
       }
       for (Completion& c : completions) c.done(std::move(c.result));
@@ -647,7 +613,6 @@ class Engine::Impl {
         absl::MutexLock lock(&mu_);
         ++stats_.steps;
         stats_.step_time += step_time;
-        last_step_time_ = step_time;
         size_t next_logits = 0;
         for (const Scheduled& sc : step) {
           Pending& p = *sc.pending;
@@ -696,9 +661,8 @@ class Engine::Impl {
           }
         }
         running_ = 0;
-        // Watch for the next tokens only when nothing else is queued (a
-        // queued prefill chunk must not wait for the watch to end).
-        spin_until = had_decode && active_.empty() ? step_end + kDecodeSpin : absl::InfinitePast();
+        window_.Ran(step_time, step_end, had_decode, !active_.empty());
+        spin_until = window_.spin_until();
         // Admissions up to now are in active_ or done; watch for later ones.
         submitted_seen = submitted_.load(std::memory_order_acquire);
       }
@@ -715,19 +679,9 @@ class Engine::Impl {
   SessionTable sessions_ ABSL_GUARDED_BY(mu_);  // leases from blocks_: declared after it
   std::deque<std::unique_ptr<Pending>> active_ ABSL_GUARDED_BY(mu_);
   int64_t running_ ABSL_GUARDED_BY(mu_) = 0;
-  // The last step: how many requests it computed and how long it took.
-  int64_t last_step_requests_ ABSL_GUARDED_BY(mu_) = 0;
-  // The sessions that decoded in the last step and in the one before. The
-  // gather window waits for all of them: counting the last step alone, two
-  // sessions that once fell out of step (one a step, alternating) stayed so,
-  // at one session's throughput.
-  // (Serials, not pointers: a session may be freed and another take its
-  // address.)
-  std::vector<uint64_t> decoders_[2] ABSL_GUARDED_BY(mu_);
-  int64_t gather_target_ ABSL_GUARDED_BY(mu_) = 0;
+  BatchWindow window_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> submitted_{0};  // requests admitted, ever
   int64_t ahead_steps_ended_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Duration last_step_time_ ABSL_GUARDED_BY(mu_);
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
   bool admitting_ ABSL_GUARDED_BY(mu_) = true;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
