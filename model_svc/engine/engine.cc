@@ -14,6 +14,8 @@
 #include "common/strings.h"
 #include "model_svc/engine/batch_window.h"
 #include "model_svc/engine/limits.h"
+#include "model_svc/engine/runner.h"
+#include "model_svc/engine/scheduler.h"
 #include "model_svc/engine/sequence.h"
 #include "model_svc/engine/session_table.h"
 #include "model_svc/kv/block_manager.h"
@@ -24,14 +26,6 @@ namespace {
 bool SameSpec(const model::LogitsSpec& a, const model::LogitsSpec& b) {
   return a.encoding == b.encoding &&
          (a.encoding != model::LogitsEncoding::kTopN || a.top_n == b.top_n);
-}
-
-// The encoding of the logits of row `i` of a request that wants every row:
-// the request's own, or for a scored prompt's rows before the last its top
-// ids and the next token's logit.
-model::LogitsSpec RowSpec(const AppendRequest& r, int64_t i) {
-  if (r.prompt_logprobs < 0 || i + 1 >= static_cast<int64_t>(r.tokens.size())) return r.logits;
-  return {model::LogitsEncoding::kTopN, r.prompt_logprobs, r.tokens[i + 1]};
 }
 
 // One completion to deliver outside the lock.
@@ -400,10 +394,6 @@ class Engine::Impl {
     return true;
   }
 
-  void ExpireIdle(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    stats_.expired_sessions += sessions_.ExpireIdle(now, options_.session_ttl);
-  }
-
   // Ends a request: the session becomes idle (or is freed when it was
   // released, or when the request created it and failed).
   void Finish(std::unique_ptr<Pending> p, absl::StatusOr<AppendResult> result,
@@ -422,75 +412,29 @@ class Engine::Impl {
     out->push_back(Completion{std::move(p->done), std::move(result)});
   }
 
-  struct Scheduled {
-    Pending* pending;
-    int64_t chunk;
-  };
-
-  // Picks this step's work: one token of every waiting decode, then prefill
-  // chunks in arrival order, within the token budget. Reserves KV blocks.
-  void Schedule(std::vector<Scheduled>* step, std::vector<kv::BlockCopy>* copies,
-                std::vector<Completion>* completions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    int64_t budget = std::min(options_.max_batch_tokens, model_->options().max_step_tokens);
-    int64_t logit_budget = model_->options().max_logit_rows;
-    std::vector<Pending*> blocked;  // no KV blocks for them this step
-    auto try_schedule = [&](Pending* p) {
-      int64_t chunk = std::min(p->remaining(), budget);
-      if (p->request.every_row()) chunk = std::min(chunk, logit_budget);
-      if (chunk <= 0) return;
-      const bool wants_logits = p->request.every_row() || chunk == p->remaining();
-      if (wants_logits && logit_budget <= 0) return;
-      const int32_t needed = p->session->kv.BlocksNeeded(chunk);
-      if (needed > blocks_.num_free() && p->lookahead_step) {
-        p->dropped = true;  // a guess evicts no one
-        return;
-      }
-      if (needed > blocks_.num_free() && !EvictFor(needed)) {
-        blocked.push_back(p);
-        return;
-      }
-      if (!p->session->kv.Reserve(chunk, copies).ok()) return;
-      step->push_back(Scheduled{p, chunk});
-      budget -= chunk;
-      if (wants_logits) logit_budget -= p->request.every_row() ? chunk : 1;
+  // Plans the next step (scheduler.h) and ends the requests that the plan
+  // ends: the cancelled ones and, when nothing can run, the blocked ones.
+  void Plan(StepPlan* plan, std::vector<Completion>* completions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const SchedulerLimits limits{
+        std::min(options_.max_batch_tokens, model_->options().max_step_tokens),
+        model_->options().max_logit_rows};
+    Schedule(
+        active_, limits, blocks_,
+        [this](int32_t needed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return EvictFor(needed); },
+        plan);
+    for (const ScheduledChunk& sc : plan->chunks) sc.pending->in_step = true;
+    if (plan->cancelled.empty() && plan->failed.empty()) return;
+    // They leave active_ first: ending a lookahead step may queue its
+    // follower (active_.push_back, which would invalidate an iterator).
+    auto in = [](const std::vector<Pending*>& v, const Pending* p) {
+      return std::find(v.begin(), v.end(), p) != v.end();
     };
-    // A request's cancellation is read once: one scheduled now runs this
-    // step (its flag may be set meanwhile; the next step ends it).
-    std::vector<Pending*> to_end;
-    for (auto& p : active_) {
-      if (p->cancelled()) to_end.push_back(p.get());
-    }
-    auto schedulable = [&](const Pending* p) {
-      return std::find(to_end.begin(), to_end.end(), p) == to_end.end();
-    };
-    // Decodes first, then prefill chunks in arrival order, then lookahead
-    // guesses: a guess takes only what the callers' requests leave.
-    for (auto& p : active_) {
-      if (p->remaining() == 1 && !p->lookahead_step && schedulable(p.get())) {
-        try_schedule(p.get());
-      }
-    }
-    for (auto& p : active_) {
-      if (budget <= 0) break;
-      if (p->remaining() > 1 && schedulable(p.get())) try_schedule(p.get());
-    }
-    for (auto& p : active_) {
-      if (p->lookahead_step && schedulable(p.get())) try_schedule(p.get());
-      if (p->dropped) to_end.push_back(p.get());
-    }
-    for (const Scheduled& sc : *step) sc.pending->in_step = true;
-    // Blocked requests wait while others make progress (finishing frees
-    // blocks or makes sessions evictable); when nothing can run, they fail.
-    std::vector<Pending*> failed;
-    if (step->empty()) failed = std::move(blocked);
-    // Cancelled requests and failed ones end now. They leave active_ first:
-    // ending a lookahead step may queue its follower (active_.push_back,
-    // which would invalidate an iterator).
     std::vector<std::pair<std::unique_ptr<Pending>, absl::Status>> ending;
     for (auto it = active_.begin(); it != active_.end();) {
       Pending* p = it->get();
-      const bool is_failed = std::find(failed.begin(), failed.end(), p) != failed.end();
-      if (is_failed || std::find(to_end.begin(), to_end.end(), p) != to_end.end()) {
+      const bool is_failed = in(plan->failed, p);
+      if (is_failed || in(plan->cancelled, p)) {
         absl::Status st =
             is_failed ? WithLimit(absl::ResourceExhaustedError(
                                       "KV cache full and no idle session to evict; retry later"),
@@ -505,168 +449,154 @@ class Engine::Impl {
     for (auto& [owned, st] : ending) End(std::move(owned), std::move(st), completions);
   }
 
+  // Applies a step's result (vLLM's update_from_output): the computed tokens
+  // join their sessions, the logits their requests, and finished requests
+  // complete (a lookahead request's guess is queued). A failed step fails
+  // every request in it.
+  void Apply(const StepPlan& plan, const absl::Status& status, std::vector<model::Logits>& logits,
+             std::vector<Completion>* completions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    size_t next_logits = 0;
+    for (const ScheduledChunk& sc : plan.chunks) {
+      Pending& p = *sc.pending;
+      Session& s = *p.session;
+      p.in_step = false;
+      if (status.ok()) {
+        s.tokens.insert(s.tokens.end(), p.request.tokens.begin() + p.offset,
+                        p.request.tokens.begin() + p.offset + sc.chunk);
+        s.kv.Commit(sc.chunk);
+        if (!p.lookahead_step) {  // a guess counts once a request appends it
+          (p.request.decode ? s.decoded : s.prefilled) += sc.chunk;
+          (p.request.decode ? stats_.decode_tokens : stats_.prefill_tokens) += sc.chunk;
+        }
+        const int64_t rows = sc.logit_rows();
+        for (int64_t i = 0; i < rows; ++i) p.logits.push_back(std::move(logits[next_logits++]));
+        p.offset += sc.chunk;
+      }
+      if (!status.ok() || p.remaining() == 0) {
+        auto it = std::find_if(active_.begin(), active_.end(),
+                               [&](const auto& a) { return a.get() == &p; });
+        std::unique_ptr<Pending> owned = std::move(*it);
+        active_.erase(it);
+        if (owned->lookahead_step) {
+          EndAhead(std::move(owned), status, completions);
+          continue;
+        }
+        absl::StatusOr<AppendResult> result;
+        int32_t guess = -1;
+        if (status.ok()) {
+          AppendResult r;
+          r.session_id = s.id;
+          r.num_tokens = static_cast<int64_t>(s.tokens.size());
+          r.logits = std::move(owned->logits);
+          if (owned->request.lookahead && !s.released && !r.logits.empty()) {
+            guess = model::Argmax(r.logits.back());
+          }
+          result = std::move(r);
+        } else {
+          result = status;
+        }
+        const model::LogitsSpec spec = owned->request.logits;
+        const CancelFlag cancel = owned->request.cancel;
+        Finish(std::move(owned), std::move(result), completions);
+        if (guess >= 0) StartAhead(&s, guess, spec, cancel);
+      }
+    }
+  }
+
+  // Ends every request (shutting down).
+  void EndAll(std::vector<Completion>* completions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    while (!active_.empty()) {
+      std::unique_ptr<Pending> p = std::move(active_.front());
+      active_.pop_front();
+      End(std::move(p), absl::UnavailableError("the model server is shutting down"), completions);
+    }
+  }
+
+  // Waits (at most a second) for work, then for the gather window.
+  void AwaitWork() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto has_work = [this]()
+                        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !active_.empty(); };
+    mu_.AwaitWithTimeout(absl::Condition(&has_work), absl::Seconds(1));
+    // Work is here: let the backend's threads wake while the step is built.
+    if (!stop_ && !active_.empty()) model_->backend().Prewarm();
+    // Gather window: wait a little for the rest of the last step's
+    // sessions (batch_window.h).
+    if (!stop_ && window_.ShouldGather(static_cast<int64_t>(active_.size()))) {
+      auto gathered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || static_cast<int64_t>(active_.size()) >= window_.gather_target();
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&gathered), window_.gather_timeout());
+    }
+  }
+
+  static void Deliver(std::vector<Completion>* completions) {
+    for (Completion& c : *completions) c.done(std::move(c.result));
+    completions->clear();
+  }
+
+  // The step loop: plan, run, apply, deliver.
   void Loop() {
     // Named for operators (top -H) and for model_server --pin_threads, which
     // finds the compute threads by name.
     pthread_setname_np(pthread_self(), "llm-step");
-    model::StepBatch batch;
-    std::vector<model::LogitsSpec> specs;
+    Runner runner(model_.get());
+    StepPlan plan;
     std::vector<model::Logits> logits;
-    std::vector<Scheduled> step;
-    std::vector<kv::BlockCopy> copies;
     std::vector<Completion> completions;
+    std::vector<uint64_t> decoders;  // serials of the sessions decoding in the step
     absl::Time last_sweep = absl::Now();
-    bool stopping = false;
     absl::Time spin_until = absl::InfinitePast();
     uint64_t submitted_seen = 0;
-    std::vector<uint64_t> decoders;  // serials of the sessions decoding in the step
     for (;;) {
-      step.clear();
-      copies.clear();
-      completions.clear();
       // After a step of decodes, watch for their next tokens (batch_window.h).
       SpinWhileUnchanged(submitted_, submitted_seen, spin_until);
+      bool stopping = false;
       {
         absl::MutexLock lock(&mu_);
-        auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return stop_ || !active_.empty();
-        };
-        mu_.AwaitWithTimeout(absl::Condition(&has_work), absl::Seconds(1));
-        // Work is here: let the backend's threads wake while the step is built.
-        if (!stop_ && !active_.empty()) model_->backend().Prewarm();
-        // Gather window: wait a little for the rest of the last step's
-        // sessions (batch_window.h).
-        if (!stop_ && window_.ShouldGather(static_cast<int64_t>(active_.size()))) {
-          auto gathered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-            return stop_ || static_cast<int64_t>(active_.size()) >= window_.gather_target();
-          };
-          mu_.AwaitWithTimeout(absl::Condition(&gathered), window_.gather_timeout());
-        }
+        AwaitWork();
         const absl::Time now = absl::Now();
         stats_.heartbeat = now;
         if (now - last_sweep > absl::Seconds(1)) {
-          ExpireIdle(now);
+          stats_.expired_sessions += sessions_.ExpireIdle(now, options_.session_ttl);
           last_sweep = now;
         }
         stopping = stop_;
         if (stopping) {
-          while (!active_.empty()) {
-            std::unique_ptr<Pending> p = std::move(active_.front());
-            active_.pop_front();
-            End(std::move(p), absl::UnavailableError("the model server is shutting down"),
-                &completions);
-          }
+          EndAll(&completions);
         } else {
-          Schedule(&step, &copies, &completions);
-          running_ = static_cast<int64_t>(step.size());
+          Plan(&plan, &completions);
+          running_ = static_cast<int64_t>(plan.chunks.size());
           decoders.clear();
-          for (const Scheduled& sc : step) {
+          for (const ScheduledChunk& sc : plan.chunks) {
             if (sc.pending->request.decode) decoders.push_back(sc.pending->session->serial);
           }
           window_.Scheduled(running_, decoders);
         }
       }
-      for (Completion& c : completions) c.done(std::move(c.result));
-      completions.clear();
+      Deliver(&completions);
       if (stopping) return;
-      if (step.empty()) continue;
+      if (plan.chunks.empty()) continue;
 
-      // Build the flattened batch. The sessions' block tables are stable:
-      // only this thread changes a busy session.
-      batch.tokens.clear();
-      batch.positions.clear();
-      batch.sequences.clear();
-      batch.logit_rows.clear();
-      specs.clear();
-      for (const Scheduled& sc : step) {
-        Pending& p = *sc.pending;
-        model::SequenceStep seq;
-        seq.first_row = static_cast<int64_t>(batch.tokens.size());
-        seq.num_new = sc.chunk;
-        seq.start_pos = p.session->kv.num_tokens();
-        seq.blocks = p.session->kv.blocks();
-        for (int64_t i = 0; i < sc.chunk; ++i) {
-          batch.tokens.push_back(p.request.tokens[p.offset + i]);
-          batch.positions.push_back(static_cast<int32_t>(seq.start_pos + i));
-        }
-        if (p.request.every_row()) {
-          for (int64_t i = 0; i < sc.chunk; ++i) {
-            batch.logit_rows.push_back(seq.first_row + i);
-            specs.push_back(RowSpec(p.request, p.offset + i));
-          }
-        } else if (sc.chunk == p.remaining()) {
-          batch.logit_rows.push_back(seq.first_row + sc.chunk - 1);
-          specs.push_back(p.request.logits);
-        }
-        batch.sequences.push_back(seq);
-      }
-      for (const kv::BlockCopy& copy : copies) model_->backend().CopyKvBlock(copy.src, copy.dst);
+      runner.Prepare(plan);
       if (options_.before_step) options_.before_step();
       const absl::Time step_start = absl::Now();
-      absl::Status status = model_->Forward(batch, specs, &logits);
+      const absl::Status status = runner.Forward(&logits);
       const absl::Time step_end = absl::Now();
-      const absl::Duration step_time = step_end - step_start;
       bool had_decode = false;
-      for (const Scheduled& sc : step) had_decode |= sc.pending->request.decode;
+      for (const ScheduledChunk& sc : plan.chunks) had_decode |= sc.pending->request.decode;
 
       {
         absl::MutexLock lock(&mu_);
         ++stats_.steps;
-        stats_.step_time += step_time;
-        size_t next_logits = 0;
-        for (const Scheduled& sc : step) {
-          Pending& p = *sc.pending;
-          Session& s = *p.session;
-          p.in_step = false;
-          if (status.ok()) {
-            s.tokens.insert(s.tokens.end(), p.request.tokens.begin() + p.offset,
-                            p.request.tokens.begin() + p.offset + sc.chunk);
-            s.kv.Commit(sc.chunk);
-            if (!p.lookahead_step) {  // a guess counts once a request appends it
-              (p.request.decode ? s.decoded : s.prefilled) += sc.chunk;
-              (p.request.decode ? stats_.decode_tokens : stats_.prefill_tokens) += sc.chunk;
-            }
-            const bool last = sc.chunk == p.remaining();
-            const int64_t rows = p.request.every_row() ? sc.chunk : (last ? 1 : 0);
-            for (int64_t i = 0; i < rows; ++i) p.logits.push_back(std::move(logits[next_logits++]));
-            p.offset += sc.chunk;
-          }
-          if (!status.ok() || p.remaining() == 0) {
-            auto it = std::find_if(active_.begin(), active_.end(),
-                                   [&](const auto& a) { return a.get() == &p; });
-            std::unique_ptr<Pending> owned = std::move(*it);
-            active_.erase(it);
-            if (owned->lookahead_step) {
-              EndAhead(std::move(owned), status, &completions);
-              continue;
-            }
-            absl::StatusOr<AppendResult> result;
-            int32_t guess = -1;
-            if (status.ok()) {
-              AppendResult r;
-              r.session_id = s.id;
-              r.num_tokens = static_cast<int64_t>(s.tokens.size());
-              r.logits = std::move(owned->logits);
-              if (owned->request.lookahead && !s.released && !r.logits.empty()) {
-                guess = model::Argmax(r.logits.back());
-              }
-              result = std::move(r);
-            } else {
-              result = status;
-            }
-            const model::LogitsSpec spec = owned->request.logits;
-            const CancelFlag cancel = owned->request.cancel;
-            Finish(std::move(owned), std::move(result), &completions);
-            if (guess >= 0) StartAhead(&s, guess, spec, cancel);
-          }
-        }
+        stats_.step_time += step_end - step_start;
+        Apply(plan, status, logits, &completions);
         running_ = 0;
-        window_.Ran(step_time, step_end, had_decode, !active_.empty());
+        window_.Ran(step_end - step_start, step_end, had_decode, !active_.empty());
         spin_until = window_.spin_until();
         // Admissions up to now are in active_ or done; watch for later ones.
         submitted_seen = submitted_.load(std::memory_order_acquire);
       }
-      for (Completion& c : completions) c.done(std::move(c.result));
+      Deliver(&completions);
     }
   }
 

@@ -57,11 +57,10 @@ struct Pending {
   int64_t offset = 0;           // tokens of the request already computed
   std::vector<model::Logits> logits;
   bool released = false;  // its session was released: stop at the next step
-  bool dropped = false;   // a lookahead step with no KV blocks free: ends unrun
-  bool in_step = false;   // in the step being computed (Schedule to its end)
+  bool in_step = false;   // in the step being computed (planned, until applied)
   int64_t remaining() const { return static_cast<int64_t>(request.tokens.size()) - offset; }
   bool cancelled() const {
-    return released || dropped || (request.cancel != nullptr && request.cancel->load());
+    return released || (request.cancel != nullptr && request.cancel->load());
   }
 };
 

@@ -1,0 +1,165 @@
+// The scheduler on hand-made sessions and requests: no model, no threads.
+#include "model_svc/engine/scheduler.h"
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace llm::engine {
+namespace {
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  SchedulerTest() : blocks_(16, 4) {}
+
+  // A session holding n computed tokens.
+  Session* NewSession(int64_t n = 0) {
+    auto s = std::make_unique<Session>();
+    s->kv = kv::BlockLease(&blocks_);
+    std::vector<kv::BlockCopy> copies;
+    EXPECT_TRUE(s->kv.Reserve(n, &copies).ok());
+    s->kv.Commit(n);
+    s->tokens.assign(n, 1);
+    s->busy = true;
+    sessions_.push_back(std::move(s));
+    return sessions_.back().get();
+  }
+
+  // Queues a request of n tokens on s.
+  Pending* Queue(Session* s, int64_t n, bool decode = false) {
+    auto p = std::make_unique<Pending>();
+    p->session = s;
+    p->request.tokens.assign(n, 2);
+    p->request.decode = decode;
+    queue_.push_back(std::move(p));
+    return queue_.back().get();
+  }
+
+  // Takes every free block (for a session that is not queued).
+  void FillThePool() {
+    Session* s = NewSession();
+    std::vector<kv::BlockCopy> copies;
+    ASSERT_TRUE(s->kv.Reserve(int64_t{blocks_.num_free()} * blocks_.block_size(), &copies).ok());
+    ASSERT_EQ(blocks_.num_free(), 0);
+  }
+
+  StepPlan Plan(int64_t tokens, int64_t logit_rows, bool evicts = false) {
+    StepPlan plan;
+    Schedule(
+        queue_, SchedulerLimits{tokens, logit_rows}, blocks_,
+        [&](int32_t needed) {
+          evictions_.push_back(needed);
+          return evicts;
+        },
+        &plan);
+    return plan;
+  }
+
+  kv::BlockManager blocks_;
+  std::vector<std::unique_ptr<Session>> sessions_;  // declared after blocks_
+  std::deque<std::unique_ptr<Pending>> queue_;
+  std::vector<int32_t> evictions_;
+};
+
+TEST_F(SchedulerTest, DecodesFirstThenPrefillChunksInArrivalOrderWithinTheBudget) {
+  Pending* a = Queue(NewSession(), 10);
+  Pending* b = Queue(NewSession(3), 1, /*decode=*/true);
+  Pending* c = Queue(NewSession(), 10);
+  const StepPlan plan = Plan(8, 8);
+  ASSERT_EQ(plan.chunks.size(), 2u);
+  EXPECT_EQ(plan.chunks[0].pending, b);
+  EXPECT_EQ(plan.chunks[0].chunk, 1);
+  EXPECT_EQ(plan.chunks[0].logit_rows(), 1);
+  EXPECT_EQ(plan.chunks[1].pending, a);
+  EXPECT_EQ(plan.chunks[1].chunk, 7);
+  EXPECT_EQ(plan.chunks[1].logit_rows(), 0);  // not its last chunk
+  // Blocks are reserved for the planned chunks, not counted as computed.
+  EXPECT_EQ(a->session->kv.blocks().size(), 2u);
+  EXPECT_EQ(a->session->kv.num_tokens(), 0);
+  EXPECT_EQ(b->session->kv.blocks().size(), 1u);
+  EXPECT_TRUE(c->session->kv.blocks().empty());
+  EXPECT_TRUE(plan.copies.empty());
+  EXPECT_TRUE(plan.cancelled.empty());
+  EXPECT_TRUE(plan.failed.empty());
+  EXPECT_TRUE(evictions_.empty());
+}
+
+TEST_F(SchedulerTest, EveryRowRequestsAreBoundByTheLogitRows) {
+  Pending* a = Queue(NewSession(), 6);
+  a->request.all_logits = true;
+  Pending* b = Queue(NewSession(), 2);  // wants its last row: none left
+  const StepPlan plan = Plan(16, 4);
+  ASSERT_EQ(plan.chunks.size(), 1u);
+  EXPECT_EQ(plan.chunks[0].pending, a);
+  EXPECT_EQ(plan.chunks[0].chunk, 4);
+  EXPECT_EQ(plan.chunks[0].logit_rows(), 4);
+  EXPECT_TRUE(b->session->kv.blocks().empty());
+}
+
+TEST_F(SchedulerTest, CancelledAndReleasedRequestsEndUnplanned) {
+  Pending* a = Queue(NewSession(), 3);
+  a->request.cancel = std::make_shared<std::atomic<bool>>(true);
+  Pending* b = Queue(NewSession(2), 1, true);
+  b->released = true;
+  Pending* c = Queue(NewSession(), 3);
+  const StepPlan plan = Plan(16, 16);
+  ASSERT_EQ(plan.chunks.size(), 1u);
+  EXPECT_EQ(plan.chunks[0].pending, c);
+  EXPECT_EQ(plan.cancelled, (std::vector<Pending*>{a, b}));
+  EXPECT_TRUE(a->session->kv.blocks().empty());
+}
+
+TEST_F(SchedulerTest, AGuessTakesWhatIsLeftAndNeverEvicts) {
+  Session* s = NewSession(4);  // its block is full: the guess needs a new one
+  Pending* guess = Queue(s, 1, true);
+  guess->lookahead_step = true;
+  Pending* prefill = Queue(NewSession(), 8);
+  StepPlan plan = Plan(8, 8);
+  ASSERT_EQ(plan.chunks.size(), 1u);  // the prefill took the whole budget
+  EXPECT_EQ(plan.chunks[0].pending, prefill);
+  EXPECT_TRUE(plan.cancelled.empty());
+
+  queue_.pop_back();
+  FillThePool();
+  plan = Plan(8, 8);
+  EXPECT_TRUE(plan.chunks.empty());
+  EXPECT_EQ(plan.cancelled, std::vector<Pending*>{guess});
+  EXPECT_TRUE(plan.failed.empty());  // a guess is not failed: it is dropped
+  EXPECT_TRUE(evictions_.empty());
+}
+
+TEST_F(SchedulerTest, ARequestWithoutKvSpaceWaitsWhileOthersRunAndFailsAlone) {
+  Pending* small = Queue(NewSession(2), 1, true);  // fits in its block
+  Session* big = NewSession();
+  Pending* blocked = Queue(big, 8);
+  FillThePool();
+  StepPlan plan = Plan(16, 16);
+  ASSERT_EQ(plan.chunks.size(), 1u);
+  EXPECT_EQ(plan.chunks[0].pending, small);
+  EXPECT_EQ(evictions_, std::vector<int32_t>{2});
+  EXPECT_TRUE(plan.failed.empty());  // it waits
+
+  queue_.pop_front();
+  plan = Plan(16, 16);
+  EXPECT_TRUE(plan.chunks.empty());
+  EXPECT_EQ(plan.failed, std::vector<Pending*>{blocked});
+}
+
+TEST_F(SchedulerTest, WritingIntoASharedBlockPlansACopy) {
+  Session* parent = NewSession(6);
+  Session* child = NewSession();
+  child->kv = parent->kv.Fork();
+  Queue(child, 1, true);  // position 6: in the shared second block
+  const StepPlan plan = Plan(16, 16);
+  ASSERT_EQ(plan.chunks.size(), 1u);
+  ASSERT_EQ(plan.copies.size(), 1u);
+  EXPECT_EQ(plan.copies[0].src, parent->kv.blocks()[1]);
+  EXPECT_EQ(plan.copies[0].dst, child->kv.blocks()[1]);
+  EXPECT_EQ(child->kv.blocks()[0], parent->kv.blocks()[0]);
+}
+
+}  // namespace
+}  // namespace llm::engine
