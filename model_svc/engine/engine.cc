@@ -34,6 +34,9 @@ struct Completion {
   absl::StatusOr<AppendResult> result;
 };
 
+// A callback's call to make outside the lock.
+using Deferred = absl::AnyInvocable<void()>;
+
 }  // namespace
 
 class Engine::Impl {
@@ -64,24 +67,22 @@ class Engine::Impl {
     for (Completion& c : completions) c.done(std::move(c.result));
   }
 
-  absl::Status Truncate(const std::string& id, int64_t n) {
-    absl::MutexLock lock(&mu_);
-    Session* s = nullptr;
-    if (absl::Status st = FindSettled(id, &s); !st.ok()) return st;
-    if (n < 0 || n > static_cast<int64_t>(s->tokens.size())) {
-      return absl::InvalidArgumentError(StrCat("cannot truncate session ", id, " to ", n,
-                                               " tokens: it holds ", s->tokens.size()));
+  void Truncate(const std::string& id, int64_t n, StatusCallback done) {
+    Deferred call;
+    {
+      absl::MutexLock lock(&mu_);
+      call = TruncateLocked(id, n, std::move(done));
     }
-    sessions_.Truncate(*s, n, absl::Now());
-    return absl::OkStatus();
+    if (call) call();
   }
 
-  absl::StatusOr<std::string> Fork(const std::string& id) {
-    absl::MutexLock lock(&mu_);
-    Session* parent = nullptr;
-    if (absl::Status st = FindSettled(id, &parent); !st.ok()) return st;
-    if (absl::Status st = CheckSessionLimit(); !st.ok()) return st;
-    return sessions_.Fork(*parent, absl::Now())->id;
+  void Fork(const std::string& id, ForkCallback done) {
+    Deferred call;
+    {
+      absl::MutexLock lock(&mu_);
+      call = ForkLocked(id, std::move(done));
+    }
+    if (call) call();
   }
 
   absl::Status Release(const std::string& id) {
@@ -151,28 +152,75 @@ class Engine::Impl {
     return absl::OkStatus();
   }
 
-  // FindIdle, after settling the session's lookahead: a guess still queued
-  // is dropped at once, one being computed is waited for (one step at most)
-  // and then dropped.
+  // Whether a Truncate or Fork of session `id` must wait: a lookahead step
+  // of the session (and no request of the caller's) is being computed.
+  bool AwaitsGuess(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const Session* s = sessions_.Find(id);
+    return s != nullptr && s->ahead_step != nullptr && s->follower == nullptr &&
+           s->ahead_step->in_step;
+  }
+
+  // FindIdle, after settling the session's lookahead (none may be running:
+  // see AwaitsGuess): a guess still queued is dropped unrun, a computed one
+  // forgotten.
   absl::Status FindSettled(const std::string& id, Session** out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    for (;;) {
-      Session* s = sessions_.Find(id);
-      if (s != nullptr && s->ahead_step != nullptr && s->follower == nullptr) {
-        if (!s->ahead_step->in_step) {
-          std::vector<Completion> none;  // no follower: nothing to complete
-          CancelQueuedAhead(s, &none);
-          continue;
-        }
-        const int64_t seen = ahead_steps_ended_;
-        auto ended = [this, seen]()
-                         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ahead_steps_ended_ != seen; };
-        mu_.Await(absl::Condition(&ended));
-        continue;  // the session may be gone now: look it up again
-      }
-      if (absl::Status st = FindIdle(id, out); !st.ok()) return st;
-      DropAhead(*out);
-      return absl::OkStatus();
+    Session* s = sessions_.Find(id);
+    if (s != nullptr && s->ahead_step != nullptr && s->follower == nullptr) {
+      std::vector<Completion> none;  // no follower: nothing to complete
+      CancelQueuedAhead(s, &none);
+    }
+    if (absl::Status st = FindIdle(id, out); !st.ok()) return st;
+    DropAhead(*out);
+    return absl::OkStatus();
+  }
+
+  // Truncates now, or, while the session's lookahead step is being
+  // computed, queues the command for the loop (which runs it once the step
+  // is applied). Returns the call of `done` to make outside the lock (empty
+  // when queued).
+  Deferred TruncateLocked(const std::string& id, int64_t n, StatusCallback done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (AwaitsGuess(id)) {
+      commands_.push_back(
+          [this, id, n, done = std::move(done)]() mutable ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+            return TruncateLocked(id, n, std::move(done));
+          });
+      return nullptr;
+    }
+    Session* s = nullptr;
+    absl::Status st = FindSettled(id, &s);
+    if (st.ok() && (n < 0 || n > static_cast<int64_t>(s->tokens.size()))) {
+      st = absl::InvalidArgumentError(StrCat("cannot truncate session ", id, " to ", n,
+                                             " tokens: it holds ", s->tokens.size()));
+    }
+    if (st.ok()) sessions_.Truncate(*s, n, absl::Now());
+    return [done = std::move(done), st = std::move(st)]() mutable { done(std::move(st)); };
+  }
+
+  // As TruncateLocked, for Fork.
+  Deferred ForkLocked(const std::string& id, ForkCallback done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (AwaitsGuess(id)) {
+      commands_.push_back(
+          [this, id, done = std::move(done)]() mutable ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+            return ForkLocked(id, std::move(done));
+          });
+      return nullptr;
+    }
+    Session* parent = nullptr;
+    absl::Status st = FindSettled(id, &parent);
+    if (st.ok()) st = CheckSessionLimit();
+    absl::StatusOr<std::string> child =
+        st.ok() ? sessions_.Fork(*parent, absl::Now())->id : absl::StatusOr<std::string>(st);
+    return [done = std::move(done), child = std::move(child)]() mutable { done(std::move(child)); };
+  }
+
+  // Runs the queued commands (their sessions' lookahead steps have ended).
+  void RunCommands(std::vector<Deferred>* calls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::vector<Command> commands = std::move(commands_);
+    commands_.clear();
+    for (Command& c : commands) {
+      if (Deferred call = c(); call) calls->push_back(std::move(call));
     }
   }
 
@@ -335,7 +383,6 @@ class Engine::Impl {
                 std::vector<Completion>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Session* s = p->session;
     s->ahead_step = nullptr;
-    ++ahead_steps_ended_;
     std::unique_ptr<Pending> follower = std::move(s->follower);
     s->busy = false;  // last_used stays the caller's last request's end
     if (s->released) {
@@ -529,9 +576,11 @@ class Engine::Impl {
     }
   }
 
-  static void Deliver(std::vector<Completion>* completions) {
+  static void Deliver(std::vector<Completion>* completions, std::vector<Deferred>* calls) {
     for (Completion& c : *completions) c.done(std::move(c.result));
     completions->clear();
+    for (Deferred& call : *calls) call();
+    calls->clear();
   }
 
   // The step loop: plan, run, apply, deliver.
@@ -543,6 +592,7 @@ class Engine::Impl {
     StepPlan plan;
     std::vector<model::Logits> logits;
     std::vector<Completion> completions;
+    std::vector<Deferred> calls;     // of the commands run
     std::vector<uint64_t> decoders;  // serials of the sessions decoding in the step
     absl::Time last_sweep = absl::Now();
     absl::Time spin_until = absl::InfinitePast();
@@ -563,6 +613,7 @@ class Engine::Impl {
         stopping = stop_;
         if (stopping) {
           EndAll(&completions);
+          RunCommands(&calls);
         } else {
           Plan(&plan, &completions);
           running_ = static_cast<int64_t>(plan.chunks.size());
@@ -573,7 +624,7 @@ class Engine::Impl {
           window_.Scheduled(running_, decoders);
         }
       }
-      Deliver(&completions);
+      Deliver(&completions, &calls);
       if (stopping) return;
       if (plan.chunks.empty()) continue;
 
@@ -590,13 +641,14 @@ class Engine::Impl {
         ++stats_.steps;
         stats_.step_time += step_end - step_start;
         Apply(plan, status, logits, &completions);
+        RunCommands(&calls);  // those that waited for a lookahead step in it
         running_ = 0;
         window_.Ran(step_end - step_start, step_end, had_decode, !active_.empty());
         spin_until = window_.spin_until();
         // Admissions up to now are in active_ or done; watch for later ones.
         submitted_seen = submitted_.load(std::memory_order_acquire);
       }
-      Deliver(&completions);
+      Deliver(&completions, &calls);
     }
   }
 
@@ -611,7 +663,10 @@ class Engine::Impl {
   int64_t running_ ABSL_GUARDED_BY(mu_) = 0;
   BatchWindow window_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> submitted_{0};  // requests admitted, ever
-  int64_t ahead_steps_ended_ ABSL_GUARDED_BY(mu_) = 0;
+  // Truncates and Forks waiting for their sessions' lookahead steps: each
+  // runs (or queues itself again) and returns the call to make.
+  using Command = absl::AnyInvocable<Deferred()>;
+  std::vector<Command> commands_ ABSL_GUARDED_BY(mu_);
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
   bool admitting_ ABSL_GUARDED_BY(mu_) = true;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
@@ -654,8 +709,27 @@ absl::StatusOr<AppendResult> Engine::Append(AppendRequest request) {
   return future.get();
 }
 
-absl::Status Engine::Truncate(const std::string& id, int64_t n) { return impl_->Truncate(id, n); }
-absl::StatusOr<std::string> Engine::Fork(const std::string& id) { return impl_->Fork(id); }
+void Engine::TruncateAsync(const std::string& id, int64_t n, StatusCallback done) {
+  impl_->Truncate(id, n, std::move(done));
+}
+
+absl::Status Engine::Truncate(const std::string& id, int64_t n) {
+  std::promise<absl::Status> promise;
+  std::future<absl::Status> future = promise.get_future();
+  TruncateAsync(id, n, [&promise](absl::Status s) { promise.set_value(std::move(s)); });
+  return future.get();
+}
+
+void Engine::ForkAsync(const std::string& id, ForkCallback done) {
+  impl_->Fork(id, std::move(done));
+}
+
+absl::StatusOr<std::string> Engine::Fork(const std::string& id) {
+  std::promise<absl::StatusOr<std::string>> promise;
+  std::future<absl::StatusOr<std::string>> future = promise.get_future();
+  ForkAsync(id, [&promise](absl::StatusOr<std::string> s) { promise.set_value(std::move(s)); });
+  return future.get();
+}
 absl::Status Engine::Release(const std::string& id) { return impl_->Release(id); }
 std::vector<SessionInfo> Engine::ListSessions() const { return impl_->ListSessions(); }
 EngineStats Engine::Stats() const { return impl_->Stats(); }

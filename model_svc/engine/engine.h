@@ -91,6 +91,8 @@ struct AppendResult {
 };
 
 using AppendCallback = absl::AnyInvocable<void(absl::StatusOr<AppendResult>)>;
+using StatusCallback = absl::AnyInvocable<void(absl::Status)>;
+using ForkCallback = absl::AnyInvocable<void(absl::StatusOr<std::string>)>;
 
 struct SessionInfo {
   std::string id;
@@ -144,12 +146,18 @@ class Engine {
   // Submit and wait.
   absl::StatusOr<AppendResult> Append(AppendRequest request);
 
-  // Keeps the first n tokens of a session. If a lookahead step of the
-  // session is being computed, waits for it (one step): not to be called
-  // from a completion callback.
+  // Keeps the first n tokens of a session. Never waits: `done` is called
+  // exactly once, before TruncateAsync returns, or, when a lookahead step of
+  // the session is being computed, on the step-loop thread once that step
+  // ends (the command waits in the loop's queue).
+  void TruncateAsync(const std::string& session_id, int64_t n, StatusCallback done);
+  // TruncateAsync and wait (one step at most): not to be called from a
+  // completion callback.
   absl::Status Truncate(const std::string& session_id, int64_t n);
   // A new session sharing the KV blocks of `session_id` (copy-on-write).
-  // Waits as Truncate does.
+  // `done` is called as TruncateAsync's is.
+  void ForkAsync(const std::string& session_id, ForkCallback done);
+  // ForkAsync and wait, as Truncate does.
   absl::StatusOr<std::string> Fork(const std::string& session_id);
   absl::Status Release(const std::string& session_id);
   std::vector<SessionInfo> ListSessions() const;
