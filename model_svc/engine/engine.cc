@@ -41,10 +41,12 @@ using Deferred = absl::AnyInvocable<void()>;
 
 class Engine::Impl {
  public:
-  Impl(std::unique_ptr<model::LlamaModel> model, const EngineOptions& options, int64_t max_context)
+  Impl(std::unique_ptr<model::LlamaModel> model, const EngineOptions& options, int64_t max_context,
+       std::function<void()> before_step)
       : model_(std::move(model)),
         options_(options),
         max_context_(max_context),
+        before_step_(std::move(before_step)),
         blocks_(model_->options().kv_blocks, model_->options().kv_block_size),
         sessions_(&blocks_, options.session_prefix, options.max_sessions, std::random_device{}()) {
     loop_ = std::thread([this] { Loop(); });
@@ -629,7 +631,7 @@ class Engine::Impl {
       if (plan.chunks.empty()) continue;
 
       runner.Prepare(plan);
-      if (options_.before_step) options_.before_step();
+      if (before_step_) before_step_();
       const absl::Time step_start = absl::Now();
       const absl::Status status = runner.Forward(&logits);
       const absl::Time step_end = absl::Now();
@@ -655,6 +657,7 @@ class Engine::Impl {
   std::unique_ptr<model::LlamaModel> model_;
   const EngineOptions options_;
   const int64_t max_context_;
+  const std::function<void()> before_step_;  // tests only (Engine::CreateWithStepHook)
 
   mutable absl::Mutex mu_;
   kv::BlockManager blocks_ ABSL_GUARDED_BY(mu_);
@@ -675,6 +678,12 @@ class Engine::Impl {
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::LlamaModel> model,
                                                        const EngineOptions& options) {
+  return CreateWithStepHook(std::move(model), options, nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateWithStepHook(
+    std::unique_ptr<model::LlamaModel> model, const EngineOptions& options,
+    std::function<void()> before_step) {
   if (model == nullptr) return absl::InvalidArgumentError("no model");
   if (options.max_batch_tokens < 1 || options.max_sessions < 1 ||
       options.session_ttl <= absl::ZeroDuration() || options.max_context < 0) {
@@ -686,7 +695,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Ll
   const int64_t model_context = model->config().context_length;
   e->max_context_ =
       options.max_context > 0 ? std::min(options.max_context, model_context) : model_context;
-  e->impl_ = std::make_unique<Impl>(std::move(model), options, e->max_context_);
+  e->impl_ =
+      std::make_unique<Impl>(std::move(model), options, e->max_context_, std::move(before_step));
   return e;
 }
 

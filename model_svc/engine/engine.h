@@ -55,9 +55,6 @@ struct EngineOptions {
   // Prepended to the 16 hex characters of every session id; the model server
   // passes "<--session_prefix><pod>.<epoch>." (its replica id and a dot).
   std::string session_prefix;
-  // Tests only: called on the step-loop thread before each forward step
-  // (with no lock held), e.g. to hold the loop while a test races a call.
-  std::function<void()> before_step;
 };
 
 // A cancellation flag shared between a caller and the engine.
@@ -168,7 +165,14 @@ class Engine {
 
  private:
   class Impl;
+  friend class EngineTestPeer;  // engine_testing.h: the step gate
   Engine() = default;
+  // Create, with `before_step` called on the step-loop thread before each
+  // forward step (with no lock held): tests only, to hold the loop while a
+  // test races a call.
+  static absl::StatusOr<std::unique_ptr<Engine>> CreateWithStepHook(
+      std::unique_ptr<model::LlamaModel> model, const EngineOptions& options,
+      std::function<void()> before_step);
   EngineOptions options_;
   int64_t max_context_ = 0;
   std::unique_ptr<Impl> impl_;
