@@ -126,7 +126,7 @@ class Engine::Impl {
     EngineStats s = stats_;
     s.sessions = sessions_.size();
     s.running = running_;
-    s.waiting = static_cast<int64_t>(active_.size()) - running_;
+    s.waiting = Queued() - running_;
     s.kv_blocks_total = blocks_.num_blocks();
     s.kv_blocks_free = blocks_.num_free();
     return s;
@@ -158,8 +158,7 @@ class Engine::Impl {
   // of the session (and no request of the caller's) is being computed.
   bool AwaitsGuess(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const Session* s = sessions_.Find(id);
-    return s != nullptr && s->ahead_step != nullptr && s->follower == nullptr &&
-           s->ahead_step->in_step;
+    return s != nullptr && s->guessing && s->follower == nullptr && s->guess_in_step;
   }
 
   // FindIdle, after settling the session's lookahead (none may be running:
@@ -168,7 +167,7 @@ class Engine::Impl {
   absl::Status FindSettled(const std::string& id, Session** out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Session* s = sessions_.Find(id);
-    if (s != nullptr && s->ahead_step != nullptr && s->follower == nullptr) {
+    if (s != nullptr && s->guessing && s->follower == nullptr) {
       std::vector<Completion> none;  // no follower: nothing to complete
       CancelQueuedAhead(s, &none);
     }
@@ -224,6 +223,11 @@ class Engine::Impl {
     for (Command& c : commands) {
       if (Deferred call = c(); call) calls->push_back(std::move(call));
     }
+  }
+
+  // Requests and guesses queued or in the step.
+  int64_t Queued() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return static_cast<int64_t>(active_.size() + guesses_.size());
   }
 
   absl::Status CheckSessionLimit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -293,11 +297,11 @@ class Engine::Impl {
     pending->request = std::move(request);
     pending->done = std::move(done);
     // A request that will not take a queued guess need not wait for it.
-    if (s->ahead_step != nullptr && !s->ahead_step->in_step &&
+    if (s->guessing && !s->guess_in_step &&
         !TakesGuess(pending->request, s->ahead_token, s->ahead_spec)) {
       CancelQueuedAhead(s, completions);
     }
-    if (s->ahead_step != nullptr) {
+    if (s->guessing) {
       s->follower = std::move(pending);  // EndAhead resumes it
     } else {
       Resume(std::move(pending), completions);
@@ -310,14 +314,11 @@ class Engine::Impl {
     return r.tokens.front() == token && !r.every_row() && SameSpec(r.logits, spec);
   }
 
-  // Ends the lookahead step of s, queued and not yet in a step, unrun.
+  // Ends the guess of s, queued and not yet in a step, unrun.
   void CancelQueuedAhead(Session* s, std::vector<Completion>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto it = std::find_if(active_.begin(), active_.end(),
-                           [s](const auto& p) { return p.get() == s->ahead_step; });
-    std::unique_ptr<Pending> owned = std::move(*it);
-    active_.erase(it);
-    EndAhead(std::move(owned), absl::CancelledError("lookahead not taken"), out);
+    guesses_.erase(std::find(guesses_.begin(), guesses_.end(), s));
+    EndAhead(s, absl::CancelledError("lookahead not taken"), {}, out);
   }
 
   // Starts a request on its idle session, which becomes busy. An unconfirmed
@@ -361,30 +362,24 @@ class Engine::Impl {
         (cancel != nullptr && cancel->load())) {
       return;
     }
-    auto p = std::make_unique<Pending>();
-    p->request.session_id = s->id;
-    p->request.tokens = {token};
-    p->request.logits = spec;
-    p->request.decode = true;
-    p->request.cancel = cancel;
-    p->session = s;
-    p->lookahead_step = true;
     s->busy = true;
-    s->ahead_step = p.get();
+    s->guessing = true;
+    s->guess_cancel = cancel;
     s->ahead_token = token;
     s->ahead_spec = spec;
     ++stats_.lookahead_steps;
-    active_.push_back(std::move(p));
+    guesses_.push_back(s);
     submitted_.fetch_add(1, std::memory_order_release);
   }
 
-  // Ends a lookahead step: its token becomes the session's unconfirmed last
-  // token (or is forgotten when the step did not run), and a request that
-  // arrived meanwhile goes on.
-  void EndAhead(std::unique_ptr<Pending> p, const absl::Status& status,
+  // Ends the guess of s (out of guesses_ already): its token becomes the
+  // session's unconfirmed last token, with `logits` (or is forgotten when
+  // its row did not run), and a request that arrived meanwhile goes on.
+  void EndAhead(Session* s, const absl::Status& status, std::vector<model::Logits> logits,
                 std::vector<Completion>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    Session* s = p->session;
-    s->ahead_step = nullptr;
+    s->guessing = false;
+    s->guess_in_step = false;
+    s->guess_cancel = nullptr;
     std::unique_ptr<Pending> follower = std::move(s->follower);
     s->busy = false;  // last_used stays the caller's last request's end
     if (s->released) {
@@ -397,7 +392,7 @@ class Engine::Impl {
     }
     if (status.ok()) {
       s->ahead = true;
-      s->ahead_logits = std::move(p->logits);
+      s->ahead_logits = std::move(logits);
     } else {
       s->kv.Truncate(s->kv.num_tokens());
     }
@@ -411,17 +406,6 @@ class Engine::Impl {
     s->ahead_logits.clear();
     s->tokens.pop_back();
     s->kv.Truncate(static_cast<int64_t>(s->tokens.size()));
-  }
-
-  // Ends a request or a lookahead step that stops early (cancelled, failed,
-  // shutting down).
-  void End(std::unique_ptr<Pending> p, absl::Status status, std::vector<Completion>* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (p->lookahead_step) {
-      EndAhead(std::move(p), status, out);
-    } else {
-      Finish(std::move(p), std::move(status), out);
-    }
   }
 
   // Frees idle sessions, least recently used first, until `needed` blocks are
@@ -469,13 +453,16 @@ class Engine::Impl {
         std::min(options_.max_batch_tokens, model_->options().max_step_tokens),
         model_->options().max_logit_rows};
     Schedule(
-        active_, limits, blocks_,
+        active_, guesses_, limits, blocks_,
         [this](int32_t needed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return EvictFor(needed); },
         plan);
-    for (const ScheduledChunk& sc : plan->chunks) sc.pending->in_step = true;
-    if (plan->cancelled.empty() && plan->failed.empty()) return;
-    // They leave active_ first: ending a lookahead step may queue its
-    // follower (active_.push_back, which would invalidate an iterator).
+    for (const ScheduledChunk& sc : plan->chunks) {
+      (sc.guess() ? sc.session->guess_in_step : sc.pending->in_step) = true;
+    }
+    if (plan->cancelled.empty() && plan->failed.empty() && plan->dropped.empty()) return;
+    // They leave the queues first: ending a guess may queue its follower
+    // (active_.push_back, which would invalidate an iterator).
+    for (Session* s : plan->dropped) guesses_.erase(std::find(guesses_.begin(), guesses_.end(), s));
     auto in = [](const std::vector<Pending*>& v, const Pending* p) {
       return std::find(v.begin(), v.end(), p) != v.end();
     };
@@ -495,17 +482,33 @@ class Engine::Impl {
         ++it;
       }
     }
-    for (auto& [owned, st] : ending) End(std::move(owned), std::move(st), completions);
+    for (auto& [owned, st] : ending) Finish(std::move(owned), std::move(st), completions);
+    for (Session* s : plan->dropped) {
+      EndAhead(s, absl::CancelledError("request cancelled"), {}, completions);
+    }
   }
 
   // Applies a step's result (vLLM's update_from_output): the computed tokens
   // join their sessions, the logits their requests, and finished requests
-  // complete (a lookahead request's guess is queued). A failed step fails
-  // every request in it.
+  // complete (a lookahead request's guess is queued); a computed guess
+  // becomes its session's unconfirmed last token. A failed step fails every
+  // request in it.
   void Apply(const StepPlan& plan, const absl::Status& status, std::vector<model::Logits>& logits,
              std::vector<Completion>* completions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     size_t next_logits = 0;
     for (const ScheduledChunk& sc : plan.chunks) {
+      if (sc.guess()) {
+        Session* s = sc.session;
+        std::vector<model::Logits> guess_logits;
+        if (status.ok()) {
+          s->tokens.push_back(s->ahead_token);
+          s->kv.Commit(1);
+          guess_logits.push_back(std::move(logits[next_logits++]));
+        }
+        guesses_.erase(std::find(guesses_.begin(), guesses_.end(), s));
+        EndAhead(s, status, std::move(guess_logits), completions);
+        continue;
+      }
       Pending& p = *sc.pending;
       Session& s = *p.session;
       p.in_step = false;
@@ -513,10 +516,8 @@ class Engine::Impl {
         s.tokens.insert(s.tokens.end(), p.request.tokens.begin() + p.offset,
                         p.request.tokens.begin() + p.offset + sc.chunk);
         s.kv.Commit(sc.chunk);
-        if (!p.lookahead_step) {  // a guess counts once a request appends it
-          (p.request.decode ? s.decoded : s.prefilled) += sc.chunk;
-          (p.request.decode ? stats_.decode_tokens : stats_.prefill_tokens) += sc.chunk;
-        }
+        (p.request.decode ? s.decoded : s.prefilled) += sc.chunk;
+        (p.request.decode ? stats_.decode_tokens : stats_.prefill_tokens) += sc.chunk;
         const int64_t rows = sc.logit_rows();
         for (int64_t i = 0; i < rows; ++i) p.logits.push_back(std::move(logits[next_logits++]));
         p.offset += sc.chunk;
@@ -526,10 +527,6 @@ class Engine::Impl {
                                [&](const auto& a) { return a.get() == &p; });
         std::unique_ptr<Pending> owned = std::move(*it);
         active_.erase(it);
-        if (owned->lookahead_step) {
-          EndAhead(std::move(owned), status, completions);
-          continue;
-        }
         absl::StatusOr<AppendResult> result;
         int32_t guess = -1;
         if (status.ok()) {
@@ -552,27 +549,32 @@ class Engine::Impl {
     }
   }
 
-  // Ends every request (shutting down).
+  // Ends every request and guess (shutting down).
   void EndAll(std::vector<Completion>* completions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const absl::Status unavailable = absl::UnavailableError("the model server is shutting down");
+    while (!guesses_.empty()) {  // may queue their followers, ended below
+      Session* s = guesses_.front();
+      guesses_.pop_front();
+      EndAhead(s, unavailable, {}, completions);
+    }
     while (!active_.empty()) {
       std::unique_ptr<Pending> p = std::move(active_.front());
       active_.pop_front();
-      End(std::move(p), absl::UnavailableError("the model server is shutting down"), completions);
+      Finish(std::move(p), unavailable, completions);
     }
   }
 
   // Waits (at most a second) for work, then for the gather window.
   void AwaitWork() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto has_work = [this]()
-                        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !active_.empty(); };
+    auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || Queued() > 0; };
     mu_.AwaitWithTimeout(absl::Condition(&has_work), absl::Seconds(1));
     // Work is here: let the backend's threads wake while the step is built.
-    if (!stop_ && !active_.empty()) model_->backend().Prewarm();
+    if (!stop_ && Queued() > 0) model_->backend().Prewarm();
     // Gather window: wait a little for the rest of the last step's
     // sessions (batch_window.h).
-    if (!stop_ && window_.ShouldGather(static_cast<int64_t>(active_.size()))) {
+    if (!stop_ && window_.ShouldGather(Queued())) {
       auto gathered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || static_cast<int64_t>(active_.size()) >= window_.gather_target();
+        return stop_ || Queued() >= window_.gather_target();
       };
       mu_.AwaitWithTimeout(absl::Condition(&gathered), window_.gather_timeout());
     }
@@ -621,7 +623,7 @@ class Engine::Impl {
           running_ = static_cast<int64_t>(plan.chunks.size());
           decoders.clear();
           for (const ScheduledChunk& sc : plan.chunks) {
-            if (sc.pending->request.decode) decoders.push_back(sc.pending->session->serial);
+            if (sc.decode()) decoders.push_back(sc.session->serial);
           }
           window_.Scheduled(running_, decoders);
         }
@@ -636,7 +638,7 @@ class Engine::Impl {
       const absl::Status status = runner.Forward(&logits);
       const absl::Time step_end = absl::Now();
       bool had_decode = false;
-      for (const ScheduledChunk& sc : plan.chunks) had_decode |= sc.pending->request.decode;
+      for (const ScheduledChunk& sc : plan.chunks) had_decode |= sc.decode();
 
       {
         absl::MutexLock lock(&mu_);
@@ -645,9 +647,9 @@ class Engine::Impl {
         Apply(plan, status, logits, &completions);
         RunCommands(&calls);  // those that waited for a lookahead step in it
         running_ = 0;
-        window_.Ran(step_end - step_start, step_end, had_decode, !active_.empty());
+        window_.Ran(step_end - step_start, step_end, had_decode, Queued() > 0);
         spin_until = window_.spin_until();
-        // Admissions up to now are in active_ or done; watch for later ones.
+        // Admissions up to now are queued or done; watch for later ones.
         submitted_seen = submitted_.load(std::memory_order_acquire);
       }
       Deliver(&completions, &calls);
@@ -662,7 +664,10 @@ class Engine::Impl {
   mutable absl::Mutex mu_;
   kv::BlockManager blocks_ ABSL_GUARDED_BY(mu_);
   SessionTable sessions_ ABSL_GUARDED_BY(mu_);  // leases from blocks_: declared after it
-  std::deque<std::unique_ptr<Pending>> active_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::unique_ptr<Pending>> active_ ABSL_GUARDED_BY(mu_);  // requests, in arrival order
+  // Sessions whose lookahead guess waits for its row or is in the step, in
+  // the order they were made.
+  std::deque<Session*> guesses_ ABSL_GUARDED_BY(mu_);
   int64_t running_ ABSL_GUARDED_BY(mu_) = 0;
   BatchWindow window_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> submitted_{0};  // requests admitted, ever

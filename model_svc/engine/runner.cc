@@ -22,12 +22,20 @@ void Runner::Prepare(const StepPlan& plan) {
   batch_.logit_rows.clear();
   specs_.clear();
   for (const ScheduledChunk& sc : plan.chunks) {
-    const Pending& p = *sc.pending;
     model::SequenceStep seq;
     seq.first_row = static_cast<int64_t>(batch_.tokens.size());
     seq.num_new = sc.chunk;
-    seq.start_pos = p.session->kv.num_tokens();
-    seq.blocks = p.session->kv.blocks();
+    seq.start_pos = sc.session->kv.num_tokens();
+    seq.blocks = sc.session->kv.blocks();
+    if (sc.guess()) {  // one token, its logits
+      batch_.tokens.push_back(sc.session->ahead_token);
+      batch_.positions.push_back(static_cast<int32_t>(seq.start_pos));
+      batch_.logit_rows.push_back(seq.first_row);
+      specs_.push_back(sc.session->ahead_spec);
+      batch_.sequences.push_back(seq);
+      continue;
+    }
+    const Pending& p = *sc.pending;
     for (int64_t i = 0; i < sc.chunk; ++i) {
       batch_.tokens.push_back(p.request.tokens[p.offset + i]);
       batch_.positions.push_back(static_cast<int32_t>(seq.start_pos + i));

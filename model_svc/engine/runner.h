@@ -1,10 +1,11 @@
 // The runner: the engine's only caller of the model. It turns a step plan
-// into the flattened batch (tokens, positions, each sequence's block table,
-// the rows whose logits come back), performs the plan's KV block copies and
-// runs the forward.
+// (requests' chunks and guesses' speculative rows alike) into the flattened
+// batch (tokens, positions, each sequence's block table, the rows whose
+// logits come back), performs the plan's KV block copies and runs the
+// forward.
 //
 // Threads: the step-loop thread only. It reads the planned requests and
-// their sessions without the engine's lock: only that thread changes a busy
+// sessions without the engine's lock: only that thread changes a busy
 // session, and every planned session is busy.
 // Ownership: borrows the model, which must outlive it.
 // Cost: Prepare is linear in the plan's tokens; the batch's scratch is kept

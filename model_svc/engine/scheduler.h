@@ -1,12 +1,13 @@
 // The scheduler: which work the next step computes, as data.
 //
-// From the queue of requests (arrival order) and the KV block pool, Schedule
-// returns a StepPlan: the chunks to compute (one token of every waiting
-// decode first, then prefill chunks in arrival order, then lookahead
-// guesses, within the step's token and logit-row budgets), the KV block
-// copies to perform before the forward, and the requests that end unrun this
-// step (cancelled, guesses without KV space, and, when nothing at all can
-// run, the requests that found no KV blocks). The engine performs the plan:
+// From the queue of requests (arrival order), the sessions whose lookahead
+// guess waits for a step, and the KV block pool, Schedule returns a
+// StepPlan: the rows to compute (one token of every waiting decode first,
+// then prefill chunks in arrival order, then the guesses as speculative
+// rows, within the step's token and logit-row budgets), the KV block copies
+// to perform before the forward, and what ends unrun this step (cancelled
+// requests and guesses, guesses without KV space, and, when nothing at all
+// can run, the requests that found no KV blocks). The engine performs the plan:
 // the runner computes its chunks, and the engine applies the result.
 //
 // Mutation: planning is all that Schedule does, except that it reserves the
@@ -30,13 +31,20 @@
 
 namespace llm::engine {
 
-// `chunk` tokens of `pending`, from its offset.
+// `chunk` tokens of `pending` on `session`, from its offset; or, with no
+// pending, the speculative row of the session's lookahead guess (one token,
+// ahead_token, whose logits come back as ahead_spec asks).
 struct ScheduledChunk {
-  Pending* pending;
+  Pending* pending;  // null: the session's guess
+  Session* session;
   int64_t chunk;
-  // Whether this chunk returns logits: a row per token when the request
-  // wants every row, else one for its last token when the chunk ends it.
+  bool guess() const { return pending == nullptr; }
+  // Counted as a decode (statistics, the batch window): a guess is one.
+  bool decode() const { return guess() || pending->request.decode; }
+  // The logits this chunk returns: a row per token when the request wants
+  // every row, else one for its last token when the chunk ends it.
   int64_t logit_rows() const {
+    if (guess()) return 1;
     if (pending->request.every_row()) return chunk;
     return chunk == pending->remaining() ? 1 : 0;
   }
@@ -45,13 +53,15 @@ struct ScheduledChunk {
 struct StepPlan {
   std::vector<ScheduledChunk> chunks;  // in the batch's order
   std::vector<kv::BlockCopy> copies;   // to perform before the forward
-  std::vector<Pending*> cancelled;     // end now: CANCELLED (a guess: unrun)
+  std::vector<Pending*> cancelled;     // end now: CANCELLED
   std::vector<Pending*> failed;        // end now: the KV pool is full
+  std::vector<Session*> dropped;       // guesses that end unrun
   void Clear() {
     chunks.clear();
     copies.clear();
     cancelled.clear();
     failed.clear();
+    dropped.clear();
   }
 };
 
@@ -63,12 +73,15 @@ struct SchedulerLimits {
 // Frees idle sessions until `needed` blocks are free; false if it cannot.
 using Evictor = absl::FunctionRef<bool(int32_t needed)>;
 
-// Fills `plan` (cleared first) with the next step over `queue`. A request's
-// cancellation is read once: one planned now runs this step (its flag may be
-// set meanwhile; the next plan ends it). A guess never evicts: without KV
-// space it is cancelled. A request without KV space (after eviction) waits
-// while others make progress, and fails when the plan has no chunk.
-void Schedule(const std::deque<std::unique_ptr<Pending>>& queue, const SchedulerLimits& limits,
+// Fills `plan` (cleared first) with the next step over `queue` and
+// `guesses` (sessions whose guess waits, in the order they were made). A
+// cancellation is read once: a request or guess planned now runs this step
+// (its flag may be set meanwhile; the next plan ends it). A guess never
+// evicts: without KV space it is dropped. A request without KV space (after
+// eviction) waits while others make progress, and fails when the plan has
+// no chunk.
+void Schedule(const std::deque<std::unique_ptr<Pending>>& queue,
+              const std::deque<Session*>& guesses, const SchedulerLimits& limits,
               const kv::BlockManager& blocks, Evictor evict, StepPlan* plan);
 
 }  // namespace llm::engine

@@ -1,4 +1,5 @@
-// The scheduler on hand-made sessions and requests: no model, no threads.
+// The scheduler on hand-made sessions, requests and guesses: no model, no
+// threads.
 #include "model_svc/engine/scheduler.h"
 
 #include <atomic>
@@ -46,10 +47,18 @@ class SchedulerTest : public ::testing::Test {
     ASSERT_EQ(blocks_.num_free(), 0);
   }
 
+  // Gives s a lookahead guess waiting for its row.
+  Session* Guess(Session* s, int32_t token) {
+    s->guessing = true;
+    s->ahead_token = token;
+    guesses_.push_back(s);
+    return s;
+  }
+
   StepPlan Plan(int64_t tokens, int64_t logit_rows, bool evicts = false) {
     StepPlan plan;
     Schedule(
-        queue_, SchedulerLimits{tokens, logit_rows}, blocks_,
+        queue_, guesses_, SchedulerLimits{tokens, logit_rows}, blocks_,
         [&](int32_t needed) {
           evictions_.push_back(needed);
           return evicts;
@@ -61,6 +70,7 @@ class SchedulerTest : public ::testing::Test {
   kv::BlockManager blocks_;
   std::vector<std::unique_ptr<Session>> sessions_;  // declared after blocks_
   std::deque<std::unique_ptr<Pending>> queue_;
+  std::deque<Session*> guesses_;
   std::vector<int32_t> evictions_;
 };
 
@@ -112,23 +122,47 @@ TEST_F(SchedulerTest, CancelledAndReleasedRequestsEndUnplanned) {
   EXPECT_TRUE(a->session->kv.blocks().empty());
 }
 
+TEST_F(SchedulerTest, AGuessIsASpeculativeRowAfterTheRequests) {
+  Session* s = Guess(NewSession(3), 7);
+  Pending* decode = Queue(NewSession(2), 1, true);
+  const StepPlan plan = Plan(16, 16);
+  ASSERT_EQ(plan.chunks.size(), 2u);
+  EXPECT_EQ(plan.chunks[0].pending, decode);
+  const ScheduledChunk& row = plan.chunks[1];
+  EXPECT_TRUE(row.guess());
+  EXPECT_EQ(row.session, s);
+  EXPECT_EQ(row.chunk, 1);
+  EXPECT_EQ(row.logit_rows(), 1);
+  EXPECT_TRUE(row.decode());
+  EXPECT_EQ(s->kv.num_tokens(), 3);  // reserved, not computed
+  EXPECT_TRUE(plan.dropped.empty());
+}
+
 TEST_F(SchedulerTest, AGuessTakesWhatIsLeftAndNeverEvicts) {
-  Session* s = NewSession(4);  // its block is full: the guess needs a new one
-  Pending* guess = Queue(s, 1, true);
-  guess->lookahead_step = true;
+  Session* s = Guess(NewSession(4), 7);  // its block is full: the guess needs a new one
   Pending* prefill = Queue(NewSession(), 8);
   StepPlan plan = Plan(8, 8);
   ASSERT_EQ(plan.chunks.size(), 1u);  // the prefill took the whole budget
   EXPECT_EQ(plan.chunks[0].pending, prefill);
-  EXPECT_TRUE(plan.cancelled.empty());
+  EXPECT_TRUE(plan.dropped.empty());  // it waits
 
   queue_.pop_back();
   FillThePool();
   plan = Plan(8, 8);
   EXPECT_TRUE(plan.chunks.empty());
-  EXPECT_EQ(plan.cancelled, std::vector<Pending*>{guess});
-  EXPECT_TRUE(plan.failed.empty());  // a guess is not failed: it is dropped
+  EXPECT_EQ(plan.dropped, std::vector<Session*>{s});
+  EXPECT_TRUE(plan.failed.empty());
   EXPECT_TRUE(evictions_.empty());
+}
+
+TEST_F(SchedulerTest, ACancelledOrReleasedGuessIsDropped) {
+  Session* cancelled = Guess(NewSession(1), 7);
+  cancelled->guess_cancel = std::make_shared<std::atomic<bool>>(true);
+  Session* released = Guess(NewSession(1), 7);
+  released->released = true;
+  const StepPlan plan = Plan(16, 16);
+  EXPECT_TRUE(plan.chunks.empty());
+  EXPECT_EQ(plan.dropped, (std::vector<Session*>{cancelled, released}));
 }
 
 TEST_F(SchedulerTest, ARequestWithoutKvSpaceWaitsWhileOthersRunAndFailsAlone) {

@@ -1,13 +1,13 @@
 // The engine's records of a sequence: a Session (the tokens whose KV is
-// cached, its KV lease, counters, the lookahead state) and a Pending (a
-// request being computed on it, possibly over several steps).
+// cached, its KV lease, counters, the lookahead guess: a speculative row of
+// the step plan) and a Pending (a request being computed on it, possibly
+// over several steps).
 //
 // Threads: plain data; the engine guards every record with its mutex, except
 // that the step-loop thread reads a busy session's tokens and KV table
 // without it (only that thread changes a busy session).
 // Ownership: the SessionTable owns sessions; the engine's queue owns
-// pendings; a Pending points at its session, a Session at its lookahead step
-// (owned by the queue) and owns its follower.
+// pendings; a Pending points at its session; a Session owns its follower.
 #ifndef LLM_MODEL_SVC_ENGINE_SEQUENCE_H_
 #define LLM_MODEL_SVC_ENGINE_SEQUENCE_H_
 
@@ -35,26 +35,34 @@ struct Session {
   bool released = false;  // Release() arrived while busy: free when the request ends
   int64_t prefilled = 0;
   int64_t decoded = 0;
-  // Lookahead: `ahead_step` computes the guess `ahead_token` (busy is set);
-  // once computed, `ahead` is set: tokens.back() is the guess, not yet the
-  // caller's, and `ahead_logits` its logits in `ahead_spec`'s encoding.
-  Pending* ahead_step = nullptr;
+  // Lookahead: while `guessing`, the guess `ahead_token` waits in the
+  // engine's guess queue for a step, or is in the step being computed
+  // (`guess_in_step`); busy is set. Once computed, `ahead` is set:
+  // tokens.back() is the guess, not yet the caller's, and `ahead_logits` its
+  // logits in `ahead_spec`'s encoding. The guess shares `guess_cancel` with
+  // the call that it follows.
+  bool guessing = false;
+  bool guess_in_step = false;
+  CancelFlag guess_cancel;
   bool ahead = false;
   int32_t ahead_token = -1;
   model::LogitsSpec ahead_spec;
   std::vector<model::Logits> ahead_logits;
   // The caller's next request, when it arrived during the lookahead step.
   std::unique_ptr<Pending> follower;
+
+  bool guess_cancelled() const {
+    return released || (guess_cancel != nullptr && guess_cancel->load());
+  }
 };
 
 // A request being computed, possibly over several steps.
 struct Pending {
   AppendRequest request;
-  AppendCallback done;  // empty for a lookahead step
+  AppendCallback done;
   Session* session = nullptr;
   bool new_session = false;
-  bool lookahead_step = false;  // the engine's guess, no caller's request
-  int64_t offset = 0;           // tokens of the request already computed
+  int64_t offset = 0;  // tokens of the request already computed
   std::vector<model::Logits> logits;
   bool released = false;  // its session was released: stop at the next step
   bool in_step = false;   // in the step being computed (planned, until applied)
@@ -67,7 +75,7 @@ struct Pending {
 // Busy as the caller sees it: one of its requests is in flight (a lookahead
 // step alone does not count).
 inline bool CallerBusy(const Session& s) {
-  return s.busy && (s.ahead_step == nullptr || s.follower != nullptr);
+  return s.busy && (!s.guessing || s.follower != nullptr);
 }
 
 }  // namespace llm::engine
