@@ -552,15 +552,18 @@ class Engine::Impl {
   // Ends every request and guess (shutting down).
   void EndAll(std::vector<Completion>* completions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const absl::Status unavailable = absl::UnavailableError("the model server is shutting down");
-    while (!guesses_.empty()) {  // may queue their followers, ended below
-      Session* s = guesses_.front();
-      guesses_.pop_front();
-      EndAhead(s, unavailable, {}, completions);
-    }
-    while (!active_.empty()) {
-      std::unique_ptr<Pending> p = std::move(active_.front());
-      active_.pop_front();
-      Finish(std::move(p), unavailable, completions);
+    // Ending a guess may queue its follower, which may take the guess and
+    // start another: until both queues are empty.
+    while (!guesses_.empty() || !active_.empty()) {
+      if (!guesses_.empty()) {
+        Session* s = guesses_.front();
+        guesses_.pop_front();
+        EndAhead(s, unavailable, {}, completions);
+      } else {
+        std::unique_ptr<Pending> p = std::move(active_.front());
+        active_.pop_front();
+        Finish(std::move(p), unavailable, completions);
+      }
     }
   }
 
