@@ -91,12 +91,8 @@ class Engine::Impl {
     absl::MutexLock lock(&mu_);
     Session* s = sessions_.Find(id);
     if (s == nullptr) return NotFound(id);
-    if (s->busy) {
-      // The in-flight request ends at the next step; the loop frees the session.
-      for (auto& p : active_) {
-        if (p->session == s) p->released = true;
-      }
-    }
+    // A busy session is marked released: its request or guess ends at the
+    // next step, and the loop frees it.
     sessions_.Release(s);
     return absl::OkStatus();
   }
@@ -158,7 +154,7 @@ class Engine::Impl {
   // of the session (and no request of the caller's) is being computed.
   bool AwaitsGuess(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const Session* s = sessions_.Find(id);
-    return s != nullptr && s->guessing && s->follower == nullptr && s->guess_in_step;
+    return s != nullptr && s->guessing && !s->work.has_value() && s->guess_in_step;
   }
 
   // FindIdle, after settling the session's lookahead (none may be running:
@@ -167,8 +163,8 @@ class Engine::Impl {
   absl::Status FindSettled(const std::string& id, Session** out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Session* s = sessions_.Find(id);
-    if (s != nullptr && s->guessing && s->follower == nullptr) {
-      std::vector<Completion> none;  // no follower: nothing to complete
+    if (s != nullptr && s->guessing && !s->work.has_value()) {
+      std::vector<Completion> none;  // no parked request: nothing to complete
       CancelQueuedAhead(s, &none);
     }
     if (absl::Status st = FindIdle(id, out); !st.ok()) return st;
@@ -263,7 +259,7 @@ class Engine::Impl {
     const int64_t pool_tokens = int64_t{blocks_.num_blocks()} * blocks_.block_size();
     absl::MutexLock lock(&mu_);
     if (!admitting_ || stop_) return absl::UnavailableError("the model server is shutting down");
-    auto pending = std::make_unique<Pending>();
+    Work work;
     Session* s = nullptr;
     if (request.session_id.empty()) {
       if (absl::Status st = CheckSessionLimit(); !st.ok()) return st;
@@ -291,21 +287,17 @@ class Engine::Impl {
     }
     if (s == nullptr) {
       s = sessions_.Create(absl::Now());
-      pending->new_session = true;
+      work.new_session = true;
     }
-    pending->session = s;
-    pending->request = std::move(request);
-    pending->done = std::move(done);
+    work.request = std::move(request);
+    work.done = std::move(done);
     // A request that will not take a queued guess need not wait for it.
     if (s->guessing && !s->guess_in_step &&
-        !TakesGuess(pending->request, s->ahead_token, s->ahead_spec)) {
+        !TakesGuess(work.request, s->ahead_token, s->ahead_spec)) {
       CancelQueuedAhead(s, completions);
     }
-    if (s->guessing) {
-      s->follower = std::move(pending);  // EndAhead resumes it
-    } else {
-      Resume(std::move(pending), completions);
-    }
+    s->work = std::move(work);
+    if (!s->guessing) Resume(s, completions);  // else EndAhead resumes it
     return absl::OkStatus();
   }
 
@@ -325,32 +317,36 @@ class Engine::Impl {
   // guess is settled first: a request that appends it (with the same logits
   // encoding) takes its logits, done at once when that was its only token;
   // any other request drops it.
-  void Resume(std::unique_ptr<Pending> p, std::vector<Completion>* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    Session* s = p->session;
+  void Resume(Session* s, std::vector<Completion>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     s->busy = true;
-    const AppendRequest& r = p->request;
+    Work& p = *s->work;
+    const AppendRequest& r = p.request;
     if (s->ahead && !TakesGuess(r, s->ahead_token, s->ahead_spec)) DropAhead(s);
     if (s->ahead) {
       s->ahead = false;
       ++stats_.lookahead_hits;
       (r.decode ? s->decoded : s->prefilled) += 1;
       (r.decode ? stats_.decode_tokens : stats_.prefill_tokens) += 1;
-      p->offset = 1;
-      if (p->remaining() == 0) {
+      p.offset = 1;
+      if (p.remaining() == 0) {
         AppendResult result;
         result.session_id = s->id;
         result.num_tokens = static_cast<int64_t>(s->tokens.size());
         result.logits = std::move(s->ahead_logits);
         s->busy = false;
         s->last_used = absl::Now();
-        if (r.lookahead) StartAhead(s, model::Argmax(result.logits.back()), r.logits, r.cancel);
-        out->push_back(Completion{std::move(p->done), std::move(result)});
+        Work done = *std::move(s->work);
+        s->work.reset();
+        if (done.request.lookahead) {
+          StartAhead(s, model::Argmax(result.logits.back()), done.request.logits,
+                     done.request.cancel);
+        }
+        out->push_back(Completion{std::move(done.done), std::move(result)});
         return;
       }
       s->ahead_logits.clear();
     }
-    active_.push_back(std::move(p));
+    active_.push_back(s);
     submitted_.fetch_add(1, std::memory_order_release);
   }
 
@@ -380,12 +376,11 @@ class Engine::Impl {
     s->guessing = false;
     s->guess_in_step = false;
     s->guess_cancel = nullptr;
-    std::unique_ptr<Pending> follower = std::move(s->follower);
     s->busy = false;  // last_used stays the caller's last request's end
     if (s->released) {
-      if (follower != nullptr) {
-        out->push_back(Completion{std::move(follower->done),
-                                  absl::CancelledError("the session was released")});
+      if (s->work.has_value()) {
+        out->push_back(
+            Completion{std::move(s->work->done), absl::CancelledError("the session was released")});
       }
       sessions_.Reclaim(s);
       return;
@@ -396,7 +391,7 @@ class Engine::Impl {
     } else {
       s->kv.Truncate(s->kv.num_tokens());
     }
-    if (follower != nullptr) Resume(std::move(follower), out);
+    if (s->work.has_value()) Resume(s, out);  // the request parked meanwhile
   }
 
   // Forgets a session's unconfirmed guess, if it has one.
@@ -427,22 +422,25 @@ class Engine::Impl {
     return true;
   }
 
-  // Ends a request: the session becomes idle (or is freed when it was
-  // released, or when the request created it and failed).
-  void Finish(std::unique_ptr<Pending> p, absl::StatusOr<AppendResult> result,
-              std::vector<Completion>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    Session* s = p->session;
+  // Ends the request of s (out of active_ already): the session becomes
+  // idle (or is freed when it was released, or when the request created it
+  // and failed).
+  void Finish(Session* s, absl::StatusOr<AppendResult> result, std::vector<Completion>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    AppendCallback done = std::move(s->work->done);
+    const bool new_session = s->work->new_session;
+    s->work.reset();
     s->busy = false;
     s->last_used = absl::Now();
     if (s->released) {
       sessions_.Reclaim(s);
-    } else if (p->new_session && !result.ok()) {
+    } else if (new_session && !result.ok()) {
       sessions_.Erase(s);
     } else {
       // Drop KV blocks reserved for tokens that were never computed.
       s->kv.Truncate(s->kv.num_tokens());
     }
-    out->push_back(Completion{std::move(p->done), std::move(result)});
+    out->push_back(Completion{std::move(done), std::move(result)});
   }
 
   // Plans the next step (scheduler.h) and ends the requests that the plan
@@ -457,18 +455,18 @@ class Engine::Impl {
         [this](int32_t needed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return EvictFor(needed); },
         plan);
     for (const ScheduledChunk& sc : plan->chunks) {
-      (sc.guess() ? sc.session->guess_in_step : sc.pending->in_step) = true;
+      if (sc.guess) sc.session->guess_in_step = true;
     }
     if (plan->cancelled.empty() && plan->failed.empty() && plan->dropped.empty()) return;
-    // They leave the queues first: ending a guess may queue its follower
-    // (active_.push_back, which would invalidate an iterator).
+    // They leave the queues first: ending a guess may queue the request
+    // parked on it (active_.push_back, which would invalidate an iterator).
     for (Session* s : plan->dropped) guesses_.erase(std::find(guesses_.begin(), guesses_.end(), s));
-    auto in = [](const std::vector<Pending*>& v, const Pending* p) {
-      return std::find(v.begin(), v.end(), p) != v.end();
+    auto in = [](const std::vector<Session*>& v, const Session* s) {
+      return std::find(v.begin(), v.end(), s) != v.end();
     };
-    std::vector<std::pair<std::unique_ptr<Pending>, absl::Status>> ending;
+    std::vector<std::pair<Session*, absl::Status>> ending;
     for (auto it = active_.begin(); it != active_.end();) {
-      Pending* p = it->get();
+      Session* p = *it;
       const bool is_failed = in(plan->failed, p);
       if (is_failed || in(plan->cancelled, p)) {
         absl::Status st =
@@ -476,13 +474,13 @@ class Engine::Impl {
                                       "KV cache full and no idle session to evict; retry later"),
                                   Limit::kKvCache)
                       : absl::CancelledError("request cancelled");
-        ending.emplace_back(std::move(*it), std::move(st));
+        ending.emplace_back(p, std::move(st));
         it = active_.erase(it);
       } else {
         ++it;
       }
     }
-    for (auto& [owned, st] : ending) Finish(std::move(owned), std::move(st), completions);
+    for (auto& [s, st] : ending) Finish(s, std::move(st), completions);
     for (Session* s : plan->dropped) {
       EndAhead(s, absl::CancelledError("request cancelled"), {}, completions);
     }
@@ -497,7 +495,7 @@ class Engine::Impl {
              std::vector<Completion>* completions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     size_t next_logits = 0;
     for (const ScheduledChunk& sc : plan.chunks) {
-      if (sc.guess()) {
+      if (sc.guess) {
         Session* s = sc.session;
         std::vector<model::Logits> guess_logits;
         if (status.ok()) {
@@ -509,9 +507,8 @@ class Engine::Impl {
         EndAhead(s, status, std::move(guess_logits), completions);
         continue;
       }
-      Pending& p = *sc.pending;
-      Session& s = *p.session;
-      p.in_step = false;
+      Session& s = *sc.session;
+      Work& p = *s.work;
       if (status.ok()) {
         s.tokens.insert(s.tokens.end(), p.request.tokens.begin() + p.offset,
                         p.request.tokens.begin() + p.offset + sc.chunk);
@@ -523,27 +520,24 @@ class Engine::Impl {
         p.offset += sc.chunk;
       }
       if (!status.ok() || p.remaining() == 0) {
-        auto it = std::find_if(active_.begin(), active_.end(),
-                               [&](const auto& a) { return a.get() == &p; });
-        std::unique_ptr<Pending> owned = std::move(*it);
-        active_.erase(it);
+        active_.erase(std::find(active_.begin(), active_.end(), &s));
         absl::StatusOr<AppendResult> result;
         int32_t guess = -1;
         if (status.ok()) {
           AppendResult r;
           r.session_id = s.id;
           r.num_tokens = static_cast<int64_t>(s.tokens.size());
-          r.logits = std::move(owned->logits);
-          if (owned->request.lookahead && !s.released && !r.logits.empty()) {
+          r.logits = std::move(p.logits);
+          if (p.request.lookahead && !s.released && !r.logits.empty()) {
             guess = model::Argmax(r.logits.back());
           }
           result = std::move(r);
         } else {
           result = status;
         }
-        const model::LogitsSpec spec = owned->request.logits;
-        const CancelFlag cancel = owned->request.cancel;
-        Finish(std::move(owned), std::move(result), completions);
+        const model::LogitsSpec spec = p.request.logits;
+        const CancelFlag cancel = p.request.cancel;
+        Finish(&s, std::move(result), completions);  // frees s only if it returns no guess
         if (guess >= 0) StartAhead(&s, guess, spec, cancel);
       }
     }
@@ -552,17 +546,17 @@ class Engine::Impl {
   // Ends every request and guess (shutting down).
   void EndAll(std::vector<Completion>* completions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const absl::Status unavailable = absl::UnavailableError("the model server is shutting down");
-    // Ending a guess may queue its follower, which may take the guess and
-    // start another: until both queues are empty.
+    // Ending a guess may queue the request parked on it, which may take the
+    // guess and start another: until both queues are empty.
     while (!guesses_.empty() || !active_.empty()) {
       if (!guesses_.empty()) {
         Session* s = guesses_.front();
         guesses_.pop_front();
         EndAhead(s, unavailable, {}, completions);
       } else {
-        std::unique_ptr<Pending> p = std::move(active_.front());
+        Session* s = active_.front();
         active_.pop_front();
-        Finish(std::move(p), unavailable, completions);
+        Finish(s, unavailable, completions);
       }
     }
   }
@@ -667,7 +661,8 @@ class Engine::Impl {
   mutable absl::Mutex mu_;
   kv::BlockManager blocks_ ABSL_GUARDED_BY(mu_);
   SessionTable sessions_ ABSL_GUARDED_BY(mu_);  // leases from blocks_: declared after it
-  std::deque<std::unique_ptr<Pending>> active_ ABSL_GUARDED_BY(mu_);  // requests, in arrival order
+  // Sessions whose request is queued or in the step, in arrival order.
+  std::deque<Session*> active_ ABSL_GUARDED_BY(mu_);
   // Sessions whose lookahead guess waits for its row or is in the step, in
   // the order they were made.
   std::deque<Session*> guesses_ ABSL_GUARDED_BY(mu_);

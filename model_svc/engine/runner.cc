@@ -27,7 +27,7 @@ void Runner::Prepare(const StepPlan& plan) {
     seq.num_new = sc.chunk;
     seq.start_pos = sc.session->kv.num_tokens();
     seq.blocks = sc.session->kv.blocks();
-    if (sc.guess()) {  // one token, its logits
+    if (sc.guess) {  // one token, its logits
       batch_.tokens.push_back(sc.session->ahead_token);
       batch_.positions.push_back(static_cast<int32_t>(seq.start_pos));
       batch_.logit_rows.push_back(seq.first_row);
@@ -35,7 +35,7 @@ void Runner::Prepare(const StepPlan& plan) {
       batch_.sequences.push_back(seq);
       continue;
     }
-    const Pending& p = *sc.pending;
+    const Work& p = *sc.session->work;
     for (int64_t i = 0; i < sc.chunk; ++i) {
       batch_.tokens.push_back(p.request.tokens[p.offset + i]);
       batch_.positions.push_back(static_cast<int32_t>(seq.start_pos + i));

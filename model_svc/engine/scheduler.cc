@@ -3,43 +3,44 @@
 #include <algorithm>
 
 namespace llm::engine {
-void Schedule(const std::deque<std::unique_ptr<Pending>>& queue,
-              const std::deque<Session*>& guesses, const SchedulerLimits& limits,
-              const kv::BlockManager& blocks, Evictor evict, StepPlan* plan) {
+void Schedule(const std::deque<Session*>& queue, const std::deque<Session*>& guesses,
+              const SchedulerLimits& limits, const kv::BlockManager& blocks, Evictor evict,
+              StepPlan* plan) {
   plan->Clear();
   int64_t budget = limits.max_step_tokens;
   int64_t logit_budget = limits.max_logit_rows;
-  std::vector<Pending*> blocked;  // no KV blocks for them this step
-  auto try_schedule = [&](Pending* p) {
-    int64_t chunk = std::min(p->remaining(), budget);
-    if (p->request.every_row()) chunk = std::min(chunk, logit_budget);
+  std::vector<Session*> blocked;  // no KV blocks for them this step
+  auto try_schedule = [&](Session* s) {
+    const Work& w = *s->work;
+    int64_t chunk = std::min(w.remaining(), budget);
+    if (w.request.every_row()) chunk = std::min(chunk, logit_budget);
     if (chunk <= 0) return;
-    const bool wants_logits = p->request.every_row() || chunk == p->remaining();
+    const bool wants_logits = w.request.every_row() || chunk == w.remaining();
     if (wants_logits && logit_budget <= 0) return;
-    const int32_t needed = p->session->kv.BlocksNeeded(chunk);
+    const int32_t needed = s->kv.BlocksNeeded(chunk);
     if (needed > blocks.num_free() && !evict(needed)) {
-      blocked.push_back(p);
+      blocked.push_back(s);
       return;
     }
-    if (!p->session->kv.Reserve(chunk, &plan->copies).ok()) return;
-    plan->chunks.push_back(ScheduledChunk{p, p->session, chunk});
+    if (!s->kv.Reserve(chunk, &plan->copies).ok()) return;
+    plan->chunks.push_back(ScheduledChunk{s, chunk});
     budget -= chunk;
-    if (wants_logits) logit_budget -= p->request.every_row() ? chunk : 1;
+    if (wants_logits) logit_budget -= w.request.every_row() ? chunk : 1;
   };
-  for (const auto& p : queue) {
-    if (p->cancelled()) plan->cancelled.push_back(p.get());
+  for (Session* s : queue) {
+    if (s->cancelled()) plan->cancelled.push_back(s);
   }
-  auto not_cancelled = [&](const Pending* p) {
-    return std::find(plan->cancelled.begin(), plan->cancelled.end(), p) == plan->cancelled.end();
+  auto not_cancelled = [&](const Session* s) {
+    return std::find(plan->cancelled.begin(), plan->cancelled.end(), s) == plan->cancelled.end();
   };
   // Decodes first, then prefill chunks in arrival order, then lookahead
   // guesses: a guess takes only what the callers' requests leave.
-  for (const auto& p : queue) {
-    if (p->remaining() == 1 && not_cancelled(p.get())) try_schedule(p.get());
+  for (Session* s : queue) {
+    if (s->work->remaining() == 1 && not_cancelled(s)) try_schedule(s);
   }
-  for (const auto& p : queue) {
+  for (Session* s : queue) {
     if (budget <= 0) break;
-    if (p->remaining() > 1 && not_cancelled(p.get())) try_schedule(p.get());
+    if (s->work->remaining() > 1 && not_cancelled(s)) try_schedule(s);
   }
   for (Session* s : guesses) {
     if (s->guess_cancelled()) {
@@ -52,7 +53,7 @@ void Schedule(const std::deque<std::unique_ptr<Pending>>& queue,
       continue;
     }
     if (!s->kv.Reserve(1, &plan->copies).ok()) continue;
-    plan->chunks.push_back(ScheduledChunk{nullptr, s, 1});
+    plan->chunks.push_back(ScheduledChunk{s, 1, /*guess=*/true});
     budget -= 1;
     logit_budget -= 1;
   }

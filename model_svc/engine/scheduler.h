@@ -1,7 +1,7 @@
 // The scheduler: which work the next step computes, as data.
 //
-// From the queue of requests (arrival order), the sessions whose lookahead
-// guess waits for a step, and the KV block pool, Schedule returns a
+// From the queue of sessions with a request (arrival order), the sessions
+// whose lookahead guess waits for a step, and the KV block pool, Schedule returns a
 // StepPlan: the rows to compute (one token of every waiting decode first,
 // then prefill chunks in arrival order, then the guesses as speculative
 // rows, within the step's token and logit-row budgets), the KV block copies
@@ -13,8 +13,8 @@
 // Mutation: planning is all that Schedule does, except that it reserves the
 // KV blocks of every planned chunk on its session's lease (as vLLM's
 // scheduler allocates) and calls `evict` when the pool is short. It changes
-// no request, completes nothing, and neither takes a lock nor calls the
-// model.
+// no request or guess, completes nothing, and neither takes a lock nor calls
+// the model.
 // Threads: not thread-safe; the engine calls it under its mutex.
 // Cost: linear in the queue, times the number of ended requests.
 #ifndef LLM_MODEL_SVC_ENGINE_SCHEDULER_H_
@@ -22,7 +22,6 @@
 
 #include <cstdint>
 #include <deque>
-#include <memory>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -31,30 +30,29 @@
 
 namespace llm::engine {
 
-// `chunk` tokens of `pending` on `session`, from its offset; or, with no
-// pending, the speculative row of the session's lookahead guess (one token,
-// ahead_token, whose logits come back as ahead_spec asks).
+// `chunk` tokens of the session's request, from its offset; or the
+// speculative row of the session's lookahead guess (one token, ahead_token,
+// whose logits come back as ahead_spec asks).
 struct ScheduledChunk {
-  Pending* pending;  // null: the session's guess
   Session* session;
   int64_t chunk;
-  bool guess() const { return pending == nullptr; }
+  bool guess = false;
   // Counted as a decode (statistics, the batch window): a guess is one.
-  bool decode() const { return guess() || pending->request.decode; }
+  bool decode() const { return guess || session->work->request.decode; }
   // The logits this chunk returns: a row per token when the request wants
   // every row, else one for its last token when the chunk ends it.
   int64_t logit_rows() const {
-    if (guess()) return 1;
-    if (pending->request.every_row()) return chunk;
-    return chunk == pending->remaining() ? 1 : 0;
+    if (guess) return 1;
+    if (session->work->request.every_row()) return chunk;
+    return chunk == session->work->remaining() ? 1 : 0;
   }
 };
 
 struct StepPlan {
   std::vector<ScheduledChunk> chunks;  // in the batch's order
   std::vector<kv::BlockCopy> copies;   // to perform before the forward
-  std::vector<Pending*> cancelled;     // end now: CANCELLED
-  std::vector<Pending*> failed;        // end now: the KV pool is full
+  std::vector<Session*> cancelled;     // requests that end now: CANCELLED
+  std::vector<Session*> failed;        // requests that end now: the KV pool is full
   std::vector<Session*> dropped;       // guesses that end unrun
   void Clear() {
     chunks.clear();
@@ -80,9 +78,9 @@ using Evictor = absl::FunctionRef<bool(int32_t needed)>;
 // evicts: without KV space it is dropped. A request without KV space (after
 // eviction) waits while others make progress, and fails when the plan has
 // no chunk.
-void Schedule(const std::deque<std::unique_ptr<Pending>>& queue,
-              const std::deque<Session*>& guesses, const SchedulerLimits& limits,
-              const kv::BlockManager& blocks, Evictor evict, StepPlan* plan);
+void Schedule(const std::deque<Session*>& queue, const std::deque<Session*>& guesses,
+              const SchedulerLimits& limits, const kv::BlockManager& blocks, Evictor evict,
+              StepPlan* plan);
 
 }  // namespace llm::engine
 

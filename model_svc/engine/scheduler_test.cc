@@ -30,13 +30,12 @@ class SchedulerTest : public ::testing::Test {
   }
 
   // Queues a request of n tokens on s.
-  Pending* Queue(Session* s, int64_t n, bool decode = false) {
-    auto p = std::make_unique<Pending>();
-    p->session = s;
-    p->request.tokens.assign(n, 2);
-    p->request.decode = decode;
-    queue_.push_back(std::move(p));
-    return queue_.back().get();
+  Session* Queue(Session* s, int64_t n, bool decode = false) {
+    s->work.emplace();
+    s->work->request.tokens.assign(n, 2);
+    s->work->request.decode = decode;
+    queue_.push_back(s);
+    return s;
   }
 
   // Takes every free block (for a session that is not queued).
@@ -69,28 +68,28 @@ class SchedulerTest : public ::testing::Test {
 
   kv::BlockManager blocks_;
   std::vector<std::unique_ptr<Session>> sessions_;  // declared after blocks_
-  std::deque<std::unique_ptr<Pending>> queue_;
+  std::deque<Session*> queue_;
   std::deque<Session*> guesses_;
   std::vector<int32_t> evictions_;
 };
 
 TEST_F(SchedulerTest, DecodesFirstThenPrefillChunksInArrivalOrderWithinTheBudget) {
-  Pending* a = Queue(NewSession(), 10);
-  Pending* b = Queue(NewSession(3), 1, /*decode=*/true);
-  Pending* c = Queue(NewSession(), 10);
+  Session* a = Queue(NewSession(), 10);
+  Session* b = Queue(NewSession(3), 1, /*decode=*/true);
+  Session* c = Queue(NewSession(), 10);
   const StepPlan plan = Plan(8, 8);
   ASSERT_EQ(plan.chunks.size(), 2u);
-  EXPECT_EQ(plan.chunks[0].pending, b);
+  EXPECT_EQ(plan.chunks[0].session, b);
   EXPECT_EQ(plan.chunks[0].chunk, 1);
   EXPECT_EQ(plan.chunks[0].logit_rows(), 1);
-  EXPECT_EQ(plan.chunks[1].pending, a);
+  EXPECT_EQ(plan.chunks[1].session, a);
   EXPECT_EQ(plan.chunks[1].chunk, 7);
   EXPECT_EQ(plan.chunks[1].logit_rows(), 0);  // not its last chunk
   // Blocks are reserved for the planned chunks, not counted as computed.
-  EXPECT_EQ(a->session->kv.blocks().size(), 2u);
-  EXPECT_EQ(a->session->kv.num_tokens(), 0);
-  EXPECT_EQ(b->session->kv.blocks().size(), 1u);
-  EXPECT_TRUE(c->session->kv.blocks().empty());
+  EXPECT_EQ(a->kv.blocks().size(), 2u);
+  EXPECT_EQ(a->kv.num_tokens(), 0);
+  EXPECT_EQ(b->kv.blocks().size(), 1u);
+  EXPECT_TRUE(c->kv.blocks().empty());
   EXPECT_TRUE(plan.copies.empty());
   EXPECT_TRUE(plan.cancelled.empty());
   EXPECT_TRUE(plan.failed.empty());
@@ -98,38 +97,38 @@ TEST_F(SchedulerTest, DecodesFirstThenPrefillChunksInArrivalOrderWithinTheBudget
 }
 
 TEST_F(SchedulerTest, EveryRowRequestsAreBoundByTheLogitRows) {
-  Pending* a = Queue(NewSession(), 6);
-  a->request.all_logits = true;
-  Pending* b = Queue(NewSession(), 2);  // wants its last row: none left
+  Session* a = Queue(NewSession(), 6);
+  a->work->request.all_logits = true;
+  Session* b = Queue(NewSession(), 2);  // wants its last row: none left
   const StepPlan plan = Plan(16, 4);
   ASSERT_EQ(plan.chunks.size(), 1u);
-  EXPECT_EQ(plan.chunks[0].pending, a);
+  EXPECT_EQ(plan.chunks[0].session, a);
   EXPECT_EQ(plan.chunks[0].chunk, 4);
   EXPECT_EQ(plan.chunks[0].logit_rows(), 4);
-  EXPECT_TRUE(b->session->kv.blocks().empty());
+  EXPECT_TRUE(b->kv.blocks().empty());
 }
 
 TEST_F(SchedulerTest, CancelledAndReleasedRequestsEndUnplanned) {
-  Pending* a = Queue(NewSession(), 3);
-  a->request.cancel = std::make_shared<std::atomic<bool>>(true);
-  Pending* b = Queue(NewSession(2), 1, true);
+  Session* a = Queue(NewSession(), 3);
+  a->work->request.cancel = std::make_shared<std::atomic<bool>>(true);
+  Session* b = Queue(NewSession(2), 1, true);
   b->released = true;
-  Pending* c = Queue(NewSession(), 3);
+  Session* c = Queue(NewSession(), 3);
   const StepPlan plan = Plan(16, 16);
   ASSERT_EQ(plan.chunks.size(), 1u);
-  EXPECT_EQ(plan.chunks[0].pending, c);
-  EXPECT_EQ(plan.cancelled, (std::vector<Pending*>{a, b}));
-  EXPECT_TRUE(a->session->kv.blocks().empty());
+  EXPECT_EQ(plan.chunks[0].session, c);
+  EXPECT_EQ(plan.cancelled, (std::vector<Session*>{a, b}));
+  EXPECT_TRUE(a->kv.blocks().empty());
 }
 
 TEST_F(SchedulerTest, AGuessIsASpeculativeRowAfterTheRequests) {
   Session* s = Guess(NewSession(3), 7);
-  Pending* decode = Queue(NewSession(2), 1, true);
+  Session* decode = Queue(NewSession(2), 1, true);
   const StepPlan plan = Plan(16, 16);
   ASSERT_EQ(plan.chunks.size(), 2u);
-  EXPECT_EQ(plan.chunks[0].pending, decode);
+  EXPECT_EQ(plan.chunks[0].session, decode);
   const ScheduledChunk& row = plan.chunks[1];
-  EXPECT_TRUE(row.guess());
+  EXPECT_TRUE(row.guess);
   EXPECT_EQ(row.session, s);
   EXPECT_EQ(row.chunk, 1);
   EXPECT_EQ(row.logit_rows(), 1);
@@ -140,10 +139,10 @@ TEST_F(SchedulerTest, AGuessIsASpeculativeRowAfterTheRequests) {
 
 TEST_F(SchedulerTest, AGuessTakesWhatIsLeftAndNeverEvicts) {
   Session* s = Guess(NewSession(4), 7);  // its block is full: the guess needs a new one
-  Pending* prefill = Queue(NewSession(), 8);
+  Session* prefill = Queue(NewSession(), 8);
   StepPlan plan = Plan(8, 8);
   ASSERT_EQ(plan.chunks.size(), 1u);  // the prefill took the whole budget
-  EXPECT_EQ(plan.chunks[0].pending, prefill);
+  EXPECT_EQ(plan.chunks[0].session, prefill);
   EXPECT_TRUE(plan.dropped.empty());  // it waits
 
   queue_.pop_back();
@@ -166,20 +165,20 @@ TEST_F(SchedulerTest, ACancelledOrReleasedGuessIsDropped) {
 }
 
 TEST_F(SchedulerTest, ARequestWithoutKvSpaceWaitsWhileOthersRunAndFailsAlone) {
-  Pending* small = Queue(NewSession(2), 1, true);  // fits in its block
+  Session* small = Queue(NewSession(2), 1, true);  // fits in its block
   Session* big = NewSession();
-  Pending* blocked = Queue(big, 8);
+  Session* blocked = Queue(big, 8);
   FillThePool();
   StepPlan plan = Plan(16, 16);
   ASSERT_EQ(plan.chunks.size(), 1u);
-  EXPECT_EQ(plan.chunks[0].pending, small);
+  EXPECT_EQ(plan.chunks[0].session, small);
   EXPECT_EQ(evictions_, std::vector<int32_t>{2});
   EXPECT_TRUE(plan.failed.empty());  // it waits
 
   queue_.pop_front();
   plan = Plan(16, 16);
   EXPECT_TRUE(plan.chunks.empty());
-  EXPECT_EQ(plan.failed, std::vector<Pending*>{blocked});
+  EXPECT_EQ(plan.failed, std::vector<Session*>{blocked});
 }
 
 TEST_F(SchedulerTest, WritingIntoASharedBlockPlansACopy) {

@@ -1,18 +1,18 @@
-// The engine's records of a sequence: a Session (the tokens whose KV is
-// cached, its KV lease, counters, the lookahead guess: a speculative row of
-// the step plan) and a Pending (a request being computed on it, possibly
-// over several steps).
+// The engine's record of a sequence, a Session: the tokens whose KV is
+// cached, its KV lease, counters, the caller's request in flight (its tokens
+// still to compute, the logits so far) and the lookahead guess (a
+// speculative row of the step plan).
 //
-// Threads: plain data; the engine guards every record with its mutex, except
-// that the step-loop thread reads a busy session's tokens and KV table
-// without it (only that thread changes a busy session).
-// Ownership: the SessionTable owns sessions; the engine's queue owns
-// pendings; a Pending points at its session; a Session owns its follower.
+// Threads: plain data; the engine guards every session with its mutex,
+// except that the step-loop thread reads a busy session's tokens, KV table
+// and request without it (only that thread changes a busy session).
+// Ownership: the SessionTable owns sessions; the engine's queues point at
+// them.
 #ifndef LLM_MODEL_SVC_ENGINE_SEQUENCE_H_
 #define LLM_MODEL_SVC_ENGINE_SEQUENCE_H_
 
 #include <cstdint>
-#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +23,16 @@
 
 namespace llm::engine {
 
-struct Pending;
+// A caller's request on a session: being computed (possibly over several
+// steps), or waiting for the session's lookahead guess.
+struct Work {
+  AppendRequest request;
+  AppendCallback done;
+  bool new_session = false;  // the request created the session
+  int64_t offset = 0;        // tokens of the request already computed
+  std::vector<model::Logits> logits;
+  int64_t remaining() const { return static_cast<int64_t>(request.tokens.size()) - offset; }
+};
 
 struct Session {
   std::string id;
@@ -31,10 +40,13 @@ struct Session {
   std::vector<int32_t> tokens;  // every token whose KV is in the cache
   kv::BlockLease kv;            // freed with the session
   absl::Time last_used;
-  bool busy = false;      // a request or a lookahead step is in flight
+  bool busy = false;      // a request or a lookahead guess is in flight
   bool released = false;  // Release() arrived while busy: free when the request ends
   int64_t prefilled = 0;
   int64_t decoded = 0;
+  // The caller's request: in the engine's queue, or, while `guessing`,
+  // parked until the guess ends.
+  std::optional<Work> work;
   // Lookahead: while `guessing`, the guess `ahead_token` waits in the
   // engine's guess queue for a step, or is in the step being computed
   // (`guess_in_step`); busy is set. Once computed, `ahead` is set:
@@ -48,35 +60,20 @@ struct Session {
   int32_t ahead_token = -1;
   model::LogitsSpec ahead_spec;
   std::vector<model::Logits> ahead_logits;
-  // The caller's next request, when it arrived during the lookahead step.
-  std::unique_ptr<Pending> follower;
 
+  // Whether the request should stop (read by the scheduler).
+  bool cancelled() const {
+    return released ||
+           (work.has_value() && work->request.cancel != nullptr && work->request.cancel->load());
+  }
   bool guess_cancelled() const {
     return released || (guess_cancel != nullptr && guess_cancel->load());
   }
 };
 
-// A request being computed, possibly over several steps.
-struct Pending {
-  AppendRequest request;
-  AppendCallback done;
-  Session* session = nullptr;
-  bool new_session = false;
-  int64_t offset = 0;  // tokens of the request already computed
-  std::vector<model::Logits> logits;
-  bool released = false;  // its session was released: stop at the next step
-  bool in_step = false;   // in the step being computed (planned, until applied)
-  int64_t remaining() const { return static_cast<int64_t>(request.tokens.size()) - offset; }
-  bool cancelled() const {
-    return released || (request.cancel != nullptr && request.cancel->load());
-  }
-};
-
 // Busy as the caller sees it: one of its requests is in flight (a lookahead
-// step alone does not count).
-inline bool CallerBusy(const Session& s) {
-  return s.busy && (!s.guessing || s.follower != nullptr);
-}
+// guess alone does not count).
+inline bool CallerBusy(const Session& s) { return s.busy && (!s.guessing || s.work.has_value()); }
 
 }  // namespace llm::engine
 
