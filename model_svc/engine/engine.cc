@@ -9,88 +9,24 @@
 #include <thread>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "common/strings.h"
+#include "model_svc/engine/batch_window.h"
 #include "model_svc/engine/limits.h"
+#include "model_svc/engine/runner.h"
+#include "model_svc/engine/scheduler.h"
+#include "model_svc/engine/sequence.h"
+#include "model_svc/engine/session_table.h"
 #include "model_svc/kv/block_manager.h"
 
 namespace llm::engine {
 namespace {
 
-// Longest wait for the sessions of the last step to come back (see Loop).
-constexpr absl::Duration kMaxGatherWindow = absl::Milliseconds(2);
-// After a step of decodes, how long the step loop watches for their next
-// tokens before it sleeps.
-constexpr absl::Duration kDecodeSpin = absl::Milliseconds(2);
-
-inline void CpuRelaxHint() {
-#if defined(__x86_64__)
-  __builtin_ia32_pause();
-#endif
-}
-
-struct Pending;
-
-struct Session {
-  std::string id;
-  uint64_t serial = 0;          // unique for the engine's life (ids may come back)
-  std::vector<int32_t> tokens;  // every token whose KV is in the cache
-  kv::BlockTable kv;
-  absl::Time last_used;
-  bool busy = false;      // a request or a lookahead step is in flight
-  bool released = false;  // Release() arrived while busy: free when the request ends
-  int64_t prefilled = 0;
-  int64_t decoded = 0;
-  // Lookahead: `ahead_step` computes the guess `ahead_token` (busy is set);
-  // once computed, `ahead` is set: tokens.back() is the guess, not yet the
-  // caller's, and `ahead_logits` its logits in `ahead_spec`'s encoding.
-  Pending* ahead_step = nullptr;
-  bool ahead = false;
-  int32_t ahead_token = -1;
-  model::LogitsSpec ahead_spec;
-  std::vector<model::Logits> ahead_logits;
-  // The caller's next request, when it arrived during the lookahead step.
-  std::unique_ptr<Pending> follower;
-};
-
-// Busy as the caller sees it: one of its requests is in flight (a lookahead
-// step alone does not count).
-bool CallerBusy(const Session& s) {
-  return s.busy && (s.ahead_step == nullptr || s.follower != nullptr);
-}
-
 bool SameSpec(const model::LogitsSpec& a, const model::LogitsSpec& b) {
   return a.encoding == b.encoding &&
          (a.encoding != model::LogitsEncoding::kTopN || a.top_n == b.top_n);
 }
-
-// The encoding of the logits of row `i` of a request that wants every row:
-// the request's own, or for a scored prompt's rows before the last its top
-// ids and the next token's logit.
-model::LogitsSpec RowSpec(const AppendRequest& r, int64_t i) {
-  if (r.prompt_logprobs < 0 || i + 1 >= static_cast<int64_t>(r.tokens.size())) return r.logits;
-  return {model::LogitsEncoding::kTopN, r.prompt_logprobs, r.tokens[i + 1]};
-}
-
-// A request being computed, possibly over several steps.
-struct Pending {
-  AppendRequest request;
-  AppendCallback done;  // empty for a lookahead step
-  Session* session = nullptr;
-  bool new_session = false;
-  bool lookahead_step = false;  // the engine's guess, no caller's request
-  int64_t offset = 0;           // tokens of the request already computed
-  std::vector<model::Logits> logits;
-  bool released = false;  // its session was released: stop at the next step
-  bool dropped = false;   // a lookahead step with no KV blocks free: ends unrun
-  bool in_step = false;   // in the step being computed (Schedule to its end)
-  int64_t remaining() const { return static_cast<int64_t>(request.tokens.size()) - offset; }
-  bool cancelled() const {
-    return released || dropped || (request.cancel != nullptr && request.cancel->load());
-  }
-};
 
 // One completion to deliver outside the lock.
 struct Completion {
@@ -98,16 +34,21 @@ struct Completion {
   absl::StatusOr<AppendResult> result;
 };
 
+// A callback's call to make outside the lock.
+using Deferred = absl::AnyInvocable<void()>;
+
 }  // namespace
 
 class Engine::Impl {
  public:
-  Impl(std::unique_ptr<model::LlamaModel> model, const EngineOptions& options, int64_t max_context)
+  Impl(std::unique_ptr<model::LlamaModel> model, const EngineOptions& options, int64_t max_context,
+       std::function<void()> before_step)
       : model_(std::move(model)),
         options_(options),
         max_context_(max_context),
+        before_step_(std::move(before_step)),
         blocks_(model_->options().kv_blocks, model_->options().kv_block_size),
-        rng_(std::random_device{}()) {
+        sessions_(&blocks_, options.session_prefix, options.max_sessions, std::random_device{}()) {
     loop_ = std::thread([this] { Loop(); });
   }
 
@@ -128,48 +69,31 @@ class Engine::Impl {
     for (Completion& c : completions) c.done(std::move(c.result));
   }
 
-  absl::Status Truncate(const std::string& id, int64_t n) {
-    absl::MutexLock lock(&mu_);
-    Session* s = nullptr;
-    if (absl::Status st = FindSettled(id, &s); !st.ok()) return st;
-    if (n < 0 || n > static_cast<int64_t>(s->tokens.size())) {
-      return absl::InvalidArgumentError(StrCat("cannot truncate session ", id, " to ", n,
-                                               " tokens: it holds ", s->tokens.size()));
+  void Truncate(const std::string& id, int64_t n, StatusCallback done) {
+    Deferred call;
+    {
+      absl::MutexLock lock(&mu_);
+      call = TruncateLocked(id, n, std::move(done));
     }
-    blocks_.Truncate(s->kv, n);
-    s->tokens.resize(n);
-    s->last_used = absl::Now();
-    return absl::OkStatus();
+    if (call) call();
   }
 
-  absl::StatusOr<std::string> Fork(const std::string& id) {
-    absl::MutexLock lock(&mu_);
-    Session* parent = nullptr;
-    if (absl::Status st = FindSettled(id, &parent); !st.ok()) return st;
-    if (absl::Status st = CheckSessionLimit(); !st.ok()) return st;
-    Session* child = NewSession();
-    blocks_.Fork(parent->kv, child->kv);
-    child->tokens = parent->tokens;
-    parent->last_used = absl::Now();
-    return child->id;
+  void Fork(const std::string& id, ForkCallback done) {
+    Deferred call;
+    {
+      absl::MutexLock lock(&mu_);
+      call = ForkLocked(id, std::move(done));
+    }
+    if (call) call();
   }
 
   absl::Status Release(const std::string& id) {
     absl::MutexLock lock(&mu_);
-    auto it = sessions_.find(id);
-    if (it == sessions_.end()) return NotFound(id);
-    Session* s = it->second.get();
-    if (s->busy) {
-      // The in-flight request ends at the next step; the loop frees the session.
-      s->released = true;
-      for (auto& p : active_) {
-        if (p->session == s) p->released = true;
-      }
-      orphans_.push_back(std::move(it->second));
-    } else {
-      blocks_.Release(s->kv);
-    }
-    sessions_.erase(it);
+    Session* s = sessions_.Find(id);
+    if (s == nullptr) return NotFound(id);
+    // A busy session is marked released: its request or guess ends at the
+    // next step, and the loop frees it.
+    sessions_.Release(s);
     return absl::OkStatus();
   }
 
@@ -177,17 +101,17 @@ class Engine::Impl {
     absl::MutexLock lock(&mu_);
     std::vector<SessionInfo> out;
     const absl::Time now = absl::Now();
-    for (const auto& [id, s] : sessions_) {
+    sessions_.ForEach([&](const Session& s) {
       SessionInfo info;
-      info.id = id;
-      info.num_tokens = static_cast<int64_t>(s->tokens.size()) - (s->ahead ? 1 : 0);
-      info.prefilled_tokens = s->prefilled;
-      info.decoded_tokens = s->decoded;
-      info.kv_blocks = static_cast<int64_t>(s->kv.blocks.size());
-      info.busy = CallerBusy(*s);
-      info.idle = info.busy ? absl::ZeroDuration() : now - s->last_used;
+      info.id = s.id;
+      info.num_tokens = static_cast<int64_t>(s.tokens.size()) - (s.ahead ? 1 : 0);
+      info.prefilled_tokens = s.prefilled;
+      info.decoded_tokens = s.decoded;
+      info.kv_blocks = static_cast<int64_t>(s.kv.blocks().size());
+      info.busy = CallerBusy(s);
+      info.idle = info.busy ? absl::ZeroDuration() : now - s.last_used;
       out.push_back(std::move(info));
-    }
+    });
     std::sort(out.begin(), out.end(),
               [](const SessionInfo& a, const SessionInfo& b) { return a.id < b.id; });
     return out;
@@ -196,9 +120,9 @@ class Engine::Impl {
   EngineStats Stats() const {
     absl::MutexLock lock(&mu_);
     EngineStats s = stats_;
-    s.sessions = static_cast<int64_t>(sessions_.size());
+    s.sessions = sessions_.size();
     s.running = running_;
-    s.waiting = static_cast<int64_t>(active_.size()) - running_;
+    s.waiting = Queued() - running_;
     s.kv_blocks_total = blocks_.num_blocks();
     s.kv_blocks_free = blocks_.num_free();
     return s;
@@ -219,64 +143,97 @@ class Engine::Impl {
 
   // Finds a session that has no request in flight.
   absl::Status FindIdle(const std::string& id, Session** out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto it = sessions_.find(id);
-    if (it == sessions_.end()) return NotFound(id);
-    if (it->second->busy) return Busy(id);
-    *out = it->second.get();
+    Session* s = sessions_.Find(id);
+    if (s == nullptr) return NotFound(id);
+    if (s->busy) return Busy(id);
+    *out = s;
     return absl::OkStatus();
   }
 
-  // FindIdle, after settling the session's lookahead: a guess still queued
-  // is dropped at once, one being computed is waited for (one step at most)
-  // and then dropped.
+  // Whether a Truncate or Fork of session `id` must wait: a lookahead step
+  // of the session (and no request of the caller's) is being computed.
+  bool AwaitsGuess(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const Session* s = sessions_.Find(id);
+    return s != nullptr && s->guessing && !s->work.has_value() && s->guess_in_step;
+  }
+
+  // FindIdle, after settling the session's lookahead (none may be running:
+  // see AwaitsGuess): a guess still queued is dropped unrun, a computed one
+  // forgotten.
   absl::Status FindSettled(const std::string& id, Session** out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    for (;;) {
-      auto it = sessions_.find(id);
-      if (it != sessions_.end() && it->second->ahead_step != nullptr &&
-          it->second->follower == nullptr) {
-        if (!it->second->ahead_step->in_step) {
-          std::vector<Completion> none;  // no follower: nothing to complete
-          CancelQueuedAhead(it->second.get(), &none);
-          continue;
-        }
-        const int64_t seen = ahead_steps_ended_;
-        auto ended = [this, seen]()
-                         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ahead_steps_ended_ != seen; };
-        mu_.Await(absl::Condition(&ended));
-        continue;  // the session may be gone now: look it up again
-      }
-      if (absl::Status st = FindIdle(id, out); !st.ok()) return st;
-      DropAhead(*out);
-      return absl::OkStatus();
+    Session* s = sessions_.Find(id);
+    if (s != nullptr && s->guessing && !s->work.has_value()) {
+      std::vector<Completion> none;  // no parked request: nothing to complete
+      CancelQueuedAhead(s, &none);
+    }
+    if (absl::Status st = FindIdle(id, out); !st.ok()) return st;
+    DropAhead(*out);
+    return absl::OkStatus();
+  }
+
+  // Truncates now, or, while the session's lookahead step is being
+  // computed, queues the command for the loop (which runs it once the step
+  // is applied). Returns the call of `done` to make outside the lock (empty
+  // when queued).
+  Deferred TruncateLocked(const std::string& id, int64_t n, StatusCallback done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (AwaitsGuess(id)) {
+      commands_.push_back(
+          [this, id, n, done = std::move(done)]() mutable ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+            return TruncateLocked(id, n, std::move(done));
+          });
+      return nullptr;
+    }
+    Session* s = nullptr;
+    absl::Status st = FindSettled(id, &s);
+    if (st.ok() && (n < 0 || n > static_cast<int64_t>(s->tokens.size()))) {
+      st = absl::InvalidArgumentError(StrCat("cannot truncate session ", id, " to ", n,
+                                             " tokens: it holds ", s->tokens.size()));
+    }
+    if (st.ok()) sessions_.Truncate(*s, n, absl::Now());
+    return [done = std::move(done), st = std::move(st)]() mutable { done(std::move(st)); };
+  }
+
+  // As TruncateLocked, for Fork.
+  Deferred ForkLocked(const std::string& id, ForkCallback done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (AwaitsGuess(id)) {
+      commands_.push_back(
+          [this, id, done = std::move(done)]() mutable ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+            return ForkLocked(id, std::move(done));
+          });
+      return nullptr;
+    }
+    Session* parent = nullptr;
+    absl::Status st = FindSettled(id, &parent);
+    if (st.ok()) st = CheckSessionLimit();
+    absl::StatusOr<std::string> child =
+        st.ok() ? sessions_.Fork(*parent, absl::Now())->id : absl::StatusOr<std::string>(st);
+    return [done = std::move(done), child = std::move(child)]() mutable { done(std::move(child)); };
+  }
+
+  // Runs the queued commands (their sessions' lookahead steps have ended).
+  void RunCommands(std::vector<Deferred>* calls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::vector<Command> commands = std::move(commands_);
+    commands_.clear();
+    for (Command& c : commands) {
+      if (Deferred call = c(); call) calls->push_back(std::move(call));
     }
   }
 
+  // Requests and guesses queued or in the step.
+  int64_t Queued() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return static_cast<int64_t>(active_.size() + guesses_.size());
+  }
+
   absl::Status CheckSessionLimit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (static_cast<int64_t>(sessions_.size()) >= options_.max_sessions) {
+    if (sessions_.full()) {
       return WithLimit(
           absl::ResourceExhaustedError(
               StrCat("session limit reached (", options_.max_sessions, " sessions); retry later")),
           Limit::kMaxSessions);
     }
     return absl::OkStatus();
-  }
-
-  Session* NewSession() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    static constexpr char kHex[] = "0123456789abcdef";
-    std::string id;
-    do {
-      id = options_.session_prefix;
-      uint64_t r = rng_();
-      for (int i = 0; i < 16; ++i, r >>= 4) id.push_back(kHex[r & 15]);
-    } while (sessions_.contains(id));
-    auto session = std::make_unique<Session>();
-    session->id = id;
-    session->serial = ++sessions_created_;
-    session->last_used = absl::Now();
-    Session* s = session.get();
-    sessions_.emplace(id, std::move(session));
-    return s;
   }
 
   absl::Status Admit(AppendRequest& request, AppendCallback& done,
@@ -302,14 +259,13 @@ class Engine::Impl {
     const int64_t pool_tokens = int64_t{blocks_.num_blocks()} * blocks_.block_size();
     absl::MutexLock lock(&mu_);
     if (!admitting_ || stop_) return absl::UnavailableError("the model server is shutting down");
-    auto pending = std::make_unique<Pending>();
+    Work work;
     Session* s = nullptr;
     if (request.session_id.empty()) {
       if (absl::Status st = CheckSessionLimit(); !st.ok()) return st;
     } else {
-      auto it = sessions_.find(request.session_id);
-      if (it == sessions_.end()) return NotFound(request.session_id);
-      s = it->second.get();
+      s = sessions_.Find(request.session_id);
+      if (s == nullptr) return NotFound(request.session_id);
       // During a lookahead step alone, the caller's next request waits for it.
       if (CallerBusy(*s)) return Busy(request.session_id);
     }
@@ -330,22 +286,18 @@ class Engine::Impl {
           Limit::kKvCache);
     }
     if (s == nullptr) {
-      s = NewSession();
-      pending->new_session = true;
+      s = sessions_.Create(absl::Now());
+      work.new_session = true;
     }
-    pending->session = s;
-    pending->request = std::move(request);
-    pending->done = std::move(done);
+    work.request = std::move(request);
+    work.done = std::move(done);
     // A request that will not take a queued guess need not wait for it.
-    if (s->ahead_step != nullptr && !s->ahead_step->in_step &&
-        !TakesGuess(pending->request, s->ahead_token, s->ahead_spec)) {
+    if (s->guessing && !s->guess_in_step &&
+        !TakesGuess(work.request, s->ahead_token, s->ahead_spec)) {
       CancelQueuedAhead(s, completions);
     }
-    if (s->ahead_step != nullptr) {
-      s->follower = std::move(pending);  // EndAhead resumes it
-    } else {
-      Resume(std::move(pending), completions);
-    }
+    s->work = std::move(work);
+    if (!s->guessing) Resume(s, completions);  // else EndAhead resumes it
     return absl::OkStatus();
   }
 
@@ -354,46 +306,47 @@ class Engine::Impl {
     return r.tokens.front() == token && !r.every_row() && SameSpec(r.logits, spec);
   }
 
-  // Ends the lookahead step of s, queued and not yet in a step, unrun.
+  // Ends the guess of s, queued and not yet in a step, unrun.
   void CancelQueuedAhead(Session* s, std::vector<Completion>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto it = std::find_if(active_.begin(), active_.end(),
-                           [s](const auto& p) { return p.get() == s->ahead_step; });
-    std::unique_ptr<Pending> owned = std::move(*it);
-    active_.erase(it);
-    EndAhead(std::move(owned), absl::CancelledError("lookahead not taken"), out);
+    guesses_.erase(std::find(guesses_.begin(), guesses_.end(), s));
+    EndAhead(s, absl::CancelledError("lookahead not taken"), {}, out);
   }
 
   // Starts a request on its idle session, which becomes busy. An unconfirmed
   // guess is settled first: a request that appends it (with the same logits
   // encoding) takes its logits, done at once when that was its only token;
   // any other request drops it.
-  void Resume(std::unique_ptr<Pending> p, std::vector<Completion>* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    Session* s = p->session;
+  void Resume(Session* s, std::vector<Completion>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     s->busy = true;
-    const AppendRequest& r = p->request;
+    Work& p = *s->work;
+    const AppendRequest& r = p.request;
     if (s->ahead && !TakesGuess(r, s->ahead_token, s->ahead_spec)) DropAhead(s);
     if (s->ahead) {
       s->ahead = false;
       ++stats_.lookahead_hits;
       (r.decode ? s->decoded : s->prefilled) += 1;
       (r.decode ? stats_.decode_tokens : stats_.prefill_tokens) += 1;
-      p->offset = 1;
-      if (p->remaining() == 0) {
+      p.offset = 1;
+      if (p.remaining() == 0) {
         AppendResult result;
         result.session_id = s->id;
         result.num_tokens = static_cast<int64_t>(s->tokens.size());
         result.logits = std::move(s->ahead_logits);
         s->busy = false;
         s->last_used = absl::Now();
-        if (r.lookahead) StartAhead(s, model::Argmax(result.logits.back()), r.logits, r.cancel);
-        out->push_back(Completion{std::move(p->done), std::move(result)});
+        Work done = *std::move(s->work);
+        s->work.reset();
+        if (done.request.lookahead) {
+          StartAhead(s, model::Argmax(result.logits.back()), done.request.logits,
+                     done.request.cancel);
+        }
+        out->push_back(Completion{std::move(done.done), std::move(result)});
         return;
       }
       s->ahead_logits.clear();
     }
-    active_.push_back(std::move(p));
+    active_.push_back(s);
     submitted_.fetch_add(1, std::memory_order_release);
   }
 
@@ -405,50 +358,40 @@ class Engine::Impl {
         (cancel != nullptr && cancel->load())) {
       return;
     }
-    auto p = std::make_unique<Pending>();
-    p->request.session_id = s->id;
-    p->request.tokens = {token};
-    p->request.logits = spec;
-    p->request.decode = true;
-    p->request.cancel = cancel;
-    p->session = s;
-    p->lookahead_step = true;
     s->busy = true;
-    s->ahead_step = p.get();
+    s->guessing = true;
+    s->guess_cancel = cancel;
     s->ahead_token = token;
     s->ahead_spec = spec;
     ++stats_.lookahead_steps;
-    active_.push_back(std::move(p));
+    guesses_.push_back(s);
     submitted_.fetch_add(1, std::memory_order_release);
   }
 
-  // Ends a lookahead step: its token becomes the session's unconfirmed last
-  // token (or is forgotten when the step did not run), and a request that
-  // arrived meanwhile goes on.
-  void EndAhead(std::unique_ptr<Pending> p, const absl::Status& status,
+  // Ends the guess of s (out of guesses_ already): its token becomes the
+  // session's unconfirmed last token, with `logits` (or is forgotten when
+  // its row did not run), and a request that arrived meanwhile goes on.
+  void EndAhead(Session* s, const absl::Status& status, std::vector<model::Logits> logits,
                 std::vector<Completion>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    Session* s = p->session;
-    s->ahead_step = nullptr;
-    ++ahead_steps_ended_;
-    std::unique_ptr<Pending> follower = std::move(s->follower);
+    s->guessing = false;
+    s->guess_in_step = false;
+    s->guess_cancel = nullptr;
     s->busy = false;  // last_used stays the caller's last request's end
     if (s->released) {
-      if (follower != nullptr) {
-        out->push_back(Completion{std::move(follower->done),
-                                  absl::CancelledError("the session was released")});
+      if (s->work.has_value()) {
+        out->push_back(
+            Completion{std::move(s->work->done), absl::CancelledError("the session was released")});
       }
-      blocks_.Release(s->kv);
-      orphans_.erase(std::find_if(orphans_.begin(), orphans_.end(),
-                                  [s](const auto& o) { return o.get() == s; }));
+      sessions_.Reclaim(s);
       return;
     }
     if (status.ok()) {
       s->ahead = true;
-      s->ahead_logits = std::move(p->logits);
+      s->ahead_logits = std::move(logits);
     } else {
-      blocks_.Truncate(s->kv, s->kv.num_tokens);
+      s->kv.Truncate(s->kv.num_tokens());
     }
-    if (follower != nullptr) Resume(std::move(follower), out);
+    if (s->work.has_value()) Resume(s, out);  // the request parked meanwhile
   }
 
   // Forgets a session's unconfirmed guess, if it has one.
@@ -457,18 +400,7 @@ class Engine::Impl {
     s->ahead = false;
     s->ahead_logits.clear();
     s->tokens.pop_back();
-    blocks_.Truncate(s->kv, static_cast<int64_t>(s->tokens.size()));
-  }
-
-  // Ends a request or a lookahead step that stops early (cancelled, failed,
-  // shutting down).
-  void End(std::unique_ptr<Pending> p, absl::Status status, std::vector<Completion>* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (p->lookahead_step) {
-      EndAhead(std::move(p), status, out);
-    } else {
-      Finish(std::move(p), std::move(status), out);
-    }
+    s->kv.Truncate(static_cast<int64_t>(s->tokens.size()));
   }
 
   // Frees idle sessions, least recently used first, until `needed` blocks are
@@ -477,365 +409,284 @@ class Engine::Impl {
     // Idle sessions' unconfirmed guesses go first (a guess's position may
     // have a block of its own).
     if (blocks_.num_free() < needed) {
-      for (auto& [id, s] : sessions_) {
-        if (!s->busy) DropAhead(s.get());
-      }
+      sessions_.ForEach([this](Session& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        if (!s.busy) DropAhead(&s);
+      });
     }
     while (blocks_.num_free() < needed) {
-      Session* lru = nullptr;
-      for (const auto& [id, s] : sessions_) {
-        if (!s->busy && !s->kv.blocks.empty() &&
-            (lru == nullptr || s->last_used < lru->last_used)) {
-          lru = s.get();
-        }
-      }
+      Session* lru = sessions_.LeastRecentlyUsedIdle();
       if (lru == nullptr) return false;
-      blocks_.Release(lru->kv);
-      sessions_.erase(lru->id);
+      sessions_.Erase(lru);
       ++stats_.evicted_sessions;
     }
     return true;
   }
 
-  void ExpireIdle(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    std::vector<std::string> expired;
-    for (const auto& [id, s] : sessions_) {
-      if (!s->busy && now - s->last_used > options_.session_ttl) expired.push_back(id);
-    }
-    for (const std::string& id : expired) {
-      blocks_.Release(sessions_[id]->kv);
-      sessions_.erase(id);
-      ++stats_.expired_sessions;
-    }
-  }
-
-  // Ends a request: the session becomes idle (or is freed when it was
-  // released, or when the request created it and failed).
-  void Finish(std::unique_ptr<Pending> p, absl::StatusOr<AppendResult> result,
-              std::vector<Completion>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    Session* s = p->session;
+  // Ends the request of s (out of active_ already): the session becomes
+  // idle (or is freed when it was released, or when the request created it
+  // and failed).
+  void Finish(Session* s, absl::StatusOr<AppendResult> result, std::vector<Completion>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    AppendCallback done = std::move(s->work->done);
+    const bool new_session = s->work->new_session;
+    s->work.reset();
     s->busy = false;
     s->last_used = absl::Now();
     if (s->released) {
-      blocks_.Release(s->kv);
-      orphans_.erase(std::find_if(orphans_.begin(), orphans_.end(),
-                                  [s](const auto& o) { return o.get() == s; }));
-    } else if (p->new_session && !result.ok()) {
-      blocks_.Release(s->kv);
-      sessions_.erase(s->id);
+      sessions_.Reclaim(s);
+    } else if (new_session && !result.ok()) {
+      sessions_.Erase(s);
     } else {
       // Drop KV blocks reserved for tokens that were never computed.
-      blocks_.Truncate(s->kv, s->kv.num_tokens);
+      s->kv.Truncate(s->kv.num_tokens());
     }
-    out->push_back(Completion{std::move(p->done), std::move(result)});
+    out->push_back(Completion{std::move(done), std::move(result)});
   }
 
-  struct Scheduled {
-    Pending* pending;
-    int64_t chunk;
-  };
-
-  // After Schedule: the requests the next step should wait for (gather
-  // window): this step's, or the decoding sessions of the last two steps if
-  // more.
-  void UpdateGatherTarget(const std::vector<Scheduled>& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    std::swap(decoders_[0], decoders_[1]);
-    decoders_[1].clear();
-    for (const Scheduled& s : step) {
-      if (s.pending->request.decode) decoders_[1].push_back(s.pending->session->serial);
+  // Plans the next step (scheduler.h) and ends the requests that the plan
+  // ends: the cancelled ones and, when nothing can run, the blocked ones.
+  void Plan(StepPlan* plan, std::vector<Completion>* completions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const SchedulerLimits limits{
+        std::min(options_.max_batch_tokens, model_->options().max_step_tokens),
+        model_->options().max_logit_rows};
+    Schedule(
+        active_, guesses_, limits, blocks_,
+        [this](int32_t needed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return EvictFor(needed); },
+        plan);
+    for (const ScheduledChunk& sc : plan->chunks) {
+      if (sc.guess) sc.session->guess_in_step = true;
     }
-    int64_t both = static_cast<int64_t>(decoders_[1].size());
-    for (uint64_t serial : decoders_[0]) {
-      both += std::find(decoders_[1].begin(), decoders_[1].end(), serial) == decoders_[1].end();
-    }
-    gather_target_ = std::max(last_step_requests_, both);
-  }
-
-  // Picks this step's work: one token of every waiting decode, then prefill
-  // chunks in arrival order, within the token budget. Reserves KV blocks.
-  void Schedule(std::vector<Scheduled>* step, std::vector<kv::BlockCopy>* copies,
-                std::vector<Completion>* completions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    int64_t budget = std::min(options_.max_batch_tokens, model_->options().max_step_tokens);
-    int64_t logit_budget = model_->options().max_logit_rows;
-    std::vector<Pending*> blocked;  // no KV blocks for them this step
-    auto try_schedule = [&](Pending* p) {
-      int64_t chunk = std::min(p->remaining(), budget);
-      if (p->request.every_row()) chunk = std::min(chunk, logit_budget);
-      if (chunk <= 0) return;
-      const bool wants_logits = p->request.every_row() || chunk == p->remaining();
-      if (wants_logits && logit_budget <= 0) return;
-      const int32_t needed = blocks_.BlocksNeeded(p->session->kv, chunk);
-      if (needed > blocks_.num_free() && p->lookahead_step) {
-        p->dropped = true;  // a guess evicts no one
-        return;
-      }
-      if (needed > blocks_.num_free() && !EvictFor(needed)) {
-        blocked.push_back(p);
-        return;
-      }
-      if (!blocks_.Reserve(p->session->kv, chunk, copies).ok()) return;
-      step->push_back(Scheduled{p, chunk});
-      budget -= chunk;
-      if (wants_logits) logit_budget -= p->request.every_row() ? chunk : 1;
+    if (plan->cancelled.empty() && plan->failed.empty() && plan->dropped.empty()) return;
+    // They leave the queues first: ending a guess may queue the request
+    // parked on it (active_.push_back, which would invalidate an iterator).
+    for (Session* s : plan->dropped) guesses_.erase(std::find(guesses_.begin(), guesses_.end(), s));
+    auto in = [](const std::vector<Session*>& v, const Session* s) {
+      return std::find(v.begin(), v.end(), s) != v.end();
     };
-    // A request's cancellation is read once: one scheduled now runs this
-    // step (its flag may be set meanwhile; the next step ends it).
-    std::vector<Pending*> to_end;
-    for (auto& p : active_) {
-      if (p->cancelled()) to_end.push_back(p.get());
-    }
-    auto schedulable = [&](const Pending* p) {
-      return std::find(to_end.begin(), to_end.end(), p) == to_end.end();
-    };
-    // Decodes first, then prefill chunks in arrival order, then lookahead
-    // guesses: a guess takes only what the callers' requests leave.
-    for (auto& p : active_) {
-      if (p->remaining() == 1 && !p->lookahead_step && schedulable(p.get())) {
-        try_schedule(p.get());
-      }
-    }
-    for (auto& p : active_) {
-      if (budget <= 0) break;
-      if (p->remaining() > 1 && schedulable(p.get())) try_schedule(p.get());
-    }
-    for (auto& p : active_) {
-      if (p->lookahead_step && schedulable(p.get())) try_schedule(p.get());
-      if (p->dropped) to_end.push_back(p.get());
-    }
-    for (const Scheduled& sc : *step) sc.pending->in_step = true;
-    // Blocked requests wait while others make progress (finishing frees
-    // blocks or makes sessions evictable); when nothing can run, they fail.
-    std::vector<Pending*> failed;
-    if (step->empty()) failed = std::move(blocked);
-    // Cancelled requests and failed ones end now. They leave active_ first:
-    // ending a lookahead step may queue its follower (active_.push_back,
-    // which would invalidate an iterator).
-    std::vector<std::pair<std::unique_ptr<Pending>, absl::Status>> ending;
+    std::vector<std::pair<Session*, absl::Status>> ending;
     for (auto it = active_.begin(); it != active_.end();) {
-      Pending* p = it->get();
-      const bool is_failed = std::find(failed.begin(), failed.end(), p) != failed.end();
-      if (is_failed || std::find(to_end.begin(), to_end.end(), p) != to_end.end()) {
+      Session* p = *it;
+      const bool is_failed = in(plan->failed, p);
+      if (is_failed || in(plan->cancelled, p)) {
         absl::Status st =
             is_failed ? WithLimit(absl::ResourceExhaustedError(
                                       "KV cache full and no idle session to evict; retry later"),
                                   Limit::kKvCache)
                       : absl::CancelledError("request cancelled");
-        ending.emplace_back(std::move(*it), std::move(st));
+        ending.emplace_back(p, std::move(st));
         it = active_.erase(it);
       } else {
         ++it;
       }
     }
-    for (auto& [owned, st] : ending) End(std::move(owned), std::move(st), completions);
+    for (auto& [s, st] : ending) Finish(s, std::move(st), completions);
+    for (Session* s : plan->dropped) {
+      EndAhead(s, absl::CancelledError("request cancelled"), {}, completions);
+    }
   }
 
+  // Applies a step's result (vLLM's update_from_output): the computed tokens
+  // join their sessions, the logits their requests, and finished requests
+  // complete (a lookahead request's guess is queued); a computed guess
+  // becomes its session's unconfirmed last token. A failed step fails every
+  // request in it.
+  void Apply(const StepPlan& plan, const absl::Status& status, std::vector<model::Logits>& logits,
+             std::vector<Completion>* completions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    size_t next_logits = 0;
+    for (const ScheduledChunk& sc : plan.chunks) {
+      if (sc.guess) {
+        Session* s = sc.session;
+        std::vector<model::Logits> guess_logits;
+        if (status.ok()) {
+          s->tokens.push_back(s->ahead_token);
+          s->kv.Commit(1);
+          guess_logits.push_back(std::move(logits[next_logits++]));
+        }
+        guesses_.erase(std::find(guesses_.begin(), guesses_.end(), s));
+        EndAhead(s, status, std::move(guess_logits), completions);
+        continue;
+      }
+      Session& s = *sc.session;
+      Work& p = *s.work;
+      if (status.ok()) {
+        s.tokens.insert(s.tokens.end(), p.request.tokens.begin() + p.offset,
+                        p.request.tokens.begin() + p.offset + sc.chunk);
+        s.kv.Commit(sc.chunk);
+        (p.request.decode ? s.decoded : s.prefilled) += sc.chunk;
+        (p.request.decode ? stats_.decode_tokens : stats_.prefill_tokens) += sc.chunk;
+        const int64_t rows = sc.logit_rows();
+        for (int64_t i = 0; i < rows; ++i) p.logits.push_back(std::move(logits[next_logits++]));
+        p.offset += sc.chunk;
+      }
+      if (!status.ok() || p.remaining() == 0) {
+        active_.erase(std::find(active_.begin(), active_.end(), &s));
+        absl::StatusOr<AppendResult> result;
+        int32_t guess = -1;
+        if (status.ok()) {
+          AppendResult r;
+          r.session_id = s.id;
+          r.num_tokens = static_cast<int64_t>(s.tokens.size());
+          r.logits = std::move(p.logits);
+          if (p.request.lookahead && !s.released && !r.logits.empty()) {
+            guess = model::Argmax(r.logits.back());
+          }
+          result = std::move(r);
+        } else {
+          result = status;
+        }
+        const model::LogitsSpec spec = p.request.logits;
+        const CancelFlag cancel = p.request.cancel;
+        Finish(&s, std::move(result), completions);  // frees s only if it returns no guess
+        if (guess >= 0) StartAhead(&s, guess, spec, cancel);
+      }
+    }
+  }
+
+  // Ends every request and guess (shutting down).
+  void EndAll(std::vector<Completion>* completions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const absl::Status unavailable = absl::UnavailableError("the model server is shutting down");
+    // Ending a guess may queue the request parked on it, which may take the
+    // guess and start another: until both queues are empty.
+    while (!guesses_.empty() || !active_.empty()) {
+      if (!guesses_.empty()) {
+        Session* s = guesses_.front();
+        guesses_.pop_front();
+        EndAhead(s, unavailable, {}, completions);
+      } else {
+        Session* s = active_.front();
+        active_.pop_front();
+        Finish(s, unavailable, completions);
+      }
+    }
+  }
+
+  // Waits (at most a second) for work, then for the gather window.
+  void AwaitWork() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || Queued() > 0; };
+    mu_.AwaitWithTimeout(absl::Condition(&has_work), absl::Seconds(1));
+    // Work is here: let the backend's threads wake while the step is built.
+    if (!stop_ && Queued() > 0) model_->backend().Prewarm();
+    // Gather window: wait a little for the rest of the last step's
+    // sessions (batch_window.h).
+    if (!stop_ && window_.ShouldGather(Queued())) {
+      auto gathered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || Queued() >= window_.gather_target();
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&gathered), window_.gather_timeout());
+    }
+  }
+
+  static void Deliver(std::vector<Completion>* completions, std::vector<Deferred>* calls) {
+    for (Completion& c : *completions) c.done(std::move(c.result));
+    completions->clear();
+    for (Deferred& call : *calls) call();
+    calls->clear();
+  }
+
+  // The step loop: plan, run, apply, deliver.
   void Loop() {
     // Named for operators (top -H) and for model_server --pin_threads, which
     // finds the compute threads by name.
     pthread_setname_np(pthread_self(), "llm-step");
-    model::StepBatch batch;
-    std::vector<model::LogitsSpec> specs;
+    Runner runner(model_.get());
+    StepPlan plan;
     std::vector<model::Logits> logits;
-    std::vector<Scheduled> step;
-    std::vector<kv::BlockCopy> copies;
     std::vector<Completion> completions;
+    std::vector<Deferred> calls;     // of the commands run
+    std::vector<uint64_t> decoders;  // serials of the sessions decoding in the step
     absl::Time last_sweep = absl::Now();
-    bool stopping = false;
     absl::Time spin_until = absl::InfinitePast();
     uint64_t submitted_seen = 0;
     for (;;) {
-      step.clear();
-      copies.clear();
-      completions.clear();
-      if (spin_until > absl::Now()) {
-        // After a step of decodes: their next tokens come back within a round
-        // trip. Watching for them here, instead of sleeping on the mutex,
-        // spares that round trip a thread wake-up.
-        while (submitted_.load(std::memory_order_acquire) == submitted_seen &&
-               absl::Now() < spin_until) {
-          CpuRelaxHint();
-        }
-      }
+      // After a step of decodes, watch for their next tokens (batch_window.h).
+      SpinWhileUnchanged(submitted_, submitted_seen, spin_until);
+      bool stopping = false;
       {
         absl::MutexLock lock(&mu_);
-        auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return stop_ || !active_.empty();
-        };
-        mu_.AwaitWithTimeout(absl::Condition(&has_work), absl::Seconds(1));
-        // Work is here: let the backend's threads wake while the step is built.
-        if (!stop_ && !active_.empty()) model_->backend().Prewarm();
-        // Gather window: the sessions of the last step usually come back
-        // with their next token within microseconds (in process) or a round
-        // trip (over gRPC). Starting the step with whoever is back first
-        // would split one batch into several; wait a little for the rest,
-        // at most a quarter of the last step's time.
-        if (!stop_ && !active_.empty() && static_cast<int64_t>(active_.size()) < gather_target_) {
-          auto gathered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-            return stop_ || static_cast<int64_t>(active_.size()) >= gather_target_;
-          };
-          mu_.AwaitWithTimeout(absl::Condition(&gathered),
-                               std::min(last_step_time_ / 4, kMaxGatherWindow));
-        }
+        AwaitWork();
         const absl::Time now = absl::Now();
         stats_.heartbeat = now;
         if (now - last_sweep > absl::Seconds(1)) {
-          ExpireIdle(now);
+          stats_.expired_sessions += sessions_.ExpireIdle(now, options_.session_ttl);
           last_sweep = now;
         }
         stopping = stop_;
         if (stopping) {
-          while (!active_.empty()) {
-            std::unique_ptr<Pending> p = std::move(active_.front());
-            active_.pop_front();
-            End(std::move(p), absl::UnavailableError("the model server is shutting down"),
-                &completions);
-          }
+          EndAll(&completions);
+          RunCommands(&calls);
         } else {
-          Schedule(&step, &copies, &completions);
-          running_ = static_cast<int64_t>(step.size());
-          last_step_requests_ = running_;
-          UpdateGatherTarget(step);
-        }
-      }
-      for (Completion& c : completions) c.done(std::move(c.result));
-      completions.clear();
-      if (stopping) return;
-      if (step.empty()) continue;
-
-      // Build the flattened batch. The sessions' block tables are stable:
-      // only this thread changes a busy session.
-      batch.tokens.clear();
-      batch.positions.clear();
-      batch.sequences.clear();
-      batch.logit_rows.clear();
-      specs.clear();
-      for (const Scheduled& sc : step) {
-        Pending& p = *sc.pending;
-        model::SequenceStep seq;
-        seq.first_row = static_cast<int64_t>(batch.tokens.size());
-        seq.num_new = sc.chunk;
-        seq.start_pos = p.session->kv.num_tokens;
-        seq.blocks = p.session->kv.blocks;
-        for (int64_t i = 0; i < sc.chunk; ++i) {
-          batch.tokens.push_back(p.request.tokens[p.offset + i]);
-          batch.positions.push_back(static_cast<int32_t>(seq.start_pos + i));
-        }
-        if (p.request.every_row()) {
-          for (int64_t i = 0; i < sc.chunk; ++i) {
-            batch.logit_rows.push_back(seq.first_row + i);
-            specs.push_back(RowSpec(p.request, p.offset + i));
+          Plan(&plan, &completions);
+          running_ = static_cast<int64_t>(plan.chunks.size());
+          decoders.clear();
+          for (const ScheduledChunk& sc : plan.chunks) {
+            if (sc.decode()) decoders.push_back(sc.session->serial);
           }
-        } else if (sc.chunk == p.remaining()) {
-          batch.logit_rows.push_back(seq.first_row + sc.chunk - 1);
-          specs.push_back(p.request.logits);
+          window_.Scheduled(running_, decoders);
         }
-        batch.sequences.push_back(seq);
       }
-      for (const kv::BlockCopy& copy : copies) model_->backend().CopyKvBlock(copy.src, copy.dst);
-      if (options_.before_step) options_.before_step();
+      Deliver(&completions, &calls);
+      if (stopping) return;
+      if (plan.chunks.empty()) continue;
+
+      runner.Prepare(plan);
+      if (before_step_) before_step_();
       const absl::Time step_start = absl::Now();
-      absl::Status status = model_->Forward(batch, specs, &logits);
+      const absl::Status status = runner.Forward(&logits);
       const absl::Time step_end = absl::Now();
-      const absl::Duration step_time = step_end - step_start;
       bool had_decode = false;
-      for (const Scheduled& sc : step) had_decode |= sc.pending->request.decode;
+      for (const ScheduledChunk& sc : plan.chunks) had_decode |= sc.decode();
 
       {
         absl::MutexLock lock(&mu_);
         ++stats_.steps;
-        stats_.step_time += step_time;
-        last_step_time_ = step_time;
-        size_t next_logits = 0;
-        for (const Scheduled& sc : step) {
-          Pending& p = *sc.pending;
-          Session& s = *p.session;
-          p.in_step = false;
-          if (status.ok()) {
-            s.tokens.insert(s.tokens.end(), p.request.tokens.begin() + p.offset,
-                            p.request.tokens.begin() + p.offset + sc.chunk);
-            s.kv.num_tokens += sc.chunk;
-            if (!p.lookahead_step) {  // a guess counts once a request appends it
-              (p.request.decode ? s.decoded : s.prefilled) += sc.chunk;
-              (p.request.decode ? stats_.decode_tokens : stats_.prefill_tokens) += sc.chunk;
-            }
-            const bool last = sc.chunk == p.remaining();
-            const int64_t rows = p.request.every_row() ? sc.chunk : (last ? 1 : 0);
-            for (int64_t i = 0; i < rows; ++i) p.logits.push_back(std::move(logits[next_logits++]));
-            p.offset += sc.chunk;
-          }
-          if (!status.ok() || p.remaining() == 0) {
-            auto it = std::find_if(active_.begin(), active_.end(),
-                                   [&](const auto& a) { return a.get() == &p; });
-            std::unique_ptr<Pending> owned = std::move(*it);
-            active_.erase(it);
-            if (owned->lookahead_step) {
-              EndAhead(std::move(owned), status, &completions);
-              continue;
-            }
-            absl::StatusOr<AppendResult> result;
-            int32_t guess = -1;
-            if (status.ok()) {
-              AppendResult r;
-              r.session_id = s.id;
-              r.num_tokens = static_cast<int64_t>(s.tokens.size());
-              r.logits = std::move(owned->logits);
-              if (owned->request.lookahead && !s.released && !r.logits.empty()) {
-                guess = model::Argmax(r.logits.back());
-              }
-              result = std::move(r);
-            } else {
-              result = status;
-            }
-            const model::LogitsSpec spec = owned->request.logits;
-            const CancelFlag cancel = owned->request.cancel;
-            Finish(std::move(owned), std::move(result), &completions);
-            if (guess >= 0) StartAhead(&s, guess, spec, cancel);
-          }
-        }
+        stats_.step_time += step_end - step_start;
+        Apply(plan, status, logits, &completions);
+        RunCommands(&calls);  // those that waited for a lookahead step in it
         running_ = 0;
-        // Watch for the next tokens only when nothing else is queued (a
-        // queued prefill chunk must not wait for the watch to end).
-        spin_until = had_decode && active_.empty() ? step_end + kDecodeSpin : absl::InfinitePast();
-        // Admissions up to now are in active_ or done; watch for later ones.
+        window_.Ran(step_end - step_start, step_end, had_decode, Queued() > 0);
+        spin_until = window_.spin_until();
+        // Admissions up to now are queued or done; watch for later ones.
         submitted_seen = submitted_.load(std::memory_order_acquire);
       }
-      for (Completion& c : completions) c.done(std::move(c.result));
+      Deliver(&completions, &calls);
     }
   }
 
   std::unique_ptr<model::LlamaModel> model_;
   const EngineOptions options_;
   const int64_t max_context_;
+  const std::function<void()> before_step_;  // tests only (Engine::CreateWithStepHook)
 
   mutable absl::Mutex mu_;
   kv::BlockManager blocks_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, std::unique_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::unique_ptr<Session>> orphans_ ABSL_GUARDED_BY(mu_);  // released while busy
-  std::deque<std::unique_ptr<Pending>> active_ ABSL_GUARDED_BY(mu_);
+  SessionTable sessions_ ABSL_GUARDED_BY(mu_);  // leases from blocks_: declared after it
+  // Sessions whose request is queued or in the step, in arrival order.
+  std::deque<Session*> active_ ABSL_GUARDED_BY(mu_);
+  // Sessions whose lookahead guess waits for its row or is in the step, in
+  // the order they were made.
+  std::deque<Session*> guesses_ ABSL_GUARDED_BY(mu_);
   int64_t running_ ABSL_GUARDED_BY(mu_) = 0;
-  // The last step: how many requests it computed and how long it took.
-  int64_t last_step_requests_ ABSL_GUARDED_BY(mu_) = 0;
-  // The sessions that decoded in the last step and in the one before. The
-  // gather window waits for all of them: counting the last step alone, two
-  // sessions that once fell out of step (one a step, alternating) stayed so,
-  // at one session's throughput.
-  // (Serials, not pointers: a session may be freed and another take its
-  // address.)
-  std::vector<uint64_t> decoders_[2] ABSL_GUARDED_BY(mu_);
-  int64_t gather_target_ ABSL_GUARDED_BY(mu_) = 0;
+  BatchWindow window_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> submitted_{0};  // requests admitted, ever
-  int64_t ahead_steps_ended_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Duration last_step_time_ ABSL_GUARDED_BY(mu_);
+  // Truncates and Forks waiting for their sessions' lookahead steps: each
+  // runs (or queues itself again) and returns the call to make.
+  using Command = absl::AnyInvocable<Deferred()>;
+  std::vector<Command> commands_ ABSL_GUARDED_BY(mu_);
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
   bool admitting_ ABSL_GUARDED_BY(mu_) = true;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
-  uint64_t sessions_created_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread loop_;
 };
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::LlamaModel> model,
                                                        const EngineOptions& options) {
+  return CreateWithStepHook(std::move(model), options, nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateWithStepHook(
+    std::unique_ptr<model::LlamaModel> model, const EngineOptions& options,
+    std::function<void()> before_step) {
   if (model == nullptr) return absl::InvalidArgumentError("no model");
   if (options.max_batch_tokens < 1 || options.max_sessions < 1 ||
       options.session_ttl <= absl::ZeroDuration() || options.max_context < 0) {
@@ -847,7 +698,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Ll
   const int64_t model_context = model->config().context_length;
   e->max_context_ =
       options.max_context > 0 ? std::min(options.max_context, model_context) : model_context;
-  e->impl_ = std::make_unique<Impl>(std::move(model), options, e->max_context_);
+  e->impl_ =
+      std::make_unique<Impl>(std::move(model), options, e->max_context_, std::move(before_step));
   return e;
 }
 
@@ -870,8 +722,27 @@ absl::StatusOr<AppendResult> Engine::Append(AppendRequest request) {
   return future.get();
 }
 
-absl::Status Engine::Truncate(const std::string& id, int64_t n) { return impl_->Truncate(id, n); }
-absl::StatusOr<std::string> Engine::Fork(const std::string& id) { return impl_->Fork(id); }
+void Engine::TruncateAsync(const std::string& id, int64_t n, StatusCallback done) {
+  impl_->Truncate(id, n, std::move(done));
+}
+
+absl::Status Engine::Truncate(const std::string& id, int64_t n) {
+  std::promise<absl::Status> promise;
+  std::future<absl::Status> future = promise.get_future();
+  TruncateAsync(id, n, [&promise](absl::Status s) { promise.set_value(std::move(s)); });
+  return future.get();
+}
+
+void Engine::ForkAsync(const std::string& id, ForkCallback done) {
+  impl_->Fork(id, std::move(done));
+}
+
+absl::StatusOr<std::string> Engine::Fork(const std::string& id) {
+  std::promise<absl::StatusOr<std::string>> promise;
+  std::future<absl::StatusOr<std::string>> future = promise.get_future();
+  ForkAsync(id, [&promise](absl::StatusOr<std::string> s) { promise.set_value(std::move(s)); });
+  return future.get();
+}
 absl::Status Engine::Release(const std::string& id) { return impl_->Release(id); }
 std::vector<SessionInfo> Engine::ListSessions() const { return impl_->ListSessions(); }
 EngineStats Engine::Stats() const { return impl_->Stats(); }

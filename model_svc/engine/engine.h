@@ -55,9 +55,6 @@ struct EngineOptions {
   // Prepended to the 16 hex characters of every session id; the model server
   // passes "<--session_prefix><pod>.<epoch>." (its replica id and a dot).
   std::string session_prefix;
-  // Tests only: called on the step-loop thread before each forward step
-  // (with no lock held), e.g. to hold the loop while a test races a call.
-  std::function<void()> before_step;
 };
 
 // A cancellation flag shared between a caller and the engine.
@@ -91,6 +88,8 @@ struct AppendResult {
 };
 
 using AppendCallback = absl::AnyInvocable<void(absl::StatusOr<AppendResult>)>;
+using StatusCallback = absl::AnyInvocable<void(absl::Status)>;
+using ForkCallback = absl::AnyInvocable<void(absl::StatusOr<std::string>)>;
 
 struct SessionInfo {
   std::string id;
@@ -144,12 +143,18 @@ class Engine {
   // Submit and wait.
   absl::StatusOr<AppendResult> Append(AppendRequest request);
 
-  // Keeps the first n tokens of a session. If a lookahead step of the
-  // session is being computed, waits for it (one step): not to be called
-  // from a completion callback.
+  // Keeps the first n tokens of a session. Never waits: `done` is called
+  // exactly once, before TruncateAsync returns, or, when a lookahead step of
+  // the session is being computed, on the step-loop thread once that step
+  // ends (the command waits in the loop's queue).
+  void TruncateAsync(const std::string& session_id, int64_t n, StatusCallback done);
+  // TruncateAsync and wait (one step at most): not to be called from a
+  // completion callback.
   absl::Status Truncate(const std::string& session_id, int64_t n);
   // A new session sharing the KV blocks of `session_id` (copy-on-write).
-  // Waits as Truncate does.
+  // `done` is called as TruncateAsync's is.
+  void ForkAsync(const std::string& session_id, ForkCallback done);
+  // ForkAsync and wait, as Truncate does.
   absl::StatusOr<std::string> Fork(const std::string& session_id);
   absl::Status Release(const std::string& session_id);
   std::vector<SessionInfo> ListSessions() const;
@@ -160,7 +165,14 @@ class Engine {
 
  private:
   class Impl;
+  friend class EngineTestPeer;  // engine_testing.h: the step gate
   Engine() = default;
+  // Create, with `before_step` called on the step-loop thread before each
+  // forward step (with no lock held): tests only, to hold the loop while a
+  // test races a call.
+  static absl::StatusOr<std::unique_ptr<Engine>> CreateWithStepHook(
+      std::unique_ptr<model::LlamaModel> model, const EngineOptions& options,
+      std::function<void()> before_step);
   EngineOptions options_;
   int64_t max_context_ = 0;
   std::unique_ptr<Impl> impl_;

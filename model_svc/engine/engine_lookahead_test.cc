@@ -251,6 +251,37 @@ TEST(EngineLookaheadTest, TruncateWaitsForARunningGuess) {
   EXPECT_EQ(engine->ListSessions()[0].kv_blocks, 2);  // 7 positions, 4 a block
 }
 
+TEST(EngineLookaheadTest, TruncateAndForkDuringARunningGuessReturnAtOnceAndAnswerAfterIt) {
+  StepGate gate;
+  auto engine = MakeGatedEngine(gate);
+  const AppendResult first = DecodeAndHoldTheGuess(*engine, gate, Tokens(6, 7));
+  absl::Notification forked, truncated;
+  absl::StatusOr<std::string> child;
+  absl::Status truncate;
+  // Both return with the step held: the calls wait in the loop's queue.
+  engine->ForkAsync(first.session_id, [&](absl::StatusOr<std::string> id) {
+    child = std::move(id);
+    forked.Notify();
+  });
+  engine->TruncateAsync(first.session_id, 6, [&](absl::Status s) {
+    truncate = s;
+    truncated.Notify();
+  });
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_FALSE(forked.HasBeenNotified());
+  EXPECT_FALSE(truncated.HasBeenNotified());
+  gate.Open();
+  forked.WaitForNotification();
+  truncated.WaitForNotification();
+  ASSERT_TRUE(child.ok()) << child.status();
+  EXPECT_TRUE(truncate.ok()) << truncate;
+  EXPECT_EQ(TokensOf(*engine, *child), 7);  // the guess is not the child's
+  EXPECT_EQ(TokensOf(*engine, first.session_id), 6);
+  ASSERT_TRUE(engine->Release(*child).ok());
+  ASSERT_TRUE(engine->Release(first.session_id).ok());
+  EXPECT_EQ(engine->Stats().kv_blocks_free, engine->Stats().kv_blocks_total);
+}
+
 TEST(EngineLookaheadTest, ReleaseDuringTheGuessFreesEverything) {
   StepGate gate;
   auto engine = MakeGatedEngine(gate);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -14,6 +15,21 @@
 #include "gtest/gtest.h"
 #include "model_svc/engine/engine.h"
 #include "model_svc/testing/random_model.h"
+
+namespace llm::engine {
+
+// The engine's test seam: an engine whose step loop calls a hook before each
+// step.
+class EngineTestPeer {
+ public:
+  static absl::StatusOr<std::unique_ptr<Engine>> CreateWithStepHook(
+      std::unique_ptr<model::LlamaModel> model, const EngineOptions& options,
+      std::function<void()> before_step) {
+    return Engine::CreateWithStepHook(std::move(model), options, std::move(before_step));
+  }
+};
+
+}  // namespace llm::engine
 
 namespace llm::engine::testing {
 
@@ -32,7 +48,7 @@ inline model::testing::RandomModelSpec Spec() {
 }
 
 // Holds the step loop before each step while closed (through
-// EngineOptions::before_step), so that a test can race a call against a
+// EngineTestPeer's hook), so that a test can race a call against a
 // request in flight deterministically.
 class StepGate {
  public:
@@ -87,8 +103,9 @@ inline std::unique_ptr<Engine> MakeEngine(const EngineSetup& setup = {}) {
   eo.max_batch_tokens = setup.max_batch_tokens;
   eo.max_sessions = setup.max_sessions;
   eo.session_ttl = setup.ttl;
-  if (setup.gate != nullptr) eo.before_step = [gate = setup.gate] { gate->Pass(); };
-  auto e = Engine::Create(*std::move(m), eo);
+  std::function<void()> before_step;
+  if (setup.gate != nullptr) before_step = [gate = setup.gate] { gate->Pass(); };
+  auto e = EngineTestPeer::CreateWithStepHook(*std::move(m), eo, std::move(before_step));
   EXPECT_TRUE(e.ok()) << e.status();
   return *std::move(e);
 }

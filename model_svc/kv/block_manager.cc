@@ -89,4 +89,20 @@ void BlockManager::Unref(int32_t block) {
   if (--ref_counts_[block] == 0) free_.push_back(block);
 }
 
+BlockLease& BlockLease::operator=(BlockLease&& other) noexcept {
+  if (this != &other) {
+    Release();
+    manager_ = std::exchange(other.manager_, nullptr);
+    table_ = std::move(other.table_);
+    other.table_ = BlockTable();
+  }
+  return *this;
+}
+
+BlockLease BlockLease::Fork() const {
+  BlockLease child(manager_);
+  manager_->Fork(table_, child.table_);
+  return child;
+}
+
 }  // namespace llm::kv

@@ -5,7 +5,12 @@
 // fork (reference counted); the first write into a shared block copies it
 // (copy-on-write), which the caller performs on the backend.
 //
-// Threads: not thread-safe; the engine guards it with its mutex.
+// BlockLease holds one sequence's table and releases its blocks when it is
+// destroyed (or reassigned), so that no path that ends a sequence has to
+// remember to free them.
+//
+// Threads: not thread-safe; the engine guards it, and its leases, with its
+// mutex. A lease must not outlive its manager.
 #ifndef LLM_MODEL_SVC_KV_BLOCK_MANAGER_H_
 #define LLM_MODEL_SVC_KV_BLOCK_MANAGER_H_
 
@@ -65,6 +70,48 @@ class BlockManager {
   int32_t block_size_;
   std::vector<int32_t> ref_counts_;
   std::vector<int32_t> free_;  // a stack: recently freed blocks are reused first
+};
+
+// The blocks of one sequence, owned: move-only; the destructor releases them
+// to the manager. A default-constructed lease is empty and has no manager
+// (it may only be assigned to).
+class BlockLease {
+ public:
+  BlockLease() = default;
+  explicit BlockLease(BlockManager* manager) : manager_(manager) {}
+  BlockLease(BlockLease&& other) noexcept
+      : manager_(std::exchange(other.manager_, nullptr)), table_(std::move(other.table_)) {
+    other.table_ = BlockTable();
+  }
+  BlockLease& operator=(BlockLease&& other) noexcept;
+  BlockLease(const BlockLease&) = delete;
+  BlockLease& operator=(const BlockLease&) = delete;
+  ~BlockLease() { Release(); }
+
+  const BlockTable& table() const { return table_; }
+  const std::vector<int32_t>& blocks() const { return table_.blocks; }
+  int64_t num_tokens() const { return table_.num_tokens; }
+
+  // As BlockManager's, on this lease's table.
+  int32_t BlocksNeeded(int64_t new_tokens) const {
+    return manager_->BlocksNeeded(table_, new_tokens);
+  }
+  absl::Status Reserve(int64_t new_tokens, std::vector<BlockCopy>* copies) {
+    return manager_->Reserve(table_, new_tokens, copies);
+  }
+  void Truncate(int64_t n) { manager_->Truncate(table_, n); }
+  // Counts n reserved positions as computed (their KV is written).
+  void Commit(int64_t n) { table_.num_tokens += n; }
+  // A new lease sharing this one's blocks (copy-on-write).
+  BlockLease Fork() const;
+  // Releases every block now; the lease stays usable, empty.
+  void Release() {
+    if (manager_ != nullptr) manager_->Release(table_);
+  }
+
+ private:
+  BlockManager* manager_ = nullptr;
+  BlockTable table_;
 };
 
 }  // namespace llm::kv

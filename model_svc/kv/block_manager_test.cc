@@ -1,5 +1,6 @@
 #include "model_svc/kv/block_manager.h"
 
+#include <memory>
 #include <set>
 
 #include "gmock/gmock.h"
@@ -139,6 +140,55 @@ TEST(BlockManagerTest, ForkDoesNotShareReservedButUnusedBlocks) {
   EXPECT_EQ(m.ref_count(parent.blocks[1]), 1);
   m.Release(parent);
   m.Release(child);
+  EXPECT_EQ(m.num_free(), 16);
+}
+
+TEST(BlockLeaseTest, DestructorReleasesEveryBlock) {
+  BlockManager m(16, 4);
+  std::vector<BlockCopy> copies;
+  {
+    BlockLease lease(&m);
+    ASSERT_TRUE(lease.Reserve(9, &copies).ok());
+    lease.Commit(9);
+    EXPECT_EQ(lease.num_tokens(), 9);
+    EXPECT_EQ(lease.blocks().size(), 3u);
+    EXPECT_EQ(m.num_free(), 13);
+  }
+  EXPECT_EQ(m.num_free(), 16);
+}
+
+TEST(BlockLeaseTest, MoveTransfersAndAssignmentReleasesTheOld) {
+  BlockManager m(16, 4);
+  std::vector<BlockCopy> copies;
+  BlockLease a(&m);
+  ASSERT_TRUE(a.Reserve(4, &copies).ok());
+  a.Commit(4);
+  BlockLease b(std::move(a));
+  EXPECT_EQ(b.blocks().size(), 1u);
+  EXPECT_EQ(m.num_free(), 15);
+  BlockLease c(&m);
+  ASSERT_TRUE(c.Reserve(8, &copies).ok());
+  EXPECT_EQ(m.num_free(), 13);
+  c = std::move(b);  // c's two blocks go back; b's one is c's now
+  EXPECT_EQ(m.num_free(), 15);
+  EXPECT_EQ(c.num_tokens(), 4);
+  c = BlockLease();
+  EXPECT_EQ(m.num_free(), 16);
+}
+
+TEST(BlockLeaseTest, ForkSharesUntilBothAreGone) {
+  BlockManager m(16, 4);
+  std::vector<BlockCopy> copies;
+  auto parent = std::make_unique<BlockLease>(&m);
+  ASSERT_TRUE(parent->Reserve(6, &copies).ok());
+  parent->Commit(6);
+  BlockLease child = parent->Fork();
+  EXPECT_EQ(child.blocks(), parent->blocks());
+  EXPECT_EQ(m.ref_count(child.blocks()[0]), 2);
+  parent.reset();
+  EXPECT_EQ(m.ref_count(child.blocks()[0]), 1);
+  EXPECT_EQ(m.num_free(), 14);
+  child.Truncate(0);
   EXPECT_EQ(m.num_free(), 16);
 }
 

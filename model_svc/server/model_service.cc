@@ -598,8 +598,14 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Truncate(grpc::CallbackServerContext
   absl::StatusOr<engine::Engine*> admitted = Admit(*context, *request, &request->session_id());
   if (!admitted.ok()) return FinishNow(metrics_, &log, context, admitted.status());
   engine::Engine* e = *admitted;
-  return FinishNow(metrics_, &log, context,
-                   e->Truncate(request->session_id(), request->num_tokens()));
+  // The engine answers at once, or after one step when the session's
+  // lookahead step is being computed: the callback thread never waits.
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  e->TruncateAsync(request->session_id(), request->num_tokens(),
+                   [reactor, metrics = metrics_, log = std::move(log)](absl::Status s) mutable {
+                     reactor->Finish(Counted(metrics, &log, s));
+                   });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* ModelServiceImpl::Fork(grpc::CallbackServerContext* context,
@@ -613,9 +619,13 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Fork(grpc::CallbackServerContext* co
   }
   if (!admitted.ok()) return FinishNow(metrics_, &log, context, admitted.status());
   engine::Engine* e = *admitted;
-  absl::StatusOr<std::string> id = e->Fork(request->session_id());
-  if (id.ok()) response->set_session_id(std::move(*id));
-  return FinishNow(metrics_, &log, context, id.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();  // as Truncate's
+  e->ForkAsync(request->session_id(), [reactor, response, metrics = metrics_, log = std::move(log)](
+                                          absl::StatusOr<std::string> id) mutable {
+    if (id.ok()) response->set_session_id(std::move(*id));
+    reactor->Finish(Counted(metrics, &log, id.status()));
+  });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* ModelServiceImpl::Release(grpc::CallbackServerContext* context,

@@ -1,0 +1,61 @@
+#include "model_svc/engine/runner.h"
+
+#include <cstdint>
+
+namespace llm::engine {
+namespace {
+
+// The encoding of the logits of row `i` of a request that wants every row:
+// the request's own, or for a scored prompt's rows before the last its top
+// ids and the next token's logit.
+model::LogitsSpec RowSpec(const AppendRequest& r, int64_t i) {
+  if (r.prompt_logprobs < 0 || i + 1 >= static_cast<int64_t>(r.tokens.size())) return r.logits;
+  return {model::LogitsEncoding::kTopN, r.prompt_logprobs, r.tokens[i + 1]};
+}
+
+}  // namespace
+
+void Runner::Prepare(const StepPlan& plan) {
+  batch_.tokens.clear();
+  batch_.positions.clear();
+  batch_.sequences.clear();
+  batch_.logit_rows.clear();
+  specs_.clear();
+  for (const ScheduledChunk& sc : plan.chunks) {
+    model::SequenceStep seq;
+    seq.first_row = static_cast<int64_t>(batch_.tokens.size());
+    seq.num_new = sc.chunk;
+    seq.start_pos = sc.session->kv.num_tokens();
+    seq.blocks = sc.session->kv.blocks();
+    if (sc.guess) {  // one token, its logits
+      batch_.tokens.push_back(sc.session->ahead_token);
+      batch_.positions.push_back(static_cast<int32_t>(seq.start_pos));
+      batch_.logit_rows.push_back(seq.first_row);
+      specs_.push_back(sc.session->ahead_spec);
+      batch_.sequences.push_back(seq);
+      continue;
+    }
+    const Work& p = *sc.session->work;
+    for (int64_t i = 0; i < sc.chunk; ++i) {
+      batch_.tokens.push_back(p.request.tokens[p.offset + i]);
+      batch_.positions.push_back(static_cast<int32_t>(seq.start_pos + i));
+    }
+    if (p.request.every_row()) {
+      for (int64_t i = 0; i < sc.chunk; ++i) {
+        batch_.logit_rows.push_back(seq.first_row + i);
+        specs_.push_back(RowSpec(p.request, p.offset + i));
+      }
+    } else if (sc.chunk == p.remaining()) {
+      batch_.logit_rows.push_back(seq.first_row + sc.chunk - 1);
+      specs_.push_back(p.request.logits);
+    }
+    batch_.sequences.push_back(seq);
+  }
+  for (const kv::BlockCopy& copy : plan.copies) model_->backend().CopyKvBlock(copy.src, copy.dst);
+}
+
+absl::Status Runner::Forward(std::vector<model::Logits>* logits) {
+  return model_->Forward(batch_, specs_, logits);
+}
+
+}  // namespace llm::engine

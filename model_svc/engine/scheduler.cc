@@ -1,0 +1,65 @@
+#include "model_svc/engine/scheduler.h"
+
+#include <algorithm>
+
+namespace llm::engine {
+void Schedule(const std::deque<Session*>& queue, const std::deque<Session*>& guesses,
+              const SchedulerLimits& limits, const kv::BlockManager& blocks, Evictor evict,
+              StepPlan* plan) {
+  plan->Clear();
+  int64_t budget = limits.max_step_tokens;
+  int64_t logit_budget = limits.max_logit_rows;
+  std::vector<Session*> blocked;  // no KV blocks for them this step
+  auto try_schedule = [&](Session* s) {
+    const Work& w = *s->work;
+    int64_t chunk = std::min(w.remaining(), budget);
+    if (w.request.every_row()) chunk = std::min(chunk, logit_budget);
+    if (chunk <= 0) return;
+    const bool wants_logits = w.request.every_row() || chunk == w.remaining();
+    if (wants_logits && logit_budget <= 0) return;
+    const int32_t needed = s->kv.BlocksNeeded(chunk);
+    if (needed > blocks.num_free() && !evict(needed)) {
+      blocked.push_back(s);
+      return;
+    }
+    if (!s->kv.Reserve(chunk, &plan->copies).ok()) return;
+    plan->chunks.push_back(ScheduledChunk{s, chunk});
+    budget -= chunk;
+    if (wants_logits) logit_budget -= w.request.every_row() ? chunk : 1;
+  };
+  for (Session* s : queue) {
+    if (s->cancelled()) plan->cancelled.push_back(s);
+  }
+  auto not_cancelled = [&](const Session* s) {
+    return std::find(plan->cancelled.begin(), plan->cancelled.end(), s) == plan->cancelled.end();
+  };
+  // Decodes first, then prefill chunks in arrival order, then lookahead
+  // guesses: a guess takes only what the callers' requests leave.
+  for (Session* s : queue) {
+    if (s->work->remaining() == 1 && not_cancelled(s)) try_schedule(s);
+  }
+  for (Session* s : queue) {
+    if (budget <= 0) break;
+    if (s->work->remaining() > 1 && not_cancelled(s)) try_schedule(s);
+  }
+  for (Session* s : guesses) {
+    if (s->guess_cancelled()) {
+      plan->dropped.push_back(s);
+      continue;
+    }
+    if (budget <= 0 || logit_budget <= 0) continue;
+    if (s->kv.BlocksNeeded(1) > blocks.num_free()) {
+      plan->dropped.push_back(s);  // a guess evicts no one
+      continue;
+    }
+    if (!s->kv.Reserve(1, &plan->copies).ok()) continue;
+    plan->chunks.push_back(ScheduledChunk{s, 1, /*guess=*/true});
+    budget -= 1;
+    logit_budget -= 1;
+  }
+  // Blocked requests wait while others make progress (finishing frees
+  // blocks or makes sessions evictable); when nothing can run, they fail.
+  if (plan->chunks.empty()) plan->failed = std::move(blocked);
+}
+
+}  // namespace llm::engine

@@ -1,0 +1,87 @@
+// The scheduler: which work the next step computes, as data.
+//
+// From the queue of sessions with a request (arrival order), the sessions
+// whose lookahead guess waits for a step, and the KV block pool, Schedule returns a
+// StepPlan: the rows to compute (one token of every waiting decode first,
+// then prefill chunks in arrival order, then the guesses as speculative
+// rows, within the step's token and logit-row budgets), the KV block copies
+// to perform before the forward, and what ends unrun this step (cancelled
+// requests and guesses, guesses without KV space, and, when nothing at all
+// can run, the requests that found no KV blocks). The engine performs the plan:
+// the runner computes its chunks, and the engine applies the result.
+//
+// Mutation: planning is all that Schedule does, except that it reserves the
+// KV blocks of every planned chunk on its session's lease (as vLLM's
+// scheduler allocates) and calls `evict` when the pool is short. It changes
+// no request or guess, completes nothing, and neither takes a lock nor calls
+// the model.
+// Threads: not thread-safe; the engine calls it under its mutex.
+// Cost: linear in the queue, times the number of ended requests.
+#ifndef LLM_MODEL_SVC_ENGINE_SCHEDULER_H_
+#define LLM_MODEL_SVC_ENGINE_SCHEDULER_H_
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "model_svc/engine/sequence.h"
+#include "model_svc/kv/block_manager.h"
+
+namespace llm::engine {
+
+// `chunk` tokens of the session's request, from its offset; or the
+// speculative row of the session's lookahead guess (one token, ahead_token,
+// whose logits come back as ahead_spec asks).
+struct ScheduledChunk {
+  Session* session;
+  int64_t chunk;
+  bool guess = false;
+  // Counted as a decode (statistics, the batch window): a guess is one.
+  bool decode() const { return guess || session->work->request.decode; }
+  // The logits this chunk returns: a row per token when the request wants
+  // every row, else one for its last token when the chunk ends it.
+  int64_t logit_rows() const {
+    if (guess) return 1;
+    if (session->work->request.every_row()) return chunk;
+    return chunk == session->work->remaining() ? 1 : 0;
+  }
+};
+
+struct StepPlan {
+  std::vector<ScheduledChunk> chunks;  // in the batch's order
+  std::vector<kv::BlockCopy> copies;   // to perform before the forward
+  std::vector<Session*> cancelled;     // requests that end now: CANCELLED
+  std::vector<Session*> failed;        // requests that end now: the KV pool is full
+  std::vector<Session*> dropped;       // guesses that end unrun
+  void Clear() {
+    chunks.clear();
+    copies.clear();
+    cancelled.clear();
+    failed.clear();
+    dropped.clear();
+  }
+};
+
+struct SchedulerLimits {
+  int64_t max_step_tokens = 512;  // tokens per step
+  int64_t max_logit_rows = 512;   // logit rows per step
+};
+
+// Frees idle sessions until `needed` blocks are free; false if it cannot.
+using Evictor = absl::FunctionRef<bool(int32_t needed)>;
+
+// Fills `plan` (cleared first) with the next step over `queue` and
+// `guesses` (sessions whose guess waits, in the order they were made). A
+// cancellation is read once: a request or guess planned now runs this step
+// (its flag may be set meanwhile; the next plan ends it). A guess never
+// evicts: without KV space it is dropped. A request without KV space (after
+// eviction) waits while others make progress, and fails when the plan has
+// no chunk.
+void Schedule(const std::deque<Session*>& queue, const std::deque<Session*>& guesses,
+              const SchedulerLimits& limits, const kv::BlockManager& blocks, Evictor evict,
+              StepPlan* plan);
+
+}  // namespace llm::engine
+
+#endif  // LLM_MODEL_SVC_ENGINE_SCHEDULER_H_
