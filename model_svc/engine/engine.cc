@@ -180,7 +180,9 @@ class Engine::Impl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (AwaitsGuess(id)) {
       commands_.push_back(
-          [this, id, n, done = std::move(done)]() mutable ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          // Run by RunCommands, with mu_ held. (No lock annotation on the
+          // lambda: clang takes none after `mutable`.)
+          [this, id, n, done = std::move(done)]() mutable {
             return TruncateLocked(id, n, std::move(done));
           });
       return nullptr;
@@ -198,10 +200,9 @@ class Engine::Impl {
   // As TruncateLocked, for Fork.
   Deferred ForkLocked(const std::string& id, ForkCallback done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (AwaitsGuess(id)) {
-      commands_.push_back(
-          [this, id, done = std::move(done)]() mutable ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-            return ForkLocked(id, std::move(done));
-          });
+      commands_.push_back([this, id, done = std::move(done)]() mutable {  // with mu_ held, as above
+        return ForkLocked(id, std::move(done));
+      });
       return nullptr;
     }
     Session* parent = nullptr;
