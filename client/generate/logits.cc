@@ -84,8 +84,10 @@ void TopLogprobs(const sampler::LogitsInput& input, int32_t k, std::vector<TopLo
   const size_t take = std::min<size_t>(std::max(k, 0), logits.size());
   if (take == 0) return;
   auto id_of = [&](size_t i) { return input.is_top_n() ? ids[i] : static_cast<int32_t>(i); };
-  // Indexes into `logits`, the best `take` first.
-  std::vector<uint32_t> order(logits.size());
+  // Indexes into `logits`, the best `take` first (a buffer kept per thread:
+  // no allocation per token).
+  thread_local std::vector<uint32_t> order;
+  order.resize(logits.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
   std::partial_sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(take), order.end(),
                     [&](uint32_t a, uint32_t b) {
