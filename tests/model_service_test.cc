@@ -352,6 +352,7 @@ TEST_F(ModelServerTest, InfoDescribesTheModelAndTheLimits) {
   EXPECT_EQ(info.kv_cache_blocks(), kMainKvCacheMb * (1 << 20) / BlockBytes());
   EXPECT_EQ(info.kv_block_size(), 16);
   EXPECT_DOUBLE_EQ(info.session_ttl_seconds(), 3600);
+  EXPECT_TRUE(info.prefix_cache());
 }
 
 TEST_F(ModelServerTest, PrefillNewSessionInEveryEncoding) {
@@ -427,6 +428,28 @@ TEST_F(ModelServerTest, PrefillAppendsToAnExistingSession) {
   EXPECT_EQ(b.num_tokens(), 12);
   ExpectSameLogits(Float32s(b.logits()), ReferenceLogits(both), "appended vs in one prefill");
   EXPECT_TRUE(Release(stub(), a.session_id()).ok());
+}
+
+// The prefix cache (on by default): a new session whose prompt starts with
+// another's finds its full blocks (16 positions each) and says how many
+// tokens it did not compute; its logits equal those of appending to the
+// first session, which computed everything.
+TEST_F(ModelServerTest, PrefillReportsCachedTokensAndTheSameLogits) {
+  const std::vector<int32_t> prompt = Tokens(997, 40);
+  const std::vector<int32_t> more = Tokens(998, 2);
+  std::vector<int32_t> both = prompt;
+  both.insert(both.end(), more.begin(), more.end());
+
+  const v1::PrefillResponse a = MustPrefill(stub(), "", prompt);
+  EXPECT_EQ(a.cached_tokens(), 0);
+  const v1::PrefillResponse b = MustPrefill(stub(), "", both);
+  EXPECT_EQ(b.cached_tokens(), 32);
+  EXPECT_EQ(b.num_tokens(), 42);
+  const v1::PrefillResponse a2 = MustPrefill(stub(), a.session_id(), more);
+  EXPECT_EQ(a2.cached_tokens(), 0);
+  ExpectSameLogits(Float32s(b.logits()), Float32s(a2.logits()), "cached vs computed");
+  EXPECT_TRUE(Release(stub(), a.session_id()).ok());
+  EXPECT_TRUE(Release(stub(), b.session_id()).ok());
 }
 
 // prompt_logprobs: one score per appended token after the first, each the

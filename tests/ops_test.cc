@@ -66,7 +66,9 @@ TEST(MetricsTest, ModelServerReportsLatenciesTokensSessionsAndRejections) {
        {"llm_time_to_first_token_seconds", "llm_inter_token_latency_seconds",
         "llm_prompt_tokens_total", "llm_generation_tokens_total", "llm_num_requests_running",
         "llm_num_requests_waiting", "llm_kv_cache_usage_perc", "llm_sessions",
-        "llm_sessions_evicted_total", "llm_sessions_expired_total", "llm_session_reuse_total"}) {
+        "llm_sessions_evicted_total", "llm_sessions_expired_total", "llm_session_reuse_total",
+        "llm_prefix_cache_queries_total", "llm_prefix_cache_hits_total",
+        "llm_kv_cache_cached_blocks"}) {
     EXPECT_THAT(before, HasSubstr(StrCat("# TYPE ", name, " "))) << name;
   }
   EXPECT_EQ(Sample(before, "llm_sessions"), 0.0);
@@ -141,6 +143,9 @@ TEST(MetricsTest, ModelServerReportsLatenciesTokensSessionsAndRejections) {
   EXPECT_EQ(Sample(after, "llm_prompt_tokens_total"), 7.0);
   EXPECT_EQ(Sample(after, "llm_generation_tokens_total"), 5.0);
   EXPECT_EQ(Sample(after, "llm_session_reuse_total"), 1.0);
+  // Both Prefills looked the cache up (7 tokens); 5 and 7 tokens fill no block.
+  EXPECT_EQ(Sample(after, "llm_prefix_cache_queries_total"), 7.0);
+  EXPECT_EQ(Sample(after, "llm_prefix_cache_hits_total"), 0.0);
   EXPECT_EQ(Sample(after, "llm_sessions"), 1.0);
   EXPECT_GT(Sample(after, "llm_kv_cache_usage_perc").value_or(0), 0.0);
   // A labelled family appears with its first sample.

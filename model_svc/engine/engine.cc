@@ -23,6 +23,8 @@
 namespace llm::engine {
 namespace {
 
+constexpr uint64_t kPrefixSeed = 0x6c6c6d2d6b762d31;  // "llm-kv-1"
+
 bool SameSpec(const model::LogitsSpec& a, const model::LogitsSpec& b) {
   return a.encoding == b.encoding &&
          (a.encoding != model::LogitsEncoding::kTopN || a.top_n == b.top_n);
@@ -49,6 +51,12 @@ class Engine::Impl {
         before_step_(std::move(before_step)),
         blocks_(model_->options().kv_blocks, model_->options().kv_block_size),
         sessions_(&blocks_, options.session_prefix, options.max_sessions, std::random_device{}()) {
+    if (options.prefix_cache) {
+      absl::MutexLock lock(&mu_);
+      // One model per pool: the KV of a position depends only on the tokens
+      // up to it, so every chain starts from the same seed.
+      blocks_.EnablePrefixCache(kPrefixSeed);
+    }
     loop_ = std::thread([this] { Loop(); });
   }
 
@@ -125,6 +133,7 @@ class Engine::Impl {
     s.waiting = Queued() - running_;
     s.kv_blocks_total = blocks_.num_blocks();
     s.kv_blocks_free = blocks_.num_free();
+    s.kv_blocks_cached = blocks_.num_cached();
     return s;
   }
 
@@ -351,6 +360,30 @@ class Engine::Impl {
     submitted_.fetch_add(1, std::memory_order_release);
   }
 
+  // Prefix cache: a queued request of which nothing was computed yet, on a
+  // session ending on a block boundary, skips the longest run of cached
+  // blocks holding its next tokens (BlockManager::Reuse), which the session
+  // then shares. Looked up before every step until the request's first chunk
+  // runs, so that requests queued behind one computing the same prefix find
+  // the blocks that each step completes.
+  void ReuseCachedPrefix(Session* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Work& p = *s->work;
+    const int64_t n = p.remaining();
+    if (p.offset != p.reused || n < 2 || p.request.every_row()) return;
+    if (!p.looked_up) {
+      p.looked_up = true;
+      stats_.prefix_cache_queries += n;
+    }
+    const int64_t reused = s->kv.Reuse(p.request.tokens.data() + p.offset, n);
+    if (reused == 0) return;
+    s->tokens.insert(s->tokens.end(), p.request.tokens.begin() + p.offset,
+                     p.request.tokens.begin() + p.offset + reused);
+    p.offset += reused;
+    p.reused += reused;
+    (p.request.decode ? s->decoded : s->prefilled) += reused;
+    stats_.prefix_cache_hits += reused;
+  }
+
   // Queues the computation of `token`, the guess at the next token of the
   // idle session s, whose last request asked for `spec` and had `cancel`.
   void StartAhead(Session* s, int32_t token, const model::LogitsSpec& spec,
@@ -451,6 +484,11 @@ class Engine::Impl {
     const SchedulerLimits limits{
         std::min(options_.max_batch_tokens, model_->options().max_step_tokens),
         model_->options().max_logit_rows};
+    if (blocks_.prefix_cache()) {
+      for (Session* s : active_) {
+        if (!s->cancelled()) ReuseCachedPrefix(s);
+      }
+    }
     Schedule(
         active_, guesses_, limits, blocks_,
         [this](int32_t needed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return EvictFor(needed); },
@@ -501,7 +539,7 @@ class Engine::Impl {
         std::vector<model::Logits> guess_logits;
         if (status.ok()) {
           s->tokens.push_back(s->ahead_token);
-          s->kv.Commit(1);
+          s->kv.Commit(1, s->tokens);
           guess_logits.push_back(std::move(logits[next_logits++]));
         }
         guesses_.erase(std::find(guesses_.begin(), guesses_.end(), s));
@@ -513,7 +551,7 @@ class Engine::Impl {
       if (status.ok()) {
         s.tokens.insert(s.tokens.end(), p.request.tokens.begin() + p.offset,
                         p.request.tokens.begin() + p.offset + sc.chunk);
-        s.kv.Commit(sc.chunk);
+        s.kv.Commit(sc.chunk, s.tokens);
         (p.request.decode ? s.decoded : s.prefilled) += sc.chunk;
         (p.request.decode ? stats_.decode_tokens : stats_.prefill_tokens) += sc.chunk;
         const int64_t rows = sc.logit_rows();
@@ -528,6 +566,7 @@ class Engine::Impl {
           AppendResult r;
           r.session_id = s.id;
           r.num_tokens = static_cast<int64_t>(s.tokens.size());
+          r.cached_tokens = p.reused;
           r.logits = std::move(p.logits);
           if (p.request.lookahead && !s.released && !r.logits.empty()) {
             guess = model::Argmax(r.logits.back());

@@ -7,6 +7,13 @@
 // order up to `max_batch_tokens` (chunked prefill: a long prompt spreads over
 // several steps and never stalls the decodes of other sessions).
 //
+// Prefix cache (EngineOptions::prefix_cache): the full KV blocks that any
+// session computed stay named by their prefix, also after the session ends
+// (until the pool needs them, least recently freed first); a request on a
+// session whose tokens end on a block boundary (a new one, for instance)
+// shares the longest run of them that holds its first tokens and computes
+// only the rest. Requests that want every row's logits compute everything.
+//
 // Errors (ARCHITECTURE.md's table): unknown session NOT_FOUND; token id out
 // of range or an empty request INVALID_ARGUMENT; past the context
 // OUT_OF_RANGE; KV pool or session limit full RESOURCE_EXHAUSTED; a session
@@ -55,6 +62,11 @@ struct EngineOptions {
   // Prepended to the 16 hex characters of every session id; the model server
   // passes "<--session_prefix><pod>.<epoch>." (its replica id and a dot).
   std::string session_prefix;
+  // Automatic prefix caching (kv/block_manager.h): a request starts after
+  // the longest run of cached full KV blocks that hold its first tokens, so
+  // that sessions sharing a prompt prefix compute it once. Exact: a cached
+  // prefix gives the same logits, bit for bit, as computing it.
+  bool prefix_cache = true;
 };
 
 // A cancellation flag shared between a caller and the engine.
@@ -82,7 +94,8 @@ struct AppendRequest {
 
 struct AppendResult {
   std::string session_id;
-  int64_t num_tokens = 0;  // tokens in the session afterwards
+  int64_t num_tokens = 0;     // tokens in the session afterwards
+  int64_t cached_tokens = 0;  // appended tokens found in the prefix cache, not computed
   // The last token's, or every token's with all_logits / prompt_logprobs.
   std::vector<model::Logits> logits;
 };
@@ -117,6 +130,11 @@ struct EngineStats {
   int64_t lookahead_hits = 0;   // guesses a request then appended
   int64_t evicted_sessions = 0;
   int64_t expired_sessions = 0;
+  // Prefix cache: tokens of the prefill requests that looked a prefix up,
+  // and tokens found cached (not computed).
+  int64_t prefix_cache_queries = 0;
+  int64_t prefix_cache_hits = 0;
+  int32_t kv_blocks_cached = 0;  // free blocks holding a cached prefix
   // When the step loop last went round (it does at least once a second, idle
   // or not, unless a step hangs); InfinitePast before it starts.
   absl::Time heartbeat = absl::InfinitePast();

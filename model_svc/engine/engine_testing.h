@@ -89,6 +89,7 @@ struct EngineSetup {
   int64_t max_sessions = 16;
   absl::Duration ttl = absl::Minutes(5);
   int threads = 2;
+  bool prefix_cache = true;
 };
 
 inline std::unique_ptr<Engine> MakeEngine(const EngineSetup& setup = {}) {
@@ -103,6 +104,7 @@ inline std::unique_ptr<Engine> MakeEngine(const EngineSetup& setup = {}) {
   eo.max_batch_tokens = setup.max_batch_tokens;
   eo.max_sessions = setup.max_sessions;
   eo.session_ttl = setup.ttl;
+  eo.prefix_cache = setup.prefix_cache;
   std::function<void()> before_step;
   if (setup.gate != nullptr) before_step = [gate = setup.gate] { gate->Pass(); };
   auto e = EngineTestPeer::CreateWithStepHook(*std::move(m), eo, std::move(before_step));

@@ -22,8 +22,8 @@ class SchedulerTest : public ::testing::Test {
     s->kv = kv::BlockLease(&blocks_);
     std::vector<kv::BlockCopy> copies;
     EXPECT_TRUE(s->kv.Reserve(n, &copies).ok());
-    s->kv.Commit(n);
     s->tokens.assign(n, 1);
+    s->kv.Commit(n, s->tokens);
     s->busy = true;
     sessions_.push_back(std::move(s));
     return sessions_.back().get();

@@ -29,7 +29,11 @@ struct Work {
   AppendRequest request;
   AppendCallback done;
   bool new_session = false;  // the request created the session
-  int64_t offset = 0;        // tokens of the request already computed
+  int64_t offset = 0;        // tokens of the request already computed (or found cached)
+  // Prefix cache: the first `reused` tokens were found cached, not computed;
+  // `looked_up` once the request has been counted as a query.
+  int64_t reused = 0;
+  bool looked_up = false;
   std::vector<model::Logits> logits;
   int64_t remaining() const { return static_cast<int64_t>(request.tokens.size()) - offset; }
 };

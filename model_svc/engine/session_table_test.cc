@@ -16,8 +16,8 @@ const absl::Time kT0 = absl::FromUnixSeconds(1000);
 void Append(Session& s, int n) {
   std::vector<kv::BlockCopy> copies;
   ASSERT_TRUE(s.kv.Reserve(n, &copies).ok());
-  s.kv.Commit(n);
   for (int i = 0; i < n; ++i) s.tokens.push_back(i);
+  s.kv.Commit(n, s.tokens);
 }
 
 TEST(SessionTableTest, CreateGivesFreshPrefixedIdsAndFindsThem) {

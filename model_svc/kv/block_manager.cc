@@ -1,15 +1,43 @@
 #include "model_svc/kv/block_manager.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/strings.h"
 
 namespace llm::kv {
+namespace {
+
+// splitmix64's finaliser: every input bit moves every output bit.
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
 
 BlockManager::BlockManager(int32_t num_blocks, int32_t block_size)
     : block_size_(block_size), ref_counts_(num_blocks, 0) {
   free_.reserve(num_blocks);
   for (int32_t b = num_blocks - 1; b >= 0; --b) free_.push_back(b);
+}
+
+void BlockManager::EnablePrefixCache(uint64_t seed) {
+  prefix_cache_ = true;
+  seed_ = seed;
+  const size_t n = ref_counts_.size();
+  names_.assign(n, Name());
+  block_tokens_.assign(n * static_cast<size_t>(block_size_), 0);
+  prev_.assign(n, kNone);
+  next_.assign(n, kNone);
+}
+
+uint64_t BlockManager::Chain(uint64_t parent, const int32_t* tokens) const {
+  uint64_t h = Mix(parent);
+  for (int32_t i = 0; i < block_size_; ++i) h = Mix(h ^ static_cast<uint32_t>(tokens[i]));
+  return h == kUnnamed ? 1 : h;
 }
 
 int32_t BlockManager::BlocksNeeded(const BlockTable& table, int64_t new_tokens) const {
@@ -52,6 +80,49 @@ absl::Status BlockManager::Reserve(BlockTable& table, int64_t new_tokens,
   return absl::OkStatus();
 }
 
+void BlockManager::Commit(BlockTable& table, int64_t n, const std::vector<int32_t>& tokens) {
+  table.num_tokens += n;
+  if (!prefix_cache_) return;
+  const size_t full = static_cast<size_t>(table.num_tokens / block_size_);
+  while (table.hashes.size() < full) {
+    const size_t i = table.hashes.size();
+    const uint64_t parent = i == 0 ? seed_ : table.hashes.back();
+    const int32_t* block_tokens = tokens.data() + i * block_size_;
+    const uint64_t hash = Chain(parent, block_tokens);
+    table.hashes.push_back(hash);
+    Register(table.blocks[i], parent, hash, block_tokens);
+  }
+}
+
+int64_t BlockManager::Reuse(BlockTable& table, const int32_t* tokens, int64_t n) {
+  if (!prefix_cache_ || table.num_tokens % block_size_ != 0 ||
+      static_cast<int64_t>(table.blocks.size()) * block_size_ != table.num_tokens) {
+    return 0;
+  }
+  int64_t reused = 0;
+  uint64_t parent = table.hashes.empty() ? seed_ : table.hashes.back();
+  while (reused + block_size_ < n) {  // the last token stays to compute
+    const int32_t* block_tokens = tokens + reused;
+    const uint64_t hash = Chain(parent, block_tokens);
+    auto it = named_.find(hash);
+    if (it == named_.end()) break;
+    const int32_t b = it->second;
+    if (names_[b].parent != parent ||
+        std::memcmp(&block_tokens_[static_cast<size_t>(b) * block_size_], block_tokens,
+                    sizeof(int32_t) * block_size_) != 0) {
+      break;  // a collision of names: not this prefix
+    }
+    if (ref_counts_[b] == 0) UnlinkCached(b);
+    ++ref_counts_[b];
+    table.blocks.push_back(b);
+    table.hashes.push_back(hash);
+    table.num_tokens += block_size_;
+    reused += block_size_;
+    parent = hash;
+  }
+  return reused;
+}
+
 void BlockManager::Fork(const BlockTable& parent, BlockTable& child) {
   Release(child);
   // Only the blocks holding positions: blocks reserved past them stay private.
@@ -59,6 +130,7 @@ void BlockManager::Fork(const BlockTable& parent, BlockTable& child) {
   child.blocks.assign(parent.blocks.begin(),
                       parent.blocks.begin() + std::min(used, parent.blocks.size()));
   child.num_tokens = parent.num_tokens;
+  child.hashes = parent.hashes;
   for (int32_t b : child.blocks) ++ref_counts_[b];
 }
 
@@ -70,23 +142,72 @@ void BlockManager::Truncate(BlockTable& table, int64_t n) {
     table.blocks.pop_back();
   }
   table.num_tokens = n;
+  if (!prefix_cache_) return;
+  table.hashes.resize(std::min(table.hashes.size(), static_cast<size_t>(n / block_size_)));
+  if (n % block_size_ != 0) {
+    const int32_t cut = table.blocks.back();  // its positions past n will be written
+    if (ref_counts_[cut] == 1) Unregister(cut);
+  }
 }
 
 void BlockManager::Release(BlockTable& table) {
-  for (int32_t b : table.blocks) Unref(b);
+  for (auto it = table.blocks.rbegin(); it != table.blocks.rend(); ++it) Unref(*it);
   table.blocks.clear();
+  table.hashes.clear();
   table.num_tokens = 0;
 }
 
 int32_t BlockManager::Take() {
-  const int32_t b = free_.back();
-  free_.pop_back();
+  int32_t b;
+  if (!free_.empty()) {
+    b = free_.back();
+    free_.pop_back();
+  } else {  // evict the least recently freed cached block
+    b = oldest_;
+    UnlinkCached(b);
+    Unregister(b);
+  }
   ref_counts_[b] = 1;
   return b;
 }
 
 void BlockManager::Unref(int32_t block) {
-  if (--ref_counts_[block] == 0) free_.push_back(block);
+  if (--ref_counts_[block] > 0) return;
+  if (prefix_cache_ && names_[block].hash != kUnnamed) {
+    LinkCached(block);
+  } else {
+    free_.push_back(block);
+  }
+}
+
+void BlockManager::Register(int32_t block, uint64_t parent, uint64_t hash, const int32_t* tokens) {
+  if (names_[block].hash != kUnnamed) return;       // named already (a reused block)
+  if (!named_.emplace(hash, block).second) return;  // another block holds this prefix
+  names_[block] = Name{hash, parent};
+  std::memcpy(&block_tokens_[static_cast<size_t>(block) * block_size_], tokens,
+              sizeof(int32_t) * block_size_);
+}
+
+void BlockManager::Unregister(int32_t block) {
+  Name& name = names_[block];
+  if (name.hash == kUnnamed) return;
+  named_.erase(name.hash);
+  name = Name();
+}
+
+void BlockManager::LinkCached(int32_t block) {
+  prev_[block] = newest_;
+  next_[block] = kNone;
+  (newest_ == kNone ? oldest_ : next_[newest_]) = block;
+  newest_ = block;
+  ++num_cached_;
+}
+
+void BlockManager::UnlinkCached(int32_t block) {
+  (prev_[block] == kNone ? oldest_ : next_[prev_[block]]) = next_[block];
+  (next_[block] == kNone ? newest_ : prev_[next_[block]]) = prev_[block];
+  prev_[block] = next_[block] = kNone;
+  --num_cached_;
 }
 
 BlockLease& BlockLease::operator=(BlockLease&& other) noexcept {

@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <set>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -149,7 +150,7 @@ TEST(BlockLeaseTest, DestructorReleasesEveryBlock) {
   {
     BlockLease lease(&m);
     ASSERT_TRUE(lease.Reserve(9, &copies).ok());
-    lease.Commit(9);
+    lease.Commit(9, std::vector<int32_t>(9, 1));
     EXPECT_EQ(lease.num_tokens(), 9);
     EXPECT_EQ(lease.blocks().size(), 3u);
     EXPECT_EQ(m.num_free(), 13);
@@ -162,7 +163,7 @@ TEST(BlockLeaseTest, MoveTransfersAndAssignmentReleasesTheOld) {
   std::vector<BlockCopy> copies;
   BlockLease a(&m);
   ASSERT_TRUE(a.Reserve(4, &copies).ok());
-  a.Commit(4);
+  a.Commit(4, std::vector<int32_t>(4, 1));
   BlockLease b(std::move(a));
   EXPECT_EQ(b.blocks().size(), 1u);
   EXPECT_EQ(m.num_free(), 15);
@@ -181,7 +182,7 @@ TEST(BlockLeaseTest, ForkSharesUntilBothAreGone) {
   std::vector<BlockCopy> copies;
   auto parent = std::make_unique<BlockLease>(&m);
   ASSERT_TRUE(parent->Reserve(6, &copies).ok());
-  parent->Commit(6);
+  parent->Commit(6, std::vector<int32_t>(6, 1));
   BlockLease child = parent->Fork();
   EXPECT_EQ(child.blocks(), parent->blocks());
   EXPECT_EQ(m.ref_count(child.blocks()[0]), 2);
@@ -190,6 +191,151 @@ TEST(BlockLeaseTest, ForkSharesUntilBothAreGone) {
   EXPECT_EQ(m.num_free(), 14);
   child.Truncate(0);
   EXPECT_EQ(m.num_free(), 16);
+}
+
+// The prefix cache, with blocks of 4 positions.
+class PrefixCacheTest : public ::testing::Test {
+ protected:
+  PrefixCacheTest() : m_(8, 4) { m_.EnablePrefixCache(42); }
+
+  // Appends `tokens` to the sequence (tokens_ holds its tokens).
+  void Append(BlockTable& t, std::vector<int32_t>& seq, const std::vector<int32_t>& tokens) {
+    std::vector<BlockCopy> copies;
+    ASSERT_TRUE(m_.Reserve(t, static_cast<int64_t>(tokens.size()), &copies).ok());
+    copies_.insert(copies_.end(), copies.begin(), copies.end());
+    seq.insert(seq.end(), tokens.begin(), tokens.end());
+    m_.Commit(t, static_cast<int64_t>(tokens.size()), seq);
+  }
+  int64_t Reuse(BlockTable& t, const std::vector<int32_t>& tokens) {
+    return m_.Reuse(t, tokens.data(), static_cast<int64_t>(tokens.size()));
+  }
+
+  BlockManager m_;
+  std::vector<BlockCopy> copies_;
+};
+
+const std::vector<int32_t> kTen = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+
+TEST_F(PrefixCacheTest, ReleasedFullBlocksAreReusedAndTheLastTokenIsLeftToCompute) {
+  BlockTable a;
+  std::vector<int32_t> sa;
+  Append(a, sa, kTen);
+  EXPECT_EQ(a.hashes.size(), 2u);  // positions 0-7; 8-9 are a partial block
+  const std::vector<int32_t> full = a.blocks;
+  m_.Release(a);
+  EXPECT_EQ(m_.num_free(), 8);
+  EXPECT_EQ(m_.num_cached(), 2);
+
+  BlockTable b;
+  EXPECT_EQ(Reuse(b, kTen), 8);
+  EXPECT_EQ(b.num_tokens, 8);
+  EXPECT_EQ(b.blocks, std::vector<int32_t>(full.begin(), full.begin() + 2));
+  EXPECT_EQ(m_.num_cached(), 0);
+  EXPECT_EQ(m_.ref_count(b.blocks[0]), 1);
+
+  // Eight tokens: the second block would hold the last one, which must be
+  // computed for its logits; only the first is reused.
+  BlockTable c;
+  EXPECT_EQ(Reuse(c, std::vector<int32_t>(kTen.begin(), kTen.begin() + 8)), 4);
+  EXPECT_EQ(m_.ref_count(c.blocks[0]), 2);
+}
+
+TEST_F(PrefixCacheTest, ADifferentTokenOrParentEndsTheMatch) {
+  BlockTable a;
+  std::vector<int32_t> sa;
+  Append(a, sa, kTen);
+  std::vector<int32_t> other = kTen;
+  other[5] = 99;  // in the second block
+  BlockTable b;
+  EXPECT_EQ(Reuse(b, other), 4);
+  // The same tokens in the second block after a different first block: the
+  // chain differs.
+  std::vector<int32_t> shifted = kTen;
+  shifted[0] = 77;
+  BlockTable c;
+  EXPECT_EQ(Reuse(c, shifted), 0);
+  EXPECT_TRUE(c.blocks.empty());
+}
+
+TEST_F(PrefixCacheTest, ReuseExtendsAFullTableOnly) {
+  BlockTable a;
+  std::vector<int32_t> sa;
+  Append(a, sa, kTen);
+  m_.Release(a);
+  BlockTable b;
+  std::vector<int32_t> sb;
+  Append(b, sb, {1, 2, 3, 4});
+  // b ends on a block boundary: the next block of the chain is found.
+  EXPECT_EQ(Reuse(b, {5, 6, 7, 8, 9}), 4);
+  EXPECT_EQ(b.num_tokens, 8);
+  BlockTable c;
+  std::vector<int32_t> sc;
+  Append(c, sc, {1, 2});  // a partial block: nothing is reused
+  EXPECT_EQ(Reuse(c, {3, 4, 5, 6, 7, 8, 9}), 0);
+}
+
+TEST_F(PrefixCacheTest, EvictionTakesUnnamedBlocksFirstThenTheOldestChainsEnd) {
+  BlockTable a;
+  std::vector<int32_t> sa;
+  Append(a, sa, {1, 2, 3, 4, 5, 6, 7, 8});  // two named blocks
+  const std::vector<int32_t> named = a.blocks;
+  m_.Release(a);
+  EXPECT_EQ(m_.num_cached(), 2);
+  BlockTable b;
+  std::vector<int32_t> sb;
+  Append(b, sb, std::vector<int32_t>(24, 5));  // six blocks: every unnamed one
+  EXPECT_EQ(m_.num_cached(), 2);
+  Append(b, sb, {5, 5, 5, 5});  // one more: the chain's last block goes
+  EXPECT_EQ(m_.num_cached(), 1);
+  EXPECT_EQ(b.blocks.back(), named[1]);
+  BlockTable c;
+  EXPECT_EQ(Reuse(c, {1, 2, 3, 4, 5, 6, 7, 8, 9}), 4);  // the first block is still cached
+  EXPECT_EQ(c.blocks[0], named[0]);
+}
+
+TEST_F(PrefixCacheTest, TruncatingIntoANamedBlockUnnamesItUnlessShared) {
+  BlockTable a;
+  std::vector<int32_t> sa;
+  Append(a, sa, {1, 2, 3, 4, 5, 6, 7, 8});
+  m_.Truncate(a, 6);
+  sa.resize(6);
+  EXPECT_EQ(a.hashes.size(), 1u);
+  Append(a, sa, {60, 70});  // overwrites positions 6-7 in place (not shared)
+  EXPECT_TRUE(copies_.empty());
+  BlockTable b;
+  // The old second block's name is gone; the new one's holds {5, 6, 60, 70}.
+  EXPECT_EQ(Reuse(b, {1, 2, 3, 4, 5, 6, 7, 8, 0}), 4);
+  BlockTable c;
+  EXPECT_EQ(Reuse(c, {1, 2, 3, 4, 5, 6, 60, 70, 0}), 8);
+
+  // Shared: the truncated sequence copies the block before writing, and the
+  // cached prefix stays whole.
+  m_.Truncate(a, 6);
+  sa.resize(6);
+  Append(a, sa, {61, 71});
+  ASSERT_EQ(copies_.size(), 1u);
+  EXPECT_EQ(copies_[0].src, c.blocks[1]);
+  BlockTable d;
+  EXPECT_EQ(Reuse(d, {1, 2, 3, 4, 5, 6, 60, 70, 0}), 8);
+}
+
+TEST_F(PrefixCacheTest, ForkSharesNamesAndDisabledCacheReusesNothing) {
+  BlockTable a;
+  std::vector<int32_t> sa;
+  Append(a, sa, kTen);
+  BlockTable child;
+  m_.Fork(a, child);
+  EXPECT_EQ(child.hashes, a.hashes);
+  BlockManager off(8, 4);
+  BlockTable t;
+  std::vector<BlockCopy> copies;
+  ASSERT_TRUE(off.Reserve(t, 8, &copies).ok());
+  off.Commit(t, 8, std::vector<int32_t>(kTen.begin(), kTen.begin() + 8));
+  EXPECT_TRUE(t.hashes.empty());
+  off.Release(t);
+  EXPECT_EQ(off.num_cached(), 0);
+  BlockTable u;
+  EXPECT_EQ(off.Reuse(u, kTen.data(), 10), 0);
 }
 
 }  // namespace

@@ -76,6 +76,10 @@ ABSL_FLAG(int64_t, max_batch_tokens, 512,
           "chunks); a longer prompt is prefilled over several steps.");
 ABSL_FLAG(int64_t, max_sessions, 256,
           "Most sessions held at once; a new one beyond it gets RESOURCE_EXHAUSTED.");
+ABSL_FLAG(bool, prefix_cache, true,
+          "Automatic prefix caching: KV blocks of prompt prefixes stay cached after their "
+          "session ends (evicted least recently used) and new sessions that share a prefix "
+          "reuse them instead of computing it again.");
 ABSL_FLAG(absl::Duration, session_ttl, absl::Minutes(10),
           "Idle time after which a session expires (e.g. 90s, 10m, 1h).");
 ABSL_FLAG(int64_t, max_context, 0,
@@ -357,6 +361,7 @@ int Main() {
   load.engine.max_sessions = absl::GetFlag(FLAGS_max_sessions);
   load.engine.session_ttl = absl::GetFlag(FLAGS_session_ttl);
   load.engine.max_context = absl::GetFlag(FLAGS_max_context);
+  load.engine.prefix_cache = absl::GetFlag(FLAGS_prefix_cache);
   const std::string replica_id = ReplicaId(absl::GetFlag(FLAGS_session_prefix), *pod, start);
   load.engine.session_prefix = StrCat(replica_id, ".");
   absl::StatusOr<std::unique_ptr<engine::Engine>> loaded = engine::LoadEngine(load);
@@ -381,13 +386,14 @@ int Main() {
                  engine->backend_description().c_str(), absl::ToDoubleSeconds(absl::Now() - start));
     std::fprintf(stderr,
                  "model_server: context %lld tokens, KV cache %d blocks of %d (%.1f MiB), "
-                 "%lld tokens per step, %lld sessions\n",
+                 "%lld tokens per step, %lld sessions, prefix cache %s\n",
                  static_cast<long long>(engine->max_context()),
                  static_cast<int>(engine->Stats().kv_blocks_total), kKvBlockSize,
                  engine->Stats().kv_blocks_total * static_cast<double>(shape.block_bytes()) /
                      (1024.0 * 1024.0),
                  static_cast<long long>(absl::GetFlag(FLAGS_max_batch_tokens)),
-                 static_cast<long long>(absl::GetFlag(FLAGS_max_sessions)));
+                 static_cast<long long>(absl::GetFlag(FLAGS_max_sessions)),
+                 absl::GetFlag(FLAGS_prefix_cache) ? "on" : "off");
     std::fprintf(stderr, "model_server: replica %s\n", replica_id.c_str());
     ModelServiceOptions service_options;
     service_options.kv_block_size = kKvBlockSize;

@@ -60,6 +60,15 @@ class ModelMetrics::EngineCollector final : public prometheus::Collectable {
         MetricType::Counter, static_cast<double>(s.lookahead_steps));
     add("llm_lookahead_hits_total", "Lookahead steps whose token the client then sent.",
         MetricType::Counter, static_cast<double>(s.lookahead_hits));
+    add("llm_prefix_cache_queries_total",
+        "Prompt tokens of the prefill requests that looked up the prefix cache.",
+        MetricType::Counter, static_cast<double>(s.prefix_cache_queries));
+    add("llm_prefix_cache_hits_total",
+        "Prompt tokens found in the prefix cache (their KV reused, not computed).",
+        MetricType::Counter, static_cast<double>(s.prefix_cache_hits));
+    add("llm_kv_cache_cached_blocks",
+        "Free KV cache blocks that still hold a cached prefix (evicted when needed).",
+        MetricType::Gauge, static_cast<double>(s.kv_blocks_cached));
     return out;
   }
 

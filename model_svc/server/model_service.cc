@@ -523,6 +523,7 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Prefill(grpc::CallbackServerContext*
                 log.set_session(result->session_id);
                 response->set_session_id(std::move(result->session_id));
                 response->set_num_tokens(result->num_tokens);
+                response->set_cached_tokens(result->cached_tokens);
                 if (!result->logits.empty()) {
                   ToProto(result->logits.back(), response->mutable_logits());
                 }
@@ -666,6 +667,7 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Info(grpc::CallbackServerContext* co
   response->set_replica_id(options_.replica_id);
   response->set_max_streams(options_.max_streams);
   response->set_draining(draining_.load(std::memory_order_acquire));
+  response->set_prefix_cache(o.prefix_cache);
   return FinishNow(metrics_, &log, context, absl::OkStatus());
 }
 
