@@ -70,6 +70,7 @@ class FakeModel : public ModelPort {
   explicit FakeModel(std::vector<std::string>* log) : log_(log) {}
   int64_t context = 0;     // context_length()
   int64_t capacity = 0;    // what a session really holds (0: no limit)
+  bool speculates = true;  // false: steps ignore proposed and truncate_to (an old server)
   int fail_step = -1;      // the step (0-based, all streams) that fails
   absl::Status fail_with;  // ... with this; NOT_FOUND etc. drop the session
   std::map<std::string, std::vector<int32_t>> sessions;  // the model's side
@@ -146,6 +147,10 @@ class FakeSteps : public DecodeSteps {
     model_.log_->push_back(line);
     token_ = token;
     options_ = options;
+    if (!model_.speculates) {
+      options_.proposed.clear();
+      options_.truncate_to = -1;
+    }
   }
   absl::StatusOr<const v1::Logits*> Await() override {
     if (model_.steps++ == model_.fail_step) {

@@ -110,6 +110,7 @@ class GenerateLoop::Run {
   // have been accepted so far (a rejection clears them).
   std::vector<int32_t> proposed_;
   size_t accepted_ = 0;
+  bool speculation_unsupported_ = false;  // the server ignored proposals
 };
 
 void GenerateLoop::Run::Emit(std::string_view text, int32_t token, float logprob,
@@ -125,6 +126,7 @@ void GenerateLoop::Run::Emit(std::string_view text, int32_t token, float logprob
 int32_t GenerateLoop::Run::ProposalRoom() const {
   // Proposals become tokens after the one sent: within max_tokens, and
   // within the context together with it.
+  if (speculation_unsupported_) return 0;
   int64_t room = std::min<int64_t>(
       params_.speculate, params_.max_tokens - static_cast<int64_t>(result_.tokens.size()));
   if (const int64_t n = model_.context_length(); n > 0) {
@@ -165,13 +167,18 @@ absl::Status GenerateLoop::Run::AwaitStep(int32_t token, bool need_logits) {
     session_.tokens.push_back(token);
     // The proposals are in the model session too, until accepted or rolled
     // back.
+    if (!proposed_.empty() && steps_->proposed_logits().empty()) {
+      // A server that predates speculation ignored the proposals (and
+      // appended the token alone): go on without.
+      proposed_.clear();
+      speculation_unsupported_ = true;
+    }
     session_.overhang = !proposed_.empty();
     result_.proposed_tokens += static_cast<int64_t>(proposed_.size());
     if (steps_->proposed_logits().size() != static_cast<int>(proposed_.size())) {
       return absl::FailedPreconditionError(
           StrCat("the model service answered ", steps_->proposed_logits().size(),
-                 " proposed tokens' logits for ", proposed_.size(),
-                 ": it does not support speculative decoding; generate without --speculate"));
+                 " proposed tokens' logits for ", proposed_.size(), " proposed tokens"));
     }
     if (!need_logits) return absl::OkStatus();
     return logits_.Decode(**logits, model_.vocab_size());

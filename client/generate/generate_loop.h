@@ -45,7 +45,9 @@
 // accepted run stops there. The proposals after a rejection stay in the
 // model session until the next request rolls them back (truncate_to;
 // Session::overhang). Lookahead is not asked for when speculating (a guess
-// would be used only after a step without proposals).
+// would be used only after a step without proposals). A model server that
+// predates speculation (no proposed logits in its answer: it appended the
+// token alone) is decoded without for the rest of the generation.
 //
 // Cancellation: Cancel() (async-signal-safe: it only sets a flag) stops the
 // generation at the next token; the streams are closed cleanly, so the

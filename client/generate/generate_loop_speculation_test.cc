@@ -180,6 +180,25 @@ TEST(GenerateLoopSpeculationTest, ALostSessionDuringASpeculativeStepIsRebuilt) {
   fast.ExpectConsistent();
 }
 
+TEST(GenerateLoopSpeculationTest, AServerThatIgnoresProposalsIsDecodedWithout) {
+  const std::vector<int32_t> prompt = {0, 1, 2, 3, 4, 5, 0, 1};
+  Harness plain, old;
+  plain.model.logits_after = old.model.logits_after = Cycle;
+  old.model.speculates = false;
+  absl::StatusOr<GenerateResult> want = plain.Generate(Greedy(30, 0), prompt);
+  ASSERT_TRUE(want.ok()) << want.status();
+  absl::StatusOr<GenerateResult> got = old.Generate(Greedy(30, 4), prompt);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->tokens, want->tokens);
+  EXPECT_EQ(got->proposed_tokens, 0);
+  EXPECT_FALSE(old.session.overhang);
+  old.ExpectConsistent();
+  // Proposals were sent once, then no more.
+  int with_proposals = 0;
+  for (const std::string& l : old.log) with_proposals += l.find(" +") != std::string::npos;
+  EXPECT_EQ(with_proposals, 1);
+}
+
 TEST(GenerateLoopSpeculationTest, SpeculateOutOfRangeIsInvalid) {
   Harness h;
   EXPECT_TRUE(absl::IsInvalidArgument(h.Generate(Greedy(5, -1), {1}).status()));
