@@ -63,7 +63,8 @@ ABSL_FLAG(double, http_keep_alive_timeout, 5,
 ABSL_FLAG(int, speculate, 0,
           "Speculative decoding for requests that do not set \"speculate\": propose up to N "
           "tokens per decode step from n-gram matches in the conversation (the same output; "
-          "faster when answers repeat their input). 0..16; 0: off.");
+          "faster when answers repeat their input; rejected proposals cost rows in the shared "
+          "batch). 0..16; 0: off.");
 
 namespace {
 

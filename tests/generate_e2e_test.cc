@@ -385,7 +385,9 @@ TEST_F(GenerateE2ETest, SpeculationGivesTheSameAnswer) {
         std::vector<std::string>{"--temperature", "0.8", "--top-p", "0.9", "--seed", "7"}}) {
     SCOPED_TRACE(sampling[1]);
     int code1 = -1, code2 = -1;
-    std::optional<Answer> plain = Generate(sampling, &code1);
+    std::vector<std::string> off = sampling;
+    off.insert(off.end(), {"--speculate", "0"});
+    std::optional<Answer> plain = Generate(off, &code1);
     std::vector<std::string> flags = sampling;
     flags.insert(flags.end(), {"--speculate", "6"});
     std::optional<Answer> fast = Generate(flags, &code2);
@@ -422,7 +424,10 @@ TEST_F(GenerateE2ETest, StopStringEndsTheOutputWithoutLeaking) {
 }
 
 TEST_F(GenerateE2ETest, ThreeTurnChatReusesOneSession) {
-  auto child = Child::Start(LlmArgs("chat", model_server_->address(), {"--temperature", "0"}));
+  // Without speculation, whose rolled-back proposals count as decoded but
+  // leave the session: then num_tokens = prefilled + decoded exactly.
+  auto child = Child::Start(
+      LlmArgs("chat", model_server_->address(), {"--temperature", "0", "--speculate", "0"}));
   ASSERT_NE(child, nullptr);
   int64_t prefilled = 0;
   int64_t generated = 0;

@@ -1,6 +1,6 @@
 """Prompt lookup for speculative decoding (as client/generate/ngram_proposer.h):
 the tokens that followed the latest earlier occurrence of the conversation's
-last n tokens, n = 3 down to 1 (a longer match first: it predicts better),
+last n tokens, n = 3 down to 2 (a longer match first: it predicts better),
 going on past the end of the history by copying the proposal itself."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ MAX_NGRAM = 3
 MAX_PROPOSED_TOKENS = 16
 
 
-def propose_by_ngram(history: Sequence[int], max_tokens: int, min_ngram: int = 1) -> list[int]:
+def propose_by_ngram(history: Sequence[int], max_tokens: int, min_ngram: int = 2) -> list[int]:
     """At most max_tokens tokens proposed after `history`; [] when no suffix of
     MAX_NGRAM..min_ngram tokens occurred before. O(len(history) * MAX_NGRAM)."""
     if max_tokens <= 0:
