@@ -487,6 +487,7 @@ int Gateway::HandleChat(mg_connection* conn) {
   ChatRequest req;
   if (auto e = ParseChatRequest(body, options_.limits, &req)) return SendError(conn, *e);
   if (auto e = CheckModel(req)) return SendError(conn, *e);
+  if (!req.has_speculate) req.params.speculate = options_.speculate;
   // A conversation that keeps its model session (X-Session-Id).
   std::optional<Conversations::Lease> conversation;
   if (const char* header = mg_get_header(conn, "X-Session-Id"); header != nullptr) {
@@ -575,6 +576,7 @@ int Gateway::HandleCompletions(mg_connection* conn) {
   CompletionRequest req;
   if (auto e = ParseCompletionRequest(body, options_.limits, &req)) return SendError(conn, *e);
   if (auto e = CheckModel(req)) return SendError(conn, *e);
+  if (!req.has_speculate) req.params.speculate = options_.speculate;
   if (!req.has_max_tokens) req.params.max_tokens = 16;  // OpenAI's default for completions
 
   absl::StatusOr<GeneratorPool::Lease> lease = pool_.Acquire();

@@ -76,6 +76,9 @@ struct GatewayOptions {
   HttpTlsFiles http_tls;        // both set: HTTPS only (no plain HTTP on the port)
   std::string http_auth_token;  // "" = no token needed
   absl::Duration keep_alive_timeout = absl::Seconds(5);  // idle connections; zero: keep-alive off
+  // Speculative decoding for requests that do not ask ("speculate"):
+  // GenerateParams::speculate, 0..16; 0: off.
+  int32_t speculate = 0;
 };
 
 class Gateway {

@@ -60,6 +60,12 @@ ABSL_FLAG(double, http_keep_alive_timeout, 5,
           "HTTP keep-alive: an idle connection is closed after this many seconds; 0 closes "
           "every connection after its response. Streamed responses always close.");
 
+ABSL_FLAG(int, speculate, 0,
+          "Speculative decoding for requests that do not set \"speculate\": propose up to N "
+          "tokens per decode step from n-gram matches in the conversation (the same output; "
+          "faster when answers repeat their input; rejected proposals cost rows in the shared "
+          "batch). 0..16; 0: off.");
+
 namespace {
 
 void Fail(const std::string& message) {
@@ -100,6 +106,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.max_body_bytes = static_cast<size_t>(max_body);
+  options.speculate = absl::GetFlag(FLAGS_speculate);
+  if (options.speculate < 0 || options.speculate > llm::client::kMaxProposedTokens) {
+    Fail("--speculate must be in [0, 16]");
+    return 2;
+  }
   options.max_conversations = absl::GetFlag(FLAGS_max_conversations);
   const double conversation_ttl = absl::GetFlag(FLAGS_conversation_ttl);
   if (options.max_conversations < 0 || !(conversation_ttl >= 0)) {

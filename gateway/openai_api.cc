@@ -224,6 +224,12 @@ std::optional<ApiError> ReadGeneration(const json& j, const RequestLimits& limit
     }
   }
   if (auto e = ReadBool(j, "ignore_eos", &r->params.ignore_eos)) return e;  // vLLM's extension
+  int64_t speculate = 0;  // extension: speculative decoding (GenerateParams::speculate)
+  if (auto e =
+          ReadInt(j, "speculate", 0, client::kMaxProposedTokens, &speculate, &r->has_speculate)) {
+    return e;
+  }
+  r->params.speculate = static_cast<int32_t>(speculate);
   for (const char* unsupported : {"tools", "functions", "response_format"}) {
     const json* v = Field(j, unsupported);
     if (v != nullptr && !(v->is_array() && v->empty())) {

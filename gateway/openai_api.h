@@ -49,12 +49,14 @@ struct RequestLimits {
 // What chat and completions requests share. `params.max_tokens` is 0 when
 // the request gives no max_tokens / max_completion_tokens (has_max_tokens
 // false: the caller fills in its default); `has_seed` false: the caller
-// picks one.
+// picks one; `has_speculate` false: the caller's default (extension
+// "speculate", 0..16: GenerateParams::speculate).
 struct GenerationRequest {
   std::string model;
   client::GenerateParams params;
   bool has_max_tokens = false;
   bool has_seed = false;
+  bool has_speculate = false;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   int n = 1;

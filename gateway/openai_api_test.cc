@@ -32,6 +32,8 @@ TEST(ParseChatRequestTest, Defaults) {
   EXPECT_EQ(r.params.sampling.top_k, 0);
   EXPECT_EQ(r.params.max_tokens, 0);
   EXPECT_FALSE(r.has_seed);
+  EXPECT_FALSE(r.has_speculate);
+  EXPECT_EQ(r.params.speculate, 0);
   EXPECT_FALSE(r.stream);
   EXPECT_EQ(r.n, 1);
 }
@@ -42,9 +44,11 @@ TEST(ParseChatRequestTest, EveryParameter) {
       "seed": 42, "stop": ["a", "bc"], "max_tokens": 9, "presence_penalty": 0.5,
       "frequency_penalty": -0.5, "logit_bias": {"12": -100, "3": 2.5}, "n": 2,
       "stream": true, "stream_options": {"include_usage": true}, "user": "ignored",
-      "ignore_eos": true)"),
+      "ignore_eos": true, "speculate": 5)"),
                   &r),
             std::nullopt);
+  EXPECT_TRUE(r.has_speculate);
+  EXPECT_EQ(r.params.speculate, 5);
   EXPECT_EQ(r.params.sampling.temperature, 0.0f);
   EXPECT_EQ(r.params.sampling.top_p, 0.5f);
   EXPECT_EQ(r.params.sampling.top_k, 7);
@@ -119,6 +123,9 @@ TEST(ParseChatRequestTest, BadValuesNameTheirParameter) {
       {Body(R"("top_logprobs": 2)"), "top_logprobs"},
       {Body(R"("logprobs": true, "top_logprobs": 21)"), "top_logprobs"},
       {Body(R"("tools": [{"type": "function"}])"), "tools"},
+      {Body(R"("speculate": 17)"), "speculate"},
+      {Body(R"("speculate": -1)"), "speculate"},
+      {Body(R"("speculate": 2.5)"), "speculate"},
   };
   for (const auto& [body, param] : cases) {
     ChatRequest r;

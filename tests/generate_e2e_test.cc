@@ -376,6 +376,35 @@ TEST_F(GenerateE2ETest, SeededSamplingRepeatsExactly) {
   EXPECT_EQ(a->tokens, c->tokens);
 }
 
+// Speculative decoding (n-gram proposals) changes nothing in the answer:
+// greedy, and seeded sampling (one draw per token either way, over the same
+// logits: the kernels are batch invariant).
+TEST_F(GenerateE2ETest, SpeculationGivesTheSameAnswer) {
+  for (const std::vector<std::string>& sampling :
+       {std::vector<std::string>{"--temperature", "0"},
+        std::vector<std::string>{"--temperature", "0.8", "--top-p", "0.9", "--seed", "7"}}) {
+    SCOPED_TRACE(sampling[1]);
+    int code1 = -1, code2 = -1;
+    std::vector<std::string> off = sampling;
+    off.insert(off.end(), {"--speculate", "0"});
+    std::optional<Answer> plain = Generate(off, &code1);
+    std::vector<std::string> flags = sampling;
+    flags.insert(flags.end(), {"--speculate", "6"});
+    std::optional<Answer> fast = Generate(flags, &code2);
+    ASSERT_TRUE(plain && fast);
+    EXPECT_EQ(code1 + code2, 0);
+    EXPECT_FALSE(plain->tokens.empty());
+    EXPECT_EQ(fast->tokens, plain->tokens);
+    EXPECT_EQ(fast->text, plain->text);
+    EXPECT_EQ(fast->summary["stop_reason"], plain->summary["stop_reason"]);
+    EXPECT_EQ(plain->summary["proposed_tokens"].get<int>(), 0);
+    EXPECT_GT(fast->summary["proposed_tokens"].get<int>(), 0) << fast->summary.dump();
+    EXPECT_LE(fast->summary["accepted_tokens"].get<int>(),
+              fast->summary["proposed_tokens"].get<int>());
+  }
+  EXPECT_TRUE(Sessions(model_server_->address()).empty()) << "a session was not released";
+}
+
 TEST_F(GenerateE2ETest, StopStringEndsTheOutputWithoutLeaking) {
   int exit_code = -1;
   std::optional<Answer> greedy = Generate({"--temperature", "0"}, &exit_code);
@@ -395,7 +424,10 @@ TEST_F(GenerateE2ETest, StopStringEndsTheOutputWithoutLeaking) {
 }
 
 TEST_F(GenerateE2ETest, ThreeTurnChatReusesOneSession) {
-  auto child = Child::Start(LlmArgs("chat", model_server_->address(), {"--temperature", "0"}));
+  // Without speculation, whose rolled-back proposals count as decoded but
+  // leave the session: then num_tokens = prefilled + decoded exactly.
+  auto child = Child::Start(
+      LlmArgs("chat", model_server_->address(), {"--temperature", "0", "--speculate", "0"}));
   ASSERT_NE(child, nullptr);
   int64_t prefilled = 0;
   int64_t generated = 0;

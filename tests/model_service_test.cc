@@ -847,6 +847,133 @@ TEST_F(ModelServerTest, ErrorCodes) {
   EXPECT_TRUE(Release(stub(), id).ok());
 }
 
+// A speculative Decode: `token` and `proposed` after it, with truncate_to
+// (>= 0) first.
+grpc::Status SpeculativeDecode(v1::Model::Stub& stub, const std::string& session, int32_t token,
+                               const std::vector<int32_t>& proposed, int64_t truncate_to,
+                               v1::DecodeTokenResponse* response) {
+  v1::DecodeTokenRequest request;
+  request.set_session_id(session);
+  request.set_token(token);
+  request.mutable_proposed()->Assign(proposed.begin(), proposed.end());
+  if (truncate_to >= 0) request.set_truncate_to(truncate_to);
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  return stub.Decode(&context, request, response);
+}
+
+TEST_F(ModelServerTest, SpeculativeDecodeReturnsTheLogitsOfEveryProposedToken) {
+  const std::vector<int32_t> prompt = Tokens(21, 5);
+  const v1::PrefillResponse p = MustPrefill(stub(), "", prompt);
+  const std::string id = p.session_id();
+  v1::DecodeTokenResponse d;
+  grpc::Status status = SpeculativeDecode(stub(), id, 42, {43, 44, 45}, -1, &d);
+  ASSERT_TRUE(status.ok()) << Describe(status);
+  EXPECT_EQ(d.num_tokens(), 9);
+  ASSERT_EQ(d.proposed_logits_size(), 3);
+  std::vector<int32_t> all = prompt;
+  all.push_back(42);
+  ExpectSameLogits(Float32s(d.logits()), ReferenceLogits(all), "after the sampled token");
+  for (int i = 0; i < 3; ++i) {
+    all.push_back(43 + i);
+    ExpectSameLogits(Float32s(d.proposed_logits(i)), ReferenceLogits(all),
+                     StrCat("after proposed token ", i));
+  }
+  EXPECT_EQ(FindSession(stub(), id)->decoded_tokens(), 4);
+
+  // The client accepted 43 only: the next request drops 44 and 45 first.
+  status = SpeculativeDecode(stub(), id, 50, {}, /*truncate_to=*/7, &d);
+  ASSERT_TRUE(status.ok()) << Describe(status);
+  EXPECT_EQ(d.num_tokens(), 8);
+  EXPECT_EQ(d.proposed_logits_size(), 0);
+  std::vector<int32_t> kept = prompt;
+  kept.insert(kept.end(), {42, 43, 50});
+  ExpectSameLogits(Float32s(d.logits()), ReferenceLogits(kept), "after truncate_to");
+
+  // On a stream, and a Prefill's truncate_to (the next turn).
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  auto stream = stub().DecodeStream(&context);
+  v1::DecodeTokenRequest request;
+  request.set_session_id(id);
+  request.set_token(60);
+  request.add_proposed(61);
+  ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(stream->Read(&d));
+  EXPECT_EQ(d.num_tokens(), 10);
+  ASSERT_EQ(d.proposed_logits_size(), 1);
+  ASSERT_TRUE(stream->WritesDone());
+  EXPECT_TRUE(stream->Finish().ok());
+  v1::PrefillRequest prefill;
+  prefill.set_session_id(id);
+  prefill.add_tokens(70);
+  prefill.set_truncate_to(9);  // 61 rejected
+  v1::PrefillResponse pr;
+  grpc::ClientContext prefill_context;
+  prefill_context.set_deadline(Deadline());
+  status = stub().Prefill(&prefill_context, prefill, &pr);
+  ASSERT_TRUE(status.ok()) << Describe(status);
+  EXPECT_EQ(pr.num_tokens(), 10);
+  kept.insert(kept.end(), {60, 70});
+  ExpectSameLogits(Float32s(pr.logits()), ReferenceLogits(kept), "after a prefill's truncate_to");
+  EXPECT_TRUE(Release(stub(), id).ok());
+}
+
+TEST_F(ModelServerTest, BadSpeculativeDecodesAreInvalidAndChangeNothing) {
+  const v1::PrefillResponse p = MustPrefill(stub(), "", Tokens(22, 6));
+  const std::string id = p.session_id();
+  v1::DecodeTokenResponse d;
+  const std::vector<int32_t> too_many(kMaxProposedTokens + 1, 3);
+  grpc::Status status = SpeculativeDecode(stub(), id, 1, too_many, -1, &d);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << Describe(status);
+  EXPECT_THAT(status.error_message(), HasSubstr("more than the limit of 16"));
+  status = SpeculativeDecode(stub(), id, 1, {2}, /*truncate_to=*/7, &d);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << Describe(status);
+  EXPECT_THAT(status.error_message(), HasSubstr("past the session's length of 6"));
+  v1::DecodeTokenRequest negative;
+  negative.set_session_id(id);
+  negative.set_token(1);
+  negative.set_truncate_to(-1);
+  {
+    grpc::ClientContext context;
+    context.set_deadline(Deadline());
+    status = stub().Decode(&context, negative, &d);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << Describe(status);
+  }
+  status = SpeculativeDecode(stub(), id, 1, {2, static_cast<int32_t>(kVocab)}, 3, &d);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << Describe(status);
+  EXPECT_THAT(status.error_message(), HasSubstr("at index 2"));
+  v1::PrefillRequest prefill;
+  prefill.add_tokens(1);
+  prefill.set_truncate_to(0);  // no session to roll back
+  v1::PrefillResponse pr;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(Deadline());
+    status = stub().Prefill(&context, prefill, &pr);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << Describe(status);
+  }
+  // On a stream, the first bad request ends it with its status.
+  {
+    grpc::ClientContext context;
+    context.set_deadline(Deadline());
+    auto stream = stub().DecodeStream(&context);
+    v1::DecodeTokenRequest request;
+    request.set_session_id(id);
+    request.set_token(1);
+    request.set_truncate_to(100);
+    ASSERT_TRUE(stream->Write(request));
+    EXPECT_FALSE(stream->Read(&d));
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  const std::optional<v1::SessionInfo> s = FindSession(stub(), id);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->num_tokens(), 6);
+  EXPECT_FALSE(s->busy());
+  EXPECT_EQ(s->decoded_tokens(), 0);
+  EXPECT_TRUE(Release(stub(), id).ok());
+}
+
 TEST_F(ModelServerTest, PastTheContextIsOutOfRange) {
   v1::PrefillResponse pr;
   v1::DecodeTokenResponse dr;

@@ -61,7 +61,8 @@ ABSL_FLAG(bool, raw, false, "generate/chat: no chat template: the prompt is the 
 ABSL_FLAG(bool, json, false,
           "generate/chat: one JSON object per token {\"text\",\"token\",\"logprob\"} and a "
           "summary {\"tokens\",\"prompt_tokens\",\"time_to_first_token_ms\","
-          "\"tokens_per_second\",\"stop_reason\"} per answer.");
+          "\"tokens_per_second\",\"stop_reason\",\"proposed_tokens\",\"accepted_tokens\"} "
+          "per answer.");
 ABSL_FLAG(std::string, logits, "auto",
           "generate/chat: logits encoding: auto (the cheapest exact one), full, fp16 or "
           "top-n:N.");
@@ -74,6 +75,12 @@ ABSL_FLAG(bool, lookahead, true,
           "generate/chat: with greedy sampling (no penalties or bias), let the model service "
           "compute each next step before the token arrives (DecodeTokenRequest.lookahead).");
 ABSL_FLAG(bool, ignore_eos, false, "generate/chat: do not stop at EOS / EOT (benchmarks).");
+ABSL_FLAG(int, speculate, 3,
+          "generate/chat: speculative decoding: propose up to N tokens per decode step, found "
+          "by n-gram lookup in the conversation, computed in the same step and kept where the "
+          "sampler agrees (the same output; about 2.1-2.6x the decode rate on text that "
+          "repeats its input, such as edits of quoted code, 1.0-1.15x on free chat with the "
+          "default model on 2 CPU threads). 0..16; 0: off.");
 ABSL_FLAG(double, wait, 0, "health: wait up to this many seconds for both services to be SERVING.");
 ABSL_FLAG(double, wait_ready, 120,
           "generate/chat: wait up to this many seconds for a service that is still loading (the "
@@ -172,11 +179,13 @@ absl::StatusOr<GenerateParams> ParamsFromFlags(const std::vector<std::string>& s
   p.max_tokens = absl::GetFlag(FLAGS_max_tokens);
   p.stop = stop;
   p.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
+  p.speculate = absl::GetFlag(FLAGS_speculate);
   if (absl::Status s = client::ValidateParams(p); !s.ok()) {
     return absl::InvalidArgumentError(
         StrCat(s.message(),
                " (--temperature >= 0, --top-k >= 0, --top-p in (0, 1], "
-               "--min-p in [0, 1], --max-tokens >= 1, --stop non-empty)"));
+               "--min-p in [0, 1], --max-tokens >= 1, --stop non-empty, --speculate in "
+               "[0, 16])"));
   }
   return p;
 }
@@ -260,15 +269,21 @@ class Printer {
       j["tokens_per_second"] = r.tokens_per_second();
       j["stop_reason"] = std::string(client::StopReasonName(r.stop_reason));
       j["session_rebuilds"] = r.session_rebuilds;
+      j["proposed_tokens"] = r.proposed_tokens;
+      j["accepted_tokens"] = r.accepted_tokens;
       WriteLine(j);
       return;
     }
     if (!ends_with_newline_ || !printed_) std::fputc('\n', stdout);
     std::fflush(stdout);
     if (isatty(STDERR_FILENO)) {
-      std::fprintf(stderr, "[%zu tokens, %.1f tok/s, first token %.0f ms, stop: %s]\n",
+      const std::string speculation =
+          r.proposed_tokens > 0
+              ? StrCat(", accepted ", r.accepted_tokens, "/", r.proposed_tokens, " proposed")
+              : "";
+      std::fprintf(stderr, "[%zu tokens, %.1f tok/s, first token %.0f ms, stop: %s%s]\n",
                    r.tokens.size(), r.tokens_per_second(), ttft_ms,
-                   std::string(client::StopReasonName(r.stop_reason)).c_str());
+                   std::string(client::StopReasonName(r.stop_reason)).c_str(), speculation.c_str());
     }
   }
 

@@ -54,7 +54,7 @@ const std::vector<std::string> kGenerateFlags = {
     "prompt",         "tokenizer",  "model",      "max_tokens", "temperature", "top_k",
     "top_p",          "min_p",      "seed",       "stop",       "chat",        "raw",
     "template",       "system",     "json",       "logits",     "timeout",     "wait_ready",
-    "repeat_penalty", "ignore_eos", "detokenize", "lookahead"};
+    "repeat_penalty", "ignore_eos", "detokenize", "lookahead",  "speculate"};
 
 const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = {
@@ -66,12 +66,15 @@ const std::vector<Command>& Commands() {
        "built-in one when the model has none (said on stderr); --raw sends the prompt as\n"
        "it is. --json prints {\"text\",\"token\",\"logprob\"} per token and a summary\n"
        "{\"tokens\",\"prompt_tokens\",\"time_to_first_token_ms\",\"tokens_per_second\",\n"
-       "\"stop_reason\",\"session_rebuilds\"}; stop_reason is eos, stop, length, context (the\n"
-       "model's context is full) or cancelled. --stop takes the escapes \\n, \\r, \\t, \\\\, \\\" "
-       "and\n"
-       "\\' (--stop \"\\n\\n\" stops at a blank line) and may be repeated. Ctrl-C stops the\n"
-       "answer; a second Ctrl-C exits (status 130). Exit status: 0 done; 1 a service failed\n"
-       "or cannot be reached; 2 bad usage or values.",
+       "\"stop_reason\",\"session_rebuilds\",\"proposed_tokens\",\"accepted_tokens\"};\n"
+       "stop_reason is eos, stop, length, context (the model's context is full) or cancelled.\n"
+       "--speculate N proposes up to N tokens per decode step from n-gram matches in the\n"
+       "conversation (speculative decoding: the same output, fewer steps when the answer\n"
+       "repeats its input; the counts are the summary's proposed and accepted tokens).\n"
+       "--stop takes the escapes \\n, \\r, \\t, \\\\, \\\" and \\' (--stop \"\\n\\n\" stops at a\n"
+       "blank line) and may be repeated. Ctrl-C stops the answer; a second Ctrl-C exits\n"
+       "(status 130). Exit status: 0 done; 1 a service failed or cannot be reached; 2 bad\n"
+       "usage or values.",
        Concat(kGenerateFlags, kSecurityFlags)},
       {"chat",
        "Usage: llm chat [flags]\n"

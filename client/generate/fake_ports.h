@@ -1,9 +1,12 @@
 // In-memory TokenizerPort and ModelPort for the loop's tests.
 //
 // The fake model is a chain: the logits after token t make t + 1 the argmax
-// (greedy sampling follows 1 -> 2 -> 3 ...). Its sessions hold the tokens
-// fed; a step can be made to fail (fail_step, fail_with), which for a lost
-// session also drops it. Every Send and text Add is logged, in order.
+// (greedy sampling follows 1 -> 2 -> 3 ...), unless `logits_after` says
+// otherwise. Its sessions hold the tokens fed (proposed ones too, rolled
+// back by truncate_to and a Prefill of a session with an overhang); a step
+// can be made to fail (fail_step, fail_with), which for a lost session also
+// drops it. Every Send ("send T", "+P,Q" for proposals, "@N" for
+// truncate_to) and text Add is logged, in order.
 //
 // Threads: one test's. Ownership: the model owns its sessions; streams
 // borrow the model.
@@ -11,6 +14,7 @@
 #define LLM_CLIENT_GENERATE_FAKE_PORTS_H_
 
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -66,11 +70,19 @@ class FakeModel : public ModelPort {
   explicit FakeModel(std::vector<std::string>* log) : log_(log) {}
   int64_t context = 0;     // context_length()
   int64_t capacity = 0;    // what a session really holds (0: no limit)
+  bool speculates = true;  // false: steps ignore proposed and truncate_to (an old server)
   int fail_step = -1;      // the step (0-based, all streams) that fails
   absl::Status fail_with;  // ... with this; NOT_FOUND etc. drop the session
   std::map<std::string, std::vector<int32_t>> sessions;  // the model's side
   std::vector<std::vector<int32_t>> prefills;            // every Prefill's tokens sent
   int steps = 0, closes = 0, releases = 0, next_id = 0;
+  // The logits after a token given the session's tokens up to it; null:
+  // After(token).
+  std::function<v1::Logits(const std::vector<int32_t>& held)> logits_after;
+
+  v1::Logits LogitsAfter(const std::vector<int32_t>& held) const {
+    return logits_after ? logits_after(held) : After(held.back());
+  }
 
   int64_t vocab_size() const override { return kFakeVocab; }
   int64_t context_length() const override { return context; }
@@ -87,9 +99,11 @@ class FakeModel : public ModelPort {
     }
     prefills.push_back(sent);
     std::vector<int32_t>& held = sessions[session.id];
+    if (session.overhang) held.resize(session.tokens.size());  // truncate_to
+    session.overhang = false;
     held.insert(held.end(), sent.begin(), sent.end());
     session.tokens.insert(session.tokens.end(), tokens.begin(), tokens.end());
-    PrefillResult result{After(held.back()), {}};
+    PrefillResult result{LogitsAfter(held), {}};
     if (options.prompt_logprobs >= 0) {  // token t scores -t / 100
       for (size_t i = 1; i < tokens.size(); ++i) {
         v1::TokenLogprob& score = result.prompt_logprobs.emplace_back();
@@ -124,9 +138,19 @@ class FakeModel : public ModelPort {
 class FakeSteps : public DecodeSteps {
  public:
   FakeSteps(FakeModel& model, std::string id) : model_(model), id_(std::move(id)) {}
-  void Send(int32_t token, const StepOptions&) override {
-    model_.log_->push_back(StrCat("send ", token));
+  void Send(int32_t token, const StepOptions& options) override {
+    std::string line = StrCat("send ", token);
+    for (size_t i = 0; i < options.proposed.size(); ++i) {
+      line += StrCat(i == 0 ? " +" : ",", options.proposed[i]);
+    }
+    if (options.truncate_to >= 0) line += StrCat(" @", options.truncate_to);
+    model_.log_->push_back(line);
     token_ = token;
+    options_ = options;
+    if (!model_.speculates) {
+      options_.proposed.clear();
+      options_.truncate_to = -1;
+    }
   }
   absl::StatusOr<const v1::Logits*> Await() override {
     if (model_.steps++ == model_.fail_step) {
@@ -136,12 +160,27 @@ class FakeSteps : public DecodeSteps {
       return model_.fail_with;
     }
     std::vector<int32_t>& held = model_.sessions.at(id_);
-    if (model_.capacity > 0 && static_cast<int64_t>(held.size()) >= model_.capacity) {
+    const int64_t kept =
+        options_.truncate_to >= 0 ? options_.truncate_to : static_cast<int64_t>(held.size());
+    if (kept > static_cast<int64_t>(held.size())) {
+      return absl::InvalidArgumentError("truncate_to past the session's length");
+    }
+    if (model_.capacity > 0 &&
+        kept + 1 + static_cast<int64_t>(options_.proposed.size()) > model_.capacity) {
       return absl::OutOfRangeError("the session is full");
     }
+    held.resize(kept);
     held.push_back(token_);
-    logits_ = FakeModel::After(token_);
+    logits_ = model_.LogitsAfter(held);
+    proposed_logits_.Clear();
+    for (int32_t p : options_.proposed) {
+      held.push_back(p);
+      *proposed_logits_.Add() = model_.LogitsAfter(held);
+    }
     return &logits_;
+  }
+  const google::protobuf::RepeatedPtrField<v1::Logits>& proposed_logits() const override {
+    return proposed_logits_;
   }
   absl::Status Close() override {
     ++model_.closes;
@@ -152,7 +191,9 @@ class FakeSteps : public DecodeSteps {
   FakeModel& model_;
   const std::string id_;
   int32_t token_ = -1;
+  StepOptions options_;
   v1::Logits logits_;
+  google::protobuf::RepeatedPtrField<v1::Logits> proposed_logits_;
 };
 
 inline std::unique_ptr<DecodeSteps> FakeModel::OpenSteps(const std::string& id, int32_t) {

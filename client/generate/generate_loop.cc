@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "client/generate/stop_strings.h"
 #include "common/status_macros.h"
+#include "common/strings.h"
 #include "sampler/rng.h"
 
 namespace llm::client {
@@ -45,7 +46,11 @@ class GenerateLoop::Run {
   StepOptions NextStep() const {
     StepOptions step;
     step.logits = result_.logits;
+    // Not with speculation: a guess after a step is used only when its
+    // request proposes nothing (and every proposal before was accepted), and
+    // a request that finds a wasted guess running waits for its step.
     step.lookahead = loop_.options_.lookahead && sampler::PicksArgmax(params_.sampling) &&
+                     params_.speculate == 0 &&
                      static_cast<int64_t>(result_.tokens.size()) + 1 < params_.max_tokens;
     return step;
   }
@@ -67,9 +72,16 @@ class GenerateLoop::Run {
     if (score) step.prompt_logprobs = params_.prompt_logprobs;
     return model_.Prefill(session_, tokens, step, loop_.cancel_, &result_.session_rebuilds);
   }
-  // Sends `token` on the step stream (opening it if needed). A failure is
-  // left for AwaitStep to handle.
-  void SendStep(int32_t token);
+  // Sends `token` on the step stream (opening it if needed), with the
+  // proposals that follow `history` (which ends with it) when speculating,
+  // and a rollback of the session's overhang. A failure is left for
+  // AwaitStep to handle.
+  void SendStep(int32_t token, std::span<const int32_t> history);
+  // How many tokens the next step may propose: GenerateParams::speculate,
+  // within max_tokens and the context.
+  int32_t ProposalRoom() const;
+  // Decodes the logits after the i-th proposal of the last step.
+  absl::Status DecodeProposedRow(size_t i);
   // Completes the step of `token`: on success the token joins the session
   // and, when need_logits, its logits are decoded. A lost session is rebuilt
   // (when need_logits) or left for the next call to rebuild.
@@ -94,6 +106,11 @@ class GenerateLoop::Run {
   std::unique_ptr<TextStream> text_;
   std::vector<TopLogprob> top_;  // the current position's, for TokenEvent::top
   bool emitted_ = false;         // an event was sent
+  // Speculation: the proposals of the last step sent, and how many of them
+  // have been accepted so far (a rejection clears them).
+  std::vector<int32_t> proposed_;
+  size_t accepted_ = 0;
+  bool speculation_unsupported_ = false;  // the server ignored proposals
 };
 
 void GenerateLoop::Run::Emit(std::string_view text, int32_t token, float logprob,
@@ -106,18 +123,69 @@ void GenerateLoop::Run::Emit(std::string_view text, int32_t token, float logprob
   on_token_(event);
 }
 
-void GenerateLoop::Run::SendStep(int32_t token) {
+int32_t GenerateLoop::Run::ProposalRoom() const {
+  // Proposals become tokens after the one sent: within max_tokens, and
+  // within the context together with it.
+  if (speculation_unsupported_) return 0;
+  int64_t room = std::min<int64_t>(
+      params_.speculate, params_.max_tokens - static_cast<int64_t>(result_.tokens.size()));
+  if (const int64_t n = model_.context_length(); n > 0) {
+    room = std::min<int64_t>(room, n - static_cast<int64_t>(session_.tokens.size()) - 1);
+  }
+  return static_cast<int32_t>(std::max<int64_t>(room, 0));
+}
+
+void GenerateLoop::Run::SendStep(int32_t token, std::span<const int32_t> history) {
   if (steps_ == nullptr) steps_ = model_.OpenSteps(session_.id, params_.max_tokens);
-  steps_->Send(token, NextStep());
+  StepOptions step = NextStep();
+  proposed_.clear();
+  accepted_ = 0;
+  if (const int32_t room = ProposalRoom(); room > 0) {
+    if (loop_.options_.propose) {
+      loop_.options_.propose(history, room, &proposed_);
+      if (static_cast<int32_t>(proposed_.size()) > room) proposed_.resize(room);
+    } else {
+      ProposeByNgram(history, room, loop_.options_.min_ngram, &proposed_);
+    }
+  }
+  step.proposed = proposed_;
+  if (session_.overhang) step.truncate_to = static_cast<int64_t>(session_.tokens.size());
+  steps_->Send(token, step);
+}
+
+absl::Status GenerateLoop::Run::DecodeProposedRow(size_t i) {
+  const auto& rows = steps_->proposed_logits();
+  if (i >= static_cast<size_t>(rows.size())) {
+    return absl::InternalError("a proposed token's logits are missing");
+  }
+  return logits_.Decode(rows[static_cast<int>(i)], model_.vocab_size());
 }
 
 absl::Status GenerateLoop::Run::AwaitStep(int32_t token, bool need_logits) {
   absl::StatusOr<const v1::Logits*> logits = steps_->Await();
   if (logits.ok()) {
     session_.tokens.push_back(token);
+    // The proposals are in the model session too, until accepted or rolled
+    // back.
+    if (!proposed_.empty() && steps_->proposed_logits().empty()) {
+      // A server that predates speculation ignored the proposals (and
+      // appended the token alone): go on without.
+      proposed_.clear();
+      speculation_unsupported_ = true;
+    }
+    session_.overhang = !proposed_.empty();
+    result_.proposed_tokens += static_cast<int64_t>(proposed_.size());
+    if (steps_->proposed_logits().size() != static_cast<int>(proposed_.size())) {
+      return absl::FailedPreconditionError(
+          StrCat("the model service answered ", steps_->proposed_logits().size(),
+                 " proposed tokens' logits for ", proposed_.size(), " proposed tokens"));
+    }
     if (!need_logits) return absl::OkStatus();
     return logits_.Decode(**logits, model_.vocab_size());
   }
+  // The request changed nothing (or left the session unsynced, below).
+  proposed_.clear();
+  accepted_ = 0;
   steps_.reset();  // a failed step ends the stream
   const absl::Status s = logits.status();
   if (absl::IsOutOfRange(s)) {
@@ -141,6 +209,7 @@ absl::Status GenerateLoop::Run::AwaitStep(int32_t token, bool need_logits) {
     model_.Release(old).IgnoreError();
   }
   session_.id.clear();
+  session_.overhang = false;
   if (!need_logits) {
     session_.pending.push_back(token);  // the next call rebuilds
     return absl::OkStatus();
@@ -185,6 +254,7 @@ absl::StatusOr<GenerateResult> GenerateLoop::Run::Go(std::span<const int32_t> ne
     model_.Release(old).IgnoreError();
     session_.id.clear();
     session_.unsynced = false;
+    session_.overhang = false;
   }
   std::vector<int32_t> append = session_.pending;
   append.insert(append.end(), new_tokens.begin(), new_tokens.end());
@@ -209,9 +279,27 @@ absl::StatusOr<GenerateResult> GenerateLoop::Run::Go(std::span<const int32_t> ne
     }
     if (!sample->exact) ++result_.inexact_samples;
     const int32_t token = sample->id;
+    // Speculation: the last step fed proposed_[accepted_] after the token
+    // before this one, whose row this was. Drawing it accepts it (already
+    // in the model session); any other draw rejects it and the rest.
+    bool fed = false;
+    if (accepted_ < proposed_.size()) {
+      fed = token == proposed_[accepted_];
+      if (fed) {
+        ++accepted_;
+      } else {
+        proposed_.clear();  // still in the model: the next step rolls them back
+        accepted_ = 0;
+      }
+    }
     if (!params_.ignore_eos && IsEnd(token)) {
-      stop = StopReason::kEos;
+      stop = StopReason::kEos;  // a fed EOS stays in the overhang
       break;
+    }
+    if (fed) {
+      ++result_.accepted_tokens;
+      session_.tokens.push_back(token);
+      if (accepted_ == proposed_.size()) session_.overhang = false;
     }
     last_token = absl::Now();
     if (result_.tokens.empty()) {
@@ -222,12 +310,14 @@ absl::StatusOr<GenerateResult> GenerateLoop::Run::Go(std::span<const int32_t> ne
     history.push_back(token);
     const bool last = static_cast<int32_t>(result_.tokens.size()) >= params_.max_tokens;
     // No room in the model session for this token: it is the last one.
-    const bool full = ContextFull();
-    // The model computes the next logits while the token is detokenized.
-    if (!last && !full) SendStep(token);
+    const bool full = !fed && ContextFull();
+    // The model computes the next logits while the token is detokenized (a
+    // fed token's are here already).
+    const bool send = !fed && !last && !full;
+    if (send) SendStep(token, history);
     absl::StatusOr<std::string> text = Detokenize(token);
     if (!text.ok()) {
-      if (!last && !full) AwaitStep(token, /*need_logits=*/false).IgnoreError();
+      if (send) AwaitStep(token, /*need_logits=*/false).IgnoreError();
       CloseStreams().IgnoreError();
       return text.status();
     }
@@ -242,6 +332,16 @@ absl::StatusOr<GenerateResult> GenerateLoop::Run::Go(std::span<const int32_t> ne
       stop = StopReason::kContext;
     } else if (loop_.cancel_requested()) {
       stop = StopReason::kCancelled;
+    }
+    if (fed) {
+      // The next row is the logits after this proposal.
+      if (!stop) {
+        if (absl::Status s = DecodeProposedRow(accepted_ - 1); !s.ok()) {
+          CloseStreams().IgnoreError();
+          return s;
+        }
+      }
+      continue;
     }
     if (last || full) {
       session_.pending.push_back(token);  // sampled, never fed

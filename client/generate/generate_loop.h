@@ -28,6 +28,27 @@
 // new session and go on where it was: the caller sees no error and no
 // repeated text (at most kMaxRebuildsPerCall times per generation).
 //
+// Speculation (GenerateParams::speculate = k > 0): each decode step sends the
+// sampled token and up to k proposals (ngram_proposer.h: what followed the
+// latest earlier occurrence of the conversation's last tokens), and gets the
+// logits after each. The loop then samples from those rows in order, exactly
+// as without speculation (same sampler, same history, one rng draw per
+// token), and keeps a proposal when the sampler drew it: greedy keeps the
+// longest prefix of proposals equal to each row's argmax, and sampling keeps
+// a proposal x with probability p(x) (p: the distribution the sampler draws
+// from, after temperature and filters) and otherwise emits a draw from p
+// with x excluded: Leviathan et al.'s rejection rule for a draft that
+// proposes x with certainty. So the output's distribution is unchanged, and
+// with the same seed and the same logits it is the same output, token for
+// token. Accepted tokens are emitted one at a time through the same path
+// (EOS, stop strings, max_tokens, logprobs), so a stop in the middle of an
+// accepted run stops there. The proposals after a rejection stay in the
+// model session until the next request rolls them back (truncate_to;
+// Session::overhang). Lookahead is not asked for when speculating (a guess
+// would be used only after a step without proposals). A model server that
+// predates speculation (no proposed logits in its answer: it appended the
+// token alone) is decoded without for the rest of the generation.
+//
 // Cancellation: Cancel() (async-signal-safe: it only sets a flag) stops the
 // generation at the next token; the streams are closed cleanly, so the
 // session stays consistent. A Prefill in progress is abandoned at once
@@ -37,17 +58,21 @@
 // Threads: one generation at a time (calls from several threads must be
 // serialized); Cancel() may be called from any thread or a signal handler.
 // Ownership: borrows both ports, which must outlive the loop.
-// Cost: per token, one sample (sampler.h) and one step of each stream.
+// Cost: per token, one sample (sampler.h) and one step of each stream (a
+// step for every 1 + accepted tokens with speculation, plus the n-gram scan).
 #ifndef LLM_CLIENT_GENERATE_GENERATE_LOOP_H_
 #define LLM_CLIENT_GENERATE_GENERATE_LOOP_H_
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "client/generate/logits.h"
+#include "client/generate/ngram_proposer.h"
 #include "client/generate/params.h"
 #include "client/generate/ports.h"
 #include "client/generate/result.h"
@@ -63,6 +88,14 @@ struct LoopOptions {
   // lookahead): it computes the next step while the logits travel here and
   // the token travels back.
   bool lookahead = true;
+  // Speculation: the shortest suffix of the conversation whose earlier
+  // occurrence proposes tokens (ngram_proposer.h).
+  int min_ngram = kDefaultMinNgram;
+  // Replaces the n-gram proposer (tests): *out = at most max_tokens tokens
+  // proposed after `history`.
+  std::function<void(std::span<const int32_t> history, int32_t max_tokens,
+                     std::vector<int32_t>* out)>
+      propose;
 };
 
 class GenerateLoop {

@@ -19,6 +19,10 @@ absl::Status ValidateParams(const GenerateParams& params) {
     return absl::InvalidArgumentError(StrCat("prompt_logprobs must be in [-1, ", kMaxTopLogprobs,
                                              "], got ", params.prompt_logprobs));
   }
+  if (params.speculate < 0 || params.speculate > kMaxProposedTokens) {
+    return absl::InvalidArgumentError(
+        StrCat("speculate must be in [0, ", kMaxProposedTokens, "], got ", params.speculate));
+  }
   return ValidateStopStrings(params.stop);
 }
 

@@ -23,14 +23,25 @@ struct GenerateParams {
   // >= 0: score the prefilled tokens (GenerateResult::prompt_logprobs) with
   // this many alternatives each, 0..kMaxTopLogprobs; -1: off.
   int32_t prompt_logprobs = -1;
+  // Speculative decoding: each decode step proposes up to this many tokens
+  // after the sampled one, found by n-gram lookup in the conversation
+  // (ngram_proposer.h); the model computes them in the same step, and the
+  // ones the sampler agrees with are kept (generate_loop.h, "Speculation":
+  // the output is the same, token for token, only faster when proposals
+  // are accepted). 0..kMaxProposedTokens (16); 0: off.
+  int32_t speculate = 0;
 };
 
 // The most alternatives a position may list (the model service's limit for
 // prompt scores, and OpenAI's top_logprobs).
 inline constexpr int32_t kMaxTopLogprobs = 20;
+// The most tokens one decode step may propose (GenerateParams::speculate;
+// the model service's limit, DecodeTokenRequest.proposed).
+inline constexpr int32_t kMaxProposedTokens = 16;
 
 // InvalidArgument naming the field: sampler::Validate, max_tokens < 1, an
-// empty stop string, top_logprobs or prompt_logprobs out of range.
+// empty stop string, top_logprobs, prompt_logprobs or speculate out of
+// range.
 absl::Status ValidateParams(const GenerateParams& params);
 
 }  // namespace llm::client

@@ -30,6 +30,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "google/protobuf/repeated_ptr_field.h"
 #include "llm/v1/model.pb.h"
 
 namespace llm::client {
@@ -46,6 +47,10 @@ struct Session {
   std::vector<int32_t> tokens;   // every token the model session holds, in order
   std::vector<int32_t> pending;  // sampled but not fed yet (prefilled by the next call)
   bool unsynced = false;         // a cancelled Prefill left the model's length unknown
+  // The model session holds tokens after `tokens`: proposals a speculative
+  // decode step fed that were then rejected. The next Prefill or step rolls
+  // it back to tokens.size() first (truncate_to), at no extra call.
+  bool overhang = false;
 };
 
 struct EncodeOptions {
@@ -88,6 +93,13 @@ struct StepOptions {
   // Prefill only: >= 0 scores the appended tokens (PrefillResult::
   // prompt_logprobs) with this many alternatives each (0..20); -1: off.
   int32_t prompt_logprobs = -1;
+  // Decode steps only (speculative decoding): tokens fed after the step's
+  // token in the same request, at most kMaxProposedTokens, whose logits come
+  // back too (DecodeSteps::proposed_logits); and the length the model
+  // session is rolled back to first (-1: none; Session::overhang). A
+  // Prefill rolls back by itself when the session says so.
+  std::vector<int32_t> proposed;
+  int64_t truncate_to = -1;
 };
 
 // What a Prefill returns.
@@ -108,11 +120,14 @@ class DecodeSteps {
   // once or when the request is on its way. A failure is kept for Await.
   virtual void Send(int32_t token, const StepOptions& options) = 0;
   // The logits after the token sent; valid until the next Send. OK: the token
-  // joined the session. Errors: OUT_OF_RANGE (the session is full; the token
-  // was not fed), NOT_FOUND (the session is lost), UNAVAILABLE or CANCELLED
-  // (its server went away or is shutting down: lost too), DEADLINE_EXCEEDED,
-  // or the server's own.
+  // (and StepOptions::proposed) joined the session. Errors: OUT_OF_RANGE (the session is full; the
+  // token was not fed), NOT_FOUND (the session is lost), UNAVAILABLE or CANCELLED (its server went
+  // away or is shutting down: lost too), DEADLINE_EXCEEDED, or the server's own.
   virtual absl::StatusOr<const v1::Logits*> Await() = 0;
+  // After an OK Await: the logits after each proposed token, in order (one
+  // per StepOptions::proposed; fewer only from a server that does not
+  // speculate). Valid until the next Send.
+  virtual const google::protobuf::RepeatedPtrField<v1::Logits>& proposed_logits() const = 0;
   // Ends the stream cleanly (no step in flight); the status is informative.
   virtual absl::Status Close() = 0;
 };
@@ -127,7 +142,9 @@ class ModelPort {
 
   // Appends `tokens` to the session: into a new session, after the whole
   // history session.tokens, when session.id is empty or the session is lost
-  // (then *rebuilds is incremented, at most kMaxRebuildsPerCall times). On
+  // (then *rebuilds is incremented, at most kMaxRebuildsPerCall times); an
+  // existing session with an overhang is rolled back to session.tokens
+  // first, in the same call. On
   // success session.id names the session and session.tokens has `tokens`
   // appended; returns the logits after the last token (and the scores
   // StepOptions::prompt_logprobs asks for). `cancel` is polled

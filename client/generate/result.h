@@ -52,7 +52,11 @@ struct GenerateResult {
   absl::Duration decode_time;          // first sampled token to the last
   int32_t session_rebuilds = 0;        // lost sessions re-prefilled
   int32_t inexact_samples = 0;         // samples with !Sample::exact (forced top-N)
-  v1::LogitsOptions logits;            // the encoding used
+  // Speculation (GenerateParams::speculate): tokens proposed to the model,
+  // and how many of them the generation kept.
+  int64_t proposed_tokens = 0;
+  int64_t accepted_tokens = 0;
+  v1::LogitsOptions logits;  // the encoding used
   // With GenerateParams::prompt_logprobs >= 0: the scores of the prefilled
   // tokens after the first (PrefillResult::prompt_logprobs).
   std::vector<v1::TokenLogprob> prompt_logprobs;

@@ -41,6 +41,8 @@ class GrpcDecodeSteps : public DecodeSteps {
     request.set_token(token);
     *request.mutable_logits() = options.logits;
     request.set_lookahead(options.lookahead);
+    request.mutable_proposed()->Assign(options.proposed.begin(), options.proposed.end());
+    if (options.truncate_to >= 0) request.set_truncate_to(options.truncate_to);
     send_error_ = stream_->Write(request);
     if (send_error_.ok()) stream_->StartRead();
   }
@@ -55,6 +57,10 @@ class GrpcDecodeSteps : public DecodeSteps {
     }
     endpoint_ = nullptr;
     return s;
+  }
+
+  const google::protobuf::RepeatedPtrField<v1::Logits>& proposed_logits() const override {
+    return stream_->response().proposed_logits();
   }
 
   absl::Status Close() override {

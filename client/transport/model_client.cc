@@ -117,6 +117,7 @@ absl::Status ModelClient::Truncate(Session& session, int64_t n) {
     session.id.clear();
   }
   session.unsynced = false;
+  session.overhang = false;
   session.tokens.resize(static_cast<size_t>(n));
   session.pending.clear();
   return absl::OkStatus();
@@ -207,6 +208,8 @@ absl::StatusOr<PrefillResult> ModelClient::Prefill(Session& session,
     request.set_session_id(session.id);
     if (session.id.empty()) {  // a new session: the whole history
       request.mutable_tokens()->Add(session.tokens.begin(), session.tokens.end());
+    } else if (session.overhang) {  // rejected proposals: roll them back first
+      request.set_truncate_to(static_cast<int64_t>(session.tokens.size()));
     }
     request.mutable_tokens()->Add(tokens.begin(), tokens.end());
     *request.mutable_logits() = options.logits;
@@ -219,6 +222,7 @@ absl::StatusOr<PrefillResult> ModelClient::Prefill(Session& session,
     const grpc::Status s = PrefillOnce(request, &response, cancel);
     if (s.ok()) {
       session.id = response.session_id();
+      session.overhang = false;
       session.tokens.insert(session.tokens.end(), tokens.begin(), tokens.end());
       PrefillResult result;
       result.logits = std::move(*response.mutable_logits());

@@ -281,7 +281,9 @@ class Engine::Impl {
     }
     const int64_t have =
         s != nullptr ? static_cast<int64_t>(s->tokens.size()) - (s->ahead ? 1 : 0) : 0;
-    const int64_t total = have + static_cast<int64_t>(request.tokens.size());
+    if (absl::Status st = CheckTruncateTo(request, have, s != nullptr); !st.ok()) return st;
+    const int64_t total = (request.truncate_to >= 0 ? request.truncate_to : have) +
+                          static_cast<int64_t>(request.tokens.size());
     if (total > max_context_) {
       return WithLimit(
           absl::OutOfRangeError(StrCat("the session would hold ", total,
@@ -311,9 +313,22 @@ class Engine::Impl {
     return absl::OkStatus();
   }
 
+  // INVALID_ARGUMENT when `r` rolls back a session it does not have, or past
+  // the `have` tokens of its session.
+  static absl::Status CheckTruncateTo(const AppendRequest& r, int64_t have, bool has_session) {
+    if (r.truncate_to < 0) return absl::OkStatus();
+    if (!has_session) return absl::InvalidArgumentError("truncate_to needs an existing session");
+    if (r.truncate_to > have) {
+      return absl::InvalidArgumentError(
+          StrCat("truncate_to ", r.truncate_to, " is past the session's length of ", have));
+    }
+    return absl::OkStatus();
+  }
+
   // Whether `r` appends the guess `token` and can take its logits (`spec`).
   static bool TakesGuess(const AppendRequest& r, int32_t token, const model::LogitsSpec& spec) {
-    return r.tokens.front() == token && !r.every_row() && SameSpec(r.logits, spec);
+    return r.truncate_to < 0 && r.tokens.front() == token && !r.every_row() &&
+           SameSpec(r.logits, spec);
   }
 
   // Ends the guess of s, queued and not yet in a step, unrun.
@@ -332,6 +347,8 @@ class Engine::Impl {
     Work& p = *s->work;
     const AppendRequest& r = p.request;
     if (s->ahead && !TakesGuess(r, s->ahead_token, s->ahead_spec)) DropAhead(s);
+    // Checked at admission (CheckTruncateTo): the length is the same now.
+    if (r.truncate_to >= 0) sessions_.Truncate(*s, r.truncate_to, absl::Now());
     if (s->ahead) {
       s->ahead = false;
       ++stats_.lookahead_hits;

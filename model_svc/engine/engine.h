@@ -1,11 +1,15 @@
 // The engine: sessions with persistent KV caches, and the step loop that
 // batches every session's pending work into one forward per step.
 //
-// Requests append tokens to a session (Prefill: many, Decode: one) and
-// receive the logits of the last one. The step loop (one thread) takes, each
-// step, one token of every waiting decode and then prefill chunks in arrival
-// order up to `max_batch_tokens` (chunked prefill: a long prompt spreads over
-// several steps and never stalls the decodes of other sessions).
+// Requests append tokens to a session (Prefill: many; Decode: one, or one
+// plus the client's proposals with the logits of every row, for
+// speculative decoding) and receive the logits of the last one (of every
+// one when asked), after rolling the session back first when they ask
+// (AppendRequest::truncate_to). The step loop (one thread) takes, each
+// step, every waiting decode (one token, or 1 + k speculative ones) and then
+// prefill chunks in arrival order up to `max_batch_tokens` (chunked prefill:
+// a long prompt spreads over several steps and never stalls the decodes of
+// other sessions).
 //
 // Prefix cache (EngineOptions::prefix_cache): the full KV blocks that any
 // session computed stay named by their prefix, also after the session ends
@@ -15,7 +19,8 @@
 // only the rest. Requests that want every row's logits compute everything.
 //
 // Errors (ARCHITECTURE.md's table): unknown session NOT_FOUND; token id out
-// of range or an empty request INVALID_ARGUMENT; past the context
+// of range, an empty request or a truncate_to past the session's length
+// INVALID_ARGUMENT; past the context
 // OUT_OF_RANGE; KV pool or session limit full RESOURCE_EXHAUSTED; a session
 // that already has a request in flight ABORTED; shutting down UNAVAILABLE.
 // The session limit, the KV pool and the context marks their statuses with
@@ -82,7 +87,16 @@ struct AppendRequest {
   // (kTopN; 0: none) with target = token i+1 (so that log p(token i+1) =
   // target_logit - log_sum_exp), the last row as `logits` asks. -1: off.
   int32_t prompt_logprobs = -1;
-  bool decode = false;  // counted as decoded rather than prefilled (statistics)
+  // Counted as decoded rather than prefilled (statistics), and scheduled
+  // first as a decode, whatever its length (a speculative decode: the
+  // sampled token and the client's proposals, with all_logits).
+  bool decode = false;
+  // >= 0: before appending, the session is rolled back to this many tokens
+  // (as Truncate, its lookahead guess dropped first): how a speculative
+  // client drops the proposals it rejected without another call. At most
+  // the session's length (INVALID_ARGUMENT otherwise, the session
+  // unchanged); needs an existing session. -1: off.
+  int64_t truncate_to = -1;
   // The caller will likely append the argmax of this request's logits next
   // (see "Lookahead" above). The guess's step shares `cancel`.
   bool lookahead = false;

@@ -33,14 +33,15 @@ void Schedule(const std::deque<Session*>& queue, const std::deque<Session*>& gue
   auto not_cancelled = [&](const Session* s) {
     return std::find(plan->cancelled.begin(), plan->cancelled.end(), s) == plan->cancelled.end();
   };
-  // Decodes first, then prefill chunks in arrival order, then lookahead
-  // guesses: a guess takes only what the callers' requests leave.
+  // Decodes first (a speculative one of 1 + k tokens too), then prefill
+  // chunks in arrival order, then lookahead guesses: a guess takes only what
+  // the callers' requests leave.
   for (Session* s : queue) {
-    if (s->work->remaining() == 1 && not_cancelled(s)) try_schedule(s);
+    if (s->work->request.decode && not_cancelled(s)) try_schedule(s);
   }
   for (Session* s : queue) {
     if (budget <= 0) break;
-    if (s->work->remaining() > 1 && not_cancelled(s)) try_schedule(s);
+    if (!s->work->request.decode && not_cancelled(s)) try_schedule(s);
   }
   for (Session* s : guesses) {
     if (s->guess_cancelled()) {

@@ -1,13 +1,14 @@
 // The scheduler: which work the next step computes, as data.
 //
 // From the queue of sessions with a request (arrival order), the sessions
-// whose lookahead guess waits for a step, and the KV block pool, Schedule returns a
-// StepPlan: the rows to compute (one token of every waiting decode first,
-// then prefill chunks in arrival order, then the guesses as speculative
-// rows, within the step's token and logit-row budgets), the KV block copies
-// to perform before the forward, and what ends unrun this step (cancelled
-// requests and guesses, guesses without KV space, and, when nothing at all
-// can run, the requests that found no KV blocks). The engine performs the plan:
+// whose lookahead guess waits for a step, and the KV block pool, Schedule
+// returns a StepPlan: the rows to compute (every waiting decode first, one
+// token or the 1 + k of a speculative one, then prefill chunks in arrival
+// order, then the guesses as speculative rows, within the step's token and
+// logit-row budgets), the KV block copies to perform before the forward, and
+// what ends unrun this step (cancelled requests and guesses, guesses without
+// KV space, and, when nothing at all can run, the requests that found no KV
+// blocks). The engine performs the plan:
 // the runner computes its chunks, and the engine applies the result.
 //
 // Mutation: planning is all that Schedule does, except that it reserves the

@@ -96,6 +96,20 @@ TEST_F(SchedulerTest, DecodesFirstThenPrefillChunksInArrivalOrderWithinTheBudget
   EXPECT_TRUE(evictions_.empty());
 }
 
+TEST_F(SchedulerTest, ASpeculativeDecodeOfSeveralTokensKeepsDecodePriority) {
+  Session* prefill = Queue(NewSession(), 10);
+  Session* spec = Queue(NewSession(3), 5, /*decode=*/true);  // sampled + 4 proposed
+  spec->work->request.all_logits = true;
+  const StepPlan plan = Plan(8, 8);
+  ASSERT_EQ(plan.chunks.size(), 2u);
+  EXPECT_EQ(plan.chunks[0].session, spec);
+  EXPECT_EQ(plan.chunks[0].chunk, 5);
+  EXPECT_EQ(plan.chunks[0].logit_rows(), 5);
+  EXPECT_TRUE(plan.chunks[0].decode());
+  EXPECT_EQ(plan.chunks[1].session, prefill);
+  EXPECT_EQ(plan.chunks[1].chunk, 3);
+}
+
 TEST_F(SchedulerTest, EveryRowRequestsAreBoundByTheLogitRows) {
   Session* a = Queue(NewSession(), 6);
   a->work->request.all_logits = true;

@@ -123,11 +123,12 @@ absl::Status CheckSessionId(const std::string& id, bool required) {
   return absl::OkStatus();
 }
 
-// The most bytes a response carrying `spec`'s logits of a `vocab_size`
-// vocabulary and a session id of `session_id_bytes` may serialize to: the
-// payload plus a bound on every tag, length and scalar field (64 bytes).
+// The most bytes a response carrying `rows` rows of `spec`'s logits of a
+// `vocab_size` vocabulary and a session id of `session_id_bytes` may
+// serialize to: the payloads plus a bound on every tag, length and scalar
+// field (64 bytes, and 16 more per extra row).
 int64_t ResponseBytesBound(const model::LogitsSpec& spec, int64_t vocab_size,
-                           size_t session_id_bytes) {
+                           size_t session_id_bytes, int64_t rows = 1) {
   int64_t payload = 0;
   switch (spec.encoding) {
     case model::LogitsEncoding::kFloat32:
@@ -140,7 +141,7 @@ int64_t ResponseBytesBound(const model::LogitsSpec& spec, int64_t vocab_size,
       payload = int64_t{9} * spec.top_n;  // a varint id (<= 5 bytes) and a float
       break;
   }
-  return 64 + static_cast<int64_t>(session_id_bytes) + payload;
+  return 64 + 16 * (rows - 1) + static_cast<int64_t>(session_id_bytes) + rows * payload;
 }
 
 std::string_view EncodingName(model::LogitsEncoding encoding) {
@@ -159,17 +160,19 @@ std::string_view EncodingName(model::LogitsEncoding encoding) {
 // `max_bytes` (0: no limit), checked before any work so that a call whose
 // answer cannot be sent changes nothing.
 absl::Status CheckResponseSize(ModelMetrics* metrics, const model::LogitsSpec& spec,
-                               int64_t vocab_size, size_t session_id_bytes, int64_t max_bytes) {
+                               int64_t vocab_size, size_t session_id_bytes, int64_t max_bytes,
+                               int64_t rows = 1) {
   if (max_bytes <= 0) return absl::OkStatus();
-  const int64_t bytes = ResponseBytesBound(spec, vocab_size, session_id_bytes);
+  const int64_t bytes = ResponseBytesBound(spec, vocab_size, session_id_bytes, rows);
   if (bytes <= max_bytes) return absl::OkStatus();
   return OverLimit(
       metrics, "message_size",
-      absl::ResourceExhaustedError(StrCat(
-          "the response would have up to ", bytes, " bytes (", EncodingName(spec.encoding),
-          " logits of ", spec.encoding == model::LogitsEncoding::kTopN ? spec.top_n : vocab_size,
-          " ids), more than the server's limit of ", max_bytes,
-          " (--max_message_bytes); ask for LOGITS_FLOAT16 or LOGITS_TOP_N")));
+      absl::ResourceExhaustedError(
+          StrCat("the response would have up to ", bytes, " bytes (", EncodingName(spec.encoding),
+                 " logits of ",
+                 spec.encoding == model::LogitsEncoding::kTopN ? spec.top_n : vocab_size, " ids",
+                 rows > 1 ? StrCat(", ", rows, " rows") : "", "), more than the server's limit of ",
+                 max_bytes, " (--max_message_bytes); ask for LOGITS_FLOAT16 or LOGITS_TOP_N")));
 }
 
 // A Prefill's scoring option as the engine takes it (-1: off), after the
@@ -220,7 +223,8 @@ void ScoresToProto(const std::vector<int32_t>& tokens, const std::vector<model::
 // NaN or +infinity anywhere in the row makes log_sum_exp non-finite. The
 // weights or the backend are broken; no client should sample from them.
 absl::Status CheckFinite(ModelMetrics* metrics, const engine::AppendResult& result) {
-  if (result.logits.empty() || std::isfinite(result.logits.back().log_sum_exp)) {
+  if (std::all_of(result.logits.begin(), result.logits.end(),
+                  [](const model::Logits& l) { return std::isfinite(l.log_sum_exp); })) {
     return absl::OkStatus();
   }
   if (metrics != nullptr) metrics->CountNonFiniteLogits();
@@ -243,6 +247,19 @@ void SetLittleEndian(const std::vector<T>& values, std::string* out) {
   }
 }
 
+// A request's truncate_to as the engine takes it (-1: absent);
+// INVALID_ARGUMENT when negative. (The engine checks it against the
+// session's length.)
+template <typename Request>
+absl::StatusOr<int64_t> TruncateToOf(const Request& request) {
+  if (!request.has_truncate_to()) return -1;
+  if (request.truncate_to() < 0) {
+    return absl::InvalidArgumentError(
+        StrCat("truncate_to ", request.truncate_to(), " is negative"));
+  }
+  return request.truncate_to();
+}
+
 // The engine request of a Decode / DecodeStream message.
 absl::StatusOr<engine::AppendRequest> DecodeRequestOf(const v1::DecodeTokenRequest& request,
                                                       int64_t vocab_size, ModelMetrics* metrics,
@@ -251,18 +268,44 @@ absl::StatusOr<engine::AppendRequest> DecodeRequestOf(const v1::DecodeTokenReque
   if (absl::Status s = CheckSessionId(request.session_id(), /*required=*/true); !s.ok()) return s;
   absl::StatusOr<model::LogitsSpec> spec = FromProto(request.logits(), vocab_size);
   if (!spec.ok()) return spec.status();
-  if (absl::Status s = CheckResponseSize(metrics, *spec, vocab_size, 0, max_message_bytes);
+  if (request.proposed_size() > kMaxProposedTokens) {
+    return absl::InvalidArgumentError(StrCat(
+        request.proposed_size(), " proposed tokens, more than the limit of ", kMaxProposedTokens));
+  }
+  absl::StatusOr<int64_t> truncate_to = TruncateToOf(request);
+  if (!truncate_to.ok()) return truncate_to.status();
+  if (absl::Status s = CheckResponseSize(metrics, *spec, vocab_size, 0, max_message_bytes,
+                                         1 + request.proposed_size());
       !s.ok()) {
     return s;
   }
   engine::AppendRequest out;
   out.session_id = request.session_id();
+  out.tokens.reserve(1 + request.proposed_size());
   out.tokens.push_back(request.token());
+  out.tokens.insert(out.tokens.end(), request.proposed().begin(), request.proposed().end());
+  out.all_logits = request.proposed_size() > 0;  // a row for the token and each proposal
+  out.truncate_to = *truncate_to;
   out.logits = *spec;
   out.decode = true;
   out.lookahead = request.lookahead();
   out.cancel = cancel;
   return out;
+}
+
+// A Decode's response from the engine's rows: the token's, then one per
+// proposed token.
+void DecodeResponseOf(engine::AppendResult& result, v1::DecodeTokenResponse* response) {
+  response->set_num_tokens(result.num_tokens);
+  if (result.logits.empty()) return;
+  if (result.logits.size() == 1) {
+    ToProto(result.logits.back(), response->mutable_logits());
+    return;
+  }
+  ToProto(result.logits.front(), response->mutable_logits());
+  for (size_t i = 1; i < result.logits.size(); ++i) {
+    ToProto(result.logits[i], response->add_proposed_logits());
+  }
 }
 
 // A unary call answered by the engine's completion callback. The callback
@@ -318,7 +361,7 @@ class DecodeStreamReactor final
       return;
     }
     log_.set_session(request_.session_id());
-    log_.add_tokens(1);
+    log_.add_tokens(1 + request_.proposed_size());
     if (absl::Status s = CheckMessageSize(metrics_, request_, max_message_bytes_); !s.ok()) {
       Finish(Counted(metrics_, &log_, s));
       return;
@@ -378,8 +421,7 @@ class DecodeStreamReactor final
     } else {
       if (metrics_ != nullptr) metrics_->ObserveDecodeStep(absl::Now() - submitted_);
       response_.Clear();
-      response_.set_num_tokens(result->num_tokens);
-      if (!result->logits.empty()) ToProto(result->logits.back(), response_.mutable_logits());
+      DecodeResponseOf(*result, &response_);
       StartWrite(&response_);
     }
     Unref();
@@ -499,12 +541,15 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Prefill(grpc::CallbackServerContext*
       metrics_, *request, ResponseBytesBound(*spec, e->config().vocab_size, id_bytes),
       options_.max_message_bytes);
   if (!prompt_logprobs.ok()) return FinishNow(metrics_, &log, context, prompt_logprobs.status());
+  absl::StatusOr<int64_t> truncate_to = TruncateToOf(*request);
+  if (!truncate_to.ok()) return FinishNow(metrics_, &log, context, truncate_to.status());
   auto* reactor = new AppendReactor();
   engine::AppendRequest append;
   append.session_id = request->session_id();
   append.tokens.assign(request->tokens().begin(), request->tokens().end());
   append.logits = *spec;
   append.prompt_logprobs = *prompt_logprobs;
+  append.truncate_to = *truncate_to;
   append.lookahead = request->lookahead();
   append.cancel = reactor->cancel();
   const bool reused = !request->session_id().empty();
@@ -540,7 +585,7 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Decode(grpc::CallbackServerContext* 
   CallCount in_flight(&in_flight_);
   RequestLog log("model", "Decode");
   log.set_session(request->session_id());
-  log.add_tokens(1);
+  log.add_tokens(1 + request->proposed_size());
   absl::StatusOr<engine::Engine*> admitted = Admit(*context, *request);
   if (!admitted.ok()) return FinishNow(metrics_, &log, context, admitted.status());
   engine::Engine* e = *admitted;
@@ -559,10 +604,7 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Decode(grpc::CallbackServerContext* 
     }
     if (result.ok()) {
       if (metrics != nullptr) metrics->ObserveDecodeStep(absl::Now() - start);
-      response->set_num_tokens(result->num_tokens);
-      if (!result->logits.empty()) {
-        ToProto(result->logits.back(), response->mutable_logits());
-      }
+      DecodeResponseOf(*result, response);
     }
     reactor->Finish(Counted(metrics, &log, result.status()));
   });

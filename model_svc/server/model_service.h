@@ -47,6 +47,9 @@ namespace llm {
 inline constexpr size_t kMaxSessionIdBytes = 256;
 // The most alternatives PrefillRequest.prompt_logprobs.top_n may ask for.
 inline constexpr uint32_t kMaxPromptLogprobsTopN = 20;
+// The most tokens DecodeTokenRequest.proposed may carry (speculative
+// decoding; INVALID_ARGUMENT past it).
+inline constexpr int kMaxProposedTokens = 16;
 
 // What Info reports that the engine does not know, and the service's limits.
 struct ModelServiceOptions {

@@ -33,6 +33,7 @@ from typing import Iterable, Iterator, Sequence
 import grpc
 
 from .errors import InvalidArgument, LlmError, Unavailable, from_rpc_error
+from .ngram import MAX_PROPOSED_TOKENS, propose_by_ngram
 from .sampling import Sampler, SamplingParams, decode_logits, top_n_for
 from .text import StopMatcher, TokenText
 
@@ -60,7 +61,9 @@ class Generation:
     model (before temperature and filters); stop_reason: "eos" (the end
     token), "stop" (a stop string), "length" (max_tokens) or "context" (the
     model's context is full), as `llm generate --json` says; prompt_tokens:
-    the prompt's length in tokens; seed: the seed used (None for greedy).
+    the prompt's length in tokens; seed: the seed used (None for greedy);
+    proposed_tokens / accepted_tokens: speculative decoding's proposals sent
+    and kept (`speculate`).
     """
 
     text: str = ""
@@ -69,6 +72,8 @@ class Generation:
     stop_reason: str = ""
     prompt_tokens: int = 0
     seed: int | None = None
+    proposed_tokens: int = 0
+    accepted_tokens: int = 0
 
 
 class Stream:
@@ -234,11 +239,17 @@ class Client:
     def stream(self, prompt: str | bytes | None = None, *, tokens: Sequence[int] | None = None,
                max_tokens: int | None = None, temperature: float = 1.0, top_k: int = 0,
                top_p: float = 1.0, min_p: float = 0.0, seed: int | None = None,
-               stop: str | Iterable[str] = (), allow_special: bool = False) -> Stream:
+               stop: str | Iterable[str] = (), allow_special: bool = False,
+               speculate: int = 0) -> Stream:
         """Generates from `prompt` (encoded as encode() does) or from `tokens`;
         returns a Stream of text pieces. Parameters are checked here
         (InvalidArgument naming the parameter); service errors are raised while
-        iterating, as LlmError subclasses (errors.py)."""
+        iterating, as LlmError subclasses (errors.py).
+
+        speculate (0..16): speculative decoding, as `llm generate --speculate`:
+        each decode step also sends up to that many tokens found by n-gram
+        lookup in the conversation (propose_by_ngram), and keeps those the
+        sampler draws itself from their logits; the output is the same."""
         params = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                                 seed=seed)
         params.validate()
@@ -247,6 +258,10 @@ class Client:
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
             raise InvalidArgument(f"max_tokens must be an integer >= 1, got {max_tokens!r}",
                                   param="max_tokens")
+        if not isinstance(speculate, int) or isinstance(speculate, bool) or \
+                not 0 <= speculate <= MAX_PROPOSED_TOKENS:
+            raise InvalidArgument(f"speculate must be an integer in [0, {MAX_PROPOSED_TOKENS}], "
+                                  f"got {speculate!r}", param="speculate")
         matcher = StopMatcher(stop)
         if params.greedy:
             seed = None
@@ -254,7 +269,7 @@ class Client:
             seed = int.from_bytes(os.urandom(8), "little")
         stream = Stream(iter(()))
         stream._run = self._generate(stream, prompt, tokens, params, seed, max_tokens, matcher,
-                                     allow_special)
+                                     allow_special, speculate)
         return stream
 
     def generate(self, prompt: str | bytes | None = None, **kwargs) -> Generation:
@@ -267,7 +282,7 @@ class Client:
 
     def _generate(self, out: Stream, prompt, tokens, params: SamplingParams, seed,
                   max_tokens: int | None, matcher: StopMatcher,
-                  allow_special: bool) -> Iterator[str]:
+                  allow_special: bool, speculate: int = 0) -> Iterator[str]:
         info = self.tokenizer_info
         model = self.model_info
         end_ids = {i for f in ("eos_id", "eot_id") if info.HasField(f)
@@ -283,7 +298,9 @@ class Client:
         n = top_n_for(params, vocab)
         options = (model_pb2.LogitsOptions(encoding=model_pb2.LogitsOptions.LOGITS_TOP_N, top_n=n)
                    if n else model_pb2.LogitsOptions(encoding=model_pb2.LogitsOptions.LOGITS_FLOAT32))
-        lookahead = params.greedy  # the next token is the argmax: let the server start it
+        # The next token is the argmax: let the server start it (not when
+        # speculating: a guess would mostly be dropped by the next proposals).
+        lookahead = params.greedy and speculate == 0
         sampler = Sampler(params, seed if seed is not None else 0)
         result = Generation(prompt_tokens=len(ids), seed=seed)
         text = TokenText()
@@ -298,6 +315,13 @@ class Client:
         responses = None
         timed_out = threading.Event()
         in_flight = False  # a sent token whose response is still to be read
+        # Speculation: (proposed token, logits after it) of the last step still
+        # to check, and whether the session holds rejected proposals (rolled
+        # back by the next request's truncate_to). num_tokens counts the
+        # accepted tokens only.
+        rows: list = []
+        overhang = False
+        proposed: list[int] = []
 
         def next_response():
             timer = threading.Timer(self._timeout, lambda: (timed_out.set(), responses.cancel()))
@@ -323,22 +347,44 @@ class Client:
             while True:
                 top_ids, values = decode_logits(logits, vocab)
                 token = sampler.sample(top_ids, values)
+                # The last step fed rows[0]'s token after the previous one: a
+                # draw of the same token accepts it (the rejection rule for a
+                # proposal made with certainty), any other rejects the rest.
+                fed = None
+                if rows:
+                    if token == rows[0][0]:
+                        fed = rows.pop(0)[1]
+                    else:
+                        rows = []
                 if token in end_ids:
                     result.stop_reason = "eos"
                     break
                 value = values[token] if top_ids is None else values[top_ids.index(token)]
                 result.tokens.append(token)
                 result.logprobs.append(float(value) - logits.log_sum_exp)
+                if fed is not None:
+                    result.accepted_tokens += 1
+                    num_tokens += 1
+                    overhang = bool(rows)  # all accepted: nothing to roll back
                 if len(result.tokens) == max_tokens:
                     result.stop_reason = "length"
+                elif fed is not None:
+                    pass  # already in the session
                 elif num_tokens >= model.context_length:
                     result.stop_reason = "context"
                 else:  # send the token first: the model computes while we detokenize
                     if responses is None:
                         responses = self._model.DecodeStream(iter(requests.get, None),
                                                              metadata=self._metadata)
-                    requests.put(model_pb2.DecodeTokenRequest(
-                        session_id=session, token=token, logits=options, lookahead=lookahead))
+                    room = min(speculate, (max_tokens or 1 << 30) - len(result.tokens),
+                               model.context_length - num_tokens - 1)
+                    proposed = propose_by_ngram(ids + result.tokens, room) if room > 0 else []
+                    request = model_pb2.DecodeTokenRequest(
+                        session_id=session, token=token, logits=options, lookahead=lookahead,
+                        proposed=proposed)
+                    if overhang:
+                        request.truncate_to = num_tokens
+                    requests.put(request)
                     in_flight = True
                 released, stopped = matcher.feed(text.feed(self._bytes_of(token)))
                 if released:
@@ -349,9 +395,19 @@ class Client:
                     break
                 if result.stop_reason:
                     break
+                if fed is not None:
+                    logits = fed
+                    continue
                 r = next_response()
                 in_flight = False
-                num_tokens, logits = r.num_tokens, r.logits
+                if len(r.proposed_logits) != len(proposed):
+                    raise LlmError("the model service does not support speculative decoding "
+                                   "(no proposed_logits); generate without speculate",
+                                   method=f"{_MODEL}/DecodeStream", address=self._addr[_MODEL])
+                num_tokens, logits = r.num_tokens - len(proposed), r.logits
+                rows = list(zip(proposed, r.proposed_logits))
+                overhang = bool(proposed)
+                result.proposed_tokens += len(proposed)
             if not matcher.stopped:
                 released, stopped = matcher.feed(text.finish())
                 tail = released + matcher.finish()

@@ -357,5 +357,77 @@ class GenerateLoopTest(unittest.TestCase):
         self.assertEqual(cm.exception.param, "prompt")
 
 
+class CycleModel(FakeModel):
+    """Speculation: the greedy token after a position depends on the history
+    (mostly 1 -> 2 -> 3 -> 1, but a 2 after every 5th position), so n-gram
+    proposals are often right and sometimes wrong. Holds each session's
+    tokens; applies proposed and truncate_to as the model service does."""
+
+    def __init__(self, context_length=200):
+        super().__init__([], context_length=context_length)
+        self.held = {}
+        self.requests = []
+
+    def after(self, history, options):
+        best = 2 if len(history) % 5 == 0 else 1 + history[-1] % 3
+        self.script = [best]
+        return self.logits(options)
+
+    def Prefill(self, req, timeout=None, metadata=None):
+        sid = f"s{len(self.held)}"
+        self.held[sid] = list(req.tokens)
+        return model_pb2.PrefillResponse(session_id=sid, num_tokens=len(req.tokens),
+                                         logits=self.after(self.held[sid], req.logits))
+
+    def DecodeStream(self, requests, timeout=None, metadata=None):
+        model = self
+
+        class Call(FakeResponses):
+            def __next__(self):
+                req = next(self.requests)
+                model.requests.append(req)
+                held = model.held[req.session_id]
+                if req.HasField("truncate_to"):
+                    del held[req.truncate_to:]
+                held.append(req.token)
+                r = model_pb2.DecodeTokenResponse(logits=model.after(held, req.logits))
+                for p in req.proposed:
+                    held.append(p)
+                    r.proposed_logits.append(model.after(held, req.logits))
+                r.num_tokens = len(held)
+                return r
+        return Call(self, requests)
+
+
+class SpeculationTest(unittest.TestCase):
+    def test_the_output_is_the_same_with_fewer_steps(self):
+        plain_model, fast_model = CycleModel(), CycleModel()
+        plain = client(plain_model).generate("xyzxyz", temperature=0, max_tokens=40)
+        fast = client(fast_model).generate("xyzxyz", temperature=0, max_tokens=40, speculate=4)
+        self.assertEqual(fast.tokens, plain.tokens)
+        self.assertEqual(fast.text, plain.text)
+        self.assertEqual(fast.logprobs, plain.logprobs)
+        self.assertEqual(plain.proposed_tokens, 0)
+        self.assertGreater(fast.accepted_tokens, 10)
+        self.assertGreater(fast.proposed_tokens, fast.accepted_tokens)
+        self.assertLess(len(fast_model.requests), len(plain_model.requests) / 2)
+        self.assertTrue(any(r.HasField("truncate_to") for r in fast_model.requests))
+        # The session holds the output (and at most rejected proposals after it).
+        held = fast_model.held["s0"]
+        self.assertEqual(held[6:6 + len(fast.tokens) - 1], fast.tokens[:-1])
+
+    def test_sampling_with_a_seed_is_the_same(self):
+        plain = client(CycleModel()).generate("xyz", temperature=2.0, seed=9, max_tokens=30)
+        fast = client(CycleModel()).generate("xyz", temperature=2.0, seed=9, max_tokens=30,
+                                             speculate=3)
+        self.assertEqual(fast.tokens, plain.tokens)
+
+    def test_bad_speculate_is_refused(self):
+        for bad in (-1, 17, 2.5, True):
+            with self.assertRaises(InvalidArgument) as cm:
+                client(CycleModel()).stream("x", speculate=bad)
+            self.assertEqual(cm.exception.param, "speculate")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Speculative decoding (llm generate --speculate K, n-gram proposals from the
+conversation) against plain decoding: greedy (or seeded sampled) decode tokens/s on a task whose
+answer repeats its input (rewriting a piece of code with one change) and on
+free chat, with the default model, as ratios to K = 0, with the acceptance
+rate (accepted / proposed tokens) and the tokens per decode step.
+
+    python3 bench/speculative_bench.py [--threads 2] [--rounds 3] [-k 2 4 8]
+        [--max-tokens 192] [--temperature 0]
+
+Each run is `llm generate --json --temperature 0 --max-tokens N --speculate K`
+(the model's chat template; lookahead on without speculation, as by
+default; --temperature T samples with llm's other defaults and --seed 1)
+against one tokenizer_server and one model_server. The output does not
+depend on K (greedy, or seeded sampling): the script checks that every K
+gives the same text. Decode rate: the
+summary's tokens_per_second (tokens after the first, per second from the
+first token to the last). Rounds rotate the order of the K values. Prints
+min / median / max per task and K, and the ratio of the medians to K = 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = ROOT / "build" / "bin"
+MODEL = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+CODE = '''def area(width, height):
+    """Returns the area of a rectangle."""
+    if width < 0 or height < 0:
+        raise ValueError("negative size")
+    return width * height
+
+
+def perimeter(width, height):
+    """Returns the perimeter of a rectangle."""
+    if width < 0 or height < 0:
+        raise ValueError("negative size")
+    return 2 * (width + height)
+
+
+def describe(width, height):
+    return f"{width} x {height}: area {area(width, height)}, perimeter {perimeter(width, height)}"
+'''
+
+TASKS = {
+    "echo (rewrite code)": "Rewrite this Python code with one change: rename the function "
+                           "`area` to `surface` everywhere. Reply with the complete code only."
+                           "\n\n```python\n" + CODE + "```",
+    "free chat": "Write a short story about a lighthouse keeper who finds a message in a "
+                 "bottle.",
+}
+
+
+def log(msg: str) -> None:
+    print(f"speculative_bench: {msg}", file=sys.stderr, flush=True)
+
+
+def start(name: str, flags: list[str]) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([str(BIN / name), "--listen", "127.0.0.1:0", *flags],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    m = re.search(r" port (\d+)", proc.stdout.readline())
+    if not m:
+        proc.kill()
+        sys.exit(f"speculative_bench: {name} did not start")
+    return proc, f"127.0.0.1:{m.group(1)}"
+
+
+def generate(tokenizer: str, model: str, prompt: str, k: int, max_tokens: int,
+             temperature: float = 0.0) -> dict:
+    with tempfile.TemporaryFile(mode="w+") as out:
+        r = subprocess.run([str(BIN / "llm"), "generate", "--tokenizer", tokenizer, "--model",
+                            model, "--json", "--temperature", str(temperature), "--seed", "1",
+                            "--max-tokens", str(max_tokens), "--speculate", str(k), "--prompt",
+                            prompt],
+                           stdout=out, stderr=subprocess.PIPE, text=True, timeout=600)
+        if r.returncode != 0:
+            sys.exit(f"speculative_bench: llm generate failed: {r.stderr}")
+        out.seek(0)
+        lines = [json.loads(line) for line in out.read().strip().splitlines()]
+    summary = lines[-1]
+    summary["text"] = "".join(line["text"] for line in lines[:-1])
+    return summary
+
+
+def spread(values: list[float]) -> str:
+    return f"{min(values):.1f} / {statistics.median(values):.1f} / {max(values):.1f}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("-k", type=int, nargs="+", default=[2, 4, 8], help="--speculate values")
+    ap.add_argument("--max-tokens", type=int, default=192)
+    ap.add_argument("--temperature", type=float, default=0.0,
+                    help="0: greedy; else sampling with llm's defaults and --seed 1")
+    ap.add_argument("--model", default=str(MODEL))
+    args = ap.parse_args()
+    for name in ("tokenizer_server", "model_server", "llm"):
+        if not (BIN / name).exists():
+            sys.exit(f"speculative_bench: {BIN / name} is missing: build first")
+    ks = [0] + [k for k in args.k if k != 0]
+    runs: dict[tuple[str, int], list[dict]] = {}
+    procs = []
+    try:
+        tok_proc, tokenizer = start("tokenizer_server", ["--vocab", args.model])
+        procs.append(tok_proc)
+        model_proc, model = start("model_server", ["--model", args.model, "--threads",
+                                                   str(args.threads), "--metrics_listen", ""])
+        procs.append(model_proc)
+        generate(tokenizer, model, "Hello", 4, 8)  # warm up
+        for task, prompt in TASKS.items():
+            for r in range(args.rounds):
+                order = ks[r % len(ks):] + ks[:r % len(ks)]
+                for k in order:
+                    s = generate(tokenizer, model, prompt, k, args.max_tokens, args.temperature)
+                    runs.setdefault((task, k), []).append(s)
+                    log(f"{task}, k={k}, round {r + 1}: {s['tokens']} tokens, "
+                        f"{s['tokens_per_second']:.1f} tok/s, accepted {s['accepted_tokens']}"
+                        f"/{s['proposed_tokens']}")
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=30)
+    med = statistics.median
+    mode = "greedy" if args.temperature == 0 else f"sampled (temperature {args.temperature})"
+    print(f"{mode} decode, up to {args.max_tokens} tokens, {args.threads} threads, "
+          f"{args.rounds} rounds (min / median / max):")
+    print("| task | k | tokens | decode tok/s | ratio to k=0 | accepted / proposed | "
+          "tokens per step |")
+    print("|---|---|---|---|---|---|---|")
+    for task in TASKS:
+        base = med([s["tokens_per_second"] for s in runs[(task, 0)]])
+        text = runs[(task, 0)][0]["text"]
+        for k in ks:
+            ss = runs[(task, k)]
+            for s in ss:
+                if s["text"] != text:
+                    sys.exit(f"speculative_bench: {task}, k={k}: the output differs from k=0's")
+            rate = [s["tokens_per_second"] for s in ss]
+            s = ss[0]
+            proposed, accepted = s["proposed_tokens"], s["accepted_tokens"]
+            acceptance = f"{accepted} / {proposed} ({100 * accepted / proposed:.0f} %)" \
+                if proposed else "-"
+            # Decode steps: tokens after the first, minus those accepted (fed
+            # by an earlier step).
+            steps = max(s["tokens"] - 1 - accepted, 1)
+            per_step = (s["tokens"] - 1) / steps
+            print(f"| {task} | {k} | {s['tokens']} | {spread(rate)} | {med(rate) / base:.2f} | "
+                  f"{acceptance} | {per_step:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
