@@ -1,0 +1,136 @@
+// The engine's sessions and requests as a state machine without threads:
+// admission (the checks that need the sessions), each session's lookahead
+// guess (engine.h, "Lookahead"), the Truncate and Fork commands that wait
+// for a guess's step, the prefix-cache lookup, the plan of the next step
+// (scheduler.h) and the application of its result (vLLM's
+// update_from_output), eviction and expiry, and the completions all of these
+// produce. The engine (engine.cc) adds the lock, the step-loop thread, its
+// waits and the runner.
+//
+// Threads: not thread-safe: the engine calls every method under its mutex.
+// No callback is called
+// here: completions and deferred calls are handed back, for the caller to
+// make outside its lock.
+// Ownership: owns the KV block pool's bookkeeping and every session.
+// Cost: Admit, Truncate, Fork and Release take constant time (eviction scans
+// the sessions); Plan and Apply are linear in the queues.
+#ifndef LLM_MODEL_SVC_ENGINE_REQUEST_QUEUE_H_
+#define LLM_MODEL_SVC_ENGINE_REQUEST_QUEUE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "model_svc/engine/engine.h"
+#include "model_svc/engine/scheduler.h"
+#include "model_svc/engine/sequence.h"
+#include "model_svc/engine/session_table.h"
+#include "model_svc/kv/block_manager.h"
+#include "model_svc/model/logits.h"
+
+namespace llm::engine {
+
+// A request's completion, to deliver outside the lock.
+struct Completion {
+  AppendCallback done;
+  absl::StatusOr<AppendResult> result;
+};
+
+// A callback's call to make outside the lock.
+using Deferred = absl::AnyInvocable<void()>;
+
+class RequestQueue {
+ public:
+  // `id_seed` draws the session ids; `limits` bound every step's plan. Each
+  // request queued (or guess made) increments `*submitted` (release order),
+  // which the engine's loop watches without its lock; it must outlive the
+  // queue.
+  RequestQueue(const EngineOptions& options, int64_t max_context, int32_t kv_blocks,
+               int32_t kv_block_size, SchedulerLimits limits, uint64_t id_seed,
+               std::atomic<uint64_t>* submitted);
+
+  // The checks that need no session (no lock): INVALID_ARGUMENT for no
+  // tokens, a token id, top_n or prompt_logprobs out of range.
+  static absl::Status Validate(const AppendRequest& request, int32_t vocab_size);
+
+  // Queues a validated request on its session (a new one when it names
+  // none), or fails it with the error table's status (engine.h). A request
+  // that takes a computed lookahead guess and needs nothing more completes
+  // at once (into `completions`), as may a guess it makes obsolete.
+  absl::Status Admit(AppendRequest& request, AppendCallback& done,
+                     std::vector<Completion>* completions);
+  // Engine::TruncateAsync and ForkAsync: the call of `done` to make, or
+  // null when the command waits for the session's lookahead step (it runs
+  // in RunCommands after that step's Apply).
+  Deferred Truncate(const std::string& id, int64_t n, StatusCallback done);
+  Deferred Fork(const std::string& id, ForkCallback done);
+  // Runs the waiting commands whose steps have ended (the others queue
+  // again), appending their calls to `calls`.
+  void RunCommands(std::vector<Deferred>* calls);
+  absl::Status Release(const std::string& id);
+
+  std::vector<SessionInfo> ListSessions(absl::Time now) const;
+  // The counters, sessions and KV figures (not running, waiting, steps,
+  // step_time or heartbeat: the loop's).
+  EngineStats Stats() const;
+  // Requests and guesses queued or in the step.
+  int64_t Queued() const;
+
+  // Frees the idle sessions unused for more than `ttl`.
+  void ExpireIdle(absl::Time now, absl::Duration ttl);
+  // Plans the next step (prefix-cache lookups first, then scheduler.h's
+  // Schedule) and ends the requests that the plan ends: the cancelled ones
+  // and, when nothing can run, those without KV space.
+  void Plan(StepPlan* plan, std::vector<Completion>* completions);
+  // Applies a step's result: the computed tokens join their sessions, the
+  // logits their requests, finished requests complete (a lookahead
+  // request's guess is queued); a computed guess becomes its session's
+  // unconfirmed last token. A failed step fails every request in it.
+  // `logits` holds the plan's rows in order (Runner::Forward).
+  void Apply(const StepPlan& plan, const absl::Status& status, std::vector<model::Logits>& logits,
+             std::vector<Completion>* completions);
+  // Ends every request and guess with UNAVAILABLE (shutting down).
+  void EndAll(std::vector<Completion>* completions);
+
+ private:
+  absl::Status FindIdle(const std::string& id, Session** out);
+  bool AwaitsGuess(const std::string& id);
+  absl::Status FindSettled(const std::string& id, Session** out);
+  absl::Status CheckSessionLimit();
+  void CancelQueuedAhead(Session* s, std::vector<Completion>* out);
+  void Resume(Session* s, std::vector<Completion>* out);
+  void ReuseCachedPrefix(Session* s);
+  void StartAhead(Session* s, int32_t token, const model::LogitsSpec& spec,
+                  const CancelFlag& cancel);
+  void EndAhead(Session* s, const absl::Status& status, std::vector<model::Logits> logits,
+                std::vector<Completion>* out);
+  void DropAhead(Session* s);
+  bool EvictFor(int32_t needed);
+  void Finish(Session* s, absl::StatusOr<AppendResult> result, std::vector<Completion>* out);
+
+  const int64_t max_context_;
+  const SchedulerLimits limits_;
+  kv::BlockManager blocks_;
+  SessionTable sessions_;  // leases from blocks_: declared after it
+  // Sessions whose request is queued or in the step, in arrival order.
+  std::deque<Session*> active_;
+  // Sessions whose lookahead guess waits for its row or is in the step, in
+  // the order they were made.
+  std::deque<Session*> guesses_;
+  // Truncates and Forks waiting for their sessions' lookahead steps: each
+  // runs (or queues itself again) and returns the call to make.
+  using Command = absl::AnyInvocable<Deferred()>;
+  std::vector<Command> commands_;
+  EngineStats stats_;
+  std::atomic<uint64_t>* const submitted_;
+};
+
+}  // namespace llm::engine
+
+#endif  // LLM_MODEL_SVC_ENGINE_REQUEST_QUEUE_H_
