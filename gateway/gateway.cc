@@ -644,9 +644,11 @@ int Gateway::Serve(mg_connection* conn, absl::Time arrival, GenerationRequest& r
     prompt_tokens += static_cast<int64_t>(p.ids.size());
     cached_tokens += static_cast<int64_t>(p.cached);
   }
-  // OpenAI's usage.prompt_tokens_details.cached_tokens, for conversations.
+  // OpenAI's usage.prompt_tokens_details.cached_tokens: the prompt tokens a
+  // conversation's session held already, and those the model server found
+  // in its prefix cache.
   const auto with_cached = [&](json j) {
-    if (conversation != nullptr && j.contains("usage") && j["usage"].is_object()) {
+    if (j.contains("usage") && j["usage"].is_object()) {
       j["usage"]["prompt_tokens_details"] = {{"cached_tokens", cached_tokens}};
     }
     return j;
@@ -737,6 +739,7 @@ int Gateway::Serve(mg_connection* conn, absl::Time arrival, GenerationRequest& r
         return 200;
       }
       completion_tokens += static_cast<int64_t>(result->tokens.size());
+      cached_tokens += result->cached_tokens;
       if (result->stop_reason == client::StopReason::kCancelled) {
         cancelled = true;
         break;

@@ -264,6 +264,7 @@ absl::StatusOr<GenerateResult> GenerateLoop::Run::Go(std::span<const int32_t> ne
   session_.pending.clear();
   result_.prompt_tokens = static_cast<int64_t>(append.size());
   result_.prompt_logprobs = std::move(prefill.prompt_logprobs);
+  result_.cached_tokens = std::min<int64_t>(prefill.cached_tokens, result_.prompt_tokens);
   LLM_RETURN_IF_ERROR(logits_.Decode(prefill.logits, model_.vocab_size()));
 
   std::vector<int32_t> history = session_.tokens;  // for the penalties

@@ -109,6 +109,9 @@ struct PrefillResult {
   // passed after the first (tokens[1..], in order; the history a rebuild
   // prefills too is not scored). Empty otherwise.
   std::vector<v1::TokenLogprob> prompt_logprobs;
+  // Tokens of the request that the model server found in its prefix cache
+  // (PrefillResponse.cached_tokens; a rebuild counts its history's).
+  int64_t cached_tokens = 0;
 };
 
 // One stream of decode steps on one session, one step in flight at a time:

@@ -48,6 +48,7 @@ struct GenerateResult {
   std::string text;             // all released text (what the callback got)
   StopReason stop_reason = StopReason::kMaxTokens;
   int64_t prompt_tokens = 0;           // new tokens prefilled by this call
+  int64_t cached_tokens = 0;           // of them, found in the model server's prefix cache
   absl::Duration time_to_first_token;  // Generate's start to the first sampled token
   absl::Duration decode_time;          // first sampled token to the last
   int32_t session_rebuilds = 0;        // lost sessions re-prefilled

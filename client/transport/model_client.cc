@@ -226,6 +226,7 @@ absl::StatusOr<PrefillResult> ModelClient::Prefill(Session& session,
       session.tokens.insert(session.tokens.end(), tokens.begin(), tokens.end());
       PrefillResult result;
       result.logits = std::move(*response.mutable_logits());
+      result.cached_tokens = response.cached_tokens();
       if (options.prompt_logprobs >= 0) {
         // The scores of tokens[1..]: the last ones (a new session's history
         // comes first).
