@@ -5,7 +5,9 @@ with the same number of threads.
 
     python3 bench/e2e_bench.py [--threads 2] [--repetitions 5] [-n 128] [-p 512]
 
-Decode: `llm generate --raw --ignore-eos --temperature 0 --max-tokens n+1`
+Decode: `llm generate --raw --ignore-eos --temperature 0 --max-tokens n+1
+--speculate 0` (one token a step, as llm-bench's; speculation has its own
+bench, speculative_bench.py)
 reports tokens/s over the n decode steps after the first token (prompt
 prefilled, each step = DecodeStream request -> logits -> client sampler ->
 detokenize); llm-bench's tg test runs n decode steps in process. The ratio
@@ -102,7 +104,8 @@ def llm_generate(addrs: tuple[str, str], prompt: str, flags: list[str]) -> dict:
     # and the bench would time its own reader.
     with tempfile.TemporaryFile(mode="w+") as out:
         r = subprocess.run([str(BIN / "llm"), "generate", "--tokenizer", addrs[0], "--model",
-                            addrs[1], "--raw", "--json", "--prompt", prompt, *flags],
+                            addrs[1], "--raw", "--json", "--speculate", "0", "--prompt", prompt,
+                            *flags],
                            stdout=out, stderr=subprocess.PIPE, text=True, timeout=600,
                            preexec_fn=on_cores("client"))
         if r.returncode != 0:

@@ -124,6 +124,7 @@ def via_llm(tokenizer: str, model: str, prompt: str, n: int) -> dict:
     with tempfile.TemporaryFile(mode="w+") as out:
         r = subprocess.run([str(BIN / "llm"), "generate", "--tokenizer", tokenizer, "--model",
                             model, "--raw", "--json", "--temperature", "0", "--ignore-eos",
+                            "--speculate", "0",  # as the gateway's default
                             "--max-tokens", str(n + 1), "--prompt", prompt],
                            stdout=out, stderr=subprocess.PIPE, text=True, timeout=600)
         if r.returncode != 0:
