@@ -34,25 +34,12 @@ import sys
 import tempfile
 import time
 import urllib.request
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-BIN = ROOT / "build" / "bin"
-MODEL = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+from servers import BIN, MODEL, ROOT, start  # bench/servers.py
 
 
 def log(msg: str) -> None:
     print(f"gateway_bench: {msg}", file=sys.stderr, flush=True)
-
-
-def start(name: str, flags: list[str]) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([str(BIN / name), "--listen", "127.0.0.1:0", *flags],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    m = re.search(r" port (\d+)", proc.stdout.readline())
-    if not m:
-        proc.kill()
-        sys.exit(f"gateway_bench: {name} did not start")
-    return proc, f"127.0.0.1:{m.group(1)}"
 
 
 def prompts(tokenizer: str, p: int, count: int) -> list[str]:
@@ -185,8 +172,8 @@ def main() -> int:
     med = statistics.median
     print(f"greedy decode of {args.n} tokens after a {args.p}-token prompt, {args.threads} "
           f"threads, {args.rounds} rounds (min / median / max):")
-    print(f"| path | decode tok/s | time to first token, ms |")
-    print(f"|---|---|---|")
+    print("| path | decode tok/s | time to first token, ms |")
+    print("|---|---|---|")
     print(f"| llm generate (gRPC) | {spread(rate['llm'])} | {spread(ttft['llm'])} |")
     print(f"| llm_gateway (HTTP, SSE) | {spread(rate['gateway'])} | {spread(ttft['gateway'])} |")
     pairs = [g / l for g, l in zip(rate["gateway"], rate["llm"])]

@@ -30,18 +30,15 @@ import argparse
 import json
 import os
 import random
-import re
 import statistics
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-BIN = ROOT / "build" / "bin"
+from servers import BIN, MODEL, ROOT, start  # bench/servers.py
+
 OUT = ROOT / "build" / "bench"
-MODEL = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 sys.path.insert(0, str(ROOT / "build" / "python"))
 
 try:
@@ -63,15 +60,10 @@ def log(msg: str) -> None:
 
 class Server:
     def __init__(self, model: str, threads: int, cache: bool):
-        self.proc = subprocess.Popen(
-            [str(BIN / "model_server"), "--listen", "127.0.0.1:0", "--model", model,
-             "--threads", str(threads), f"--prefix_cache={'true' if cache else 'false'}"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        m = re.search(r" port (\d+)", self.proc.stdout.readline())
-        if not m:
-            self.proc.kill()
-            sys.exit("prefix_cache_bench: model_server did not start")
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{m.group(1)}")
+        self.proc, address = start(
+            "model_server", ["--model", model, "--threads", str(threads),
+                             f"--prefix_cache={'true' if cache else 'false'}"], "prefix_cache_bench")
+        self.channel = grpc.insecure_channel(address)
         self.stub = model_pb2_grpc.ModelStub(self.channel)
         deadline = time.monotonic() + 120
         while True:  # UNAVAILABLE while the model loads

@@ -24,16 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-BIN = ROOT / "build" / "bin"
-MODEL = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+from servers import BIN, MODEL, start  # bench/servers.py
 
 CODE = '''def area(width, height):
     """Returns the area of a rectangle."""
@@ -64,16 +60,6 @@ TASKS = {
 
 def log(msg: str) -> None:
     print(f"speculative_bench: {msg}", file=sys.stderr, flush=True)
-
-
-def start(name: str, flags: list[str]) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([str(BIN / name), "--listen", "127.0.0.1:0", *flags],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    m = re.search(r" port (\d+)", proc.stdout.readline())
-    if not m:
-        proc.kill()
-        sys.exit(f"speculative_bench: {name} did not start")
-    return proc, f"127.0.0.1:{m.group(1)}"
 
 
 def generate(tokenizer: str, model: str, prompt: str, k: int, max_tokens: int,

@@ -46,11 +46,10 @@ class GenerateLoop::Run {
   StepOptions NextStep() const {
     StepOptions step;
     step.logits = result_.logits;
-    // Not with speculation: a guess after a step is used only when its
-    // request proposes nothing (and every proposal before was accepted), and
-    // a request that finds a wasted guess running waits for its step.
+    // With speculation, only on a step that proposes nothing (SendStep): a
+    // guess after proposals is wasted whenever one is rejected, and a
+    // request that finds a wasted guess running waits for its step.
     step.lookahead = loop_.options_.lookahead && sampler::PicksArgmax(params_.sampling) &&
-                     params_.speculate == 0 &&
                      static_cast<int64_t>(result_.tokens.size()) + 1 < params_.max_tokens;
     return step;
   }
@@ -149,6 +148,7 @@ void GenerateLoop::Run::SendStep(int32_t token, std::span<const int32_t> history
     }
   }
   step.proposed = proposed_;
+  if (!proposed_.empty()) step.lookahead = false;
   if (session_.overhang) step.truncate_to = static_cast<int64_t>(session_.tokens.size());
   steps_->Send(token, step);
 }

@@ -34,7 +34,10 @@
 // being computed, and a round trip to the caller overlaps a step. The guessed
 // token is not the caller's until a request appends it: ListSessions does not
 // count it, and Truncate, Fork or a request that appends another token (or
-// asks for another logits encoding, or for all logits) drops it first. A
+// asks for another logits encoding, scores its tokens, or rolls the session
+// back) drops it first. A request that appends the guess and more (a
+// speculative decode of it and proposals) takes its row and computes the
+// rest. A
 // wrong guess costs at most one step of compute. Guesses are scheduled after
 // the callers' requests, never evict a session for KV space, and are the
 // first thing eviction drops.

@@ -105,6 +105,33 @@ TEST(EngineSpeculationTest, TruncateToDropsALookaheadGuessFirst) {
   EXPECT_EQ(engine->Stats().lookahead_hits, 0);
 }
 
+// A decode without proposals asks for a lookahead guess; the next decode
+// sends the guessed token with proposals: it takes the guess's row as its
+// first and computes the proposals' rows, as decoding one at a time would.
+TEST(EngineSpeculationTest, ASpeculativeDecodeTakesTheLookaheadGuess) {
+  auto engine = MakeEngine();
+  const std::vector<int32_t> prompt = Tokens(6, 15);
+  auto s = engine->Append(Request("", prompt));
+  ASSERT_TRUE(s.ok()) << s.status();
+  const std::string id = s->session_id;
+  const int32_t t1 = model::Argmax(s->logits.back());
+  AppendRequest plain = Request(id, {t1});
+  plain.decode = true;
+  plain.lookahead = true;
+  auto d = engine->Append(std::move(plain));
+  ASSERT_TRUE(d.ok()) << d.status();
+  const int32_t t2 = model::Argmax(d->logits.back());
+  auto r = engine->Append(Speculative(id, {t2, 7, 8}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->num_tokens, 10);
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), {t1, t2, 7, 8});
+  const std::vector<model::Logits> reference = EveryRow(*engine, all);
+  ASSERT_EQ(r->logits.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(r->logits[i].values, reference[7 + i].values) << i;
+  EXPECT_EQ(engine->Stats().lookahead_hits, 1);
+}
+
 TEST(EngineSpeculationTest, BadRequestsAreInvalidAndChangeNothing) {
   auto engine = MakeEngine();
   auto s = engine->Append(Request("", Tokens(5, 15)));

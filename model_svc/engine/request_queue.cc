@@ -39,8 +39,11 @@ absl::Status CheckTruncateTo(const AppendRequest& r, int64_t have, bool has_sess
 }
 
 // Whether `r` appends the guess `token` and can take its logits (`spec`).
+// A request for every row's logits in that encoding (a speculative decode's
+// all_logits) takes the guess's as its first row; scored rows (prompt
+// logprobs) are encoded otherwise.
 bool TakesGuess(const AppendRequest& r, int32_t token, const model::LogitsSpec& spec) {
-  return r.truncate_to < 0 && r.tokens.front() == token && !r.every_row() &&
+  return r.truncate_to < 0 && r.tokens.front() == token && r.prompt_logprobs < 0 &&
          SameSpec(r.logits, spec);
 }
 
@@ -295,6 +298,7 @@ void RequestQueue::Resume(Session* s, std::vector<Completion>* out) {
       out->push_back(Completion{std::move(done.done), std::move(result)});
       return;
     }
+    if (r.every_row()) p.logits.push_back(std::move(s->ahead_logits.back()));
     s->ahead_logits.clear();
   }
   active_.push_back(s);

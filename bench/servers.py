@@ -1,0 +1,26 @@
+"""Paths and server start-up shared by the Python benchmarks in bench/."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = ROOT / "build" / "bin"
+MODEL = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def start(name: str, flags: list[str], who: str = "bench") -> tuple[subprocess.Popen, str]:
+    """Starts build/bin/`name` on a free loopback port; returns the process and
+    its address, from the "... port N" line it prints once it listens (the
+    model may still be loading then: the servers answer UNAVAILABLE until it
+    is)."""
+    proc = subprocess.Popen([str(BIN / name), "--listen", "127.0.0.1:0", *flags],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    m = re.search(r" port (\d+)", proc.stdout.readline())
+    if not m:
+        proc.kill()
+        sys.exit(f"{who}: {name} did not start")
+    return proc, f"127.0.0.1:{m.group(1)}"
