@@ -6,17 +6,20 @@ free chat, with the default model, as ratios to K = 0, with the acceptance
 rate (accepted / proposed tokens) and the tokens per decode step.
 
     python3 bench/speculative_bench.py [--threads 2] [--rounds 3] [-k 2 4 8]
-        [--max-tokens 192] [--temperature 0]
+        [--max-tokens 192] [--temperature 0] [--streams 1]
 
 Each run is `llm generate --json --temperature 0 --max-tokens N --speculate K`
-(the model's chat template; lookahead on without speculation, as by
-default; --temperature T samples with llm's other defaults and --seed 1)
+(the model's chat template; lookahead as by default; --temperature T samples with llm's other defaults and --seed 1)
 against one tokenizer_server and one model_server. The output does not
 depend on K (greedy, or seeded sampling): the script checks that every K
 gives the same text. Decode rate: the
 summary's tokens_per_second (tokens after the first, per second from the
 first token to the last). Rounds rotate the order of the K values. Prints
 min / median / max per task and K, and the ratio of the medians to K = 0.
+With --streams N, N such generations run at once (N sessions batched by the
+model server): the rate is then their tokens over the wall time, which is
+what speculation costs the other sessions of a batch when its rows are
+rejected.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 from servers import BIN, MODEL, start  # bench/servers.py
 
@@ -63,20 +67,32 @@ def log(msg: str) -> None:
 
 
 def generate(tokenizer: str, model: str, prompt: str, k: int, max_tokens: int,
-             temperature: float = 0.0) -> dict:
-    with tempfile.TemporaryFile(mode="w+") as out:
-        r = subprocess.run([str(BIN / "llm"), "generate", "--tokenizer", tokenizer, "--model",
-                            model, "--json", "--temperature", str(temperature), "--seed", "1",
-                            "--max-tokens", str(max_tokens), "--speculate", str(k), "--prompt",
-                            prompt],
-                           stdout=out, stderr=subprocess.PIPE, text=True, timeout=600)
-        if r.returncode != 0:
-            sys.exit(f"speculative_bench: llm generate failed: {r.stderr}")
+             temperature: float = 0.0, streams: int = 1) -> dict:
+    """`streams` generations of `prompt` at once; the first one's summary,
+    with its text, and, over all of them, "aggregate_tokens_per_second": their
+    tokens over the wall time from the first start to the last end."""
+    cmd = [str(BIN / "llm"), "generate", "--tokenizer", tokenizer, "--model", model, "--json",
+           "--temperature", str(temperature), "--seed", "1", "--max-tokens", str(max_tokens),
+           "--speculate", str(k), "--prompt", prompt]
+    outs = [tempfile.TemporaryFile(mode="w+") for _ in range(streams)]
+    start_time = time.perf_counter()
+    procs = [subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True) for out in outs]
+    summaries = []
+    for proc, out in zip(procs, outs):
+        _, err = proc.communicate(timeout=600)
+        if proc.returncode != 0:
+            sys.exit(f"speculative_bench: llm generate failed: {err}")
         out.seek(0)
         lines = [json.loads(line) for line in out.read().strip().splitlines()]
-    summary = lines[-1]
-    summary["text"] = "".join(line["text"] for line in lines[:-1])
-    return summary
+        out.close()
+        summary = lines[-1]
+        summary["text"] = "".join(line["text"] for line in lines[:-1])
+        summaries.append(summary)
+    wall = time.perf_counter() - start_time
+    first = summaries[0]
+    first["aggregate_tokens_per_second"] = sum(x["tokens"] for x in summaries) / wall
+    first["texts"] = [x["text"] for x in summaries]
+    return first
 
 
 def spread(values: list[float]) -> str:
@@ -92,6 +108,9 @@ def main() -> int:
     ap.add_argument("--temperature", type=float, default=0.0,
                     help="0: greedy; else sampling with llm's defaults and --seed 1")
     ap.add_argument("--model", default=str(MODEL))
+    ap.add_argument("--streams", type=int, default=1,
+                    help="generations at once, each its own session (the rate is then the "
+                         "aggregate: all their tokens over the wall time, prefill included)")
     args = ap.parse_args()
     for name in ("tokenizer_server", "model_server", "llm"):
         if not (BIN / name).exists():
@@ -110,7 +129,10 @@ def main() -> int:
             for r in range(args.rounds):
                 order = ks[r % len(ks):] + ks[:r % len(ks)]
                 for k in order:
-                    s = generate(tokenizer, model, prompt, k, args.max_tokens, args.temperature)
+                    s = generate(tokenizer, model, prompt, k, args.max_tokens, args.temperature,
+                                 args.streams)
+                    if args.streams > 1:
+                        s["tokens_per_second"] = s["aggregate_tokens_per_second"]
                     runs.setdefault((task, k), []).append(s)
                     log(f"{task}, k={k}, round {r + 1}: {s['tokens']} tokens, "
                         f"{s['tokens_per_second']:.1f} tok/s, accepted {s['accepted_tokens']}"
@@ -122,7 +144,9 @@ def main() -> int:
             proc.wait(timeout=30)
     med = statistics.median
     mode = "greedy" if args.temperature == 0 else f"sampled (temperature {args.temperature})"
-    print(f"{mode} decode, up to {args.max_tokens} tokens, {args.threads} threads, "
+    what = "decode" if args.streams == 1 else \
+        f"{args.streams} streams at once, aggregate (prefill included)"
+    print(f"{mode} {what}, up to {args.max_tokens} tokens, {args.threads} threads, "
           f"{args.rounds} rounds (min / median / max):")
     print("| task | k | tokens | decode tok/s | ratio to k=0 | accepted / proposed | "
           "tokens per step |")
@@ -133,7 +157,7 @@ def main() -> int:
         for k in ks:
             ss = runs[(task, k)]
             for s in ss:
-                if s["text"] != text:
+                if any(t != text for t in s["texts"]):
                     sys.exit(f"speculative_bench: {task}, k={k}: the output differs from k=0's")
             rate = [s["tokens_per_second"] for s in ss]
             s = ss[0]
