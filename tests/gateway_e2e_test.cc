@@ -550,10 +550,12 @@ TEST_F(GatewayE2ETest, SigtermDrainsRunningStreams) {
   ASSERT_NE(gw, nullptr) << error;
   const int fd = Connect(gw->port());
   ASSERT_GE(fd, 0);
-  ASSERT_TRUE(
-      SendAll(fd, RequestText("POST", "/v1/chat/completions",
-                              Chat("Tell me a story.",
-                                   {{"stream", true}, {"max_tokens", 48}, {"ignore_eos", true}}))));
+  ASSERT_TRUE(SendAll(
+      fd, RequestText("POST", "/v1/chat/completions",
+                      Chat("Tell me a story.",
+                           // Long enough (seconds here) that the stream is
+                           // still running when the drain is checked below.
+                           {{"stream", true}, {"max_tokens", 400}, {"ignore_eos", true}}))));
   std::string got;
   char buf[4096];
   const auto read_some = [&] {
@@ -569,8 +571,12 @@ TEST_F(GatewayE2ETest, SigtermDrainsRunningStreams) {
     ASSERT_TRUE(read_some()) << got;  // the role chunk and a token: running
   }
   ASSERT_EQ(kill(gw->pid(), SIGTERM), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  const HttpResponse health = Http(gw->port(), "GET", "/health");
+  // The signal is handled asynchronously: /health says 503 once it is.
+  HttpResponse health = Http(gw->port(), "GET", "/health");
+  for (int i = 0; i < 100 && health.status == 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    health = Http(gw->port(), "GET", "/health");
+  }
   EXPECT_EQ(health.status, 503) << health.body;
   EXPECT_EQ(health.Json()["status"], "draining") << health.body;
   ExpectError(Http(gw->port(), "POST", "/v1/chat/completions", Chat(kQuestion)), 503);
