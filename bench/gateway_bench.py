@@ -35,7 +35,7 @@ import tempfile
 import time
 import urllib.request
 
-from servers import BIN, MODEL, ROOT, start  # bench/servers.py
+from servers import BIN, MODEL, ROOT, spread, start, start_services  # bench/servers.py
 
 
 def log(msg: str) -> None:
@@ -122,10 +122,6 @@ def via_llm(tokenizer: str, model: str, prompt: str, n: int) -> dict:
             "tokens_per_second": s["tokens_per_second"]}
 
 
-def spread(values: list[float]) -> str:
-    return f"{min(values):.1f} / {statistics.median(values):.1f} / {max(values):.1f}"
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
@@ -139,11 +135,7 @@ def main() -> int:
             sys.exit(f"gateway_bench: {BIN / name} is missing: build first")
     procs = []
     try:
-        tok_proc, tokenizer = start("tokenizer_server", ["--vocab", args.model])
-        procs.append(tok_proc)
-        model_proc, model = start("model_server", ["--model", args.model, "--threads",
-                                                   str(args.threads), "--metrics_listen", ""])
-        procs.append(model_proc)
+        procs, tokenizer, model = start_services(args.model, args.threads, "gateway_bench")
         gw_proc, gateway = start("llm_gateway", ["--tokenizer", tokenizer, "--model", model])
         procs.append(gw_proc)
         models = json.load(urllib.request.urlopen(f"http://{gateway}/v1/models", timeout=60))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -24,3 +25,18 @@ def start(name: str, flags: list[str], who: str = "bench") -> tuple[subprocess.P
         proc.kill()
         sys.exit(f"{who}: {name} did not start")
     return proc, f"127.0.0.1:{m.group(1)}"
+
+
+def start_services(model: str, threads: int, who: str = "bench"
+                   ) -> tuple[list[subprocess.Popen], str, str]:
+    """A tokenizer server and a model server (no metrics listener) on `model`:
+    the processes (to terminate) and the two addresses."""
+    tok_proc, tokenizer = start("tokenizer_server", ["--vocab", model], who)
+    model_proc, model_addr = start("model_server", ["--model", model, "--threads", str(threads),
+                                                    "--metrics_listen", ""], who)
+    return [tok_proc, model_proc], tokenizer, model_addr
+
+
+def spread(values: list[float]) -> str:
+    """min / median / max, one decimal each."""
+    return f"{min(values):.1f} / {statistics.median(values):.1f} / {max(values):.1f}"

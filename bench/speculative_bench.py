@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 
-from servers import BIN, MODEL, start  # bench/servers.py
+from servers import BIN, MODEL, spread, start_services  # bench/servers.py
 
 CODE = '''def area(width, height):
     """Returns the area of a rectangle."""
@@ -95,10 +95,6 @@ def generate(tokenizer: str, model: str, prompt: str, k: int, max_tokens: int,
     return first
 
 
-def spread(values: list[float]) -> str:
-    return f"{min(values):.1f} / {statistics.median(values):.1f} / {max(values):.1f}"
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
@@ -119,11 +115,7 @@ def main() -> int:
     runs: dict[tuple[str, int], list[dict]] = {}
     procs = []
     try:
-        tok_proc, tokenizer = start("tokenizer_server", ["--vocab", args.model])
-        procs.append(tok_proc)
-        model_proc, model = start("model_server", ["--model", args.model, "--threads",
-                                                   str(args.threads), "--metrics_listen", ""])
-        procs.append(model_proc)
+        procs, tokenizer, model = start_services(args.model, args.threads, "speculative_bench")
         generate(tokenizer, model, "Hello", 4, 8)  # warm up
         for task, prompt in TASKS.items():
             for r in range(args.rounds):
