@@ -68,7 +68,8 @@ TEST(MetricsTest, ModelServerReportsLatenciesTokensSessionsAndRejections) {
         "llm_num_requests_waiting", "llm_kv_cache_usage_perc", "llm_sessions",
         "llm_sessions_evicted_total", "llm_sessions_expired_total", "llm_session_reuse_total",
         "llm_prefix_cache_queries_total", "llm_prefix_cache_hits_total",
-        "llm_kv_cache_cached_blocks"}) {
+        "llm_kv_cache_cached_blocks", "llm_speculative_proposed_tokens_total",
+        "llm_speculative_rolled_back_tokens_total"}) {
     EXPECT_THAT(before, HasSubstr(StrCat("# TYPE ", name, " "))) << name;
   }
   EXPECT_EQ(Sample(before, "llm_sessions"), 0.0);

@@ -100,6 +100,9 @@ struct AppendRequest {
   // the session's length (INVALID_ARGUMENT otherwise, the session
   // unchanged); needs an existing session. -1: off.
   int64_t truncate_to = -1;
+  // Of `tokens`, how many at the end are a speculating client's proposals
+  // (statistics only).
+  int32_t proposed = 0;
   // The caller will likely append the argmax of this request's logits next
   // (see "Lookahead" above). The guess's step shares `cancel`.
   bool lookahead = false;
@@ -152,6 +155,10 @@ struct EngineStats {
   int64_t prefix_cache_queries = 0;
   int64_t prefix_cache_hits = 0;
   int32_t kv_blocks_cached = 0;  // free blocks holding a cached prefix
+  // Speculative decoding: proposed tokens admitted, and tokens that
+  // truncate_to rolled back (a speculating client's rejected proposals).
+  int64_t proposed_tokens = 0;
+  int64_t rolled_back_tokens = 0;
   // When the step loop last went round (it does at least once a second, idle
   // or not, unless a step hangs); InfinitePast before it starts.
   absl::Time heartbeat = absl::InfinitePast();

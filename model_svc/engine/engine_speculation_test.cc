@@ -21,7 +21,9 @@ using testing::Tokens;
 
 AppendRequest Speculative(const std::string& session, std::vector<int32_t> tokens,
                           int64_t truncate_to = -1) {
+  const int32_t proposed = static_cast<int32_t>(tokens.size()) - 1;
   AppendRequest r = Request(session, std::move(tokens), /*all_logits=*/true);
+  r.proposed = proposed;
   r.decode = true;
   r.truncate_to = truncate_to;
   return r;
@@ -84,6 +86,8 @@ TEST(EngineSpeculationTest, TruncateToDropsRejectedProposalsBeforeAppending) {
   r = engine->Append(Speculative(id, {22}, /*truncate_to=*/11));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->num_tokens, 12);
+  EXPECT_EQ(engine->Stats().proposed_tokens, 3 + 1);
+  EXPECT_EQ(engine->Stats().rolled_back_tokens, 2);  // 7 and 8
 }
 
 TEST(EngineSpeculationTest, TruncateToDropsALookaheadGuessFirst) {

@@ -275,7 +275,11 @@ void RequestQueue::Resume(Session* s, std::vector<Completion>* out) {
   const AppendRequest& r = p.request;
   if (s->ahead && !TakesGuess(r, s->ahead_token, s->ahead_spec)) DropAhead(s);
   // Checked at admission (CheckTruncateTo): the length is the same now.
-  if (r.truncate_to >= 0) sessions_.Truncate(*s, r.truncate_to, absl::Now());
+  if (r.truncate_to >= 0) {
+    stats_.rolled_back_tokens += static_cast<int64_t>(s->tokens.size()) - r.truncate_to;
+    sessions_.Truncate(*s, r.truncate_to, absl::Now());
+  }
+  stats_.proposed_tokens += r.proposed;
   if (s->ahead) {
     s->ahead = false;
     ++stats_.lookahead_hits;

@@ -66,6 +66,12 @@ class ModelMetrics::EngineCollector final : public prometheus::Collectable {
     add("llm_prefix_cache_hits_total",
         "Prompt tokens found in the prefix cache (their KV reused, not computed).",
         MetricType::Counter, static_cast<double>(s.prefix_cache_hits));
+    add("llm_speculative_proposed_tokens_total",
+        "Tokens that speculating clients proposed after their sampled ones (Decode's proposed).",
+        MetricType::Counter, static_cast<double>(s.proposed_tokens));
+    add("llm_speculative_rolled_back_tokens_total",
+        "Tokens rolled back by truncate_to: a speculating client's rejected proposals.",
+        MetricType::Counter, static_cast<double>(s.rolled_back_tokens));
     add("llm_kv_cache_cached_blocks",
         "Free KV cache blocks that still hold a cached prefix (evicted when needed).",
         MetricType::Gauge, static_cast<double>(s.kv_blocks_cached));

@@ -19,6 +19,12 @@
 //       context_length (a Decode past the context, OUT_OF_RANGE)
 //   llm_non_finite_logits_total       counter: calls failed with INTERNAL because the model's
 //       logits held NaN or infinity (broken weights or backend)
+//   llm_prefix_cache_queries_total    counter: prompt tokens looked up in the prefix cache (engine)
+//   llm_prefix_cache_hits_total       counter: prompt tokens found there (engine)
+//   llm_kv_cache_cached_blocks        gauge: free KV blocks holding a cached prefix (engine)
+//   llm_speculative_proposed_tokens_total     counter: tokens proposed by speculating clients
+//   llm_speculative_rolled_back_tokens_total  counter: tokens truncate_to rolled back (the
+//       rejected proposals; 1 - rolled back / proposed is about the acceptance rate) (engine)
 // The engine's values are read from Engine::Stats() at scrape time.
 //
 // Threads: every method may be called concurrently; SetEngine() once.

@@ -285,6 +285,7 @@ absl::StatusOr<engine::AppendRequest> DecodeRequestOf(const v1::DecodeTokenReque
   out.tokens.push_back(request.token());
   out.tokens.insert(out.tokens.end(), request.proposed().begin(), request.proposed().end());
   out.all_logits = request.proposed_size() > 0;  // a row for the token and each proposal
+  out.proposed = request.proposed_size();
   out.truncate_to = *truncate_to;
   out.logits = *spec;
   out.decode = true;
