@@ -640,6 +640,7 @@ int Gateway::Serve(mg_connection* conn, absl::Time arrival, GenerationRequest& r
   const int32_t max_tokens = req.params.max_tokens;  // 0: the rest of the context
   const uint64_t seed = req.has_seed ? req.params.sampling.seed : RandomSeed();
   int64_t prompt_tokens = 0, cached_tokens = 0;
+  int64_t proposed_tokens = 0, accepted_tokens = 0;  // speculation
   for (const PromptIds& p : prompts) {
     prompt_tokens += static_cast<int64_t>(p.ids.size());
     cached_tokens += static_cast<int64_t>(p.cached);
@@ -650,6 +651,12 @@ int Gateway::Serve(mg_connection* conn, absl::Time arrival, GenerationRequest& r
   const auto with_cached = [&](json j) {
     if (j.contains("usage") && j["usage"].is_object()) {
       j["usage"]["prompt_tokens_details"] = {{"cached_tokens", cached_tokens}};
+      // Speculation's proposals, in the fields OpenAI's predicted outputs use.
+      if (proposed_tokens > 0) {
+        j["usage"]["completion_tokens_details"] = {
+            {"accepted_prediction_tokens", accepted_tokens},
+            {"rejected_prediction_tokens", proposed_tokens - accepted_tokens}};
+      }
     }
     return j;
   };
@@ -740,6 +747,8 @@ int Gateway::Serve(mg_connection* conn, absl::Time arrival, GenerationRequest& r
       }
       completion_tokens += static_cast<int64_t>(result->tokens.size());
       cached_tokens += result->cached_tokens;
+      proposed_tokens += result->proposed_tokens;
+      accepted_tokens += result->accepted_tokens;
       if (result->stop_reason == client::StopReason::kCancelled) {
         cancelled = true;
         break;

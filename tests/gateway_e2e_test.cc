@@ -595,6 +595,28 @@ TEST_F(GatewayE2ETest, SigtermDrainsRunningStreams) {
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
 }
 
+// Speculative decoding (the "speculate" extension): greedy output is the
+// same as without; usage reports the proposals as OpenAI's predicted
+// outputs do; out of [0, 16] is a 400 naming the field.
+TEST_F(GatewayE2ETest, SpeculationGivesTheSameAnswerAndCountsProposals) {
+  const std::string echo =
+      "Repeat this line three times: the cat sat on the mat and the dog sat on the log.";
+  const HttpResponse plain =
+      PostChat(Chat(echo, {{"temperature", 0}, {"max_tokens", 40}, {"speculate", 0}}));
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  const HttpResponse fast =
+      PostChat(Chat(echo, {{"temperature", 0}, {"max_tokens", 40}, {"speculate", 4}}));
+  ASSERT_EQ(fast.status, 200) << fast.body;
+  EXPECT_EQ(fast.Json()["choices"][0]["message"]["content"],
+            plain.Json()["choices"][0]["message"]["content"]);
+  EXPECT_FALSE(plain.Json()["usage"].contains("completion_tokens_details")) << plain.body;
+  const json details = fast.Json()["usage"]["completion_tokens_details"];
+  ASSERT_TRUE(details.is_object()) << fast.body;
+  EXPECT_GT(details["accepted_prediction_tokens"].get<int>(), 0) << fast.body;
+  EXPECT_GE(details["rejected_prediction_tokens"].get<int>(), 0) << fast.body;
+  ExpectError(PostChat(Chat(echo, {{"speculate", 17}})), 400, "speculate");
+}
+
 TEST_F(GatewayE2ETest, StopStringNeverReachesTheOutput) {
   const HttpResponse r = PostChat(Chat(kQuestion, {{"stop", "aris"}}));
   ASSERT_EQ(r.status, 200) << r.body;
