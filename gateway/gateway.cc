@@ -746,7 +746,7 @@ int Gateway::Serve(mg_connection* conn, absl::Time arrival, GenerationRequest& r
         return 200;
       }
       completion_tokens += static_cast<int64_t>(result->tokens.size());
-      cached_tokens += result->cached_tokens;
+      if (j == 0) cached_tokens += result->cached_tokens;  // the prompt counts once
       proposed_tokens += result->proposed_tokens;
       accepted_tokens += result->accepted_tokens;
       if (result->stop_reason == client::StopReason::kCancelled) {

@@ -144,8 +144,9 @@ TEST(MetricsTest, ModelServerReportsLatenciesTokensSessionsAndRejections) {
   EXPECT_EQ(Sample(after, "llm_prompt_tokens_total"), 7.0);
   EXPECT_EQ(Sample(after, "llm_generation_tokens_total"), 5.0);
   EXPECT_EQ(Sample(after, "llm_session_reuse_total"), 1.0);
-  // Both Prefills looked the cache up (7 tokens); 5 and 7 tokens fill no block.
-  EXPECT_EQ(Sample(after, "llm_prefix_cache_queries_total"), 7.0);
+  // The new session's Prefill looked the cache up (5 tokens; the second
+  // Prefill's session ended inside a block); 5 tokens fill no block.
+  EXPECT_EQ(Sample(after, "llm_prefix_cache_queries_total"), 5.0);
   EXPECT_EQ(Sample(after, "llm_prefix_cache_hits_total"), 0.0);
   EXPECT_EQ(Sample(after, "llm_sessions"), 1.0);
   EXPECT_GT(Sample(after, "llm_kv_cache_usage_perc").value_or(0), 0.0);

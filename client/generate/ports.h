@@ -46,7 +46,7 @@ struct Session {
   std::string id;                // the model session; empty: none (yet)
   std::vector<int32_t> tokens;   // every token the model session holds, in order
   std::vector<int32_t> pending;  // sampled but not fed yet (prefilled by the next call)
-  bool unsynced = false;         // a cancelled Prefill left the model's length unknown
+  bool unsynced = false;         // a failed Prefill left the model's length unknown
   // The model session holds tokens after `tokens`: proposals a speculative
   // decode step fed that were then rejected. The next Prefill or step rolls
   // it back to tokens.size() first (truncate_to), at no extra call.
@@ -152,7 +152,9 @@ class ModelPort {
   // appended; returns the logits after the last token (and the scores
   // StepOptions::prompt_logprobs asks for). `cancel` is polled
   // while the call runs: when set, the call is abandoned with CANCELLED and
-  // session.unsynced set (the model may hold part of `tokens`).
+  // session.unsynced set (the model may hold part of `tokens`), as after any
+  // failure on an existing session other than a refusal before work
+  // (INVALID_ARGUMENT, OUT_OF_RANGE, ABORTED).
   virtual absl::StatusOr<PrefillResult> Prefill(Session& session, std::span<const int32_t> tokens,
                                                 const StepOptions& options,
                                                 const std::atomic<bool>& cancel,

@@ -264,6 +264,14 @@ absl::StatusOr<PrefillResult> ModelClient::Prefill(Session& session,
       }
       continue;
     }
+    // A call the server refused before any work leaves the session as it
+    // was; after a failure past that (a full KV pool, a deadline, a broken
+    // step) it may hold part of `tokens`.
+    if (s.error_code() != grpc::StatusCode::INVALID_ARGUMENT &&
+        s.error_code() != grpc::StatusCode::OUT_OF_RANGE &&
+        s.error_code() != grpc::StatusCode::ABORTED) {
+      session.unsynced = !session.id.empty();
+    }
     return WithContext(FromGrpcStatus(s), StrCat("model service at ", options_.model_address));
   }
 }

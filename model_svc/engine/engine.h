@@ -150,8 +150,9 @@ struct EngineStats {
   int64_t lookahead_hits = 0;   // guesses a request then appended
   int64_t evicted_sessions = 0;
   int64_t expired_sessions = 0;
-  // Prefix cache: tokens of the prefill requests that looked a prefix up,
-  // and tokens found cached (not computed).
+  // Prefix cache: tokens of the requests that looked a prefix up (on a
+  // session ending on a block boundary, with at least two tokens, not
+  // scoring), and tokens found cached (not computed).
   int64_t prefix_cache_queries = 0;
   int64_t prefix_cache_hits = 0;
   int32_t kv_blocks_cached = 0;  // free blocks holding a cached prefix

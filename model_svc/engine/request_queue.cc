@@ -319,6 +319,7 @@ void RequestQueue::ReuseCachedPrefix(Session* s) {
   Work& p = *s->work;
   const int64_t n = p.remaining();
   if (p.offset != p.reused || n < 2 || p.request.every_row()) return;
+  if (!blocks_.CanReuse(s->kv.table())) return;  // not on a block boundary
   if (!p.looked_up) {
     p.looked_up = true;
     stats_.prefix_cache_queries += n;
@@ -412,6 +413,11 @@ void RequestQueue::Finish(Session* s, absl::StatusOr<AppendResult> result,
                           std::vector<Completion>* out) {
   AppendCallback done = std::move(s->work->done);
   const bool new_session = s->work->new_session;
+  // A failed request that computed nothing leaves its session as it found
+  // it, also when the prefix cache had given it tokens: its caller does not
+  // know of them.
+  const int64_t undo = !result.ok() && s->work->offset == s->work->reused ? s->work->reused : 0;
+  const bool decode = s->work->request.decode;
   s->work.reset();
   s->busy = false;
   s->last_used = absl::Now();
@@ -419,6 +425,9 @@ void RequestQueue::Finish(Session* s, absl::StatusOr<AppendResult> result,
     sessions_.Reclaim(s);
   } else if (new_session && !result.ok()) {
     sessions_.Erase(s);
+  } else if (undo > 0) {
+    sessions_.Truncate(*s, static_cast<int64_t>(s->tokens.size()) - undo, s->last_used);
+    (decode ? s->decoded : s->prefilled) -= undo;
   } else {
     // Drop KV blocks reserved for tokens that were never computed.
     s->kv.Truncate(s->kv.num_tokens());

@@ -72,6 +72,9 @@ absl::Status BlockManager::Reserve(BlockTable& table, int64_t new_tokens,
       copies->push_back(BlockCopy{table.blocks[i], copy});
       Unref(table.blocks[i]);
       table.blocks[i] = copy;
+    } else if (prefix_cache_) {
+      // Written in place: its name would no longer say what it holds.
+      Unregister(table.blocks[i]);
     }
   }
   while (static_cast<int64_t>(table.blocks.size()) * block_size_ < end) {
@@ -94,11 +97,13 @@ void BlockManager::Commit(BlockTable& table, int64_t n, const std::vector<int32_
   }
 }
 
+bool BlockManager::CanReuse(const BlockTable& table) const {
+  return prefix_cache_ && table.num_tokens % block_size_ == 0 &&
+         static_cast<int64_t>(table.blocks.size()) * block_size_ == table.num_tokens;
+}
+
 int64_t BlockManager::Reuse(BlockTable& table, const int32_t* tokens, int64_t n) {
-  if (!prefix_cache_ || table.num_tokens % block_size_ != 0 ||
-      static_cast<int64_t>(table.blocks.size()) * block_size_ != table.num_tokens) {
-    return 0;
-  }
+  if (!CanReuse(table)) return 0;
   int64_t reused = 0;
   uint64_t parent = table.hashes.empty() ? seed_ : table.hashes.back();
   while (reused + block_size_ < n) {  // the last token stays to compute
@@ -142,11 +147,10 @@ void BlockManager::Truncate(BlockTable& table, int64_t n) {
     table.blocks.pop_back();
   }
   table.num_tokens = n;
-  if (!prefix_cache_) return;
-  table.hashes.resize(std::min(table.hashes.size(), static_cast<size_t>(n / block_size_)));
-  if (n % block_size_ != 0) {
-    const int32_t cut = table.blocks.back();  // its positions past n will be written
-    if (ref_counts_[cut] == 1) Unregister(cut);
+  // A block that n cuts into keeps its name (what it holds is unchanged)
+  // until Reserve writes into it.
+  if (prefix_cache_) {
+    table.hashes.resize(std::min(table.hashes.size(), static_cast<size_t>(n / block_size_)));
   }
 }
 
@@ -181,7 +185,8 @@ void BlockManager::Unref(int32_t block) {
 }
 
 void BlockManager::Register(int32_t block, uint64_t parent, uint64_t hash, const int32_t* tokens) {
-  if (names_[block].hash != kUnnamed) return;       // named already (a reused block)
+  if (names_[block].hash == hash) return;           // named already (a reused block)
+  Unregister(block);                                // (Reserve unnames a block it writes into)
   if (!named_.emplace(hash, block).second) return;  // another block holds this prefix
   names_[block] = Name{hash, parent};
   std::memcpy(&block_tokens_[static_cast<size_t>(block) * block_size_], tokens,

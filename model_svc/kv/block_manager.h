@@ -13,7 +13,9 @@
 // keeps its KV and its name: it is "cached", counts as free, and waits in a
 // least-recently-freed list until Take needs a block (it is evicted then:
 // blocks without a name go first, then cached ones, oldest first) or Reuse
-// revives it for a new sequence with the same prefix. The KV of a position
+// revives it for a new sequence with the same prefix. A block loses its
+// name before anything is written into it in place (Reserve), so a name
+// always says what its block holds. The KV of a position
 // depends only on the tokens up to it (one model per pool), so a revived
 // block holds exactly what computing the prefix again would write. Names are
 // 64-bit; a hit also compares the block's tokens and its parent's name, so a
@@ -76,8 +78,10 @@ class BlockManager {
 
   // Makes room for positions [num_tokens, num_tokens + new_tokens): adds
   // blocks, and replaces a shared block that those positions fall into by a
-  // private copy (appending the copy to `copies`). Does not change
-  // num_tokens. All or nothing: RESOURCE_EXHAUSTED leaves everything as it was.
+  // private copy (appending the copy to `copies`); a private named block
+  // they fall into (after a truncation) loses its name, as it will be
+  // written in place. Does not change num_tokens. All or nothing:
+  // RESOURCE_EXHAUSTED leaves everything as it was.
   absl::Status Reserve(BlockTable& table, int64_t new_tokens, std::vector<BlockCopy>* copies);
 
   // Counts n reserved positions as computed (their KV is written). `tokens`
@@ -93,15 +97,17 @@ class BlockManager {
   // cover (a multiple of block_size, less than n: the last token is always
   // left to compute, for its logits). 0 without the cache.
   int64_t Reuse(BlockTable& table, const int32_t* tokens, int64_t n);
+  // Whether Reuse can extend `table`: the cache is on, and the table's
+  // blocks are all full with nothing reserved past them.
+  bool CanReuse(const BlockTable& table) const;
 
   // Gives `child` the same blocks as `parent`, shared.
   void Fork(const BlockTable& parent, BlockTable& child);
 
   // Keeps the first n positions (n <= num_tokens) and releases the blocks
   // past them, including blocks reserved for positions not yet computed
-  // (n == num_tokens drops only those). A named block that n cuts into and
-  // that no other sequence shares loses its name (its positions past n will
-  // be overwritten).
+  // (n == num_tokens drops only those). A named block that n cuts into
+  // keeps its name until a write into it (Reserve).
   void Truncate(BlockTable& table, int64_t n);
 
   // Releases every block of the table (last first, so that a cached chain is

@@ -319,6 +319,52 @@ TEST_F(PrefixCacheTest, TruncatingIntoANamedBlockUnnamesItUnlessShared) {
   EXPECT_EQ(Reuse(d, {1, 2, 3, 4, 5, 6, 60, 70, 0}), 8);
 }
 
+// A block shared when a truncation cut into it but private by the time it is
+// written (its sharer gone, or copied away first) is written in place: it
+// must lose its old name then, or a later lookup of the old prefix would
+// share a block that holds other tokens.
+TEST_F(PrefixCacheTest, ABlockWrittenInPlaceAfterItsSharerLeftLosesItsName) {
+  BlockTable a;
+  std::vector<int32_t> sa;
+  Append(a, sa, {1, 2, 3, 4, 5, 6, 7, 8});
+  auto b = std::make_unique<BlockTable>();
+  m_.Fork(a, *b);
+  m_.Truncate(a, 6);
+  sa.resize(6);
+  m_.Release(*b);  // the sharer goes before the write
+  Append(a, sa, {60});  // position 6 written in place; the block is not full again
+  EXPECT_TRUE(copies_.empty());
+  BlockTable c;
+  EXPECT_EQ(Reuse(c, {1, 2, 3, 4, 5, 6, 7, 8, 0}), 4);
+  Append(a, sa, {70});  // full again: named after what it holds now
+  BlockTable d;
+  EXPECT_EQ(Reuse(d, {1, 2, 3, 4, 5, 6, 60, 70, 0}), 8);
+}
+
+TEST_F(PrefixCacheTest, TwoTruncatedSharersWriteTheirOwnBlocks) {
+  BlockTable a, b;
+  std::vector<int32_t> sa, sb;
+  Append(a, sa, {1, 2, 3, 4, 5, 6, 7, 8});
+  m_.Fork(a, b);
+  sb = sa;
+  m_.Truncate(a, 6);
+  m_.Truncate(b, 6);
+  sa.resize(6);
+  sb.resize(6);
+  Append(a, sa, {60, 70});  // shared: a copies
+  ASSERT_EQ(copies_.size(), 1u);
+  Append(b, sb, {61, 71});  // private now: b writes in place
+  EXPECT_EQ(copies_.size(), 1u);
+  BlockTable c;
+  EXPECT_EQ(Reuse(c, {1, 2, 3, 4, 5, 6, 7, 8, 0}), 4);
+  BlockTable d;
+  EXPECT_EQ(Reuse(d, {1, 2, 3, 4, 5, 6, 61, 71, 0}), 8);
+  EXPECT_EQ(d.blocks[1], b.blocks[1]);
+  BlockTable e;
+  EXPECT_EQ(Reuse(e, {1, 2, 3, 4, 5, 6, 60, 70, 0}), 8);
+  EXPECT_EQ(e.blocks[1], a.blocks[1]);
+}
+
 TEST_F(PrefixCacheTest, ForkSharesNamesAndDisabledCacheReusesNothing) {
   BlockTable a;
   std::vector<int32_t> sa;
