@@ -16,6 +16,9 @@
 namespace llm::client {
 namespace {
 
+// The most bytes of logits a speculative step may ask for (ProposalRoom).
+constexpr int64_t kMaxSpeculativeResponseBytes = 8 << 20;
+
 // A session-losing failure of a step: the session is gone (NOT_FOUND) or its
 // server went away or is restarting (UNAVAILABLE; a server shutting down
 // cancels its streams, CANCELLED, which this client never causes on its own).
@@ -131,6 +134,14 @@ int32_t GenerateLoop::Run::ProposalRoom() const {
   if (const int64_t n = model_.context_length(); n > 0) {
     room = std::min<int64_t>(room, n - static_cast<int64_t>(session_.tokens.size()) - 1);
   }
+  // Full logits rows: the response (1 + room rows) stays within 8 MiB, half
+  // the model server's default --max_message_bytes (17 float32 rows of a
+  // 262k vocabulary would be 17 MiB).
+  const int64_t row_bytes =
+      result_.logits.encoding() == v1::LogitsOptions::LOGITS_FLOAT32   ? 4 * model_.vocab_size()
+      : result_.logits.encoding() == v1::LogitsOptions::LOGITS_FLOAT16 ? 2 * model_.vocab_size()
+                                                                       : 0;
+  if (row_bytes > 0) room = std::min<int64_t>(room, kMaxSpeculativeResponseBytes / row_bytes - 1);
   return static_cast<int32_t>(std::max<int64_t>(room, 0));
 }
 
