@@ -331,7 +331,7 @@ TEST_F(PrefixCacheTest, ABlockWrittenInPlaceAfterItsSharerLeftLosesItsName) {
   m_.Fork(a, *b);
   m_.Truncate(a, 6);
   sa.resize(6);
-  m_.Release(*b);  // the sharer goes before the write
+  m_.Release(*b);       // the sharer goes before the write
   Append(a, sa, {60});  // position 6 written in place; the block is not full again
   EXPECT_TRUE(copies_.empty());
   BlockTable c;
