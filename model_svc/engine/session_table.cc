@@ -68,9 +68,16 @@ void SessionTable::Erase(Session* s) { sessions_.erase(sessions_.find(s->id)); }
 
 Session* SessionTable::LeastRecentlyUsedIdle() const {
   Session* lru = nullptr;
+  bool lru_frees = false;
   for (const auto& [id, s] : sessions_) {
-    if (!s->busy && !s->kv.blocks().empty() && (lru == nullptr || s->last_used < lru->last_used)) {
+    if (s->busy || s->kv.blocks().empty()) continue;
+    const std::vector<int32_t>& b = s->kv.blocks();
+    const bool frees = std::any_of(b.begin(), b.end(),
+                                   [&](int32_t block) { return blocks_->ref_count(block) == 1; });
+    if (lru == nullptr || (frees && !lru_frees) ||
+        (frees == lru_frees && s->last_used < lru->last_used)) {
       lru = s.get();
+      lru_frees = frees;
     }
   }
   return lru;

@@ -59,8 +59,10 @@ class SessionTable {
   // Frees a session of the table (evicted, expired, or new and failed).
   void Erase(Session* s);
 
-  // The idle session holding KV blocks that was used least recently; null
-  // if none.
+  // The idle session holding KV blocks that was used least recently, among
+  // those holding a block that no other session shares (evicting one of
+  // them frees something; a fork or a prefix-cache hit shares blocks) when
+  // there are any; null if none.
   Session* LeastRecentlyUsedIdle() const;
   // Frees the idle sessions unused for more than `ttl`; returns how many.
   int64_t ExpireIdle(absl::Time now, absl::Duration ttl);

@@ -99,6 +99,24 @@ TEST(SessionTableTest, LeastRecentlyUsedIdleSkipsBusyAndEmptySessions) {
   EXPECT_NE(table.Find(empty->id), nullptr);
 }
 
+// A session whose blocks are all shared (here with its busy fork) frees
+// nothing when evicted: an idle session with a block of its own goes first,
+// even if it was used more recently.
+TEST(SessionTableTest, LeastRecentlyUsedIdlePrefersSessionsThatFreeBlocks) {
+  kv::BlockManager blocks(8, 4);
+  SessionTable table(&blocks, "", 8, 1);
+  Session* shared = table.Create(kT0);
+  Append(*shared, 8);
+  Session* fork = table.Fork(*shared, kT0 + absl::Seconds(1));
+  fork->busy = true;
+  shared->last_used = kT0;
+  Session* own = table.Create(kT0 + absl::Seconds(2));
+  Append(*own, 4);
+  EXPECT_EQ(table.LeastRecentlyUsedIdle(), own);
+  table.Erase(own);
+  EXPECT_EQ(table.LeastRecentlyUsedIdle(), shared);  // the only one left
+}
+
 TEST(SessionTableTest, ExpireIdleFreesOnlyIdleSessionsPastTheTtl) {
   kv::BlockManager blocks(8, 4);
   SessionTable table(&blocks, "", 8, 1);
