@@ -487,7 +487,6 @@ int Gateway::HandleChat(mg_connection* conn) {
   ChatRequest req;
   if (auto e = ParseChatRequest(body, options_.limits, &req)) return SendError(conn, *e);
   if (auto e = CheckModel(req)) return SendError(conn, *e);
-  if (!req.has_speculate) req.params.speculate = options_.speculate;
   // A conversation that keeps its model session (X-Session-Id).
   std::optional<Conversations::Lease> conversation;
   if (const char* header = mg_get_header(conn, "X-Session-Id"); header != nullptr) {
@@ -576,7 +575,6 @@ int Gateway::HandleCompletions(mg_connection* conn) {
   CompletionRequest req;
   if (auto e = ParseCompletionRequest(body, options_.limits, &req)) return SendError(conn, *e);
   if (auto e = CheckModel(req)) return SendError(conn, *e);
-  if (!req.has_speculate) req.params.speculate = options_.speculate;
   if (!req.has_max_tokens) req.params.max_tokens = 16;  // OpenAI's default for completions
 
   absl::StatusOr<GeneratorPool::Lease> lease = pool_.Acquire();
@@ -639,6 +637,7 @@ int Gateway::Serve(mg_connection* conn, absl::Time arrival, GenerationRequest& r
   client::Generator& g = *lease;
   const int32_t max_tokens = req.params.max_tokens;  // 0: the rest of the context
   const uint64_t seed = req.has_seed ? req.params.sampling.seed : RandomSeed();
+  if (!req.has_speculate) req.params.speculate = options_.speculate;
   int64_t prompt_tokens = 0, cached_tokens = 0;
   int64_t proposed_tokens = 0, accepted_tokens = 0;  // speculation
   for (const PromptIds& p : prompts) {

@@ -185,8 +185,9 @@ void BlockManager::Unref(int32_t block) {
 }
 
 void BlockManager::Register(int32_t block, uint64_t parent, uint64_t hash, const int32_t* tokens) {
-  if (names_[block].hash == hash) return;           // named already (a reused block)
-  Unregister(block);                                // (Reserve unnames a block it writes into)
+  // Named already: a reused block, whose name is this one (Reserve unnames a
+  // block before writing into it, so a name always says what it holds).
+  if (names_[block].hash != kUnnamed) return;
   if (!named_.emplace(hash, block).second) return;  // another block holds this prefix
   names_[block] = Name{hash, parent};
   std::memcpy(&block_tokens_[static_cast<size_t>(block) * block_size_], tokens,
