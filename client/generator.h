@@ -1,19 +1,20 @@
-// The client library in one object: the generation loop (generate/) over
-// the tokenizer and model services reached with gRPC (transport/).
+// One generation at a time over the process's shared services (services.h):
+// the generation loop (generate/) over the tokenizer and model ports.
 //
 //   Encode (tokenizer) -> Prefill (model: a new session, or append to one)
 //   -> sample (sampler, here) -> DecodeStream (model: one bidi stream per
 //   generation, one request per token) -> incremental detokenize (complete
-//   UTF-8 only; by default over a cache of token bytes that Connect fills
-//   with the whole vocabulary, generate/detokenizer.h, or through the
-//   tokenizer's DecodeStream) -> stop strings (held back across tokens) ->
-//   the caller's callback, one call per token.
+//   UTF-8 only; by default over the services' cache of token bytes, filled
+//   with the whole vocabulary at Connect, generate/detokenizer.h, or through
+//   the tokenizer's DecodeStream) -> stop strings (held back across tokens)
+//   -> the caller's callback, one call per token.
 //
-//   auto gen = Generator::Connect(options);            // both services' Info
-//   Session session;                                    // a new model session
-//   auto ids = (*gen)->Encode(prompt, {.allow_special = true});
-//   auto result = (*gen)->Generate(session, *ids, params, on_token);
-//   (*gen)->Release(session);
+//   auto services = Services::Connect(options);         // once per process
+//   Generator gen(*services);                            // per request: cheap
+//   Session session;                                     // a new model session
+//   auto ids = gen.Encode(prompt, {.allow_special = true});
+//   auto result = gen.Generate(session, *ids, params, on_token);
+//   gen.Release(session);
 //
 // Where each behaviour lives:
 //   - generate/generate_loop.h: stops (EOS / EOT, stop strings that never
@@ -32,7 +33,9 @@
 //
 // Threads: a Generator runs one generation at a time (calls from several
 // threads must be serialized); Cancel() may be called from any thread or a
-// signal handler. Ownership: owns both clients and the loop.
+// signal handler. Any number of Generators may run at once over one
+// Services. Ownership: shares the services (a shared_ptr), owns its loop.
+// Cost: making one is a few allocations; no call.
 #ifndef LLM_CLIENT_GENERATOR_H_
 #define LLM_CLIENT_GENERATOR_H_
 
@@ -50,47 +53,42 @@
 #include "client/generate/ports.h"
 #include "client/generate/result.h"
 #include "client/generate/template_choice.h"
+#include "client/services.h"
 #include "client/transport/client_options.h"
-#include "client/transport/model_client.h"
-#include "client/transport/tokenizer_client.h"
 
 namespace llm::client {
 
 class Generator {
  public:
-  // Opens channels to both services and reads their Info; with
-  // kCachedDecode, then fetches the vocabulary's token bytes (best effort:
-  // a failure there only leaves them to be fetched per id). Fails with
-  // InvalidArgument for a malformed model address or TLS files (before any
-  // call), UNAVAILABLE naming the address of a service that cannot be
-  // reached; a server that answers UNAVAILABLE on a live connection (still
-  // loading) is waited for up to ready_timeout (on_wait reports the wait),
-  // then DEADLINE_EXCEEDED ("... is still loading after 2m"). UNIMPLEMENTED
-  // when an address serves the other service ("serves the tokenizer, not
-  // the model"). FailedPrecondition when the vocabularies disagree
-  // (tokenizer vocab_size > model vocab_size).
+  // A generator over `services`, which it keeps alive.
+  explicit Generator(std::shared_ptr<Services> services);
+  // Services::Connect, then a generator over them (one-generator
+  // programs: the llm CLI, tests). Defined in services_grpc.cc (library
+  // llm_client).
   static absl::StatusOr<std::unique_ptr<Generator>> Connect(const ClientOptions& options);
 
   Generator(const Generator&) = delete;
   Generator& operator=(const Generator&) = delete;
   ~Generator();
 
-  const ClientOptions& options() const { return options_; }
-  const v1::InfoResponse& tokenizer_info() const { return tokenizer_->info(); }
-  const v1::ModelInfo& model_info() const { return model_->info(); }
-  // What the chat template choice (template_choice.h) needs of both Infos:
-  // the GGUF's template, the architecture and the special tokens.
-  ModelTemplateInfo template_info() const;
+  Services& services() const { return *services_; }
+  const std::shared_ptr<Services>& shared_services() const { return services_; }
+  const ClientOptions& options() const { return services_->options(); }
+  const v1::InfoResponse& tokenizer_info() const { return services_->tokenizer_info(); }
+  const v1::ModelInfo& model_info() const { return services_->model_info(); }
+  ModelTemplateInfo template_info() const { return services_->template_info(); }
 
   absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
                                               const EncodeOptions& options = {}) {
-    return tokenizer_->Encode(text, options);
+    return services_->tokenizer().Encode(text, options);
   }
   absl::StatusOr<std::string> Decode(std::span<const int32_t> ids) {
-    return tokenizer_->Decode(ids);
+    return services_->tokenizer().Decode(ids);
   }
   // The bytes of one token (cached; see kCachedDecode).
-  absl::StatusOr<std::string> TokenBytes(int32_t id) { return tokenizer_->TokenBytes(id); }
+  absl::StatusOr<std::string> TokenBytes(int32_t id) {
+    return services_->tokenizer().TokenBytes(id);
+  }
 
   // Scores `tokens` (at least two) in a new model session, released
   // afterwards: the logprob of each token after the first with `top_n`
@@ -102,37 +100,27 @@ class Generator {
   absl::StatusOr<GenerateResult> Generate(Session& session, std::span<const int32_t> new_tokens,
                                           const GenerateParams& params,
                                           const TokenCallback& on_token) {
-    return loop_->Generate(session, new_tokens, params, on_token);
+    return loop_.Generate(session, new_tokens, params, on_token);
   }
   // Ends the model session (best effort: a session that is gone is fine) and
   // clears `session`.
-  absl::Status Release(Session& session) { return model_->Release(session); }
-  // ModelClient::Truncate: keeps the first n tokens (drops pending ones).
-  absl::Status Truncate(Session& session, int64_t n) { return model_->Truncate(session, n); }
-
-  // The sessions of every model replica that is up (for tests and tools).
-  absl::StatusOr<v1::ListSessionsResponse> ListSessions() { return model_->ListSessions(); }
-  // The model replicas (for tests and tools).
-  const ModelPool& model_pool() const { return model_->pool(); }
-  // The cache of token bytes that kCachedDecode uses (for tests and tools).
-  const TokenBytesCache& token_bytes() const { return tokenizer_->token_bytes(); }
+  absl::Status Release(Session& session) { return services_->model().Release(session); }
+  // ModelPort::Truncate: keeps the first n tokens (drops pending ones).
+  absl::Status Truncate(Session& session, int64_t n) {
+    return services_->model().Truncate(session, n);
+  }
 
   // The loop, for ChatSession and other users of the ports.
-  GenerateLoop& loop() { return *loop_; }
+  GenerateLoop& loop() { return loop_; }
 
   // GenerateLoop::Cancel: async-signal-safe.
-  void Cancel() { loop_->Cancel(); }
-  void ClearCancel() { loop_->ClearCancel(); }
-  bool cancel_requested() const { return loop_->cancel_requested(); }
+  void Cancel() { loop_.Cancel(); }
+  void ClearCancel() { loop_.ClearCancel(); }
+  bool cancel_requested() const { return loop_.cancel_requested(); }
 
  private:
-  explicit Generator(const ClientOptions& options) : options_(options) {}
-  absl::Status Init();
-
-  const ClientOptions options_;
-  std::unique_ptr<TokenizerClient> tokenizer_;
-  std::unique_ptr<ModelClient> model_;
-  std::unique_ptr<GenerateLoop> loop_;  // over the two above
+  const std::shared_ptr<Services> services_;
+  GenerateLoop loop_;  // over the services' ports
 };
 
 }  // namespace llm::client

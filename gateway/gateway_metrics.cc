@@ -49,7 +49,23 @@ GatewayMetrics::GatewayMetrics()
                 .Name("llm_gateway_time_to_first_token_seconds")
                 .Help("From a generating request's arrival to its first token, seconds.")
                 .Register(*registry_)
-                .Add({}, SecondsBuckets())) {}
+                .Add({}, SecondsBuckets())),
+      queued_(prometheus::BuildGauge()
+                  .Name("llm_gateway_requests_queued")
+                  .Help("Chat and completions requests waiting for a place to generate now.")
+                  .Register(*registry_)
+                  .Add({})),
+      queue_wait_(prometheus::BuildHistogram()
+                      .Name("llm_gateway_queue_wait_seconds")
+                      .Help("How long admitted chat and completions requests waited, seconds.")
+                      .Register(*registry_)
+                      .Add({}, SecondsBuckets())),
+      rejected_(prometheus::BuildCounter()
+                    .Name("llm_gateway_requests_rejected_total")
+                    .Help("Chat and completions requests refused at admission (429): the queue "
+                          "was full or the wait ran out.")
+                    .Register(*registry_)
+                    .Add({})) {}
 
 void GatewayMetrics::Request(std::string_view uri, int code, absl::Duration latency) {
   const std::string endpoint = EndpointLabel(uri);
@@ -64,6 +80,10 @@ void GatewayMetrics::Tokens(int64_t prompt, int64_t completion) {
 
 void GatewayMetrics::FirstToken(absl::Duration since_arrival) {
   ttft_.Observe(absl::ToDoubleSeconds(since_arrival));
+}
+
+void GatewayMetrics::QueueWait(absl::Duration waited) {
+  queue_wait_.Observe(absl::ToDoubleSeconds(waited));
 }
 
 std::string GatewayMetrics::Text() const {

@@ -5,6 +5,9 @@
 //   llm_gateway_tokens_total{kind}              prompt and completion tokens of requests
 //   llm_gateway_generations_active              chat and completions requests generating now
 //   llm_gateway_time_to_first_token_seconds     from a request's arrival to its first token
+//   llm_gateway_requests_queued                 generating requests waiting for admission now
+//   llm_gateway_queue_wait_seconds              how long admitted requests waited
+//   llm_gateway_requests_rejected_total         refused at admission (queue full or wait over: 429)
 // `endpoint` is one of the served paths or "other" (bounded cardinality).
 // Threads: every method may be called concurrently.
 #ifndef LLM_GATEWAY_GATEWAY_METRICS_H_
@@ -33,7 +36,10 @@ class GatewayMetrics {
   void Request(std::string_view uri, int code, absl::Duration latency);
   void Tokens(int64_t prompt, int64_t completion);
   void FirstToken(absl::Duration since_arrival);
+  void QueueWait(absl::Duration waited);
+  void Rejected() { rejected_.Increment(); }
   prometheus::Gauge& active() { return active_; }
+  prometheus::Gauge& queued() { return queued_; }
 
   // Every family, in Prometheus's text exposition format.
   std::string Text() const;
@@ -47,6 +53,9 @@ class GatewayMetrics {
   prometheus::Counter& completion_tokens_;
   prometheus::Gauge& active_;
   prometheus::Histogram& ttft_;
+  prometheus::Gauge& queued_;
+  prometheus::Histogram& queue_wait_;
+  prometheus::Counter& rejected_;
 };
 
 }  // namespace llm::gateway

@@ -11,7 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "client/cli/security_flags.h"
-#include "client/generator.h"
+#include "client/services.h"
 #include "common/flags.h"
 #include "common/grpc/security.h"
 #include "common/strings.h"
@@ -31,7 +31,21 @@ ABSL_FLAG(std::string, template, "",
           "Chat template instead of the model's own: a built-in one (chatml, gemma, llama3, "
           "mistral, phi3, qwen, zephyr), raw, or a Jinja file (as llm's --template).");
 ABSL_FLAG(int, max_concurrent, 64,
-          "Chat requests generating at once; the next one is answered 429.");
+          "Chat and completions requests generating at once; the next ones wait (--max_queued).");
+ABSL_FLAG(int, max_queued, 128,
+          "Requests waiting for one of the --max_concurrent places, first come first served; "
+          "past it a request is answered 429 with Retry-After. 0: no queue.");
+ABSL_FLAG(double, queue_timeout, 30,
+          "How long a request waits for a place before it is answered 429, s.");
+ABSL_FLAG(std::string, admin_listen, "",
+          "HOST:PORT serving only GET /health and /metrics, with workers of their own, so that "
+          "probes and scrapes are answered however busy --listen is (plain HTTP). Empty: none "
+          "(they are served on --listen as well in any case).");
+ABSL_FLAG(double, http_request_timeout, 10,
+          "A request's line and headers must arrive within this many seconds (slow clients "
+          "hold a worker no longer); also the longest wait for one read or write of a body.");
+ABSL_FLAG(double, http_body_timeout, 30,
+          "A request's body must arrive within this many seconds, else 408.");
 ABSL_FLAG(int64_t, max_body_bytes, 1 << 20, "Largest request body; larger ones get 413.");
 ABSL_FLAG(double, timeout, 60, "Deadline of each call to a service (and each stream step), s.");
 ABSL_FLAG(double, reconnect_timeout, 30,
@@ -90,40 +104,51 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not a signal
 
   llm::gateway::GatewayOptions options;
+  llm::gateway::HandlerOptions& api = options.api;
   options.listen = absl::GetFlag(FLAGS_listen);
-  options.served_model_name = absl::GetFlag(FLAGS_served_model_name);
+  options.admin_listen = absl::GetFlag(FLAGS_admin_listen);
+  api.served_model_name = absl::GetFlag(FLAGS_served_model_name);
   options.chat_template = absl::GetFlag(FLAGS_template);
-  options.max_concurrent = absl::GetFlag(FLAGS_max_concurrent);
+  api.admission.max_active = absl::GetFlag(FLAGS_max_concurrent);
+  api.admission.max_queued = absl::GetFlag(FLAGS_max_queued);
+  const double queue_timeout = absl::GetFlag(FLAGS_queue_timeout);
   const int64_t max_body = absl::GetFlag(FLAGS_max_body_bytes);
   const double timeout = absl::GetFlag(FLAGS_timeout);
   const double wait_ready = absl::GetFlag(FLAGS_wait_ready);
   const double reconnect = absl::GetFlag(FLAGS_reconnect_timeout);
-  if (options.max_concurrent < 1 || max_body < 1 || !(timeout > 0) || !(wait_ready >= 0) ||
-      !(reconnect >= 0)) {
+  const double request_timeout = absl::GetFlag(FLAGS_http_request_timeout);
+  const double body_timeout = absl::GetFlag(FLAGS_http_body_timeout);
+  if (api.admission.max_active < 1 || api.admission.max_queued < 0 || max_body < 1 ||
+      !(timeout > 0) || !(wait_ready >= 0) || !(reconnect >= 0) || !(queue_timeout >= 0) ||
+      !(request_timeout > 0) || !(body_timeout > 0)) {
     Fail(
-        "--max_concurrent and --max_body_bytes must be >= 1, --timeout > 0, --wait_ready and "
-        "--reconnect_timeout >= 0");
+        "--max_concurrent and --max_body_bytes must be >= 1, --max_queued >= 0, --timeout, "
+        "--http_request_timeout and --http_body_timeout > 0, --wait_ready, --reconnect_timeout "
+        "and --queue_timeout >= 0");
     return 2;
   }
-  options.max_body_bytes = static_cast<size_t>(max_body);
-  options.speculate = absl::GetFlag(FLAGS_speculate);
-  if (options.speculate < 0 || options.speculate > llm::client::kMaxProposedTokens) {
+  api.admission.queue_timeout = absl::Seconds(queue_timeout);
+  api.max_body_bytes = static_cast<size_t>(max_body);
+  options.request_timeout = absl::Seconds(request_timeout);
+  api.body_timeout = absl::Seconds(body_timeout);
+  api.speculate = absl::GetFlag(FLAGS_speculate);
+  if (api.speculate < 0 || api.speculate > llm::client::kMaxProposedTokens) {
     Fail("--speculate must be in [0, 16]");
     return 2;
   }
-  options.max_conversations = absl::GetFlag(FLAGS_max_conversations);
+  api.max_conversations = absl::GetFlag(FLAGS_max_conversations);
   const double conversation_ttl = absl::GetFlag(FLAGS_conversation_ttl);
-  if (options.max_conversations < 0 || !(conversation_ttl >= 0)) {
+  if (api.max_conversations < 0 || !(conversation_ttl >= 0)) {
     Fail("--max_conversations and --conversation_ttl must be >= 0");
     return 2;
   }
-  options.conversation_ttl = absl::Seconds(conversation_ttl);
+  api.conversation_ttl = absl::Seconds(conversation_ttl);
   const double drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   if (!(drain_timeout >= 0)) {
     Fail("--drain_timeout must be >= 0");
     return 2;
   }
-  llm::client::ClientOptions& client = options.client;
+  llm::client::ClientOptions client;
   client.tokenizer_address = absl::GetFlag(FLAGS_tokenizer);
   client.model_address = absl::GetFlag(FLAGS_model);
   client.rpc_timeout = absl::Seconds(timeout);
@@ -156,7 +181,7 @@ int main(int argc, char** argv) {
     Fail(llm::StrCat("--http_auth_token_file: ", http_token.status().message()));
     return 2;
   }
-  options.http_auth_token = *std::move(http_token);
+  api.http_auth_token = *std::move(http_token);
   const double keep_alive = absl::GetFlag(FLAGS_http_keep_alive_timeout);
   if (!(keep_alive >= 0) || keep_alive > 3600) {
     Fail("--http_keep_alive_timeout must be in [0, 3600] seconds");
@@ -164,25 +189,35 @@ int main(int argc, char** argv) {
   }
   options.keep_alive_timeout = absl::Seconds(keep_alive);
 
-  absl::StatusOr<std::unique_ptr<llm::client::Generator>> first =
-      llm::client::Generator::Connect(client);
-  if (!first.ok()) {
-    Fail(std::string(first.status().message()));
-    return absl::IsInvalidArgument(first.status()) ? 2 : 1;
+  absl::StatusOr<std::shared_ptr<llm::client::Services>> services =
+      llm::client::Services::Connect(client);
+  if (!services.ok()) {
+    Fail(std::string(services.status().message()));
+    return absl::IsInvalidArgument(services.status()) ? 2 : 1;
   }
   absl::StatusOr<std::unique_ptr<llm::gateway::Gateway>> gateway =
-      llm::gateway::Gateway::Start(options, *std::move(first));
+      llm::gateway::Gateway::Start(options, *std::move(services));
   if (!gateway.ok()) {
     Fail(std::string(gateway.status().message()));
     return absl::IsInvalidArgument(gateway.status()) ? 2 : 1;
   }
   std::printf("llm_gateway: listening on port %d\n", (*gateway)->port());
+  if ((*gateway)->admin_port() != 0) {
+    std::printf("llm_gateway: admin on port %d\n", (*gateway)->admin_port());
+  }
   std::fflush(stdout);
-  std::fprintf(stderr, "llm_gateway: serving model '%s' (%s chat template) on %s://%s%s\n",
+  // The address as bound: the port the OS picked for port 0.
+  const std::string host = options.listen.substr(0, options.listen.rfind(':'));
+  std::fprintf(stderr, "llm_gateway: serving model '%s' (%s chat template) on %s://%s:%d%s\n",
                (*gateway)->model_id().c_str(),
                std::string((*gateway)->chat_template().name()).c_str(),
-               options.http_tls.enabled() ? "https" : "http", options.listen.c_str(),
-               options.http_auth_token.empty() ? "" : " (API key required)");
+               options.http_tls.enabled() ? "https" : "http", host.c_str(), (*gateway)->port(),
+               api.http_auth_token.empty() ? "" : " (API key required)");
+  if ((*gateway)->admin_port() != 0) {
+    const std::string admin_host = options.admin_listen.substr(0, options.admin_listen.rfind(':'));
+    std::fprintf(stderr, "llm_gateway: /health and /metrics also on http://%s:%d\n",
+                 admin_host.c_str(), (*gateway)->admin_port());
+  }
   int sig = 0;
   sigwait(&stop_signals, &sig);
   // Drain: /health turns 503 so that load balancers stop sending, new

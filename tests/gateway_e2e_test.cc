@@ -24,6 +24,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -177,8 +179,8 @@ class GatewayE2ETest : public ::testing::Test {
     return ServerProcess::Start(
         "llm_gateway",
         {"--tokenizer", tokenizer_->address(), "--model", model_address, "--max_concurrent", "1",
-         "--max_body_bytes", std::to_string(kMaxBody), "--reconnect_timeout", "1", "--timeout",
-         "10"},
+         "--max_queued", "0", "--max_body_bytes", std::to_string(kMaxBody), "--reconnect_timeout",
+         "1", "--timeout", "10"},
         error);
   }
 
@@ -706,6 +708,9 @@ TEST_F(GatewayE2ETest, OverloadAndDisconnectCancels) {
   }
   const HttpResponse busy = PostChat(Chat(kQuestion));
   ExpectError(busy, 429);
+  EXPECT_THAT(busy.headers, HasSubstr("Retry-After: 1")) << busy.headers;
+  EXPECT_THAT(busy.Json()["error"]["message"].get<std::string>(),
+              HasSubstr("1 request generating"));
   close(fd);
   // The generation ends within a few tokens of the close (not after the
   // 4000 it asked for): the gateway's own gauge says so without a request
@@ -769,6 +774,154 @@ TEST_F(GatewayE2ETest, SixtyFourConcurrentStreamsAllComplete) {
     EXPECT_FALSE(text.empty()) << "stream " << i << ": " << r.body;
     EXPECT_THAT(finish, AnyOf("stop", "length")) << "stream " << i << ": " << r.body;
   }
+}
+
+// With a queue (--max_queued) a request that finds every place taken waits
+// for one instead of failing: a batch larger than --max_concurrent goes
+// through (issue 28: a LangChain batch of 100 failed with 429).
+TEST_F(GatewayE2ETest, AQueuedRequestWaitsForAPlace) {
+  std::string error;
+  std::unique_ptr<ServerProcess> gateway = ServerProcess::Start(
+      "llm_gateway",
+      {"--tokenizer", tokenizer_->address(), "--model", model_->address(), "--max_concurrent", "2",
+       "--max_queued", "16", "--queue_timeout", "300"},
+      &error);
+  ASSERT_NE(gateway, nullptr) << error;
+  constexpr int kRequests = 8;
+  std::vector<HttpResponse> responses(kRequests);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kRequests; ++i) {
+    clients.emplace_back([&, i] {
+      responses[i] = Http(gateway->port(), "POST", "/v1/chat/completions",
+                          Chat(kQuestion, {{"max_tokens", 8}, {"seed", i}}));
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  for (int i = 0; i < kRequests; ++i) {
+    EXPECT_EQ(responses[i].status, 200) << "request " << i << ": " << responses[i].body;
+  }
+  const std::string metrics = Http(gateway->port(), "GET", "/metrics").body;
+  EXPECT_EQ(Sample(metrics, "llm_gateway_queue_wait_seconds_count"), kRequests);
+  EXPECT_EQ(Sample(metrics, "llm_gateway_requests_rejected_total"), 0);
+  EXPECT_EQ(Sample(metrics, "llm_gateway_requests_queued"), 0);
+}
+
+// civetweb's own answers (a method it does not serve, a malformed request
+// line) come in OpenAI's error shape too.
+TEST_F(GatewayE2ETest, TheServersOwnErrorsAreJson) {
+  for (const std::string method : {"TRACE", "FOO"}) {
+    const HttpResponse r = Http(port(), method, "/v1/models");
+    EXPECT_GE(r.status, 400) << method;
+    EXPECT_LT(r.status, 500) << method;
+    const json j = r.Json();
+    ASSERT_TRUE(j.contains("error")) << method << ": " << r.body;
+    EXPECT_TRUE(j["error"]["message"].is_string());
+  }
+}
+
+// Slow clients (headers at a byte a second, issue 28 C) hold the API's
+// workers only until --http_request_timeout, and never the admin listener:
+// /health and /metrics there answer while they hold every worker.
+TEST_F(GatewayE2ETest, SlowClientsDoNotBlockHealth) {
+  std::string error;
+  std::unique_ptr<ServerProcess> gateway = ServerProcess::Start(
+      "llm_gateway",
+      {"--tokenizer", tokenizer_->address(), "--model", model_->address(), "--max_concurrent", "1",
+       "--max_queued", "0", "--admin_listen", "127.0.0.1:0", "--http_request_timeout", "3",
+       "--http_keep_alive_timeout", "0"},
+      &error);
+  ASSERT_NE(gateway, nullptr) << error;
+  const std::string admin_line = gateway->ReadStdoutLine(std::chrono::seconds(10));
+  const std::string prefix = "llm_gateway: admin on port ";
+  ASSERT_EQ(admin_line.rfind(prefix, 0), 0u) << admin_line;
+  const int admin_port = std::atoi(admin_line.c_str() + prefix.size());
+  // More slow clients than the API has workers (1 + 8 quick ones).
+  constexpr int kSlow = 24;
+  std::vector<int> slow;
+  for (int i = 0; i < kSlow; ++i) {
+    const int fd = Connect(gateway->port());
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(SendAll(fd, "GET /health HTTP/1.1\r\nX-Slow: "));
+    slow.push_back(fd);
+  }
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {  // a byte a second on each, never ending the headers
+    while (!stop.load()) {
+      for (int fd : slow) send(fd, "a", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+  });
+  const auto still_open = [](int fd) {
+    char c;
+    const ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT | MSG_PEEK);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  };
+  const HttpResponse health = Http(admin_port, "GET", "/health");
+  const HttpResponse metrics = Http(admin_port, "GET", "/metrics");
+  int open = 0;
+  for (int fd : slow) open += still_open(fd) ? 1 : 0;
+  EXPECT_EQ(health.status, 200) << health.body;
+  EXPECT_EQ(health.Json()["status"], "ok");
+  EXPECT_EQ(metrics.status, 200);
+  EXPECT_THAT(metrics.body, HasSubstr("llm_gateway_requests_total"));
+  EXPECT_GT(open, 0) << "the slow clients were gone before the admin listener was asked";
+  EXPECT_EQ(Http(admin_port, "GET", "/v1/models").status, 404);
+  // The request timeout ends every slow client (each sends a byte a second
+  // forever), and the API answers again.
+  const auto start = Clock::now();
+  while (Clock::now() - start < std::chrono::seconds(120)) {
+    open = 0;
+    for (int fd : slow) open += still_open(fd) ? 1 : 0;
+    if (open == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  stop = true;
+  trickle.join();
+  for (int fd : slow) close(fd);
+  EXPECT_EQ(open, 0) << "slow clients still held after two minutes";
+  EXPECT_EQ(Http(gateway->port(), "GET", "/health").status, 200);
+}
+
+// A request that arrives while the model server is down waits for it
+// (--reconnect_timeout) and is answered once a new one listens at the same
+// address (issue 28 D: the channel used to stay failed for 9-14 s after the
+// server was back, and a new request with no idle connection got 503 at
+// once).
+TEST_F(GatewayE2ETest, ARequestWaitsForARestartedModelServer) {
+  std::string error;
+  std::unique_ptr<ServerProcess> model =
+      ServerProcess::Start("model_server", {"--model", ModelPath(), "--kv_cache_mb", "64"}, &error);
+  ASSERT_NE(model, nullptr) << error;
+  const std::string address = model->address();
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(testing::WaitUntilServing(channel, std::chrono::seconds(60), &error)) << error;
+  std::unique_ptr<ServerProcess> gateway = ServerProcess::Start(
+      "llm_gateway",
+      {"--tokenizer", tokenizer_->address(), "--model", address, "--reconnect_timeout", "120"},
+      &error);
+  ASSERT_NE(gateway, nullptr) << error;
+  ASSERT_EQ(
+      Http(gateway->port(), "POST", "/v1/chat/completions", Chat(kQuestion, {{"max_tokens", 2}}))
+          .status,
+      200);
+  model->Terminate(std::chrono::seconds(10), SIGKILL);
+  HttpResponse waiting;
+  std::thread client([&] {
+    waiting =
+        Http(gateway->port(), "POST", "/v1/chat/completions", Chat(kQuestion, {{"max_tokens", 4}}));
+  });
+  // The request is in: the gateway is waiting for a model server.
+  const auto start = Clock::now();
+  while (Sample(Http(gateway->port(), "GET", "/metrics").body, "llm_gateway_generations_active") <
+             1 &&
+         Clock::now() - start < std::chrono::seconds(30)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::unique_ptr<ServerProcess> restarted = ServerProcess::Start(
+      "model_server", {"--model", ModelPath(), "--kv_cache_mb", "64", "--listen", address}, &error);
+  ASSERT_NE(restarted, nullptr) << error;
+  client.join();
+  EXPECT_EQ(waiting.status, 200) << waiting.body;
 }
 
 TEST_F(GatewayE2ETest, ServicesDownIs503) {

@@ -23,6 +23,8 @@
 #include <vector>
 
 #include "client/generator.h"
+#include "client/transport/model_client.h"
+#include "client/transport/tokenizer_client.h"
 #include "common/strings.h"
 #include "common/test_paths.h"
 #include "llm/v1/model.grpc.pb.h"
@@ -115,7 +117,7 @@ class RoutingTest : public ::testing::Test {
 TEST_F(RoutingTest, SpreadsNewSessionsAndSendsEveryCallToItsReplica) {
   std::unique_ptr<client::Generator> g = Connect(BothAddresses());
   ASSERT_NE(g, nullptr);
-  ASSERT_EQ(g->model_pool().endpoints().size(), 2u);
+  ASSERT_EQ(g->services().grpc_model()->pool().size(), 2u);
   const std::vector<std::string> prompts = {"The sea is", "A lighthouse", "Once upon a time",
                                             "The capital of France"};
   std::vector<client::Session> sessions(prompts.size());
@@ -160,7 +162,7 @@ TEST_F(RoutingTest, SpreadsNewSessionsAndSendsEveryCallToItsReplica) {
     }
   }
   // The generator's own view agrees.
-  absl::StatusOr<v1::ListSessionsResponse> all = g->ListSessions();
+  absl::StatusOr<v1::ListSessionsResponse> all = g->services().grpc_model()->ListSessions();
   ASSERT_TRUE(all.ok()) << all.status();
   EXPECT_EQ(all->sessions_size(), 4);
 }

@@ -157,11 +157,8 @@ class ServerProcess {
     return status;
   }
 
- private:
-  ServerProcess(std::string binary, pid_t pid, int stdout_fd)
-      : binary_(std::move(binary)), pid_(pid), stdout_fd_(stdout_fd) {}
-
-  // One line of the child's stdout, without the newline; "" on EOF/timeout.
+  // One line of the child's stdout (after the port line: a second port, a
+  // note), without the newline; "" on EOF/timeout.
   std::string ReadStdoutLine(std::chrono::milliseconds timeout) {
     const auto deadline = Clock::now() + timeout;
     std::string line;
@@ -181,6 +178,10 @@ class ServerProcess {
       line.push_back(c);
     }
   }
+
+ private:
+  ServerProcess(std::string binary, pid_t pid, int stdout_fd)
+      : binary_(std::move(binary)), pid_(pid), stdout_fd_(stdout_fd) {}
 
   std::string binary_;
   pid_t pid_;

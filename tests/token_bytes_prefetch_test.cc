@@ -26,6 +26,8 @@
 
 #include "absl/time/clock.h"
 #include "client/generator.h"
+#include "client/transport/model_client.h"
+#include "client/transport/tokenizer_client.h"
 #include "common/strings.h"
 #include "common/test_paths.h"
 #include "llm/v1/model.grpc.pb.h"
@@ -208,28 +210,29 @@ TEST_F(PrefetchTest, WholeVocabularyInOneCallThenNoDecodeWhileGenerating) {
               connect_ms_, proxy.proxy.decode_calls());
   EXPECT_EQ(proxy.proxy.decode_calls(), 1);  // 50,432 ids: ~150 KB, under 8 MiB
   EXPECT_EQ(proxy.proxy.pieces_calls(), 1);
-  EXPECT_EQ(g->token_bytes().preloaded(), kMptVocabSize);
+  EXPECT_EQ(g->services().grpc_tokenizer()->token_bytes().preloaded(), kMptVocabSize);
 
   const client::GenerateResult first = Generate(*g, 48);
   ASSERT_EQ(first.tokens.size(), 48u);
   const client::GenerateResult second = Generate(*g, 16);
   EXPECT_EQ(proxy.proxy.decode_calls(), 1) << "Decode calls while generating";
-  EXPECT_EQ(g->token_bytes().fetches(), 0);
+  EXPECT_EQ(g->services().grpc_tokenizer()->token_bytes().fetches(), 0);
 
   // The same text without pieces (per-id fetches) and through DecodeStream.
   ProxyServer old(tokenizer_.process->address(), TokenizerProxy::Mode::kWithoutPieces);
   std::unique_ptr<client::Generator> lazy = Connect(old.address());
   ASSERT_NE(lazy, nullptr);
-  EXPECT_EQ(lazy->token_bytes().preloaded(), 0);
+  EXPECT_EQ(lazy->services().grpc_tokenizer()->token_bytes().preloaded(), 0);
   const client::GenerateResult lazy_first = Generate(*lazy, 48);
   EXPECT_EQ(lazy_first.tokens, first.tokens);
   EXPECT_EQ(lazy_first.text, first.text);
-  EXPECT_GT(lazy->token_bytes().fetches(), 0);
+  EXPECT_GT(lazy->services().grpc_tokenizer()->token_bytes().fetches(), 0);
 
   std::unique_ptr<client::Generator> stream =
       Connect(tokenizer_.process->address(), client::ClientOptions::Detokenize::kDecodeStream);
   ASSERT_NE(stream, nullptr);
-  EXPECT_EQ(stream->token_bytes().preloaded(), 0);  // DecodeStream does not use the cache
+  EXPECT_EQ(stream->services().grpc_tokenizer()->token_bytes().preloaded(),
+            0);  // DecodeStream does not use the cache
   const client::GenerateResult streamed = Generate(*stream, 48);
   EXPECT_EQ(streamed.tokens, first.tokens);
   EXPECT_EQ(streamed.text, first.text);
@@ -247,8 +250,9 @@ TEST_F(PrefetchTest, ChunksUnderMaxRequestBytesAndSkipsTheGaps) {
               kCl100kVocabSize, connect_ms_, proxy.proxy.decode_calls());
   // Every id but the gaps; ~300 KB of ids in 5 chunks, plus the halvings that
   // isolate the gaps (both at the end).
-  EXPECT_EQ(g->token_bytes().preloaded(), kCl100kVocabSize - kCl100kGaps);
-  EXPECT_EQ(g->token_bytes().fetches(), 0);
+  EXPECT_EQ(g->services().grpc_tokenizer()->token_bytes().preloaded(),
+            kCl100kVocabSize - kCl100kGaps);
+  EXPECT_EQ(g->services().grpc_tokenizer()->token_bytes().fetches(), 0);
   EXPECT_GE(proxy.proxy.decode_calls(), 5);
   EXPECT_LE(proxy.proxy.decode_calls(), 120);
 }
@@ -261,18 +265,19 @@ TEST_F(PrefetchTest, ServerWithoutPiecesOrDecodeLeavesThePerIdFetch) {
     std::unique_ptr<client::Generator> g = Connect(old.address());
     ASSERT_NE(g, nullptr);
     EXPECT_EQ(old.proxy.decode_calls(), 1);
-    EXPECT_EQ(g->token_bytes().preloaded(), 0);
+    EXPECT_EQ(g->services().grpc_tokenizer()->token_bytes().preloaded(), 0);
     const client::GenerateResult r = Generate(*g, 12);
     EXPECT_EQ(r.tokens.size(), 12u);
-    EXPECT_GT(g->token_bytes().fetches(), 0);
-    EXPECT_EQ(old.proxy.decode_calls(), 1 + g->token_bytes().fetches());
+    EXPECT_GT(g->services().grpc_tokenizer()->token_bytes().fetches(), 0);
+    EXPECT_EQ(old.proxy.decode_calls(),
+              1 + g->services().grpc_tokenizer()->token_bytes().fetches());
   }
   {  // No Decode at all: UNIMPLEMENTED, and Connect still succeeds.
     ProxyServer none(tokenizer_.process->address(), TokenizerProxy::Mode::kWithoutDecode);
     std::unique_ptr<client::Generator> g = Connect(none.address());
     ASSERT_NE(g, nullptr);
     EXPECT_EQ(none.proxy.decode_calls(), 1);
-    EXPECT_EQ(g->token_bytes().preloaded(), 0);
+    EXPECT_EQ(g->services().grpc_tokenizer()->token_bytes().preloaded(), 0);
   }
 }
 

@@ -451,14 +451,14 @@ int RunChat(const std::vector<std::string>& stop) {
     g->ClearCancel();
     active_generator.store(g.get());
     printer.Begin();
-    const int rerenders = chat.rerenders();
+    const int64_t recomputed = chat.recomputed();
     absl::StatusOr<GenerateResult> result = chat.Send(line, *params, on_token);
     active_generator.store(nullptr);
-    if (result.ok() && chat.rerenders() != rerenders) {
+    if (result.ok() && chat.recomputed() != recomputed) {
       std::fprintf(stderr,
                    "llm: the chat template rewrote earlier turns (e.g. dropped an answer's "
-                   "reasoning); the conversation was prefilled again (%d tokens)\n",
-                   static_cast<int>(result->prompt_tokens));
+                   "reasoning); %lld tokens of the conversation were computed again\n",
+                   static_cast<long long>(chat.recomputed() - recomputed));
     }
     if (!result.ok()) {
       Fail(result.status());

@@ -13,22 +13,18 @@ absl::StatusOr<GenerateResult> ChatSession::Send(std::string_view user_message,
                                                  const GenerateParams& params,
                                                  const TokenCallback& on_token) {
   LLM_RETURN_IF_ERROR(ValidateParams(params));
-  const bool first = turns_.messages().empty();
-  LLM_ASSIGN_OR_RETURN(TurnPlan plan, turns_.Plan(user_message));
+  LLM_ASSIGN_OR_RETURN(std::string rendered, turns_.Render(user_message));
   EncodeOptions encode;
   encode.allow_special = true;
   // Raw text gets the vocabulary's BOS the way a plain prompt would; the
   // templates write their own opening.
   encode.add_bos =
-      first && chat_template().kind() == ChatTemplate::Kind::kRaw && loop_.tokenizer().add_bos();
-  LLM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, loop_.tokenizer().Encode(plan.text, encode));
+      chat_template().kind() == ChatTemplate::Kind::kRaw && loop_.tokenizer().add_bos();
   const Session before = session_;
-  if (plan.rebuild) {
-    // The template changed earlier turns' text: a new session gets all of it.
-    loop_.Release(session_).IgnoreError();
-    session_ = Session();
-  }
-  absl::StatusOr<GenerateResult> result = loop_.Generate(session_, ids, params, on_token);
+  LLM_ASSIGN_OR_RETURN(Turn turn,
+                       ReuseSession(loop_.tokenizer(), loop_.model(), rendered, encode, session_));
+  absl::StatusOr<GenerateResult> result =
+      loop_.Generate(session_, std::span(turn.ids).subspan(turn.held), params, on_token);
   if (!result.ok()) {
     // Back to the conversation before this turn; the model session (which
     // may hold part of the turn) is dropped and rebuilt by the next Send.
@@ -38,10 +34,14 @@ absl::StatusOr<GenerateResult> ChatSession::Send(std::string_view user_message,
     session_.unsynced = false;
     return result.status();
   }
-  if (plan.rebuild) ++rerenders_;
-  turns_.Commit(user_message, result->text, plan);
+  if (turn.dropped > 0) {
+    ++rerenders_;
+    recomputed_ += static_cast<int64_t>(turn.dropped);
+  }
+  turns_.Commit(user_message, result->text, rendered);
   return result;
 }
+
 absl::Status ChatSession::ReleaseSession() {
   Session kept = session_;
   absl::Status s = loop_.Release(session_);

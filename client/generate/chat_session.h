@@ -4,26 +4,24 @@
 //   auto answer = chat.Send("What is the capital of France?", params, on_token);
 //   auto next = chat.Send("And of Italy?", params, on_token);
 //
-// Each turn's text comes from ChatTurns (chat_turns.h): the new messages
-// formatted with the template (chat_template.h), or for a Jinja template
-// what the rendering of the whole conversation adds to the session's text;
-// encodes them with special tokens recognized (as Hugging Face's
-// apply_chat_template does: special-token text typed by the user is read as
-// the special token), and prefills only those tokens, appended to the
-// session, so a turn costs its own tokens, not the conversation's. The
-// client keeps the session's token history (session()); when the model
-// service loses the session, the loop re-prefills that history into a new
-// one (generate_loop.h).
+// Each turn renders the whole conversation (chat_turns.h), encodes it with
+// special tokens recognized (as Hugging Face's apply_chat_template does:
+// special-token text typed by the user is read as the special token), and
+// reuses the model session by the conversation policy (conversation.h): the
+// session keeps the longest token prefix it shares with the encoding and
+// the turn prefills the rest, so a turn costs its own tokens, not the
+// conversation's. The client keeps the session's token history (session());
+// when the model service loses the session, the loop re-prefills that
+// history into a new one (generate_loop.h).
 //
 // The token that ended an answer (EOS / EOT) is never fed to the model; the
-// next turn starts with the template's end-of-turn text instead, which for
-// ChatML and Llama-3 encodes to that same token (a Jinja template's
-// rendering has it too).
+// next turn's rendering has the template's end-of-turn text there instead,
+// which encodes to that same token for ChatML, Llama-3 and the Jinja
+// templates.
 //
-// When a Jinja template re-renders earlier turns (the session's text is not
-// a prefix of the new rendering), the turn releases the model session and
-// prefills the whole new rendering into a new one (rerenders() counts them):
-// the model then sees exactly what the template gives.
+// When a template re-renders earlier turns, the session is cut back to
+// where its tokens and the new rendering agree (rerenders() counts such
+// turns, and recomputed() the tokens prefilled again).
 //
 // Threads: like the loop, one turn at a time. Ownership: borrows the loop.
 #ifndef LLM_CLIENT_GENERATE_CHAT_SESSION_H_
@@ -37,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "client/generate/chat_template.h"
 #include "client/generate/chat_turns.h"
+#include "client/generate/conversation.h"
 #include "client/generate/generate_loop.h"
 #include "client/generate/params.h"
 #include "client/generate/ports.h"
@@ -60,11 +59,6 @@ class ChatSession {
   absl::StatusOr<GenerateResult> Send(std::string_view user_message, const GenerateParams& params,
                                       const TokenCallback& on_token);
 
-  // What the next Send would prefill for `user_message` (tests, tools).
-  absl::StatusOr<TurnPlan> NextTurn(std::string_view user_message) const {
-    return turns_.Plan(user_message);
-  }
-
   // Releases the model session (the conversation is kept: a later Send
   // rebuilds it).
   absl::Status ReleaseSession();
@@ -72,14 +66,18 @@ class ChatSession {
   const Session& session() const { return session_; }
   const std::vector<ChatMessage>& messages() const { return turns_.messages(); }
   const ChatTemplate& chat_template() const { return turns_.chat_template(); }
-  // Turns whose template re-rendered earlier turns, so the session was rebuilt.
+  // Turns that cut the session back (the template re-rendered earlier
+  // turns, or an answer's tokens encode otherwise as text), and the tokens
+  // they dropped from it.
   int rerenders() const { return rerenders_; }
+  int64_t recomputed() const { return recomputed_; }
 
  private:
   GenerateLoop& loop_;
   ChatTurns turns_;  // the conversation so far
   Session session_;
   int rerenders_ = 0;
+  int64_t recomputed_ = 0;
 };
 
 }  // namespace llm::client

@@ -14,36 +14,27 @@ std::vector<ChatMessage> ChatTurns::WithUser(std::string_view user_message) cons
   return out;
 }
 
-absl::StatusOr<TurnPlan> ChatTurns::Plan(std::string_view user_message) const {
-  TurnPlan plan;
+absl::StatusOr<std::string> ChatTurns::Render(std::string_view user_message) const {
+  if (template_.kind() == ChatTemplate::Kind::kJinja) {
+    return template_.Render(WithUser(user_message), true);
+  }
   const bool first = messages_.empty();
-  if (template_.kind() != ChatTemplate::Kind::kJinja) {
-    std::vector<ChatMessage> turn;
-    if (first && !system_prompt_.empty()) turn.push_back({"system", system_prompt_});
-    turn.push_back({"user", std::string(user_message)});
-    plan.text = first ? std::string() : template_.EndOfAssistantTurn();
-    plan.text += template_.FormatTurn(turn, first);
-    return plan;
-  }
-  absl::StatusOr<std::string> rendered = template_.Render(WithUser(user_message), true);
-  if (!rendered.ok()) return rendered.status();
-  plan.rendered = *std::move(rendered);
-  if (plan.rendered.compare(0, session_text_.size(), session_text_) == 0) {
-    plan.text = plan.rendered.substr(session_text_.size());
-  } else {
-    plan.text = plan.rendered;
-    plan.rebuild = true;
-  }
-  return plan;
+  std::vector<ChatMessage> turn;
+  if (first && !system_prompt_.empty()) turn.push_back({"system", system_prompt_});
+  turn.push_back({"user", std::string(user_message)});
+  std::string text = text_;
+  if (!first) text += template_.EndOfAssistantTurn();
+  text += template_.FormatTurn(turn, first);
+  return text;
 }
 
 void ChatTurns::Commit(std::string_view user_message, std::string_view answer,
-                       const TurnPlan& plan) {
+                       std::string_view rendered) {
   messages_ = WithUser(user_message);
   messages_.push_back({"assistant", std::string(answer)});
-  if (template_.kind() == ChatTemplate::Kind::kJinja) {
-    session_text_ = plan.rendered;
-    session_text_ += answer;
+  if (template_.kind() != ChatTemplate::Kind::kJinja) {
+    text_ = rendered;
+    text_ += answer;
   }
 }
 

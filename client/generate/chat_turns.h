@@ -1,22 +1,19 @@
-// What each chat turn prefills: the conversation's bookkeeping, without the
-// services (ChatSession drives it; tests drive it directly).
+// A chat's messages and their rendering, without the services (ChatSession
+// drives it; tests drive it directly).
 //
 //   ChatTurns turns(tmpl, system_prompt);
-//   auto plan = turns.Plan("What is the capital of France?");   // text to prefill
-//   ... generate `answer` after plan->text ...
-//   turns.Commit("What is the capital of France?", answer, *plan);
+//   auto text = turns.Render("What is the capital of France?");  // the whole conversation
+//   ... encode `text`, reuse the session (conversation.h), generate `answer` ...
+//   turns.Commit("What is the capital of France?", answer, *text);
 //
-// The model session holds the text of every turn so far (prompts and the
-// generated answers). For a Jinja template the whole conversation, with the
-// new user message and the generation prompt, is rendered each turn, and
-// the turn's text is what that rendering adds to the session's text. When
-// the session's text is not a prefix of the new rendering (the template
-// re-renders earlier turns: Qwen3 drops the <think> blocks of old answers,
-// Llama 3 trims them, a date in the system message changed), the plan says
-// `rebuild`: the session must be replaced by one prefilled with the whole
-// new rendering (plan.text), which is exactly what the template asks the
-// model to see. The written-out formats (ChatML, Llama-3, raw) append
-// EndOfAssistantTurn() + FormatTurn() as before and never rebuild.
+// Render gives the whole conversation with the new user message, ending
+// with the generation prompt, as a request without a session would send it:
+// for a Jinja template its rendering of every message; for the written-out
+// formats (ChatML, Llama-3, raw), the text of the earlier turns as they were
+// rendered and answered, then EndOfAssistantTurn() and FormatTurn() of the
+// new one. What the model session already holds of it is found by tokens
+// (conversation.h), so a template that re-renders earlier turns is handled
+// there.
 //
 // Threads: one caller at a time. Errors: the template's (Render).
 #ifndef LLM_CLIENT_GENERATE_CHAT_TURNS_H_
@@ -31,26 +28,21 @@
 
 namespace llm::client {
 
-struct TurnPlan {
-  std::string text;      // what to encode and prefill for this turn
-  bool rebuild = false;  // prefill `text` into a new session instead of appending
-  std::string rendered;  // kJinja: the whole rendering (the session's text after the prompt)
-};
-
 class ChatTurns {
  public:
   // `system_prompt` non-empty: the conversation's first message is this
   // system message (otherwise the template's default, if it has one).
   ChatTurns(ChatTemplate chat_template, std::string system_prompt);
 
-  absl::StatusOr<TurnPlan> Plan(std::string_view user_message) const;
-  // Records a turn whose answer was generated after `plan`'s text.
-  void Commit(std::string_view user_message, std::string_view answer, const TurnPlan& plan);
+  // The whole conversation with `user_message` added, up to the assistant's
+  // answer.
+  absl::StatusOr<std::string> Render(std::string_view user_message) const;
+  // Records a turn: `rendered` (what Render gave for `user_message`) was
+  // answered with `answer`.
+  void Commit(std::string_view user_message, std::string_view answer, std::string_view rendered);
 
   const std::vector<ChatMessage>& messages() const { return messages_; }
   const ChatTemplate& chat_template() const { return template_; }
-  // The text the model session holds (kJinja; "" before the first turn).
-  const std::string& session_text() const { return session_text_; }
 
  private:
   std::vector<ChatMessage> WithUser(std::string_view user_message) const;
@@ -58,7 +50,7 @@ class ChatTurns {
   const ChatTemplate template_;
   const std::string system_prompt_;
   std::vector<ChatMessage> messages_;
-  std::string session_text_;
+  std::string text_;  // written-out formats: the turns so far, rendered and answered
 };
 
 }  // namespace llm::client

@@ -42,11 +42,10 @@ TEST(ChatTurnsTest, SmolLm2JinjaTurnsEqualTheChatMlFormat) {
     const std::string answers[] = {"The capital of France is Paris.", "Rome.",
                                    " You're welcome!\n"};
     for (int i = 0; i < 3; ++i) {
-      absl::StatusOr<TurnPlan> a = jinja.Plan(users[i]);
-      absl::StatusOr<TurnPlan> b = chatml.Plan(users[i]);
+      absl::StatusOr<std::string> a = jinja.Render(users[i]);
+      absl::StatusOr<std::string> b = chatml.Render(users[i]);
       ASSERT_TRUE(a.ok() && b.ok());
-      EXPECT_FALSE(a->rebuild);
-      EXPECT_EQ(a->text, b->text) << "turn " << i;
+      EXPECT_EQ(*a, *b) << "turn " << i;
       jinja.Commit(users[i], answers[i], *a);
       chatml.Commit(users[i], answers[i], *b);
     }
@@ -55,53 +54,57 @@ TEST(ChatTurnsTest, SmolLm2JinjaTurnsEqualTheChatMlFormat) {
 
 TEST(ChatTurnsTest, FirstTurnIsTheWholeRendering) {
   ChatTurns turns(Jinja(*BuiltinTemplate("gemma")), "");
-  absl::StatusOr<TurnPlan> p = turns.Plan("Hi");
+  absl::StatusOr<std::string> p = turns.Render("Hi");
   ASSERT_TRUE(p.ok());
-  EXPECT_EQ(p->text, "<s><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
-  EXPECT_FALSE(p->rebuild);
+  EXPECT_EQ(*p, "<s><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
 }
 
-TEST(ChatTurnsTest, LaterTurnIsTheNewSuffix) {
+TEST(ChatTurnsTest, LaterTurnsRenderTheWholeConversation) {
   ChatTurns turns(Jinja(*BuiltinTemplate("gemma")), "Be brief.");
-  absl::StatusOr<TurnPlan> p = turns.Plan("Hi");
+  absl::StatusOr<std::string> p = turns.Render("Hi");
   ASSERT_TRUE(p.ok());
-  EXPECT_EQ(p->text,
-            "<s><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(*p, "<s><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
   turns.Commit("Hi", "Hello!", *p);
-  p = turns.Plan("Bye");
+  const std::string first = *p + "Hello!";
+  p = turns.Render("Bye");
   ASSERT_TRUE(p.ok());
-  EXPECT_FALSE(p->rebuild);
-  EXPECT_EQ(p->text,
-            "<end_of_turn>\n<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
-  EXPECT_EQ(turns.session_text() + p->text, p->rendered);
+  EXPECT_EQ(*p, first +
+                    "<end_of_turn>\n<start_of_turn>user\nBye<end_of_turn>\n"
+                    "<start_of_turn>model\n");
 }
 
-// A template that re-renders history: the plan is the whole new rendering,
-// to be prefilled into a new session.
-TEST(ChatTurnsTest, RerenderedHistoryRebuilds) {
+// The written-out formats keep the turns as they were rendered and answered.
+TEST(ChatTurnsTest, WrittenOutFormatsAppendTurns) {
+  ChatTurns turns(ChatTemplate::Detect(kSmolLm2Template), "");
+  absl::StatusOr<std::string> p = turns.Render("Hi");
+  ASSERT_TRUE(p.ok());
+  turns.Commit("Hi", "Hello!", *p);
+  absl::StatusOr<std::string> next = turns.Render("Bye");
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->substr(0, p->size() + 6), *p + "Hello!");
+  EXPECT_EQ(next->substr(p->size() + 6),
+            "<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n");
+}
+
+// A template that re-renders history: the rendering is what the template
+// gives now (the old reasoning dropped), not the text the session holds.
+TEST(ChatTurnsTest, RerenderedHistoryIsRenderedAnew) {
   ChatTurns turns(Jinja(kDropsThinkTemplate), "");
-  absl::StatusOr<TurnPlan> p = turns.Plan("Hi");
+  absl::StatusOr<std::string> p = turns.Render("Hi");
   ASSERT_TRUE(p.ok());
   turns.Commit("Hi", "<think>\nshort\n</think>\n\nHello!", *p);
-  p = turns.Plan("Bye");
+  p = turns.Render("Bye");
   ASSERT_TRUE(p.ok());
-  EXPECT_TRUE(p->rebuild);
-  EXPECT_EQ(p->text,
+  EXPECT_EQ(*p,
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
             "<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n");
-  turns.Commit("Bye", "Goodbye.", *p);
-  // An answer without reasoning is kept as it is: back to appending.
-  p = turns.Plan("Again");
-  ASSERT_TRUE(p.ok());
-  EXPECT_FALSE(p->rebuild);
-  EXPECT_EQ(p->text, "<|im_end|>\n<|im_start|>user\nAgain<|im_end|>\n<|im_start|>assistant\n");
 }
 
 TEST(ChatTurnsTest, TemplateErrorsAreReturned) {
   ChatTurns turns(Jinja(*BuiltinTemplate("mistral")), "");
-  ASSERT_TRUE(turns.Plan("Hi").ok());
+  ASSERT_TRUE(turns.Render("Hi").ok());
   ChatTurns gemma2(Jinja("{{ raise_exception('System role not supported') }}"), "sys");
-  absl::StatusOr<TurnPlan> p = gemma2.Plan("Hi");
+  absl::StatusOr<std::string> p = gemma2.Render("Hi");
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.status().message().find("System role not supported"), std::string::npos);
 }

@@ -7,17 +7,21 @@
 
 namespace llm::client {
 
-absl::StatusOr<const std::string*> TokenBytesCache::Get(int32_t id) {
+absl::StatusOr<std::string> TokenBytesCache::Get(int32_t id) {
   if (id < 0) return absl::InvalidArgumentError(StrCat("token id ", id, " is negative"));
   const size_t i = static_cast<size_t>(id);
-  if (i < known_.size() && known_[i]) return &bytes_[i];
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    if (i < known_.size() && known_[i]) return bytes_[i];
+  }
   absl::StatusOr<std::string> fetched = fetch_(id);
-  ++fetches_;
+  fetches_.fetch_add(1, std::memory_order_relaxed);
   if (!fetched.ok()) return fetched.status();
+  absl::MutexLock lock(&mu_);
   Grow(i);
-  bytes_[i] = *std::move(fetched);
+  bytes_[i] = *fetched;
   known_[i] = true;
-  return &bytes_[i];
+  return fetched;
 }
 
 absl::Status TokenBytesCache::Preload(int32_t first_id, std::span<std::string> bytes) {
@@ -30,12 +34,13 @@ absl::Status TokenBytesCache::Preload(int32_t first_id, std::span<std::string> b
   }
   if (bytes.empty()) return absl::OkStatus();
   const size_t first = static_cast<size_t>(first_id);
+  absl::MutexLock lock(&mu_);
   Grow(first + bytes.size() - 1);
   for (size_t k = 0; k < bytes.size(); ++k) {
     bytes_[first + k] = std::move(bytes[k]);
     known_[first + k] = true;
   }
-  preloaded_ += static_cast<int64_t>(bytes.size());
+  preloaded_.fetch_add(static_cast<int64_t>(bytes.size()), std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -46,9 +51,9 @@ void TokenBytesCache::Grow(size_t id) {
 }
 
 absl::StatusOr<std::string> Detokenizer::Add(int32_t id) {
-  absl::StatusOr<const std::string*> bytes = cache_.Get(id);
+  absl::StatusOr<std::string> bytes = cache_.Get(id);
   if (!bytes.ok()) return bytes.status();
-  held_ += **bytes;
+  held_ += *bytes;
   const size_t complete = CompleteUtf8Prefix(held_);
   std::string out = SanitizeUtf8(std::string_view(held_).substr(0, complete));
   held_.erase(0, complete);

@@ -11,18 +11,23 @@
 // RPC; ids that were not preloaded (a server without pieces) are fetched on
 // first sight, one Decode of that id through `fetch`.
 //
-// Threads: a TokenBytesCache and a Detokenizer belong to one thread at a time.
+// Threads: a TokenBytesCache is thread-safe (a process's generations share
+// one: client/services.h); a Detokenizer belongs to one thread at a time.
+// Cost: Get copies the token's bytes under a reader lock.
 #ifndef LLM_CLIENT_GENERATE_DETOKENIZER_H_
 #define LLM_CLIENT_GENERATE_DETOKENIZER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 
 namespace llm::client {
 
@@ -33,10 +38,10 @@ class TokenBytesCache {
 
   explicit TokenBytesCache(Fetch fetch) : fetch_(std::move(fetch)) {}
 
-  // The bytes of `id`: preloaded, or fetched on the first request. The
-  // fetch's errors are returned (and not cached); InvalidArgument for a
-  // negative id.
-  absl::StatusOr<const std::string*> Get(int32_t id);
+  // The bytes of `id`: preloaded, or fetched on the first request (outside
+  // the lock: two threads may fetch the same id once each). The fetch's
+  // errors are returned (and not cached); InvalidArgument for a negative id.
+  absl::StatusOr<std::string> Get(int32_t id);
 
   // Stores bytes[i] as the bytes of id first_id + i (moved from `bytes`), so
   // that Get() answers them without a fetch. The caller vouches for them (the
@@ -46,19 +51,20 @@ class TokenBytesCache {
   absl::Status Preload(int32_t first_id, std::span<std::string> bytes);
 
   // Calls of `fetch` so far (failed ones too).
-  int64_t fetches() const { return fetches_; }
+  int64_t fetches() const { return fetches_.load(std::memory_order_relaxed); }
   // Ids stored by Preload() so far (an id preloaded twice counts twice).
-  int64_t preloaded() const { return preloaded_; }
+  int64_t preloaded() const { return preloaded_.load(std::memory_order_relaxed); }
 
  private:
   // Makes room for ids up to `id`.
-  void Grow(size_t id);
+  void Grow(size_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  Fetch fetch_;
-  std::vector<std::string> bytes_;  // by id
-  std::vector<bool> known_;
-  int64_t fetches_ = 0;
-  int64_t preloaded_ = 0;
+  const Fetch fetch_;
+  mutable absl::Mutex mu_;
+  std::vector<std::string> bytes_ ABSL_GUARDED_BY(mu_);  // by id
+  std::vector<bool> known_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> fetches_{0};
+  std::atomic<int64_t> preloaded_{0};
 };
 
 // One stream of ids to text (one per generation).

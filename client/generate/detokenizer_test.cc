@@ -99,13 +99,13 @@ TEST(DetokenizerTest, PreloadAnywhereAndOverwrite) {
   TokenBytesCache cache(Fetcher(&calls));
   std::vector<std::string> tail = {"x", "y"};
   ASSERT_TRUE(cache.Preload(100, tail).ok());
-  EXPECT_EQ(**cache.Get(100), "x");
-  EXPECT_EQ(**cache.Get(101), "y");
-  EXPECT_EQ(**cache.Get(8), "ok");  // below them: still fetched
+  EXPECT_EQ(*cache.Get(100), "x");
+  EXPECT_EQ(*cache.Get(101), "y");
+  EXPECT_EQ(*cache.Get(8), "ok");  // below them: still fetched
   EXPECT_EQ(calls, 1);
   std::vector<std::string> again = {"ok!"};
   ASSERT_TRUE(cache.Preload(8, again).ok());
-  EXPECT_EQ(**cache.Get(8), "ok!");
+  EXPECT_EQ(*cache.Get(8), "ok!");
   ASSERT_TRUE(cache.Preload(3, {}).ok());
   EXPECT_EQ(cache.preloaded(), 3);
   EXPECT_EQ(calls, 1);

@@ -75,7 +75,8 @@ class FakeModel : public ModelPort {
   absl::Status fail_with;  // ... with this; NOT_FOUND etc. drop the session
   std::map<std::string, std::vector<int32_t>> sessions;  // the model's side
   std::vector<std::vector<int32_t>> prefills;            // every Prefill's tokens sent
-  int steps = 0, closes = 0, releases = 0, next_id = 0;
+  int steps = 0, closes = 0, releases = 0, truncates = 0, next_id = 0;
+  absl::Status truncate_error;  // what Truncate answers for a session it holds (OK: truncates)
   // The logits after a token given the session's tokens up to it; null:
   // After(token).
   std::function<v1::Logits(const std::vector<int32_t>& held)> logits_after;
@@ -118,6 +119,23 @@ class FakeModel : public ModelPort {
     ++releases;
     sessions.erase(session.id);
     session = Session();
+    return absl::OkStatus();
+  }
+  absl::Status Truncate(Session& session, int64_t n) override {
+    if (n < 0 || n > static_cast<int64_t>(session.tokens.size())) {
+      return absl::InvalidArgumentError("truncate past the session");
+    }
+    ++truncates;
+    if (sessions.contains(session.id) && !truncate_error.ok()) return truncate_error;
+    if (auto it = sessions.find(session.id); it != sessions.end()) {
+      it->second.resize(static_cast<size_t>(n));
+    } else {
+      session.id.clear();
+    }
+    session.tokens.resize(static_cast<size_t>(n));
+    session.pending.clear();
+    session.unsynced = false;
+    session.overhang = false;
     return absl::OkStatus();
   }
 

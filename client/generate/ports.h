@@ -14,8 +14,10 @@
 // the session is lost at the prefill; when a DecodeSteps stream loses it, the
 // loop clears Session::id and calls Prefill.
 //
-// Threads: a port is used by one generation at a time (its implementation
-// says whether several ports may share state). Ownership: the caller owns
+// Threads: every method of a port may be called from several threads at
+// once (a process's generations share one pair: client/services.h), unless
+// the implementation says otherwise; a stream (TextStream, DecodeSteps)
+// belongs to one generation. Ownership: the caller owns
 // the streams a port opens; they must not outlive the port.
 #ifndef LLM_CLIENT_GENERATE_PORTS_H_
 #define LLM_CLIENT_GENERATE_PORTS_H_
@@ -77,6 +79,10 @@ class TokenizerPort {
                                                       const EncodeOptions& options) = 0;
   // The concatenated bytes of `ids` (not necessarily valid UTF-8).
   virtual absl::StatusOr<std::string> Decode(std::span<const int32_t> ids) = 0;
+  // The bytes of one token (an implementation may cache them).
+  virtual absl::StatusOr<std::string> TokenBytes(int32_t id) {
+    return Decode(std::span<const int32_t>(&id, 1));
+  }
   // A stream for one generation of at most `max_tokens` tokens (its
   // deadline, if any, is sized by it).
   virtual absl::StatusOr<std::unique_ptr<TextStream>> OpenText(int32_t max_tokens) = 0;
@@ -169,6 +175,12 @@ class ModelPort {
   // Ends the model session (best effort: a session that is gone is fine)
   // and clears `session`.
   virtual absl::Status Release(Session& session) = 0;
+
+  // Keeps the first n tokens of the session (0 <= n <= session.tokens.size(),
+  // else InvalidArgument) and drops session.pending. A session that is lost
+  // (or has no model session yet) only has its copy trimmed: the next
+  // Prefill rebuilds it. Other errors are returned, the session unchanged.
+  virtual absl::Status Truncate(Session& session, int64_t n) = 0;
 };
 
 }  // namespace llm::client

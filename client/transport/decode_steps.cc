@@ -29,10 +29,11 @@ class GrpcDecodeSteps : public DecodeSteps {
         return;
       }
       endpoint_ = *owner;
+      connection_ = pool_.Connect(endpoint_);
       stream_ = std::make_unique<ModelStream>(StrCat("model service at ", endpoint_->address),
                                               step_timeout_, deadline_);
       send_error_ = stream_->Start([&](grpc::ClientContext* c, grpc::CompletionQueue* q) {
-        return endpoint_->stub->PrepareAsyncDecodeStream(c, q);
+        return connection_->stub->PrepareAsyncDecodeStream(c, q);
       });
       if (!send_error_.ok()) return;
     }
@@ -73,9 +74,10 @@ class GrpcDecodeSteps : public DecodeSteps {
   const std::string session_id_;
   const absl::Duration step_timeout_;
   const absl::Time deadline_;
+  ModelPool::Endpoint* endpoint_ = nullptr;                  // stream_'s replica
+  std::shared_ptr<const ModelPool::Connection> connection_;  // outlives stream_
   std::unique_ptr<ModelStream> stream_;
-  ModelPool::Endpoint* endpoint_ = nullptr;  // stream_'s replica
-  absl::Status send_error_;                  // a failed Send, reported by Await
+  absl::Status send_error_;  // a failed Send, reported by Await
 };
 
 }  // namespace

@@ -70,7 +70,7 @@ absl::Status ModelClient::Release(Session& session) {
     v1::ReleaseResponse response;
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
-    const grpc::Status s = (*owner)->stub->Release(&context, request, &response);
+    const grpc::Status s = pool_->Connect(*owner)->stub->Release(&context, request, &response);
     if (!s.ok() && s.error_code() != grpc::StatusCode::NOT_FOUND) {
       if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
         pool_->MarkDown(*owner, FromGrpcStatus(s));
@@ -102,7 +102,7 @@ absl::Status ModelClient::Truncate(Session& session, int64_t n) {
     v1::TruncateResponse response;
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
-    const grpc::Status s = (*owner)->stub->Truncate(&context, request, &response);
+    const grpc::Status s = pool_->Connect(*owner)->stub->Truncate(&context, request, &response);
     if (!s.ok()) {
       if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
         pool_->MarkDown(*owner, FromGrpcStatus(s));
@@ -125,12 +125,12 @@ absl::Status ModelClient::Truncate(Session& session, int64_t n) {
 
 absl::StatusOr<v1::ListSessionsResponse> ModelClient::ListSessions() {
   v1::ListSessionsResponse all;
-  for (const auto& e : pool_->endpoints()) {
-    if (!e->up) continue;
+  for (ModelPool::Endpoint* e : pool_->UpEndpoints()) {
     v1::ListSessionsResponse response;
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
-    const grpc::Status s = e->stub->ListSessions(&context, v1::ListSessionsRequest(), &response);
+    const grpc::Status s =
+        pool_->Connect(e)->stub->ListSessions(&context, v1::ListSessionsRequest(), &response);
     if (!s.ok()) {
       return WithContext(FromGrpcStatus(s), StrCat("model service at ", e->address));
     }
@@ -155,12 +155,13 @@ grpc::Status ModelClient::PrefillOnce(const v1::PrefillRequest& request,
                                                       ? pool_->ForNewSession()
                                                       : pool_->ForSession(request.session_id());
   if (!endpoint.ok()) return ToGrpcStatus(endpoint.status());
+  const std::shared_ptr<const ModelPool::Connection> connection = pool_->Connect(*endpoint);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
   grpc::CompletionQueue queue;
   grpc::Status status;
   {
-    auto call = (*endpoint)->stub->PrepareAsyncPrefill(&context, request, &queue);
+    auto call = connection->stub->PrepareAsyncPrefill(&context, request, &queue);
     call->StartCall();
     int tag = 0;
     call->Finish(response, &status, &tag);
@@ -258,7 +259,7 @@ absl::StatusOr<PrefillResult> ModelClient::Prefill(Session& session,
     // marked down), or after a while.
     if (replica_gone && absl::Now() + backoff < give_up &&
         !cancel.load(std::memory_order_relaxed)) {
-      if (++new_session_refusals % static_cast<int>(pool_->endpoints().size() + 1) == 0) {
+      if (++new_session_refusals % static_cast<int>(pool_->size() + 1) == 0) {
         absl::SleepFor(backoff);
         backoff = std::min(backoff * 2, kMaxBackoff);
       }

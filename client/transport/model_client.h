@@ -27,8 +27,10 @@
 // unsynced. DecodeSteps::Close ends a stream cleanly (WritesDone, the
 // in-flight response read, Finish).
 //
-// Threads: one caller at a time. Ownership: owns the pool (channels, stubs);
-// the streams it opens must not outlive it. Cost: a Prefill is one call, or
+// Threads: thread-safe (a process's generations share one: client/
+// services.h); a Session and a stream belong to one caller at a time.
+// Ownership: owns the pool (channels, stubs); the streams it opens must not
+// outlive it. Cost: a Prefill is one call, or
 // a few when it rebuilds or retries; Connect is one Info per replica.
 #ifndef LLM_CLIENT_TRANSPORT_MODEL_CLIENT_H_
 #define LLM_CLIENT_TRANSPORT_MODEL_CLIENT_H_
@@ -79,12 +81,7 @@ class ModelClient : public ModelPort {
                                         int32_t* rebuilds) override;
   std::unique_ptr<DecodeSteps> OpenSteps(const std::string& session_id, int32_t max_steps) override;
   absl::Status Release(Session& session) override;
-  // Keeps the first n tokens of the session (0 <= n <= session.tokens.size())
-  // and drops session.pending. A session that is lost (or has no model
-  // session yet) only has its copy trimmed: the next Prefill rebuilds it.
-  // Errors other than a lost session are returned; the session is then
-  // left unchanged.
-  absl::Status Truncate(Session& session, int64_t n);
+  absl::Status Truncate(Session& session, int64_t n) override;
 
  private:
   ModelClient(const ClientOptions& options, std::unique_ptr<ModelPool> pool);

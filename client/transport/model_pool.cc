@@ -1,5 +1,6 @@
 #include "client/transport/model_pool.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/time/clock.h"
@@ -8,6 +9,12 @@
 #include "common/strings.h"
 
 namespace llm::client {
+namespace {
+
+// The deadline of an Info probe of an endpoint that is down.
+constexpr absl::Duration kDownProbeTimeout = absl::Seconds(1);
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelPool>> ModelPool::Create(const std::string& spec,
                                                              ChannelFactory factory,
@@ -31,29 +38,85 @@ std::string ModelPool::ReplicaOf(const std::string& session_id) {
 }
 
 bool ModelPool::any_loading() const {
+  absl::MutexLock lock(&mu_);
   for (const auto& e : endpoints_) {
     if (e->listed && e->loading) return true;
   }
   return false;
 }
 
+v1::ModelInfo ModelPool::info() const {
+  absl::MutexLock lock(&mu_);
+  return info_;
+}
+
+size_t ModelPool::size() const {
+  absl::MutexLock lock(&mu_);
+  return endpoints_.size();
+}
+
+std::vector<ModelPool::Endpoint*> ModelPool::UpEndpoints() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<Endpoint*> up;
+  for (const auto& e : endpoints_) {
+    if (e->up) up.push_back(e.get());
+  }
+  return up;
+}
+
+std::shared_ptr<const ModelPool::Connection> ModelPool::NewConnection(
+    const std::string& address) const {
+  auto c = std::make_shared<Connection>();
+  c->channel = factory_(address, target_.dns_host);
+  c->stub = v1::Model::NewStub(c->channel);
+  return c;
+}
+
+std::shared_ptr<const ModelPool::Connection> ModelPool::Connect(const Endpoint* endpoint) const {
+  absl::MutexLock lock(&mu_);
+  return endpoint->connection;
+}
+
 void ModelPool::Probe(Endpoint& e) {
+  bool was_up;
+  std::shared_ptr<const Connection> connection;
+  {
+    absl::MutexLock lock(&mu_);
+    was_up = e.up;
+    connection = e.connection;
+    // An endpoint that went down is probed over a new channel. The old one
+    // can stay in TRANSIENT_FAILURE, failing every call at once, for many
+    // seconds after its server is back (gRPC 1.51, measured: 9-14 s after a
+    // restarted model server was ready), while a new channel connects at
+    // once. Kept only when it answers.
+    if (!was_up && e.used) connection = NewConnection(e.address);
+    e.used = true;
+  }
+  // An endpoint that is down gets a short deadline: its callers retry
+  // (ModelClient: 100 ms doubling to 1 s).
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.probe_timeout));
+  context.set_deadline(absl::ToChronoTime(
+      absl::Now() +
+      (was_up ? options_.probe_timeout : std::min(options_.probe_timeout, kDownProbeTimeout))));
   v1::ModelInfo info;
-  const grpc::Status s = e.stub->Info(&context, v1::ModelInfoRequest(), &info);
-  e.loading = false;
+  const grpc::Status s = connection->stub->Info(&context, v1::ModelInfoRequest(), &info);
+  absl::Status error;
+  bool loading = false;
   if (!s.ok()) {
-    e.up = false;
-    e.loading = s.error_code() == grpc::StatusCode::UNAVAILABLE &&
-                e.channel->GetState(false) == GRPC_CHANNEL_READY;
-    e.last_error = FromGrpcStatus(s);
+    loading = s.error_code() == grpc::StatusCode::UNAVAILABLE &&
+              connection->channel->GetState(false) == GRPC_CHANNEL_READY;
+    error = FromGrpcStatus(s);
     if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {  // another service at the address
       const std::string why =
-          WrongServiceMessage(e.channel, Service::kModel, options_.probe_timeout);
-      e.last_error =
-          absl::UnimplementedError(endpoints_.size() > 1 ? StrCat(e.address, ": ", why) : why);
+          WrongServiceMessage(connection->channel, Service::kModel, options_.probe_timeout);
+      error = absl::UnimplementedError(size() > 1 ? StrCat(e.address, ": ", why) : why);
     }
+  }
+  absl::MutexLock lock(&mu_);
+  e.loading = loading;
+  if (!error.ok()) {
+    e.up = false;
+    e.last_error = std::move(error);
     return;
   }
   if (have_info_ && info.vocab_size() != info_.vocab_size()) {
@@ -63,6 +126,7 @@ void ModelPool::Probe(Endpoint& e) {
                endpoints_.front()->address, " ", info_.vocab_size(), ": not the same model"));
     return;
   }
+  e.connection = std::move(connection);
   e.info = std::move(info);
   e.up = true;
   e.last_error = absl::OkStatus();
@@ -73,47 +137,73 @@ void ModelPool::Probe(Endpoint& e) {
 }
 
 absl::Status ModelPool::Refresh() {
-  last_refresh_ = absl::Now();
+  const absl::Time asked = absl::Now();
+  absl::MutexLock one_at_a_time(&refresh_mu_);
+  std::vector<Endpoint*> listed;
+  absl::Status last;
+  {
+    absl::MutexLock lock(&mu_);
+    // Another caller's refresh began after this one was asked for: its
+    // outcome is as fresh as ours would be.
+    if (last_refresh_ >= asked) return last_refresh_status_;
+    last_refresh_ = absl::Now();
+  }
   absl::StatusOr<std::vector<std::string>> addresses = TargetAddresses(target_);
-  if (addresses.ok()) {
-    for (auto& e : endpoints_) e->listed = false;
-    for (const std::string& address : *addresses) {
-      Endpoint* found = nullptr;
-      for (auto& e : endpoints_) {
-        if (e->address == address) found = e.get();
+  last = addresses.status();
+  {
+    absl::MutexLock lock(&mu_);
+    if (addresses.ok()) {
+      for (auto& e : endpoints_) e->listed = false;
+      for (const std::string& address : *addresses) {
+        Endpoint* found = nullptr;
+        for (auto& e : endpoints_) {
+          if (e->address == address) found = e.get();
+        }
+        if (found == nullptr) {
+          auto e = std::make_unique<Endpoint>();
+          e->address = address;
+          e->connection = NewConnection(address);
+          found = e.get();
+          endpoints_.push_back(std::move(e));
+        }
+        found->listed = true;
       }
-      if (found == nullptr) {
-        auto e = std::make_unique<Endpoint>();
-        e->address = address;
-        e->channel = factory_(address, target_.dns_host);
-        e->stub = v1::Model::NewStub(e->channel);
-        found = e.get();
-        endpoints_.push_back(std::move(e));
+    }
+    for (auto& e : endpoints_) {
+      if (e->listed) {
+        listed.push_back(e.get());
+      } else {
+        e->up = false;
       }
-      found->listed = true;
     }
   }
-  absl::Status last = addresses.status();
   bool any_up = false;
-  for (auto& e : endpoints_) {
-    if (!e->listed) {
-      e->up = false;
-      continue;
+  for (Endpoint* e : listed) Probe(*e);
+  absl::Status result;
+  {
+    absl::MutexLock lock(&mu_);
+    for (Endpoint* e : listed) {
+      if (e->up) {
+        any_up = true;
+      } else {
+        last = e->last_error;
+      }
     }
-    Probe(*e);
-    if (e->up) {
-      any_up = true;
+    if (any_up) {
+      result = absl::OkStatus();
+    } else if (!last.ok() && !absl::IsUnavailable(last) && !absl::IsDeadlineExceeded(last)) {
+      // A refusal that is the caller's own (a wrong token, a vocabulary that
+      // does not fit) keeps its code; only unreachable replicas are
+      // UNAVAILABLE.
+      result = absl::Status(last.code(), StrCat("model service at ", spec_, ": ", last.message()));
     } else {
-      last = e->last_error;
+      result =
+          absl::UnavailableError(StrCat("no model server is up at ", spec_, ": ", last.message()));
     }
+    last_refresh_end_ = absl::Now();
+    last_refresh_status_ = result;
   }
-  if (any_up) return absl::OkStatus();
-  // A refusal that is the caller's own (a wrong token, a vocabulary that does
-  // not fit) keeps its code; only unreachable replicas are UNAVAILABLE.
-  if (!last.ok() && !absl::IsUnavailable(last) && !absl::IsDeadlineExceeded(last)) {
-    return absl::Status(last.code(), StrCat("model service at ", spec_, ": ", last.message()));
-  }
-  return absl::UnavailableError(StrCat("no model server is up at ", spec_, ": ", last.message()));
+  return result;
 }
 
 ModelPool::Endpoint* ModelPool::Find(const std::string& replica_id) {
@@ -126,8 +216,12 @@ ModelPool::Endpoint* ModelPool::Find(const std::string& replica_id) {
 
 absl::StatusOr<ModelPool::Endpoint*> ModelPool::ForSession(const std::string& session_id) {
   const std::string replica = ReplicaOf(session_id);
-  if (Endpoint* e = Find(replica)) return e;
+  {
+    absl::MutexLock lock(&mu_);
+    if (Endpoint* e = Find(replica)) return e;
+  }
   Refresh().IgnoreError();
+  absl::MutexLock lock(&mu_);
   if (Endpoint* e = Find(replica)) return e;
   return absl::NotFoundError(StrCat("session \"", session_id, "\" is lost: no model server at ",
                                     spec_, " is replica \"", replica,
@@ -136,12 +230,18 @@ absl::StatusOr<ModelPool::Endpoint*> ModelPool::ForSession(const std::string& se
 
 absl::StatusOr<ModelPool::Endpoint*> ModelPool::ForNewSession() {
   const auto usable = [](const Endpoint& e) { return e.listed && e.up && !e.info.draining(); };
-  bool any = false;
-  for (const auto& e : endpoints_) any = any || usable(*e);
-  if (!any || absl::Now() - last_refresh_ >= options_.refresh_interval) {
+  bool refresh;
+  {
+    absl::MutexLock lock(&mu_);
+    bool any = false;
+    for (const auto& e : endpoints_) any = any || usable(*e);
+    refresh = !any || absl::Now() - last_refresh_ >= options_.refresh_interval;
+  }
+  if (refresh) {
     absl::Status s = Refresh();
     if (!s.ok()) return s;
   }
+  absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < endpoints_.size(); ++i) {
     Endpoint* e = endpoints_[(next_ + i) % endpoints_.size()].get();
     if (usable(*e)) {
@@ -155,10 +255,12 @@ absl::StatusOr<ModelPool::Endpoint*> ModelPool::ForNewSession() {
 
 void ModelPool::Learned(Endpoint* endpoint, const std::string& session_id) {
   const std::string replica = ReplicaOf(session_id);
+  absl::MutexLock lock(&mu_);
   if (!replica.empty()) endpoint->info.set_replica_id(replica);
 }
 
 void ModelPool::MarkDown(Endpoint* endpoint, const absl::Status& why) {
+  absl::MutexLock lock(&mu_);
   endpoint->up = false;
   endpoint->last_error = why;
 }

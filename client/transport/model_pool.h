@@ -18,8 +18,13 @@
 // refresh_interval (checked when a new session is placed), and when a
 // session's replica or any live endpoint is missing.
 //
-// Threads: not thread-safe; one Generator (one thread at a time) owns it.
-// Endpoints are never destroyed while the pool lives, so a Route stays valid.
+// Threads: thread-safe (a process's generations share one pool through
+// client/services.h). The endpoints' state is guarded by one mutex, held for
+// a scan of the endpoints and never across a call; refreshes run one at a
+// time, and a caller that waited for another's refresh takes its outcome
+// instead of probing again. Endpoints are never destroyed while the pool
+// lives, so an Endpoint* stays valid; its address, channel and stub never
+// change.
 // Cost: Refresh is one DNS lookup and one Info call per endpoint (sequential,
 // each with probe_timeout); routing is a scan of the endpoints.
 #ifndef LLM_CLIENT_TRANSPORT_MODEL_POOL_H_
@@ -33,8 +38,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/transport/model_target.h"
 #include "llm/v1/model.grpc.pb.h"
@@ -53,10 +60,19 @@ struct ModelPoolOptions {
 
 class ModelPool {
  public:
-  struct Endpoint {
-    std::string address;
+  // A channel to one replica and its stub. A call holds its Connection
+  // (Connect) for its whole duration.
+  struct Connection {
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<v1::Model::Stub> stub;
+  };
+  struct Endpoint {
+    std::string address;  // set when the endpoint is made, then constant
+    // Guarded by the pool's mutex: read them through the pool.
+    // The channel in use; replaced by a new one when an endpoint that was
+    // down answers again (Probe says why).
+    std::shared_ptr<const Connection> connection;
+    bool used = false;        // `connection` has been probed
     v1::ModelInfo info;       // the last Info (replica_id empty until one answered)
     bool up = false;          // answered Info and not marked down since
     bool listed = true;       // in the target's addresses at the last resolution
@@ -87,10 +103,15 @@ class ModelPool {
   // refresh finds it up.
   void MarkDown(Endpoint* endpoint, const absl::Status& why);
 
+  // The connection to use for a call to `endpoint`.
+  std::shared_ptr<const Connection> Connect(const Endpoint* endpoint) const;
+
   // The Info of the first endpoint that answered (zero before).
-  const v1::ModelInfo& info() const { return info_; }
-  // Every endpoint, up or not.
-  const std::vector<std::unique_ptr<Endpoint>>& endpoints() const { return endpoints_; }
+  v1::ModelInfo info() const;
+  // How many endpoints there are, up or not.
+  size_t size() const;
+  // The endpoints that are up now.
+  std::vector<Endpoint*> UpEndpoints() const;
   // The target as given (for messages).
   const std::string& spec() const { return spec_; }
   // True when an endpoint's last Info said the server is still loading.
@@ -102,18 +123,24 @@ class ModelPool {
  private:
   ModelPool(std::string spec, ModelTarget target, ChannelFactory factory,
             const ModelPoolOptions& options);
-  Endpoint* Find(const std::string& replica_id);
-  void Probe(Endpoint& e);
+  Endpoint* Find(const std::string& replica_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::shared_ptr<const Connection> NewConnection(const std::string& address) const;
+  // One Info call on `e` (no lock held), then its state updated under mu_.
+  void Probe(Endpoint& e) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string spec_;
   const ModelTarget target_;
   const ChannelFactory factory_;
   const ModelPoolOptions options_;
-  std::vector<std::unique_ptr<Endpoint>> endpoints_;
-  v1::ModelInfo info_;
-  bool have_info_ = false;
-  size_t next_ = 0;  // round robin position
-  absl::Time last_refresh_ = absl::InfinitePast();
+  absl::Mutex refresh_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // one Refresh at a time
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<Endpoint>> endpoints_ ABSL_GUARDED_BY(mu_);
+  v1::ModelInfo info_ ABSL_GUARDED_BY(mu_);
+  bool have_info_ ABSL_GUARDED_BY(mu_) = false;
+  size_t next_ ABSL_GUARDED_BY(mu_) = 0;                                 // round robin position
+  absl::Time last_refresh_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // when the last began
+  absl::Time last_refresh_end_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Status last_refresh_status_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace llm::client

@@ -126,11 +126,7 @@ absl::StatusOr<std::string> TokenizerClient::Decode(std::span<const int32_t> ids
   return response.text();
 }
 
-absl::StatusOr<std::string> TokenizerClient::TokenBytes(int32_t id) {
-  absl::StatusOr<const std::string*> bytes = token_bytes_.Get(id);
-  if (!bytes.ok()) return bytes.status();
-  return **bytes;
-}
+absl::StatusOr<std::string> TokenizerClient::TokenBytes(int32_t id) { return token_bytes_.Get(id); }
 
 absl::StatusOr<std::unique_ptr<TextStream>> TokenizerClient::OpenText(int32_t max_tokens) {
   if (options_.detokenize == ClientOptions::Detokenize::kCachedDecode) {

@@ -12,8 +12,9 @@
 // every step of a DecodeStream (whose whole call gets rpc_timeout per token,
 // plus two).
 //
-// Threads: one caller at a time. Ownership: owns its channel, stub and the
-// cache; the text streams it opens must not outlive it.
+// Threads: thread-safe after Connect and PrefetchTokenBytes (a process's
+// generations share one: client/services.h). Ownership: owns its channel,
+// stub and the cache; the text streams it opens must not outlive it.
 #ifndef LLM_CLIENT_TRANSPORT_TOKENIZER_CLIENT_H_
 #define LLM_CLIENT_TRANSPORT_TOKENIZER_CLIENT_H_
 
@@ -69,7 +70,7 @@ class TokenizerClient : public TokenizerPort {
   absl::StatusOr<std::string> Decode(std::span<const int32_t> ids) override;
   // The bytes of one token: from the prefetched cache, else one Decode
   // (then cached).
-  absl::StatusOr<std::string> TokenBytes(int32_t id);
+  absl::StatusOr<std::string> TokenBytes(int32_t id) override;
   absl::StatusOr<std::unique_ptr<TextStream>> OpenText(int32_t max_tokens) override;
   std::span<const int32_t> end_ids() const override { return end_ids_; }
   bool add_bos() const override { return info_.add_bos(); }

@@ -1,0 +1,29 @@
+#include "gateway/event_stream.h"
+
+#include "common/strings.h"
+#include "gateway/openai_api.h"
+
+namespace llm::gateway {
+
+bool EventStream::Start() {
+  const HttpHeader headers[] = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+  alive_ = http_.StartStream(200, "text/event-stream", headers);
+  return alive_;
+}
+
+bool EventStream::Write(std::string_view data) {
+  if (alive_ && !http_.Write(data)) alive_ = false;
+  return alive_;
+}
+
+bool EventStream::Send(std::vector<nlohmann::json>& events) {
+  for (const nlohmann::json& j : events) Write(StrCat("data: ", Dump(j), "\n\n"));
+  events.clear();
+  return alive_;
+}
+
+bool EventStream::Ping() { return Write(": \n\n"); }
+
+bool EventStream::Done() { return Write("data: [DONE]\n\n"); }
+
+}  // namespace llm::gateway

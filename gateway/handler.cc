@@ -1,0 +1,567 @@
+#include "gateway/handler.h"
+
+#include <ctime>
+#include <random>
+#include <span>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "client/generate/conversation.h"
+#include "common/strings.h"
+#include "gateway/event_stream.h"
+
+namespace llm::gateway {
+namespace {
+
+using nlohmann::json;
+
+// An OpenAI error for a failed call to a service.
+ApiError FromStatus(const absl::Status& s) {
+  ApiError e;
+  e.message = std::string(s.message());
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      e.http_status = 400;
+      break;
+    case absl::StatusCode::kResourceExhausted:
+      e.http_status = 429;
+      e.type = "rate_limit_error";
+      e.code = "rate_limit_exceeded";
+      break;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kUnimplemented:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kUnauthenticated:
+      e.http_status = 503;
+      e.type = "server_error";
+      e.code = "service_unavailable";
+      break;
+    default:
+      e.http_status = 500;
+      e.type = "server_error";
+      break;
+  }
+  return e;
+}
+
+ApiError Unavailable(std::string message) {
+  ApiError e;
+  e.http_status = 503;
+  e.type = "server_error";
+  e.code = "service_unavailable";
+  e.message = std::move(message);
+  return e;
+}
+
+int SendJson(HttpExchange& http, int status, const json& body,
+             std::span<const HttpHeader> headers = {}) {
+  http.Respond(status, "application/json", Dump(body) + '\n', headers);
+  return status;
+}
+
+// A 429 says when to come back (RFC 9110's Retry-After, in seconds): the
+// queue moves as fast as generations end, about a second here.
+int SendError(HttpExchange& http, const ApiError& e) {
+  static constexpr HttpHeader kRetryAfter[] = {{"Retry-After", "1"}};
+  return SendJson(http, e.http_status, ErrorJson(e),
+                  e.http_status == 429 ? std::span<const HttpHeader>(kRetryAfter)
+                                       : std::span<const HttpHeader>());
+}
+
+ApiError NotFound(std::string_view what) {
+  ApiError e;
+  e.http_status = 404;
+  e.message = std::string(what);
+  e.code = "not_found";
+  return e;
+}
+
+ApiError WrongMethod(std::string message) {
+  ApiError e;
+  e.http_status = 405;
+  e.message = std::move(message);
+  return e;
+}
+
+std::string NewId(std::string_view prefix) {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  char hex[33];
+  std::snprintf(hex, sizeof(hex), "%016llx%016llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng()));
+  return StrCat(prefix, std::string_view(hex, 24));
+}
+
+// At most 64 bytes of a client's value, for an error message (never a
+// client's structure whole: quoting one is unbounded work and output).
+std::string Clip(std::string_view s) {
+  return s.size() <= 64 ? std::string(s) : StrCat(s.substr(0, 64), "...");
+}
+
+// A Leave-on-scope-exit count of the requests being handled.
+struct InFlight {
+  explicit InFlight(std::atomic<int>& n) : n(n) { n.fetch_add(1, std::memory_order_acq_rel); }
+  ~InFlight() { n.fetch_sub(1, std::memory_order_acq_rel); }
+  std::atomic<int>& n;
+};
+
+}  // namespace
+
+std::string DefaultModelId(const v1::ModelInfo& model) {
+  std::string id = model.name().empty() ? model.architecture() : model.name();
+  for (char& c : id) {
+    if (c == ' ' || c == '\t' || c == '/') c = '-';
+  }
+  return id;
+}
+
+Handler::Handler(HandlerOptions options, std::shared_ptr<client::Services> services,
+                 client::ChatTemplate chat_template, HealthCheck health)
+    : options_(std::move(options)),
+      services_(std::move(services)),
+      template_(std::move(chat_template)),
+      health_(std::move(health)),
+      auth_(options_.http_auth_token),
+      model_id_(options_.served_model_name.empty() ? DefaultModelId(services_->model_info())
+                                                   : options_.served_model_name),
+      context_length_(services_->model_info().context_length()),
+      vocab_size_(services_->model_info().vocab_size()),
+      add_bos_(services_->tokenizer_info().add_bos()),
+      created_(static_cast<int64_t>(std::time(nullptr))),
+      admission_(options_.admission),
+      conversations_(options_.max_conversations, options_.conversation_ttl) {}
+
+void Handler::Stop() {
+  stopping_.store(true, std::memory_order_release);
+  admission_.Stop();
+}
+
+int Handler::Handle(HttpExchange& http) {
+  const absl::Time start = absl::Now();
+  int code;
+  const std::optional<std::string_view> authorization = http.header("Authorization");
+  const std::string path(http.path());
+  if (std::optional<ApiError> denied = auth_.Check(
+          path, authorization.has_value() ? std::string(*authorization).c_str() : nullptr)) {
+    static constexpr HttpHeader kChallenge[] = {{"WWW-Authenticate", "Bearer"}};
+    http.CloseAfterResponse();  // its body unread; no idle connection without the key
+    code = SendJson(http, denied->http_status, ErrorJson(*denied), kChallenge);
+  } else {
+    code = Route(http);
+  }
+  metrics_.Request(path, code, absl::Now() - start);
+  return code;
+}
+
+int Handler::HandleAdmin(HttpExchange& http) {
+  const absl::Time start = absl::Now();
+  const std::string path(http.path());
+  int code;
+  if (path == "/health" || path == "/metrics") {
+    code = Route(http);
+  } else {
+    code = SendError(http, NotFound(StrCat("the admin listener serves GET /health and /metrics "
+                                           "only; the API is on --listen")));
+  }
+  metrics_.Request(path, code, absl::Now() - start);
+  return code;
+}
+
+int Handler::Route(HttpExchange& http) {
+  const std::string_view method = http.method();
+  const std::string path(http.path());
+  if (path == "/v1/chat/completions" || path == "/v1/completions") {
+    if (method != "POST") return SendError(http, WrongMethod(StrCat("use POST for ", path)));
+    // Counted from here, so that a drain waits for a request that has passed
+    // the check below however far it has got.
+    InFlight counted(in_flight_);
+    if (draining_.load(std::memory_order_acquire)) {
+      return SendError(
+          http, Unavailable("the gateway is shutting down (draining): retry on another replica"));
+    }
+    return path == "/v1/completions" ? HandleCompletions(http) : HandleChat(http);
+  }
+  if (path == "/v1/models" || absl::StartsWith(path, "/v1/models/")) {
+    if (method == "GET") return HandleModels(http);
+    return SendError(http, WrongMethod("use GET for /v1/models"));
+  }
+  if (path == "/health") {
+    if (method == "GET" || method == "HEAD") return HandleHealth(http);
+    return SendError(http, WrongMethod("use GET for /health"));
+  }
+  if (path == "/metrics") {
+    if (method == "GET") {
+      http.Respond(200, "text/plain; version=0.0.4; charset=utf-8", metrics_.Text());
+      return 200;
+    }
+    return SendError(http, WrongMethod("use GET for /metrics"));
+  }
+  if (path == "/tokenize" || path == "/detokenize") {
+    if (method == "POST") return HandleTokenize(http, path == "/detokenize");
+    return SendError(http, WrongMethod(StrCat("use POST for ", path)));
+  }
+  return SendError(http, NotFound(StrCat("no such endpoint: ", Clip(method), " ", Clip(path))));
+}
+
+std::optional<ApiError> Handler::ReadBody(HttpExchange& http, std::string* body) const {
+  const size_t limit = options_.max_body_bytes;
+  ApiError too_large;
+  too_large.http_status = 413;
+  too_large.message = StrCat("the request body is larger than ", limit, " bytes");
+  const int64_t length = http.content_length();
+  if (length > 0 && static_cast<uint64_t>(length) > limit) return too_large;
+  const absl::Time give_up = absl::Now() + options_.body_timeout;
+  char buf[16384];
+  while (true) {
+    const int n = http.Read(buf, sizeof(buf));
+    if (n == 0) break;
+    if (n < 0 || absl::Now() > give_up) {
+      ApiError slow;
+      slow.http_status = 408;
+      slow.message = StrCat("the request body did not arrive (", body->size(), " of ",
+                            length < 0 ? std::string("?") : std::to_string(length),
+                            " bytes within ", absl::FormatDuration(options_.body_timeout), ")");
+      return slow;
+    }
+    body->append(buf, static_cast<size_t>(n));
+    if (body->size() > limit) return too_large;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<Admission::Ticket> Handler::Admit() {
+  metrics_.queued().Increment();
+  absl::StatusOr<Admission::Ticket> ticket = admission_.Enter();
+  metrics_.queued().Decrement();
+  if (ticket.ok()) {
+    metrics_.QueueWait(ticket->waited());
+  } else if (absl::IsResourceExhausted(ticket.status())) {
+    metrics_.Rejected();
+  }
+  return ticket;
+}
+
+int Handler::HandleTokenize(HttpExchange& http, bool detokenize) {
+  std::string body;
+  if (auto e = ReadBody(http, &body)) return SendError(http, *e);
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) {
+    ApiError e;
+    e.message = "the request body must be a JSON object";
+    return SendError(http, e);
+  }
+  if (j.contains("model") && !j["model"].is_null() && j["model"] != model_id_) {
+    ApiError e =
+        NotFound(j["model"].is_string() ? StrCat("the model '", Clip(j["model"].get<std::string>()),
+                                                 "' does not exist")
+                                        : std::string("model must be a string"));
+    e.param = "model";
+    e.code = "model_not_found";
+    return SendError(http, e);
+  }
+  std::vector<int32_t> ids;
+  std::string prompt;
+  bool add_special = true;
+  if (detokenize) {
+    if (!j.contains("tokens") || !j["tokens"].is_array()) {
+      return SendError(http, BadParam("tokens", "tokens must be an array of token ids"));
+    }
+    for (const json& t : j["tokens"]) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab_size_) {
+        return SendError(
+            http,
+            BadParam("tokens", StrCat("every token must be an id in [0, ", vocab_size_, "), got ",
+                                      t.is_number() ? Clip(t.dump()) : t.type_name())));
+      }
+      ids.push_back(t.get<int32_t>());
+    }
+  } else {
+    if (!j.contains("prompt") || !j["prompt"].is_string()) {
+      return SendError(http, BadParam("prompt", "prompt must be a string"));
+    }
+    prompt = j["prompt"].get<std::string>();
+    if (j.contains("add_special_tokens")) {
+      if (!j["add_special_tokens"].is_boolean()) {
+        return SendError(http, BadParam("add_special_tokens", "must be a boolean"));
+      }
+      add_special = j["add_special_tokens"].get<bool>();
+    }
+  }
+  client::TokenizerPort& tokenizer = services_->tokenizer();
+  if (detokenize) {
+    absl::StatusOr<std::string> text = tokenizer.Decode(ids);
+    if (!text.ok()) return SendError(http, FromStatus(text.status()));
+    return SendJson(http, 200, json{{"prompt", *text}});
+  }
+  client::EncodeOptions encode;
+  encode.allow_special = add_special;
+  encode.add_bos = add_special && add_bos_;
+  absl::StatusOr<std::vector<int32_t>> encoded = tokenizer.Encode(prompt, encode);
+  if (!encoded.ok()) return SendError(http, FromStatus(encoded.status()));
+  return SendJson(
+      http, 200,
+      json{{"tokens", *encoded}, {"count", encoded->size()}, {"max_model_len", context_length_}});
+}
+
+int Handler::HandleModels(HttpExchange& http) {
+  const json model{{"id", model_id_},
+                   {"object", "model"},
+                   {"created", created_},
+                   {"owned_by", "llm"},
+                   {"context_length", context_length_}};
+  const std::string_view path = http.path();
+  if (path == "/v1/models") {
+    return SendJson(http, 200, json{{"object", "list"}, {"data", json::array({model})}});
+  }
+  const std::string_view id = path.substr(std::string_view("/v1/models/").size());
+  if (id != model_id_) {
+    ApiError e = NotFound(StrCat("the model '", Clip(id), "' does not exist"));
+    e.param = "model";
+    e.code = "model_not_found";
+    return SendError(http, e);
+  }
+  return SendJson(http, 200, model);
+}
+
+int Handler::HandleHealth(HttpExchange& http) {
+  const ServiceHealth health = health_();
+  json tokenizer = json::object();
+  json models = json::object();
+  bool tokenizer_ok = !health.tokenizer.empty();
+  bool model_ok = false;
+  for (const auto& [address, state] : health.tokenizer) {
+    tokenizer[address] = state;
+    tokenizer_ok = tokenizer_ok && state == "SERVING";
+  }
+  for (const auto& [address, state] : health.model) {
+    models[address] = state;
+    model_ok = model_ok || state == "SERVING";
+  }
+  const bool draining = draining_.load(std::memory_order_acquire);
+  const bool ok = tokenizer_ok && model_ok && !draining;
+  return SendJson(http, ok ? 200 : 503,
+                  json{{"status", ok         ? "ok"
+                                  : draining ? "draining"
+                                             : "unavailable"},
+                       {"tokenizer", tokenizer},
+                       {"model", models}});
+}
+
+// Checks what chat and completions share against the served model.
+std::optional<ApiError> Handler::CheckModel(const GenerationRequest& req) const {
+  if (req.model != model_id_) {
+    ApiError e = NotFound(StrCat("the model '", Clip(req.model),
+                                 "' does not exist (this gateway serves '", model_id_, "')"));
+    e.param = "model";
+    e.code = "model_not_found";
+    return e;
+  }
+  for (const sampler::LogitBias& b : req.params.sampling.logit_bias) {
+    if (b.id >= vocab_size_) {
+      return BadParam("logit_bias",
+                      StrCat("token ", b.id, " is not in the ", vocab_size_, "-token vocabulary"));
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> Handler::CheckPromptLength(int64_t tokens, std::string_view param) const {
+  if (tokens < context_length_) return std::nullopt;
+  ApiError e =
+      BadParam(param, StrCat("the prompt is ", tokens, " tokens; the model's context holds ",
+                             context_length_, " (and the answer must fit too)"));
+  e.code = "context_length_exceeded";
+  return e;
+}
+
+TokenText Handler::TextOf() const {
+  return [tokenizer = &services_->tokenizer()](int32_t id) {
+    absl::StatusOr<std::string> bytes = tokenizer->TokenBytes(id);
+    return bytes.ok() ? *std::move(bytes) : std::string();
+  };
+}
+
+int Handler::HandleChat(HttpExchange& http) {
+  const absl::Time arrival = absl::Now();
+  std::string body;
+  if (auto e = ReadBody(http, &body)) return SendError(http, *e);
+  ChatRequest req;
+  if (auto e = ParseChatRequest(body, options_.limits, &req)) return SendError(http, *e);
+  if (auto e = CheckModel(req)) return SendError(http, *e);
+  // A conversation that keeps its model session (X-Session-Id).
+  std::optional<Conversations::Lease> conversation;
+  if (const std::optional<std::string_view> header = http.header("X-Session-Id")) {
+    if (absl::Status s = CheckConversationId(*header); !s.ok()) {
+      return SendError(http, BadParam("x-session-id", std::string(s.message())));
+    }
+    if (req.n != 1) {
+      return SendError(http, BadParam("n", "a conversation (X-Session-Id) needs n = 1"));
+    }
+    absl::StatusOr<Conversations::Lease> taken = conversations_.Take(std::string(*header));
+    if (!taken.ok()) {
+      ApiError e;
+      e.http_status = 409;
+      e.message = std::string(taken.status().message());
+      e.param = "x-session-id";
+      e.code = "session_busy";
+      return SendError(http, e);
+    }
+    conversation.emplace(*std::move(taken));
+  }
+  // The prompt's text: the whole conversation, rendered.
+  std::string prompt;
+  if (template_.kind() == client::ChatTemplate::Kind::kJinja) {
+    absl::StatusOr<std::string> rendered = template_.Render(req.messages, true);
+    if (!rendered.ok()) {
+      return SendError(http, BadParam("messages", StrCat("the model's chat template: ",
+                                                         rendered.status().message())));
+    }
+    prompt = *std::move(rendered);
+  } else {
+    prompt = template_.FormatTurn(req.messages, /*first=*/true);
+  }
+
+  absl::StatusOr<Admission::Ticket> ticket = Admit();
+  if (!ticket.ok()) return SendError(http, FromStatus(ticket.status()));
+  client::Generator g(services_);
+  client::EncodeOptions encode;
+  encode.allow_special = true;
+  encode.add_bos = template_.kind() == client::ChatTemplate::Kind::kRaw && add_bos_;
+  std::vector<PromptIds> prompts(1);
+  PromptIds& p = prompts[0];
+  client::Session* session = nullptr;
+  if (conversation.has_value()) {
+    // The conversation policy (client/generate/conversation.h): what the
+    // conversation's session holds of this rendering is not prefilled again.
+    session = &conversation->session();
+    absl::StatusOr<client::Turn> turn =
+        client::ReuseSession(services_->tokenizer(), services_->model(), prompt, encode, *session);
+    if (!turn.ok()) return SendError(http, FromStatus(turn.status()));
+    p.ids = std::move(turn->ids);
+    p.held = turn->held;
+    // What a session found lost (a restarted server) holds is the client's
+    // copy only: the turn computes it again.
+    p.reused = session->id.empty() ? 0 : turn->held;
+    for (client::Session& dropped : conversations_.TakeDropped()) {
+      g.Release(dropped).IgnoreError();
+    }
+  } else {
+    absl::StatusOr<std::vector<int32_t>> ids = g.Encode(prompt, encode);
+    if (!ids.ok()) return SendError(http, FromStatus(ids.status()));
+    p.ids = *std::move(ids);
+  }
+  if (p.ids.empty()) return SendError(http, BadParam("messages", "the prompt has no tokens"));
+  if (auto e = CheckPromptLength(static_cast<int64_t>(p.ids.size()), "messages")) {
+    return SendError(http, *e);
+  }
+  ResponseInfo info{NewId("chatcmpl-"), static_cast<int64_t>(std::time(nullptr)), model_id_,
+                    req.stream, req.include_usage};
+  std::unique_ptr<ChoiceWriter> writer = NewChatWriter(std::move(info), req.logprobs, TextOf());
+  return Serve(http, arrival, req, prompts, *writer, g, session);
+}
+
+int Handler::HandleCompletions(HttpExchange& http) {
+  const absl::Time arrival = absl::Now();
+  std::string body;
+  if (auto e = ReadBody(http, &body)) return SendError(http, *e);
+  CompletionRequest req;
+  if (auto e = ParseCompletionRequest(body, options_.limits, &req)) return SendError(http, *e);
+  if (auto e = CheckModel(req)) return SendError(http, *e);
+  if (!req.has_max_tokens) req.params.max_tokens = 16;  // OpenAI's default for completions
+
+  absl::StatusOr<Admission::Ticket> ticket = Admit();
+  if (!ticket.ok()) return SendError(http, FromStatus(ticket.status()));
+  client::Generator g(services_);
+  // Text is encoded as /tokenize does by default (special-token text read as
+  // the token, BOS when the vocabulary adds one), as vLLM does.
+  client::EncodeOptions encode;
+  encode.allow_special = true;
+  encode.add_bos = add_bos_;
+  std::vector<PromptIds> prompts(req.prompts.size());
+  for (size_t i = 0; i < req.prompts.size(); ++i) {
+    CompletionPrompt& in = req.prompts[i];
+    PromptIds& out = prompts[i];
+    const std::string param = req.prompts.size() == 1 ? "prompt" : StrCat("prompt[", i, "]");
+    if (in.is_ids) {
+      for (int32_t id : in.ids) {
+        if (id >= vocab_size_) {
+          return SendError(http, BadParam(param, StrCat("token ", id, " is not in the ",
+                                                        vocab_size_, "-token vocabulary")));
+        }
+      }
+      out.ids = std::move(in.ids);
+      if (req.echo) {
+        absl::StatusOr<std::string> text = g.Decode(out.ids);
+        if (!text.ok()) return SendError(http, FromStatus(text.status()));
+        out.text = *std::move(text);
+      }
+    } else {
+      absl::StatusOr<std::vector<int32_t>> ids = g.Encode(in.text, encode);
+      if (!ids.ok()) return SendError(http, FromStatus(ids.status()));
+      if (ids->empty()) return SendError(http, BadParam(param, "the prompt has no tokens"));
+      out.ids = *std::move(ids);
+      out.text = std::move(in.text);
+    }
+    if (auto e = CheckPromptLength(static_cast<int64_t>(out.ids.size()), param)) {
+      return SendError(http, *e);
+    }
+  }
+  ResponseInfo info{NewId("cmpl-"), static_cast<int64_t>(std::time(nullptr)), model_id_, req.stream,
+                    req.include_usage};
+  std::unique_ptr<ChoiceWriter> writer =
+      NewCompletionWriter(std::move(info), req.echo, req.logprobs, TextOf());
+  return Serve(http, arrival, req, prompts, *writer, g);
+}
+
+int Handler::Serve(HttpExchange& http, absl::Time arrival, GenerationRequest& req,
+                   const std::vector<PromptIds>& prompts, ChoiceWriter& writer,
+                   client::Generator& g, client::Session* conversation) {
+  if (!req.has_speculate) req.params.speculate = options_.speculate;
+  {
+    client::GenerateParams check = req.params;  // max_tokens is set per prompt
+    check.max_tokens = 1;
+    if (absl::Status s = client::ValidateParams(check); !s.ok()) {
+      return SendError(http, FromStatus(s));
+    }
+  }
+  metrics_.active().Increment();
+  EventStream stream(http);
+  if (req.stream) stream.Start();
+  ChoicesRun run;
+  run.generator = &g;
+  run.request = &req;
+  run.prompts = &prompts;
+  run.writer = &writer;
+  run.stream = req.stream ? &stream : nullptr;
+  run.conversation = conversation;
+  run.context_length = context_length_;
+  run.stopping = &stopping_;
+  run.on_first_token = [&] { metrics_.FirstToken(absl::Now() - arrival); };
+  const ChoicesOutcome out = RunChoices(run);
+  metrics_.Tokens(out.usage.prompt_tokens, out.usage.completion_tokens);
+  metrics_.active().Decrement();
+  if (!out.error.ok()) {
+    const ApiError e = FromStatus(out.error);
+    if (!req.stream) return SendError(http, e);
+    std::vector<json> error = {ErrorJson(e)};
+    stream.Send(error);
+    return 200;
+  }
+  if (!req.stream) {
+    if (out.cancelled) return SendError(http, Unavailable("the gateway is shutting down"));
+    return SendJson(
+        http, 200,
+        out.usage.Annotate(writer.Response(out.usage.prompt_tokens, out.usage.completion_tokens)));
+  }
+  if (out.cancelled) return 200;
+  if (req.include_usage) {
+    std::vector<json> usage = {out.usage.Annotate(
+        writer.UsageChunk(out.usage.prompt_tokens, out.usage.completion_tokens))};
+    stream.Send(usage);
+  }
+  stream.Done();
+  return 200;
+}
+
+}  // namespace llm::gateway
