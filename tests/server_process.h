@@ -245,30 +245,42 @@ struct HealthResult {
 constexpr int kServing = 1;
 constexpr int kNotServing = 2;
 
-inline HealthResult CheckHealth(const std::shared_ptr<grpc::Channel>& channel,
-                                const std::string& service, std::chrono::milliseconds timeout) {
-  HealthResult result;
+// One unary call of `method` ("/package.Service/Method") with the serialized
+// message `request`; *response: the serialized answer.
+inline grpc::Status RawUnaryCall(const std::shared_ptr<grpc::Channel>& channel,
+                                 const std::string& method, const std::string& request,
+                                 std::chrono::milliseconds timeout, std::string* response) {
   grpc::GenericStub stub(channel);
   grpc::CompletionQueue cq;
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + timeout);
-  std::string request;
-  if (!service.empty()) AppendStringField(&request, 1, service);  // HealthCheckRequest.service
-  grpc::ByteBuffer response;
+  grpc::Status status;
+  grpc::ByteBuffer buffer;
   {
-    auto call =
-        stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check", ToByteBuffer(request), &cq);
+    auto call = stub.PrepareUnaryCall(&context, method, ToByteBuffer(request), &cq);
     call->StartCall();
     int tag = 0;
-    call->Finish(&response, &result.status, &tag);
-    if (!Await(cq, &tag) && result.status.ok()) {
-      result.status = grpc::Status(grpc::StatusCode::UNKNOWN, "completion queue failed");
+    call->Finish(&buffer, &status, &tag);
+    if (!Await(cq, &tag) && status.ok()) {
+      status = grpc::Status(grpc::StatusCode::UNKNOWN, "completion queue failed");
     }
   }
   Drain(cq);
+  if (status.ok()) *response = FromByteBuffer(buffer);
+  return status;
+}
+
+inline HealthResult CheckHealth(const std::shared_ptr<grpc::Channel>& channel,
+                                const std::string& service, std::chrono::milliseconds timeout) {
+  HealthResult result;
+  std::string request;
+  if (!service.empty()) AppendStringField(&request, 1, service);  // HealthCheckRequest.service
+  std::string response;
+  result.status =
+      RawUnaryCall(channel, "/grpc.health.v1.Health/Check", request, timeout, &response);
   if (!result.status.ok()) return result;
   google::protobuf::UnknownFieldSet fields;
-  if (!fields.ParseFromString(FromByteBuffer(response))) {
+  if (!fields.ParseFromString(response)) {
     result.status = grpc::Status(grpc::StatusCode::INTERNAL, "unparsable HealthCheckResponse");
     return result;
   }

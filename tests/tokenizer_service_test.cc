@@ -10,6 +10,7 @@
 // TearDownTestSuite, where the clean exit is checked.
 #include <fcntl.h>
 #include <gmock/gmock.h>
+#include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -218,7 +219,7 @@ class TokenizerServiceTestBase : public testing::ServerTestBase<v1::Tokenizer> {
   grpc::Status Encode(const std::string& text, const v1::EncodeOptions& options,
                       std::vector<uint32_t>* ids) const {
     v1::EncodeRequest request;
-    request.set_text(text);
+    request.set_text_bytes(text);  // any bytes (the vectors hold invalid UTF-8)
     *request.mutable_options() = options;
     v1::EncodeResponse response;
     grpc::ClientContext context;
@@ -390,6 +391,68 @@ TEST_F(Cl100kServerTest, EncodeEqualsTiktokenVectors) {
     ++checked;
   }
   EXPECT_GE(checked, 100u);
+}
+
+// EncodeRequest's two forms: `text` (a string, what JSON tools send) and
+// `text_bytes` (field 1, the `bytes text` of older clients) give the same ids,
+// and so does the JSON that grpcurl would send (docs/tokenizer.md).
+TEST_F(Cl100kServerTest, EncodeTakesTextAsAStringOrAsBytes) {
+  const std::string text = "Hello, world! Grüße, 世界";
+  const std::vector<uint32_t> expected = MustEncode(text);
+  ASSERT_FALSE(expected.empty());
+  const auto encode = [&](const v1::EncodeRequest& request) {
+    v1::EncodeResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(Deadline());
+    const grpc::Status status = stub().Encode(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_code() << ": " << status.error_message();
+    return std::vector<uint32_t>(response.ids().begin(), response.ids().end());
+  };
+  v1::EncodeRequest request;
+  request.set_text(text);
+  EXPECT_EQ(encode(request), expected);
+  // An old client's request: field 1 as bytes, written by hand.
+  std::string old_wire;
+  testing::AppendStringField(&old_wire, 1, text);
+  ASSERT_TRUE(request.ParseFromString(old_wire));
+  EXPECT_EQ(request.input_case(), v1::EncodeRequest::kTextBytes);
+  EXPECT_EQ(encode(request), expected);
+  // The JSON of the docs.
+  for (const std::string json :
+       {"{\"text\": \"Hello, world!\"}", "{\"text_bytes\": \"SGVsbG8sIHdvcmxkIQ==\"}",
+        "{\"textBytes\": \"SGVsbG8sIHdvcmxkIQ==\"}"}) {
+    request.Clear();
+    const auto parsed = google::protobuf::util::JsonStringToMessage(json, &request);
+    ASSERT_TRUE(parsed.ok()) << json << ": " << parsed;
+    EXPECT_THAT(encode(request), ElementsAre(9906, 11, 1917, 0)) << json;
+  }
+  // Neither form: the empty text.
+  EXPECT_THAT(encode(v1::EncodeRequest()), ::testing::IsEmpty());
+}
+
+// A `text` that is not valid UTF-8 (which a protobuf client should refuse to
+// send) or a request that is no EncodeRequest at all is INVALID_ARGUMENT
+// saying so (gRPC's own parse failure is INTERNAL with no message); the
+// bytes form takes the same text.
+TEST_F(Cl100kServerTest, EncodeRequestThatDoesNotParseIsInvalidArgument) {
+  std::string wire;
+  testing::AppendStringField(&wire, 3, "ab\xFF");  // text = 3
+  std::string response;
+  grpc::Status status = testing::RawUnaryCall(channel(), "/llm.v1.Tokenizer/Encode", wire,
+                                              std::chrono::seconds(30), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("not valid UTF-8"));
+  EXPECT_THAT(status.error_message(), HasSubstr("text_bytes"));
+
+  status = testing::RawUnaryCall(channel(), "/llm.v1.Tokenizer/Encode", "\xFF\xFF\xFF",
+                                 std::chrono::seconds(30), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("does not parse as an llm.v1.EncodeRequest"));
+
+  std::vector<uint32_t> ids;
+  status = Encode("ab\xFF", {}, &ids);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(MustDecode(ids), "ab\xFF");
 }
 
 TEST_F(Cl100kServerTest, EncodeBatchIsInOrderAndEqualsEncode) {

@@ -68,7 +68,7 @@ class Backend {
     ids->clear();
     if (tokenizer_) return tokenizer_->EncodeTo(text, local, ids);
     v1::EncodeRequest request;
-    request.set_text(text.data(), text.size());
+    request.set_text_bytes(text.data(), text.size());
     *request.mutable_options() = options;
     v1::EncodeResponse response;
     grpc::ClientContext context;
