@@ -660,6 +660,19 @@ TEST_F(GenerateE2ETest, UsageErrorsExitWith2) {
       {{"tokenize", "--vocba", "x"}, "llm tokenize: unknown flag --vocba; did you mean --vocab?"},
       {{"generat", "--prompt", "x"}, "llm: unknown command 'generat'; did you mean 'generate'?"},
       {{"generate", "--prompt", "x", "extra"}, "llm generate: unexpected argument 'extra'"},
+      // Bad values name the flag, not the API's field (top_p).
+      {{"generate", "--prompt", "x", "--top-p", "0"},
+       "llm: --top-p must be in (0, 1] (1 = off), got 0\n"},
+      {{"chat", "--top-k", "-3"}, "llm: --top-k must be >= 0 (0 = off), got -3\n"},
+      {{"chat", "--min-p", "2"}, "llm: --min-p must be in [0, 1] (0 = off), got 2\n"},
+      {{"generate", "--prompt", "x", "--repeat-penalty", "0"},
+       "llm: --repeat-penalty must be finite and > 0 (1 = off), got 0\n"},
+      {{"generate", "--prompt", "x", "--max-tokens", "0"},
+       "llm: --max-tokens must be >= 1, got 0\n"},
+      {{"generate", "--prompt", "x", "--speculate", "17"},
+       "llm: --speculate must be in [0, 16], got 17\n"},
+      {{"generate", "--prompt", "x", "--stop", ""},
+       "llm: --stop: a stop string must not be empty\n"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> argv = {llm};

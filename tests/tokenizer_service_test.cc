@@ -1010,6 +1010,30 @@ TEST_F(Cl100kServerTest, LlmCliTokenizeThroughServer) {
             std::vector<uint32_t>{kEndOfText});
 }
 
+// --timeout SECONDS, as every other command; --deadline-ms (milliseconds)
+// still works, deprecated; a timeout that is not > 0 is a usage error.
+TEST_F(Cl100kServerTest, LlmCliTokenizeTakesTimeoutInSeconds) {
+  const std::string input = "{\"text\": \"Hello, world!\"}\n";
+  for (const std::vector<std::string>& flags : {std::vector<std::string>{"--timeout", "30"},
+                                                {"--timeout=0.5"},
+                                                {"--deadline-ms", "30000"}}) {
+    std::vector<std::string> argv = {BinPath("llm"), "tokenize", "--server", address()};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    const ProcessResult r = RunProcess(argv, input);
+    ASSERT_TRUE(ExitedZero(r.wait_status)) << flags[0] << ": " << DescribeWaitStatus(r.wait_status);
+    EXPECT_EQ(r.out, "{\"ids\":[9906,11,1917,0]}\n") << flags[0];
+  }
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--timeout", "0"}, {"--deadline-ms", "-5"}}) {
+    std::vector<std::string> argv = {BinPath("llm"), "tokenize", "--server", address()};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    const ProcessResult r = RunProcess(argv, input);
+    EXPECT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 2)
+        << flags[0] << ": " << DescribeWaitStatus(r.wait_status);
+    EXPECT_EQ(r.out, "") << flags[0];
+  }
+}
+
 TEST_F(Cl100kServerTest, LlmCliDetokenizeThroughServer) {
   std::string input;
   std::vector<const Vector*> used;
@@ -1022,8 +1046,9 @@ TEST_F(Cl100kServerTest, LlmCliDetokenizeThroughServer) {
   input += "{\"ids\": [9906, 11, 1917, 0]}\n";
   const ProcessResult r =
       RunProcess({BinPath("llm"), "detokenize", "--server", address(), "--jsonl"}, input);
-  // One failing line: exit status 1, outputs still aligned with inputs.
-  ASSERT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 1)
+  // One bad line: exit status 2 (a bad value, not a failing service),
+  // outputs still aligned with inputs.
+  ASSERT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 2)
       << DescribeWaitStatus(r.wait_status) << "\n"
       << r.out;
   const std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
@@ -1054,8 +1079,8 @@ TEST(LlmCliTest, JsonLinesAreByteIdenticalToTheRecording) {
     ASSERT_GT(input.size(), 1000u);
     ASSERT_GT(expected.size(), 1000u);
     const ProcessResult r = RunProcess({BinPath("llm"), command, "--vocab", Cl100kPath()}, input);
-    // Some lines fail, in line: exit status 1.
-    ASSERT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 1)
+    // Some lines are bad, in line: exit status 2.
+    ASSERT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 2)
         << DescribeWaitStatus(r.wait_status);
     EXPECT_EQ(r.out, expected);
   }
@@ -1064,7 +1089,7 @@ TEST(LlmCliTest, JsonLinesAreByteIdenticalToTheRecording) {
 // `llm tokenize` in process, on a vocabulary without a token for byte 0x04
 // whose unknown_token_id names the control token <|endoftext|>: the line
 // with that byte gets an error naming the byte and its offset (not id 3), the
-// others their ids, and the exit status is 1.
+// others their ids, and the exit status is 2 (a bad line).
 TEST(LlmCliTest, TokenizeByteWithoutATokenIsAnErrorLine) {
   gguf::testing::GgufBuilder b;
   b.AddString("tokenizer.ggml.model", "gpt2");
@@ -1082,13 +1107,30 @@ TEST(LlmCliTest, TokenizeByteWithoutATokenIsAnErrorLine) {
   const ProcessResult r = RunProcess({BinPath("llm"), "tokenize", "--vocab", path},
                                      "{\"text\": \"ab\\u0004\"}\n{\"text\": \"abab\"}\n");
   std::filesystem::remove(path);
-  ASSERT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 1)
+  ASSERT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 2)
       << DescribeWaitStatus(r.wait_status) << "\n"
       << r.out;
   EXPECT_EQ(
       r.out,
       StrCat("{\"error\":\"line 1: byte 0x04 at byte offset 2 of the text has no token in ",
              vocab_path, "(no <0x04> byte token, no unknown token)\"}\n", "{\"ids\":[2,2]}\n"));
+}
+
+// A service that cannot be reached fails every line, in line, with exit
+// status 1 (a failing service, not a bad line), even when a line is also bad.
+TEST(LlmCliTest, UnreachableServiceExits1) {
+  for (const char* command : {"tokenize", "detokenize"}) {
+    const ProcessResult r =
+        RunProcess({BinPath("llm"), command, "--server", "127.0.0.1:1", "--timeout", "10"},
+                   "{\"text\": \"a\", \"ids\": [1]}\nnot json\n");
+    ASSERT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 1)
+        << command << ": " << DescribeWaitStatus(r.wait_status) << "\n"
+        << r.out;
+    const std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
+    ASSERT_EQ(lines.size(), 2u) << r.out;
+    EXPECT_THAT(lines[0], HasSubstr("\"error\":\"line 1: ")) << command;
+    EXPECT_THAT(lines[1], HasSubstr("\"error\":\"line 2: ")) << command;
+  }
 }
 
 // ---------------------------------------------------------------------------
