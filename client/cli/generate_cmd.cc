@@ -21,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
+#include "client/cli/line_reader.h"
 #include "client/cli/security_flags.h"
 #include "client/generate/chat_session.h"
 #include "client/generate/chat_template.h"
@@ -457,7 +458,8 @@ int RunChat(const std::vector<std::string>& stop) {
   std::optional<Connection> connection = ConnectOrFail(&exit_code);
   if (!connection) return exit_code;
   auto& [g, tmpl] = *connection;
-  const bool interactive = isatty(STDIN_FILENO);
+  LineReader reader;
+  const bool interactive = reader.interactive();
   if (interactive) {
     std::fprintf(stderr,
                  "llm chat: %s (%s template). One message per line; Ctrl-C stops an answer, "
@@ -469,14 +471,11 @@ int RunChat(const std::vector<std::string>& stop) {
   InstallInterruptHandler();
   ChatSession chat(g->loop(), tmpl, absl::GetFlag(FLAGS_system));
   const uint64_t seed = params->sampling.seed;
-  std::string line;
   int turn = 0;
   while (true) {
-    if (interactive) {
-      std::fputs("> ", stdout);
-      std::fflush(stdout);
-    }
-    if (!std::getline(std::cin, line)) break;
+    const std::optional<std::string> read = reader.Read("> ");
+    if (!read) break;
+    const std::string& line = *read;
     if (line.empty()) continue;
     params->sampling.seed = seed + static_cast<uint64_t>(turn++);
     g->ClearCancel();

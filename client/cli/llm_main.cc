@@ -80,9 +80,10 @@ const std::vector<Command>& Commands() {
        "Usage: llm chat [flags]\n"
        "\n"
        "A conversation on one model session: one user message per line of stdin (a '> '\n"
-       "prompt on a terminal; piped input works the same); each turn prefills only its own\n"
-       "tokens. Ctrl-C stops the current answer; Ctrl-C again, or Ctrl-D, quits. Takes the\n"
-       "flags of 'llm generate' except --prompt; chat turn i uses --seed + i.",
+       "prompt on a terminal, with line editing and the session's history on Up/Down;\n"
+       "piped input works the same); each turn prefills only its own tokens. Ctrl-C stops\n"
+       "the current answer; Ctrl-C again, or Ctrl-D, quits. Takes the flags of 'llm\n"
+       "generate' except --prompt; chat turn i uses --seed + i.",
        Concat(std::vector<std::string>(kGenerateFlags.begin() + 1, kGenerateFlags.end()),
               kSecurityFlags)},
       {"health",
