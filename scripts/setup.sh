@@ -7,6 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config ccache git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libpcre2-dev nlohmann-json3-dev prometheus-cpp-dev libcivetweb-dev libssl-dev openssl
+  libedit-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-grpcio python3-grpc-tools python3-yaml
   clang-14 libclang-rt-14-dev clang-format

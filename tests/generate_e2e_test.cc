@@ -24,7 +24,9 @@
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <poll.h>
+#include <pty.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,10 +38,14 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/strings.h"
 #include "common/test_paths.h"
 #include "gmock/gmock.h"
@@ -568,10 +574,20 @@ std::unique_ptr<grpc::Server> ServeOnLoopback(grpc::Service* service, int* port)
 // A model service whose sessions hold `steps` decoded tokens at most, and
 // whose Info does not say so (context_length 0): the decode step past them
 // answers OUT_OF_RANGE, as model_server does at the end of the context. Its
-// logits always put token 504 first (greedy).
+// logits always put token 504 first (greedy). It keeps the tokens of every
+// Prefill (WaitForPrefills).
 class ShortContextModelService final : public v1::Model::Service {
  public:
   explicit ShortContextModelService(int steps) : steps_(steps) {}
+
+  // The tokens of the first `n` Prefill calls, once there are that many
+  // (fewer after `timeout`).
+  std::vector<std::vector<int32_t>> WaitForPrefills(size_t n, absl::Duration timeout) {
+    absl::MutexLock lock(&mutex_);
+    const auto enough = [&] { return prefills_.size() >= n; };
+    mutex_.AwaitWithTimeout(absl::Condition(&enough), timeout);
+    return prefills_;
+  }
 
   grpc::Status Info(grpc::ServerContext*, const v1::ModelInfoRequest*,
                     v1::ModelInfo* info) override {
@@ -582,6 +598,10 @@ class ShortContextModelService final : public v1::Model::Service {
   }
   grpc::Status Prefill(grpc::ServerContext*, const v1::PrefillRequest* request,
                        v1::PrefillResponse* response) override {
+    {
+      absl::MutexLock lock(&mutex_);
+      prefills_.emplace_back(request->tokens().begin(), request->tokens().end());
+    }
     response->set_session_id("fake.1.0000000000000001");
     response->set_num_tokens(request->tokens_size());
     SetLogits(response->mutable_logits());
@@ -614,6 +634,8 @@ class ShortContextModelService final : public v1::Model::Service {
     logits->set_log_sum_exp(10.0f);
   }
   const int steps_;
+  absl::Mutex mutex_;
+  std::vector<std::vector<int32_t>> prefills_ ABSL_GUARDED_BY(mutex_);
 };
 
 // The end of the context learned from a decode step's OUT_OF_RANGE (Info
@@ -640,6 +662,152 @@ TEST_F(GenerateE2ETest, ContextEndFromADecodeStepIsANormalStop) {
   server->Shutdown();
 }
 
+// A child process on a new pseudo-terminal (its stdin, stdout and stderr),
+// with TERM=xterm and no locale variables: what a person at a terminal runs.
+class PtyChild {
+ public:
+  static std::unique_ptr<PtyChild> Start(const std::vector<std::string>& argv) {
+    std::vector<std::string> args = argv;
+    std::vector<char*> arg_ptrs;
+    for (std::string& a : args) arg_ptrs.push_back(a.data());
+    arg_ptrs.push_back(nullptr);
+    // No locale variables: the "C" locale, as in a bare container, where
+    // llm chat must still read UTF-8.
+    std::vector<std::string> env = {"TERM=xterm"};
+    for (char** e = environ; *e != nullptr; ++e) {
+      const absl::string_view var(*e);
+      if (!absl::StartsWith(var, "TERM=") && !absl::StartsWith(var, "LANG=") &&
+          !absl::StartsWith(var, "LC_")) {
+        env.push_back(*e);
+      }
+    }
+    std::vector<char*> env_ptrs;
+    for (std::string& e : env) env_ptrs.push_back(e.data());
+    env_ptrs.push_back(nullptr);
+    int master = -1;
+    const pid_t parent = getpid();
+    const pid_t pid = forkpty(&master, nullptr, nullptr, nullptr);
+    if (pid < 0) {
+      ADD_FAILURE() << "forkpty: " << std::strerror(errno);
+      return nullptr;
+    }
+    if (pid == 0) {  // async-signal-safe calls only
+      if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(126);
+      execve(arg_ptrs[0], arg_ptrs.data(), env_ptrs.data());
+      _exit(127);
+    }
+    auto child = std::unique_ptr<PtyChild>(new PtyChild());
+    child->pid_ = pid;
+    child->master_ = master;
+    return child;
+  }
+
+  ~PtyChild() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      testing::WaitForExit(pid_, std::chrono::seconds(10));
+    }
+    if (master_ >= 0) close(master_);
+  }
+
+  // Types `keys` (bytes as a terminal sends them).
+  bool Type(const std::string& keys) {
+    return write(master_, keys.data(), keys.size()) == static_cast<ssize_t>(keys.size());
+  }
+
+  // Reads what the child writes until `done(output so far)`, or 60 s (then
+  // false: a hang guard, not a timed expectation).
+  template <typename Done>
+  bool ReadUntil(Done&& done) {
+    const auto deadline = testing::Clock::now() + std::chrono::seconds(60);
+    while (!done(output_)) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - testing::Clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{master_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = read(master_, buf, sizeof(buf));
+      if (n <= 0) return done(output_);  // EIO once the child has gone
+      output_.append(buf, static_cast<size_t>(n));
+    }
+    return true;
+  }
+
+  // The exit status (-1: killed or not exited).
+  int Wait() {
+    ReadUntil([](const std::string&) { return false; });  // to EOF
+    const std::optional<int> status = testing::WaitForExit(pid_, std::chrono::seconds(30));
+    pid_ = -1;
+    return status && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
+  }
+
+  const std::string& output() const { return output_; }
+
+ private:
+  PtyChild() = default;
+  pid_t pid_ = -1;
+  int master_ = -1;
+  std::string output_;
+};
+
+// `llm chat` on a terminal edits lines (libedit): Left moves in the line,
+// Up brings back the last message, and a UTF-8 character is one character.
+// The model (a fake that keeps what it is sent) gets the edited text. Before,
+// the escape sequences of the keys went to the model as they were.
+TEST_F(GenerateE2ETest, ChatEditsLinesOnATerminal) {
+  ShortContextModelService service(100);
+  int port = 0;
+  std::unique_ptr<grpc::Server> server = ServeOnLoopback(&service, &port);
+  ASSERT_NE(server, nullptr);
+  auto chat = PtyChild::Start({testing::BinPath("llm"), "chat", "--tokenizer",
+                               tokenizer_server_->address(), "--model", StrCat("127.0.0.1:", port),
+                               "--temperature", "0", "--max-tokens", "1", "--json"});
+  ASSERT_NE(chat, nullptr);
+  // The prompt of turn `n` (0-based): after the n-th answer's summary line.
+  const auto prompt = [](int n) {
+    return [n](const std::string& out) {
+      size_t pos = 0;
+      for (int i = 0; i < n; ++i) {
+        pos = out.find("stop_reason", pos);
+        if (pos == std::string::npos) return false;
+        ++pos;
+      }
+      return out.find("> ", pos) != std::string::npos;
+    };
+  };
+  constexpr char kLeft[] = "\x1b[D";
+  constexpr char kUp[] = "\x1b[A";
+  const std::vector<std::string> turns = {
+      StrCat("abc", kLeft, kLeft, "X\r"),  // aXbc
+      StrCat(kUp, "\r"),                   // aXbc again, from the history
+      StrCat("\xC3\xA9", kLeft, "x\r"),    // xé (é is one character)
+  };
+  for (size_t i = 0; i < turns.size(); ++i) {
+    ASSERT_TRUE(chat->ReadUntil(prompt(static_cast<int>(i)))) << chat->output();
+    ASSERT_TRUE(chat->Type(turns[i]));
+  }
+  ASSERT_TRUE(chat->ReadUntil(prompt(3))) << chat->output();
+  ASSERT_TRUE(chat->Type("\x04"));  // Ctrl-D: the end
+  EXPECT_EQ(chat->Wait(), 0) << chat->output();
+
+  const std::vector<std::vector<int32_t>> prefills = service.WaitForPrefills(3, absl::Seconds(1));
+  ASSERT_EQ(prefills.size(), 3u) << chat->output();
+  auto vocab = tok::LoadGgufVocab(ModelPath(), std::nullopt);
+  ASSERT_TRUE(vocab.ok()) << vocab.status();
+  auto tokenizer = tok::Tokenizer::Create(*std::move(vocab));
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  const std::string user[] = {"aXbc", "aXbc", "x\xC3\xA9"};
+  for (size_t i = 0; i < prefills.size(); ++i) {
+    const std::vector<uint32_t> ids(prefills[i].begin(), prefills[i].end());
+    absl::StatusOr<std::string> text = (*tokenizer)->Decode(ids);
+    ASSERT_TRUE(text.ok()) << text.status();
+    EXPECT_THAT(*text, HasSubstr(StrCat("<|im_start|>user\n", user[i], "<|im_end|>")))
+        << "turn " << i;
+  }
+  server->Shutdown();
+}
+
 // Usage errors exit with status 2 and name the flag; a typo gets the nearest
 // flag as a suggestion.
 TEST_F(GenerateE2ETest, UsageErrorsExitWith2) {
@@ -660,6 +828,19 @@ TEST_F(GenerateE2ETest, UsageErrorsExitWith2) {
       {{"tokenize", "--vocba", "x"}, "llm tokenize: unknown flag --vocba; did you mean --vocab?"},
       {{"generat", "--prompt", "x"}, "llm: unknown command 'generat'; did you mean 'generate'?"},
       {{"generate", "--prompt", "x", "extra"}, "llm generate: unexpected argument 'extra'"},
+      // Bad values name the flag, not the API's field (top_p).
+      {{"generate", "--prompt", "x", "--top-p", "0"},
+       "llm: --top-p must be in (0, 1] (1 = off), got 0\n"},
+      {{"chat", "--top-k", "-3"}, "llm: --top-k must be >= 0 (0 = off), got -3\n"},
+      {{"chat", "--min-p", "2"}, "llm: --min-p must be in [0, 1] (0 = off), got 2\n"},
+      {{"generate", "--prompt", "x", "--repeat-penalty", "0"},
+       "llm: --repeat-penalty must be finite and > 0 (1 = off), got 0\n"},
+      {{"generate", "--prompt", "x", "--max-tokens", "0"},
+       "llm: --max-tokens must be >= 1, got 0\n"},
+      {{"generate", "--prompt", "x", "--speculate", "17"},
+       "llm: --speculate must be in [0, 16], got 17\n"},
+      {{"generate", "--prompt", "x", "--stop", ""},
+       "llm: --stop: a stop string must not be empty\n"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> argv = {llm};

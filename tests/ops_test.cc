@@ -41,6 +41,7 @@ using testing::Clock;
 using testing::Describe;
 using ::testing::HasSubstr;
 using testing::HttpGet;
+using ::testing::Not;
 using testing::OpsServer;
 using testing::Sample;
 
@@ -396,8 +397,11 @@ TEST(ModelTargetFlagTest, MalformedTargetIsAUsageErrorEverywhere) {
                                      "--tokenizer", "127.0.0.1:1", "--wait", "1"},
                                     "");
   EXPECT_EQ(status, 1) << out;
-  EXPECT_THAT(out, HasSubstr("model dns:///no-such-host.invalid:50052: NOT SERVING"));
-  EXPECT_THAT(out, HasSubstr("tokenizer 127.0.0.1:1: NOT SERVING"));
+  // Nothing answered at either address: unreachable, not "not serving".
+  EXPECT_THAT(out, HasSubstr("model dns:///no-such-host.invalid:50052: UNREACHABLE ("));
+  EXPECT_THAT(out, HasSubstr("tokenizer 127.0.0.1:1: UNREACHABLE ("));
+  EXPECT_THAT(out, Not(HasSubstr("NOT SERVING")));
+  EXPECT_THAT(out, Not(HasSubstr("is not serving")));
 }
 
 TEST_F(SecurityTest, BadSecurityFlagsAreUsageErrors) {

@@ -1,9 +1,8 @@
 // Test support for integration tests of the servers: start a real server
 // binary as a child process on a free loopback port, wait until its health
 // service says SERVING, stop it with SIGTERM and collect its exit status.
-// The health and reflection services are called through generic stubs and a
-// few lines of protobuf wire format, because Debian ships no generated code
-// for them.
+// The health service is called through a generic stub and a few lines of
+// protobuf wire format (reflection: common/grpc/reflection_testing.h).
 //
 // Shared by the integration tests in this folder.
 #ifndef LLM_TESTS_SERVER_PROCESS_H_
@@ -247,30 +246,42 @@ struct HealthResult {
 constexpr int kServing = 1;
 constexpr int kNotServing = 2;
 
-inline HealthResult CheckHealth(const std::shared_ptr<grpc::Channel>& channel,
-                                const std::string& service, std::chrono::milliseconds timeout) {
-  HealthResult result;
+// One unary call of `method` ("/package.Service/Method") with the serialized
+// message `request`; *response: the serialized answer.
+inline grpc::Status RawUnaryCall(const std::shared_ptr<grpc::Channel>& channel,
+                                 const std::string& method, const std::string& request,
+                                 std::chrono::milliseconds timeout, std::string* response) {
   grpc::GenericStub stub(channel);
   grpc::CompletionQueue cq;
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + timeout);
-  std::string request;
-  if (!service.empty()) AppendStringField(&request, 1, service);  // HealthCheckRequest.service
-  grpc::ByteBuffer response;
+  grpc::Status status;
+  grpc::ByteBuffer buffer;
   {
-    auto call =
-        stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check", ToByteBuffer(request), &cq);
+    auto call = stub.PrepareUnaryCall(&context, method, ToByteBuffer(request), &cq);
     call->StartCall();
     int tag = 0;
-    call->Finish(&response, &result.status, &tag);
-    if (!Await(cq, &tag) && result.status.ok()) {
-      result.status = grpc::Status(grpc::StatusCode::UNKNOWN, "completion queue failed");
+    call->Finish(&buffer, &status, &tag);
+    if (!Await(cq, &tag) && status.ok()) {
+      status = grpc::Status(grpc::StatusCode::UNKNOWN, "completion queue failed");
     }
   }
   Drain(cq);
+  if (status.ok()) *response = FromByteBuffer(buffer);
+  return status;
+}
+
+inline HealthResult CheckHealth(const std::shared_ptr<grpc::Channel>& channel,
+                                const std::string& service, std::chrono::milliseconds timeout) {
+  HealthResult result;
+  std::string request;
+  if (!service.empty()) AppendStringField(&request, 1, service);  // HealthCheckRequest.service
+  std::string response;
+  result.status =
+      RawUnaryCall(channel, "/grpc.health.v1.Health/Check", request, timeout, &response);
   if (!result.status.ok()) return result;
   google::protobuf::UnknownFieldSet fields;
-  if (!fields.ParseFromString(FromByteBuffer(response))) {
+  if (!fields.ParseFromString(response)) {
     result.status = grpc::Status(grpc::StatusCode::INTERNAL, "unparsable HealthCheckResponse");
     return result;
   }
@@ -282,80 +293,6 @@ inline HealthResult CheckHealth(const std::shared_ptr<grpc::Channel>& channel,
     }
   }
   return result;
-}
-
-// Lists services through grpc.reflection.v1alpha.ServerReflection (the version
-// gRPC 1.51 serves): one ServerReflectionRequest{list_services: ""} on the
-// bidi stream, one ServerReflectionResponse{list_services_response} back.
-inline grpc::Status ListServicesByReflection(const std::shared_ptr<grpc::Channel>& channel,
-                                             std::vector<std::string>* services) {
-  grpc::GenericStub stub(channel);
-  grpc::CompletionQueue cq;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  grpc::Status status;
-  grpc::ByteBuffer response;
-  bool got_response = false;
-  {
-    auto call = stub.PrepareCall(
-        &context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
-    int start = 0, write = 0, writes_done = 0, read = 0, finish = 0;
-    call->StartCall(&start);
-    bool ok = Await(cq, &start);
-    if (ok) {
-      std::string request;
-      AppendStringField(&request, 7, "");  // list_services (oneof: present even if empty)
-      call->Write(ToByteBuffer(request), &write);
-      ok = Await(cq, &write);
-    }
-    if (ok) {
-      call->WritesDone(&writes_done);
-      ok = Await(cq, &writes_done);
-    }
-    if (ok) {
-      call->Read(&response, &read);
-      got_response = Await(cq, &read);
-    }
-    call->Finish(&status, &finish);
-    Await(cq, &finish);
-  }
-  Drain(cq);
-  if (!status.ok()) return status;
-  if (!got_response) return grpc::Status(grpc::StatusCode::INTERNAL, "no reflection response");
-  google::protobuf::UnknownFieldSet top;
-  if (!top.ParseFromString(FromByteBuffer(response))) {
-    return grpc::Status(grpc::StatusCode::INTERNAL, "unparsable ServerReflectionResponse");
-  }
-  bool listed = false;
-  for (int i = 0; i < top.field_count(); ++i) {
-    const auto& f = top.field(i);
-    if (f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) continue;
-    if (f.number() == 7) {  // error_response
-      return grpc::Status(grpc::StatusCode::INTERNAL, "reflection error_response");
-    }
-    if (f.number() != 6) continue;  // list_services_response
-    listed = true;
-    google::protobuf::UnknownFieldSet list;
-    if (!list.ParseFromString(f.length_delimited())) {
-      return grpc::Status(grpc::StatusCode::INTERNAL, "unparsable ListServiceResponse");
-    }
-    for (int j = 0; j < list.field_count(); ++j) {
-      const auto& s = list.field(j);
-      if (s.number() != 1 || s.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) {
-        continue;
-      }
-      google::protobuf::UnknownFieldSet service;  // ServiceResponse{name = 1}
-      if (!service.ParseFromString(s.length_delimited())) continue;
-      for (int k = 0; k < service.field_count(); ++k) {
-        if (service.field(k).number() == 1 &&
-            service.field(k).type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) {
-          services->push_back(service.field(k).length_delimited());
-        }
-      }
-    }
-  }
-  if (!listed) return grpc::Status(grpc::StatusCode::INTERNAL, "no list_services_response");
-  return grpc::Status::OK;
 }
 
 // Waits until the health service says SERVING.

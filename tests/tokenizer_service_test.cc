@@ -1,8 +1,8 @@
 // Integration test of the tokenizer service: starts the real tokenizer_server
 // binary as a child process on a free loopback port, talks to it over gRPC with
-// the generated stubs (and generic stubs for the health and reflection services,
-// whose generated code Debian does not ship), runs the real `llm` client against
-// it, and checks that SIGTERM makes it exit with status 0.
+// the generated stubs (a generic stub for the health service; reflection
+// through common/grpc/reflection_testing.h), runs the real `llm` client
+// against it, and checks that SIGTERM makes it exit with status 0.
 //
 // Two servers: cl100k_base (.tiktoken, with small limits so that the limit
 // checks are cheap) and ggml-vocab-mpt.gguf (GGUF, with user-defined tokens).
@@ -10,6 +10,7 @@
 // TearDownTestSuite, where the clean exit is checked.
 #include <fcntl.h>
 #include <gmock/gmock.h>
+#include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -35,6 +36,7 @@
 
 #include "absl/strings/str_split.h"
 #include "common/gguf/gguf_writer.h"
+#include "common/grpc/reflection_testing.h"
 #include "common/strings.h"
 #include "common/test_paths.h"
 #include "llm/v1/tokenizer.grpc.pb.h"
@@ -58,7 +60,6 @@ using testing::DescribeWaitStatus;
 using testing::ExitedZero;
 using testing::HealthResult;
 using testing::kServing;
-using testing::ListServicesByReflection;
 using testing::ServerProcess;
 using ServerState = testing::ServerState<v1::Tokenizer>;
 
@@ -218,7 +219,7 @@ class TokenizerServiceTestBase : public testing::ServerTestBase<v1::Tokenizer> {
   grpc::Status Encode(const std::string& text, const v1::EncodeOptions& options,
                       std::vector<uint32_t>* ids) const {
     v1::EncodeRequest request;
-    request.set_text(text);
+    request.set_text_bytes(text);  // any bytes (the vectors hold invalid UTF-8)
     *request.mutable_options() = options;
     v1::EncodeResponse response;
     grpc::ClientContext context;
@@ -370,12 +371,12 @@ TEST_F(Cl100kServerTest, HealthReportsServing) {
   EXPECT_EQ(unknown.status.error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
-TEST_F(Cl100kServerTest, ReflectionListsTheTokenizerService) {
-  std::vector<std::string> services;
-  const grpc::Status status = ListServicesByReflection(channel(), &services);
-  ASSERT_TRUE(status.ok()) << status.error_code() << ": " << status.error_message();
-  EXPECT_THAT(services, Contains("llm.v1.Tokenizer"));
-  EXPECT_THAT(services, Contains("grpc.health.v1.Health"));
+// What grpcurl's list and describe do, over grpc.reflection.v1 (which gRPC
+// 1.51's own reflection did not serve) and v1alpha; grpc.health.v1.Health
+// was listed and could not be described.
+TEST_F(Cl100kServerTest, ReflectionDescribesEveryService) {
+  testing::ExpectReflectionDescribesEveryService(channel(), "llm.v1.Tokenizer",
+                                                 "llm.v1.Tokenizer.Encode");
 }
 
 TEST_F(Cl100kServerTest, EncodeEqualsTiktokenVectors) {
@@ -390,6 +391,68 @@ TEST_F(Cl100kServerTest, EncodeEqualsTiktokenVectors) {
     ++checked;
   }
   EXPECT_GE(checked, 100u);
+}
+
+// EncodeRequest's two forms: `text` (a string, what JSON tools send) and
+// `text_bytes` (field 1, the `bytes text` of older clients) give the same ids,
+// and so does the JSON that grpcurl would send (docs/tokenizer.md).
+TEST_F(Cl100kServerTest, EncodeTakesTextAsAStringOrAsBytes) {
+  const std::string text = "Hello, world! Grüße, 世界";
+  const std::vector<uint32_t> expected = MustEncode(text);
+  ASSERT_FALSE(expected.empty());
+  const auto encode = [&](const v1::EncodeRequest& request) {
+    v1::EncodeResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(Deadline());
+    const grpc::Status status = stub().Encode(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_code() << ": " << status.error_message();
+    return std::vector<uint32_t>(response.ids().begin(), response.ids().end());
+  };
+  v1::EncodeRequest request;
+  request.set_text(text);
+  EXPECT_EQ(encode(request), expected);
+  // An old client's request: field 1 as bytes, written by hand.
+  std::string old_wire;
+  testing::AppendStringField(&old_wire, 1, text);
+  ASSERT_TRUE(request.ParseFromString(old_wire));
+  EXPECT_EQ(request.input_case(), v1::EncodeRequest::kTextBytes);
+  EXPECT_EQ(encode(request), expected);
+  // The JSON of the docs.
+  for (const std::string json :
+       {"{\"text\": \"Hello, world!\"}", "{\"text_bytes\": \"SGVsbG8sIHdvcmxkIQ==\"}",
+        "{\"textBytes\": \"SGVsbG8sIHdvcmxkIQ==\"}"}) {
+    request.Clear();
+    const auto parsed = google::protobuf::util::JsonStringToMessage(json, &request);
+    ASSERT_TRUE(parsed.ok()) << json << ": " << parsed;
+    EXPECT_THAT(encode(request), ElementsAre(9906, 11, 1917, 0)) << json;
+  }
+  // Neither form: the empty text.
+  EXPECT_THAT(encode(v1::EncodeRequest()), ::testing::IsEmpty());
+}
+
+// A `text` that is not valid UTF-8 (which a protobuf client should refuse to
+// send) or a request that is no EncodeRequest at all is INVALID_ARGUMENT
+// saying so (gRPC's own parse failure is INTERNAL with no message); the
+// bytes form takes the same text.
+TEST_F(Cl100kServerTest, EncodeRequestThatDoesNotParseIsInvalidArgument) {
+  std::string wire;
+  testing::AppendStringField(&wire, 3, "ab\xFF");  // text = 3
+  std::string response;
+  grpc::Status status = testing::RawUnaryCall(channel(), "/llm.v1.Tokenizer/Encode", wire,
+                                              std::chrono::seconds(30), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("not valid UTF-8"));
+  EXPECT_THAT(status.error_message(), HasSubstr("text_bytes"));
+
+  status = testing::RawUnaryCall(channel(), "/llm.v1.Tokenizer/Encode", "\xFF\xFF\xFF",
+                                 std::chrono::seconds(30), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("does not parse as an llm.v1.EncodeRequest"));
+
+  std::vector<uint32_t> ids;
+  status = Encode("ab\xFF", {}, &ids);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(MustDecode(ids), "ab\xFF");
 }
 
 TEST_F(Cl100kServerTest, EncodeBatchIsInOrderAndEqualsEncode) {
@@ -947,6 +1010,30 @@ TEST_F(Cl100kServerTest, LlmCliTokenizeThroughServer) {
             std::vector<uint32_t>{kEndOfText});
 }
 
+// --timeout SECONDS, as every other command; --deadline-ms (milliseconds)
+// still works, deprecated; a timeout that is not > 0 is a usage error.
+TEST_F(Cl100kServerTest, LlmCliTokenizeTakesTimeoutInSeconds) {
+  const std::string input = "{\"text\": \"Hello, world!\"}\n";
+  for (const std::vector<std::string>& flags : {std::vector<std::string>{"--timeout", "30"},
+                                                {"--timeout=0.5"},
+                                                {"--deadline-ms", "30000"}}) {
+    std::vector<std::string> argv = {BinPath("llm"), "tokenize", "--server", address()};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    const ProcessResult r = RunProcess(argv, input);
+    ASSERT_TRUE(ExitedZero(r.wait_status)) << flags[0] << ": " << DescribeWaitStatus(r.wait_status);
+    EXPECT_EQ(r.out, "{\"ids\":[9906,11,1917,0]}\n") << flags[0];
+  }
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--timeout", "0"}, {"--deadline-ms", "-5"}}) {
+    std::vector<std::string> argv = {BinPath("llm"), "tokenize", "--server", address()};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    const ProcessResult r = RunProcess(argv, input);
+    EXPECT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 2)
+        << flags[0] << ": " << DescribeWaitStatus(r.wait_status);
+    EXPECT_EQ(r.out, "") << flags[0];
+  }
+}
+
 TEST_F(Cl100kServerTest, LlmCliDetokenizeThroughServer) {
   std::string input;
   std::vector<const Vector*> used;
@@ -959,8 +1046,9 @@ TEST_F(Cl100kServerTest, LlmCliDetokenizeThroughServer) {
   input += "{\"ids\": [9906, 11, 1917, 0]}\n";
   const ProcessResult r =
       RunProcess({BinPath("llm"), "detokenize", "--server", address(), "--jsonl"}, input);
-  // One failing line: exit status 1, outputs still aligned with inputs.
-  ASSERT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 1)
+  // One bad line: exit status 2 (a bad value, not a failing service),
+  // outputs still aligned with inputs.
+  ASSERT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 2)
       << DescribeWaitStatus(r.wait_status) << "\n"
       << r.out;
   const std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
@@ -991,8 +1079,8 @@ TEST(LlmCliTest, JsonLinesAreByteIdenticalToTheRecording) {
     ASSERT_GT(input.size(), 1000u);
     ASSERT_GT(expected.size(), 1000u);
     const ProcessResult r = RunProcess({BinPath("llm"), command, "--vocab", Cl100kPath()}, input);
-    // Some lines fail, in line: exit status 1.
-    ASSERT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 1)
+    // Some lines are bad, in line: exit status 2.
+    ASSERT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 2)
         << DescribeWaitStatus(r.wait_status);
     EXPECT_EQ(r.out, expected);
   }
@@ -1001,7 +1089,7 @@ TEST(LlmCliTest, JsonLinesAreByteIdenticalToTheRecording) {
 // `llm tokenize` in process, on a vocabulary without a token for byte 0x04
 // whose unknown_token_id names the control token <|endoftext|>: the line
 // with that byte gets an error naming the byte and its offset (not id 3), the
-// others their ids, and the exit status is 1.
+// others their ids, and the exit status is 2 (a bad line).
 TEST(LlmCliTest, TokenizeByteWithoutATokenIsAnErrorLine) {
   gguf::testing::GgufBuilder b;
   b.AddString("tokenizer.ggml.model", "gpt2");
@@ -1019,13 +1107,30 @@ TEST(LlmCliTest, TokenizeByteWithoutATokenIsAnErrorLine) {
   const ProcessResult r = RunProcess({BinPath("llm"), "tokenize", "--vocab", path},
                                      "{\"text\": \"ab\\u0004\"}\n{\"text\": \"abab\"}\n");
   std::filesystem::remove(path);
-  ASSERT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 1)
+  ASSERT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 2)
       << DescribeWaitStatus(r.wait_status) << "\n"
       << r.out;
   EXPECT_EQ(
       r.out,
       StrCat("{\"error\":\"line 1: byte 0x04 at byte offset 2 of the text has no token in ",
              vocab_path, "(no <0x04> byte token, no unknown token)\"}\n", "{\"ids\":[2,2]}\n"));
+}
+
+// A service that cannot be reached fails every line, in line, with exit
+// status 1 (a failing service, not a bad line), even when a line is also bad.
+TEST(LlmCliTest, UnreachableServiceExits1) {
+  for (const char* command : {"tokenize", "detokenize"}) {
+    const ProcessResult r =
+        RunProcess({BinPath("llm"), command, "--server", "127.0.0.1:1", "--timeout", "10"},
+                   "{\"text\": \"a\", \"ids\": [1]}\nnot json\n");
+    ASSERT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 1)
+        << command << ": " << DescribeWaitStatus(r.wait_status) << "\n"
+        << r.out;
+    const std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
+    ASSERT_EQ(lines.size(), 2u) << r.out;
+    EXPECT_THAT(lines[0], HasSubstr("\"error\":\"line 1: ")) << command;
+    EXPECT_THAT(lines[1], HasSubstr("\"error\":\"line 2: ")) << command;
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -1200,10 +1305,8 @@ TEST_F(GgufServerTest, DecodePiecesOfTwoHundredThousandIdsFitTheDefaultLimits) {
 }
 
 TEST_F(GgufServerTest, ReflectionAndHealth) {
-  std::vector<std::string> services;
-  const grpc::Status status = ListServicesByReflection(channel(), &services);
-  ASSERT_TRUE(status.ok()) << status.error_message();
-  EXPECT_THAT(services, Contains("llm.v1.Tokenizer"));
+  testing::ExpectReflectionDescribesEveryService(channel(), "llm.v1.Tokenizer",
+                                                 "llm.v1.Tokenizer.DecodeStream");
   EXPECT_EQ(CheckHealth(channel(), "", std::chrono::seconds(5)).serving_status, kServing);
 }
 

@@ -19,7 +19,9 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
+#include "client/cli/line_reader.h"
 #include "client/cli/security_flags.h"
 #include "client/generate/chat_session.h"
 #include "client/generate/chat_template.h"
@@ -66,7 +68,7 @@ ABSL_FLAG(bool, json, false,
 ABSL_FLAG(std::string, logits, "auto",
           "generate/chat: logits encoding: auto (the cheapest exact one), full, fp16 or "
           "top-n:N.");
-ABSL_FLAG(double, timeout, 60, "generate/chat/health: deadline of each call, in seconds.");
+ABSL_FLAG(double, timeout, 60, "deadline of each call, in seconds.");
 ABSL_FLAG(std::string, detokenize, "cached",
           "generate/chat: 'cached' (each token's bytes fetched once with the tokenizer's "
           "Decode, then decoded here) or 'stream' (the tokenizer's DecodeStream, one request "
@@ -163,6 +165,28 @@ std::function<void(const client::WaitProgress&)> WaitReporter() {
   };
 }
 
+// A message of ValidateParams, which names the API's fields ("top_p must be
+// in (0, 1] ..."), naming the command's flags instead ("--top-p must be ...").
+std::string NameTheFlag(absl::string_view message) {
+  static constexpr std::pair<absl::string_view, absl::string_view> kFlags[] = {
+      {"temperature", "--temperature"},
+      {"top_k", "--top-k"},
+      {"top_p", "--top-p"},
+      {"min_p", "--min-p"},
+      {"repetition_penalty", "--repeat-penalty"},
+      {"max_tokens", "--max-tokens"},
+      {"speculate", "--speculate"},
+      {"a stop string", "--stop: a stop string"},
+  };
+  for (const auto& [field, flag] : kFlags) {
+    if (absl::StartsWith(message, field) && message.size() > field.size() &&
+        message[field.size()] == ' ') {
+      return StrCat(flag, message.substr(field.size()));
+    }
+  }
+  return std::string(message);
+}
+
 // Sampling and stopping from the flags; InvalidArgument for bad values.
 absl::StatusOr<GenerateParams> ParamsFromFlags(const std::vector<std::string>& stop) {
   GenerateParams p;
@@ -181,11 +205,7 @@ absl::StatusOr<GenerateParams> ParamsFromFlags(const std::vector<std::string>& s
   p.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
   p.speculate = absl::GetFlag(FLAGS_speculate);
   if (absl::Status s = client::ValidateParams(p); !s.ok()) {
-    return absl::InvalidArgumentError(
-        StrCat(s.message(),
-               " (--temperature >= 0, --top-k >= 0, --top-p in (0, 1], "
-               "--min-p in [0, 1], --max-tokens >= 1, --stop non-empty, --speculate in "
-               "[0, 16])"));
+    return absl::InvalidArgumentError(NameTheFlag(s.message()));
   }
   return p;
 }
@@ -365,6 +385,18 @@ bool ReadAll(std::FILE* in, std::string* out) {
   return !std::ferror(in);
 }
 
+// The reason in WaitUntilServing's error, without its "ADDRESS is not serving
+// (...)" around it.
+std::string WhyNotServing(const absl::Status& status, const std::string& address) {
+  absl::string_view why = status.message();
+  const std::string wrapper = StrCat(address, " is not serving (");
+  if (absl::StartsWith(why, wrapper) && absl::EndsWith(why, ")")) {
+    why.remove_prefix(wrapper.size());
+    why.remove_suffix(1);
+  }
+  return std::string(why);
+}
+
 }  // namespace
 
 int RunGenerate(const std::vector<std::string>& stop) {
@@ -426,7 +458,8 @@ int RunChat(const std::vector<std::string>& stop) {
   std::optional<Connection> connection = ConnectOrFail(&exit_code);
   if (!connection) return exit_code;
   auto& [g, tmpl] = *connection;
-  const bool interactive = isatty(STDIN_FILENO);
+  LineReader reader;
+  const bool interactive = reader.interactive();
   if (interactive) {
     std::fprintf(stderr,
                  "llm chat: %s (%s template). One message per line; Ctrl-C stops an answer, "
@@ -438,14 +471,11 @@ int RunChat(const std::vector<std::string>& stop) {
   InstallInterruptHandler();
   ChatSession chat(g->loop(), tmpl, absl::GetFlag(FLAGS_system));
   const uint64_t seed = params->sampling.seed;
-  std::string line;
   int turn = 0;
   while (true) {
-    if (interactive) {
-      std::fputs("> ", stdout);
-      std::fflush(stdout);
-    }
-    if (!std::getline(std::cin, line)) break;
+    const std::optional<std::string> read = reader.Read("> ");
+    if (!read) break;
+    const std::string& line = *read;
     if (line.empty()) continue;
     params->sampling.seed = seed + static_cast<uint64_t>(turn++);
     g->ClearCancel();
@@ -509,8 +539,9 @@ int RunHealth() {
       replicas = client::TargetAddresses(target);
     }
     if (!replicas.ok() || replicas->empty()) {
-      std::printf("model %s: NOT SERVING (%s)\n", model.c_str(),
-                  replicas.ok() ? "no address" : std::string(replicas.status().message()).c_str());
+      std::printf("model %s: UNREACHABLE (%s)\n", model.c_str(),
+                  replicas.ok() ? "the name resolves to no address"
+                                : std::string(replicas.status().message()).c_str());
       exit_code = 1;  // the tokenizer is still checked
     } else {
       for (const std::string& address : *replicas) {
@@ -533,8 +564,12 @@ int RunHealth() {
     if (s.ok()) {
       std::printf("%s %s: SERVING\n", check.name.c_str(), check.address.c_str());
     } else {
-      std::printf("%s %s: NOT SERVING (%s)\n", check.name.c_str(), check.address.c_str(),
-                  std::string(s.message()).c_str());
+      // A server that answered has a connected channel; one that could not
+      // be reached (nothing listens, a TLS handshake failed, no route) has
+      // not, and is not said to be "not serving".
+      const bool reached = (*channel)->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY;
+      std::printf("%s %s: %s (%s)\n", check.name.c_str(), check.address.c_str(),
+                  reached ? "NOT SERVING" : "UNREACHABLE", WhyNotServing(s, check.address).c_str());
       exit_code = 1;
     }
   }

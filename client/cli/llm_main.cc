@@ -80,9 +80,10 @@ const std::vector<Command>& Commands() {
        "Usage: llm chat [flags]\n"
        "\n"
        "A conversation on one model session: one user message per line of stdin (a '> '\n"
-       "prompt on a terminal; piped input works the same); each turn prefills only its own\n"
-       "tokens. Ctrl-C stops the current answer; Ctrl-C again, or Ctrl-D, quits. Takes the\n"
-       "flags of 'llm generate' except --prompt; chat turn i uses --seed + i.",
+       "prompt on a terminal, with line editing and the session's history on Up/Down;\n"
+       "piped input works the same); each turn prefills only its own tokens. Ctrl-C stops\n"
+       "the current answer; Ctrl-C again, or Ctrl-D, quits. Takes the flags of 'llm\n"
+       "generate' except --prompt; chat turn i uses --seed + i.",
        Concat(std::vector<std::string>(kGenerateFlags.begin() + 1, kGenerateFlags.end()),
               kSecurityFlags)},
       {"health",
@@ -90,23 +91,27 @@ const std::vector<Command>& Commands() {
        "\n"
        "Checks the grpc.health.v1 status of the service each address must serve\n"
        "(llm.v1.Tokenizer at --tokenizer, llm.v1.Model at every replica --model names) and\n"
-       "exits 0 when all are SERVING, 1 otherwise. An empty --tokenizer or --model skips that\n"
-       "service (a probe of one server).",
+       "exits 0 when all are SERVING, 1 otherwise. Each address is SERVING, NOT SERVING (its\n"
+       "server answered: still loading, draining, or serving another service) or UNREACHABLE\n"
+       "(no server answered: nothing listens, a TLS handshake failed, a name resolves to no\n"
+       "address). An empty --tokenizer or --model skips that service (a probe of one server).",
        Concat({"tokenizer", "model", "wait"}, kSecurityFlags)},
       {"tokenize",
        "Usage: llm tokenize (--vocab PATH | --server ADDR) [flags]\n"
        "\n"
        "Reads JSON lines {\"text\": \"...\"} on stdin and writes {\"ids\": [...]} per line, with\n"
        "the vocabulary file in process (--vocab: .gguf or .tiktoken) or through the tokenizer\n"
-       "service (--server).",
-       Concat(
-           {"vocab", "server", "jsonl", "allowed_special", "add_bos", "algorithm", "deadline_ms"},
-           kSecurityFlags)},
+       "service (--server). A line that fails gives {\"error\": \"line N: ...\"} in its place.\n"
+       "Exit status: 0 done; 1 a call to the service failed; 2 bad usage, or a bad line.",
+       Concat({"vocab", "server", "jsonl", "allowed_special", "add_bos", "algorithm", "timeout",
+               "deadline_ms"},
+              kSecurityFlags)},
       {"detokenize",
        "Usage: llm detokenize (--vocab PATH | --server ADDR) [flags]\n"
        "\n"
-       "Reads JSON lines {\"ids\": [...]} on stdin and writes {\"text\": \"...\"} per line.",
-       Concat({"vocab", "server", "jsonl", "deadline_ms"}, kSecurityFlags)},
+       "Reads JSON lines {\"ids\": [...]} on stdin and writes {\"text\": \"...\"} per line;\n"
+       "errors and exit status as for 'llm tokenize'.",
+       Concat({"vocab", "server", "jsonl", "timeout", "deadline_ms"}, kSecurityFlags)},
   };
   return commands;
 }

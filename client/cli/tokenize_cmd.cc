@@ -11,9 +11,12 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/cli/security_flags.h"
 #include "common/grpc/grpc_status.h"
 #include "common/strings.h"
@@ -35,16 +38,36 @@ ABSL_FLAG(std::string, allowed_special, "",
 ABSL_FLAG(std::string, algorithm, "bpe",
           "tokenize: 'bpe' (exact, the model's tokenization) or 'longest-match' (the seed "
           "article's greedy trie match; NOT the model's tokenization).");
-ABSL_FLAG(int, deadline_ms, 10000, "--server: deadline of each call.");
+ABSL_FLAG(int, deadline_ms, 0, "tokenize/detokenize: deprecated; use --timeout SECONDS.");
+ABSL_DECLARE_FLAG(double, timeout);  // generate_cmd.cc: the deadline of each call
 
 namespace llm::cli {
 namespace {
+
+// The deadline of each call to the service: --timeout seconds, or the
+// deprecated --deadline-ms when given (with a note). InvalidArgument for a
+// value that is not > 0.
+absl::StatusOr<absl::Duration> CallTimeout() {
+  if (const int ms = absl::GetFlag(FLAGS_deadline_ms); ms != 0) {
+    if (ms < 0) return absl::InvalidArgumentError(StrCat("--deadline-ms must be > 0, got ", ms));
+    std::fprintf(stderr, "llm: --deadline-ms is deprecated; use --timeout SECONDS\n");
+    return absl::Milliseconds(ms);
+  }
+  const double seconds = absl::GetFlag(FLAGS_timeout);
+  if (!(seconds > 0)) {
+    return absl::InvalidArgumentError(StrCat("--timeout must be > 0 seconds, got ", seconds));
+  }
+  return absl::Seconds(seconds);
+}
 
 // Either an in-process tokenizer or a stub for the service.
 class Backend {
  public:
   static absl::StatusOr<std::unique_ptr<Backend>> Create() {
     auto b = std::unique_ptr<Backend>(new Backend());
+    absl::StatusOr<absl::Duration> timeout = CallTimeout();
+    if (!timeout.ok()) return timeout.status();
+    b->timeout_ = *timeout;
     const std::string vocab = absl::GetFlag(FLAGS_vocab);
     const std::string server = absl::GetFlag(FLAGS_server);
     if (vocab.empty() == server.empty()) {
@@ -68,7 +91,7 @@ class Backend {
     ids->clear();
     if (tokenizer_) return tokenizer_->EncodeTo(text, local, ids);
     v1::EncodeRequest request;
-    request.set_text(text.data(), text.size());
+    request.set_text_bytes(text.data(), text.size());
     *request.mutable_options() = options;
     v1::EncodeResponse response;
     grpc::ClientContext context;
@@ -93,10 +116,10 @@ class Backend {
 
  private:
   Backend() = default;
-  static void SetDeadline(grpc::ClientContext& context) {
-    context.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::milliseconds(absl::GetFlag(FLAGS_deadline_ms)));
+  void SetDeadline(grpc::ClientContext& context) const {
+    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
   }
+  absl::Duration timeout_;
   std::unique_ptr<tok::Tokenizer> tokenizer_;
   std::unique_ptr<v1::Tokenizer::Stub> stub_;
 };
@@ -121,9 +144,18 @@ absl::StatusOr<nlohmann::json> ParseObject(std::string_view line) {
 // is a terminal).
 constexpr size_t kOutputBlock = 1 << 16;
 
+// Whether a line's error is the line's own (a value the vocabulary or the
+// service refuses: exit status 2) rather than the service's (unreachable,
+// timed out, refusing the token: exit status 1).
+bool IsBadInput(const absl::Status& status) {
+  return absl::IsInvalidArgument(status) || absl::IsOutOfRange(status) ||
+         absl::IsFailedPrecondition(status) || absl::IsResourceExhausted(status);
+}
+
 // Runs `handle` on every input line: it appends its answer line to the output
 // or returns the error, which gives the line {"error": "line N: ..."} (and
-// the same on stderr), so that outputs stay aligned with inputs.
+// the same on stderr), so that outputs stay aligned with inputs. Exit status:
+// 1 if a call to the service failed, else 2 if a line was bad, else 0.
 template <typename Handle>
 int ForEachLine(std::FILE* in, std::FILE* out, Handle&& handle) {
   if (!absl::GetFlag(FLAGS_jsonl)) {
@@ -136,7 +168,8 @@ int ForEachLine(std::FILE* in, std::FILE* out, Handle&& handle) {
     return 2;
   }
   const bool interactive = isatty(fileno(out));
-  int failures = 0;
+  int service_failures = 0;
+  int bad_lines = 0;
   std::string output;
   output.reserve(2 * kOutputBlock);
   const auto flush = [&] {
@@ -155,7 +188,7 @@ int ForEachLine(std::FILE* in, std::FILE* out, Handle&& handle) {
     ++line_no;
     if (line.empty()) continue;
     if (const absl::Status status = handle(**backend, line, &output); !status.ok()) {
-      ++failures;
+      ++(IsBadInput(status) ? bad_lines : service_failures);
       const std::string msg = StrCat("line ", line_no, ": ", status.message());
       std::fprintf(stderr, "llm: %s\n", msg.c_str());
       AppendJsonLine(nlohmann::json{{"error", msg}}, &output);
@@ -170,7 +203,7 @@ int ForEachLine(std::FILE* in, std::FILE* out, Handle&& handle) {
   std::free(buffer);
   flush();
   std::fflush(out);
-  return failures == 0 ? 0 : 1;
+  return service_failures > 0 ? 1 : bad_lines > 0 ? 2 : 0;
 }
 
 }  // namespace

@@ -102,7 +102,7 @@ absl::Status TokenizerClient::Connect() {
 absl::StatusOr<std::vector<int32_t>> TokenizerClient::Encode(std::string_view text,
                                                              const EncodeOptions& options) {
   v1::EncodeRequest request;
-  request.set_text(std::string(text));
+  request.set_text_bytes(std::string(text));
   request.mutable_options()->set_allow_all_special(options.allow_special);
   request.mutable_options()->set_add_bos(options.add_bos && info_.has_bos_id());
   v1::EncodeResponse response;

@@ -1,7 +1,6 @@
 #include "common/grpc/server_runner.h"
 
 #include <grpc/grpc.h>
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/impl/server_builder_option.h>
 #include <grpcpp/impl/server_builder_plugin.h>
@@ -10,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "common/grpc/reflection.h"
 #include "common/strings.h"
 
 namespace llm {
@@ -56,8 +56,8 @@ void BlockTerminationSignals() {
 absl::StatusOr<std::unique_ptr<ServerRunner>> ServerRunner::Start(
     const ServerOptions& options, const std::vector<grpc::Service*>& services) {
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   std::unique_ptr<ServerRunner> runner(new ServerRunner());
+  runner->reflection_ = std::make_unique<ReflectionServices>();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(
       options.listen,
@@ -71,6 +71,7 @@ absl::StatusOr<std::unique_ptr<ServerRunner>> ServerRunner::Start(
   builder.SetMaxReceiveMessageSize(options.max_receive_bytes);
   builder.SetMaxSendMessageSize(options.max_send_bytes);
   for (grpc::Service* s : services) builder.RegisterService(s);
+  for (grpc::Service* s : runner->reflection_->services()) builder.RegisterService(s);
   builder.SetOption(std::make_unique<ServiceNamesOption>(&runner->service_names_));
   runner->server_ = builder.BuildAndStart();
   if (runner->server_ == nullptr || runner->port_ == 0) {
@@ -84,6 +85,7 @@ absl::StatusOr<std::unique_ptr<ServerRunner>> ServerRunner::Start(
     return absl::UnavailableError(
         StrCat("cannot listen on ", options.listen, " (address in use or invalid?)"));
   }
+  runner->reflection_->SetServiceNames(runner->service_names_);
   runner->listen_ = options.listen;
   runner->SetServing(false);
   return runner;
@@ -95,6 +97,8 @@ std::string ServerRunner::endpoint() const {
   }
   return StrCat("port ", port_);
 }
+
+ServerRunner::ServerRunner() = default;
 
 ServerRunner::~ServerRunner() {
   if (!shut_down_) Shutdown(absl::ZeroDuration());

@@ -1,6 +1,7 @@
 // Starting, serving and stopping a gRPC server the same way in every binary:
 // listen address (port 0 picks a free port), message size limit, the standard
-// health service (grpc.health.v1) and server reflection (so grpcurl works),
+// health service (grpc.health.v1) and server reflection (grpc.reflection.v1
+// and v1alpha, reflection.h: so grpcurl works),
 // and a clean shutdown on SIGTERM or SIGINT.
 //
 // Usage in main():
@@ -25,6 +26,8 @@
 
 namespace llm {
 
+class ReflectionServices;
+
 struct ServerOptions {
   std::string listen = "127.0.0.1:0";
   // Larger requests are answered RESOURCE_EXHAUSTED by gRPC itself.
@@ -45,6 +48,8 @@ class ServerRunner {
       const ServerOptions& options, const std::vector<grpc::Service*>& services);
 
   ~ServerRunner();
+  ServerRunner(const ServerRunner&) = delete;
+  ServerRunner& operator=(const ServerRunner&) = delete;
 
   // The bound port (useful with port 0); not meaningful for a Unix socket.
   int port() const { return port_; }
@@ -62,7 +67,9 @@ class ServerRunner {
   grpc::Server* server() { return server_.get(); }
 
  private:
-  ServerRunner() = default;
+  ServerRunner();
+  // Before server_: the server must go first.
+  std::unique_ptr<ReflectionServices> reflection_;
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::string> service_names_;  // hosted services, set once by Start()
   int port_ = 0;

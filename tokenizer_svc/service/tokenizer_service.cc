@@ -1,5 +1,8 @@
 #include "tokenizer_svc/service/tokenizer_service.h"
 
+#include <google/protobuf/unknown_field_set.h>
+#include <grpcpp/support/proto_buffer_reader.h>
+
 #include <span>
 #include <string>
 #include <string_view>
@@ -10,6 +13,7 @@
 #include "common/grpc/request_log.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
+#include "common/utf8.h"
 #include "tokenizer_svc/incremental_decoder.h"
 
 namespace llm {
@@ -28,6 +32,49 @@ absl::Status EncodeInto(const tok::Tokenizer& tokenizer, const std::string& text
   absl::Status status = tokenizer.EncodeTo(text, options, &ids);
   if (!status.ok()) return status;
   response->mutable_ids()->Assign(ids.begin(), ids.end());
+  return absl::OkStatus();
+}
+
+bool IsValidUtf8(std::string_view s) {
+  for (size_t pos = 0, len = 0; pos < s.size(); pos += len) {
+    if (DecodeUtf8(s, pos, &len) < 0) return false;
+  }
+  return true;
+}
+
+// Why `bytes` does not parse as an EncodeRequest: a `text` that is not valid
+// UTF-8 (protobuf refuses such a string), or not an EncodeRequest at all.
+absl::Status EncodeRequestParseError(const grpc::ByteBuffer& bytes) {
+  std::string wire;
+  if (std::vector<grpc::Slice> slices; bytes.Dump(&slices).ok()) {
+    for (const grpc::Slice& slice : slices) {
+      wire.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+  }
+  google::protobuf::UnknownFieldSet fields;
+  if (fields.ParseFromString(wire)) {
+    for (int i = 0; i < fields.field_count(); ++i) {
+      const google::protobuf::UnknownField& f = fields.field(i);
+      if (f.number() == v1::EncodeRequest::kTextFieldNumber &&
+          f.type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED &&
+          !IsValidUtf8(f.length_delimited())) {
+        return absl::InvalidArgumentError(
+            "EncodeRequest.text is not valid UTF-8, as a protobuf string must be; send "
+            "text that is not UTF-8 as bytes, in text_bytes");
+      }
+    }
+  }
+  return absl::InvalidArgumentError("the request does not parse as an llm.v1.EncodeRequest");
+}
+
+// Parses the request of Encode, which gRPC hands over unparsed so that a
+// request it cannot parse is INVALID_ARGUMENT with the reason, not INTERNAL.
+absl::Status ParseEncodeRequest(const grpc::ByteBuffer& bytes, v1::EncodeRequest* request) {
+  grpc::ByteBuffer view(bytes);  // shares the slices; the reader consumes its own
+  grpc::ProtoBufferReader reader(&view);
+  if (!reader.status().ok() || !request->ParseFromZeroCopyStream(&reader)) {
+    return EncodeRequestParseError(bytes);
+  }
   return absl::OkStatus();
 }
 
@@ -181,18 +228,26 @@ void TokenizerService::Observe(const char* method, uint64_t bytes, absl::Time st
 }
 
 grpc::ServerUnaryReactor* TokenizerService::Encode(grpc::CallbackServerContext* context,
-                                                   const v1::EncodeRequest* request,
-                                                   v1::EncodeResponse* response) {
+                                                   const grpc::ByteBuffer* request_bytes,
+                                                   grpc::ByteBuffer* response_bytes) {
   if (grpc::Status auth = CheckAuth(auth_, *context); !auth.ok()) {
     RequestLog("tokenizer", __func__).Finish(FromGrpcStatus(auth));
     return FinishNow(context, FromGrpcStatus(auth));
   }
   const absl::Time start = absl::Now();
-  absl::Status status = ValidateEncodeOptions(request->options());
+  v1::EncodeRequest request;
+  v1::EncodeResponse response;
+  absl::Status status = ParseEncodeRequest(*request_bytes, &request);
+  if (status.ok()) status = ValidateEncodeOptions(request.options());
+  const std::string& text =
+      request.input_case() == v1::EncodeRequest::kText ? request.text() : request.text_bytes();
+  if (status.ok()) status = EncodeInto(tokenizer_, text, FromProto(request.options()), &response);
   if (status.ok()) {
-    status = EncodeInto(tokenizer_, request->text(), FromProto(request->options()), response);
+    bool own_buffer = false;
+    status = FromGrpcStatus(grpc::SerializationTraits<v1::EncodeResponse>::Serialize(
+        response, response_bytes, &own_buffer));
   }
-  Observe("Encode", request->text().size(), start, response->ids_size(), status);
+  Observe("Encode", text.size(), start, response.ids_size(), status);
   return FinishNow(context, status);
 }
 

@@ -26,7 +26,12 @@ struct TokenizerServiceLimits {
   uint32_t max_batch_texts = 1024;       // EncodeBatch; more is RESOURCE_EXHAUSTED
 };
 
-class TokenizerService final : public v1::Tokenizer::CallbackService {
+// Encode takes its request unparsed (WithRawCallbackMethod), to answer a
+// request that does not parse (an EncodeRequest.text that is not valid UTF-8)
+// INVALID_ARGUMENT with the reason: gRPC itself answers INTERNAL, saying
+// nothing.
+class TokenizerService final
+    : public v1::Tokenizer::WithRawCallbackMethod_Encode<v1::Tokenizer::CallbackService> {
  public:
   // `metrics` (optional) must outlive the service.
   TokenizerService(const tok::Tokenizer& tokenizer, TokenizerServiceLimits limits,
@@ -37,9 +42,10 @@ class TokenizerService final : public v1::Tokenizer::CallbackService {
   // otherwise); `auth` must outlive the service. Call before the server starts.
   void SetAuth(const BearerAuth* auth) { auth_ = auth; }
 
+  // An llm.v1.EncodeRequest in, an llm.v1.EncodeResponse out.
   grpc::ServerUnaryReactor* Encode(grpc::CallbackServerContext* context,
-                                   const v1::EncodeRequest* request,
-                                   v1::EncodeResponse* response) override;
+                                   const grpc::ByteBuffer* request_bytes,
+                                   grpc::ByteBuffer* response_bytes) override;
   grpc::ServerUnaryReactor* EncodeBatch(grpc::CallbackServerContext* context,
                                         const v1::EncodeBatchRequest* request,
                                         v1::EncodeBatchResponse* response) override;

@@ -213,7 +213,7 @@ class Client:
         data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
         options = tokenizer_pb2.EncodeOptions(add_bos=add_bos, allow_all_special=allow_special)
         return list(self._call(_TOKENIZER, "Encode",
-                               tokenizer_pb2.EncodeRequest(text=data, options=options)).ids)
+                               tokenizer_pb2.EncodeRequest(text_bytes=data, options=options)).ids)
 
     def decode(self, ids: Sequence[int]) -> str:
         """The text of `ids` (invalid UTF-8 as U+FFFD)."""

@@ -211,7 +211,7 @@ class FakeTokenizer:
         return tokenizer_pb2.InfoResponse(vocab_size=len(PIECES), eos_id=0, add_bos=False)
 
     def Encode(self, req, timeout=None, metadata=None):
-        return tokenizer_pb2.EncodeResponse(ids=[1 + (b % 3) for b in req.text])
+        return tokenizer_pb2.EncodeResponse(ids=[1 + (b % 3) for b in req.text_bytes])
 
     def Decode(self, req, timeout=None, metadata=None):
         if req.pieces:
