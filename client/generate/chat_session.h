@@ -60,11 +60,6 @@ class ChatSession {
   absl::StatusOr<GenerateResult> Send(std::string_view user_message, const GenerateParams& params,
                                       const TokenCallback& on_token);
 
-  // What the next Send would prefill for `user_message` (tests, tools).
-  absl::StatusOr<TurnPlan> NextTurn(std::string_view user_message) const {
-    return turns_.Plan(user_message);
-  }
-
   // Releases the model session (the conversation is kept: a later Send
   // rebuilds it).
   absl::Status ReleaseSession();
