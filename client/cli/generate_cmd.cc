@@ -20,13 +20,13 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
-#include "client/cli/security_flags.h"
 #include "client/generate/chat_session.h"
 #include "client/generate/chat_template.h"
 #include "client/generate/template_choice.h"
 #include "client/generator.h"
 #include "client/transport/health.h"
 #include "client/transport/model_target.h"
+#include "common/grpc/security_flags.h"
 #include "common/strings.h"
 
 ABSL_FLAG(std::string, tokenizer, "127.0.0.1:50051",
