@@ -18,6 +18,7 @@
 #include "client/transport/model_target.h"
 #include "common/grpc/security.h"
 #include "common/strings.h"
+#include "gateway/model_id.h"
 
 namespace llm::gateway {
 namespace {
@@ -173,11 +174,7 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Start(GatewayOptions options,
   const v1::ModelInfo& model = first->model_info();
   gw->model_id_ = gw->options_.served_model_name;
   if (gw->model_id_.empty()) {
-    // general.name with '-' for blanks, so that it is a path segment too.
-    gw->model_id_ = model.name().empty() ? model.architecture() : model.name();
-    for (char& c : gw->model_id_) {
-      if (c == ' ' || c == '\t' || c == '/') c = '-';
-    }
+    gw->model_id_ = DefaultModelId(model.file_name(), model.name(), model.architecture());
   }
   gw->context_length_ = model.context_length();
   gw->vocab_size_ = model.vocab_size();

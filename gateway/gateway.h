@@ -61,7 +61,7 @@ namespace llm::gateway {
 struct GatewayOptions {
   std::string listen = "127.0.0.1:8080";  // HOST:PORT; port 0 picks a free one
   client::ClientOptions client;           // the services' addresses, deadlines, TLS
-  std::string served_model_name;          // the model's id; "" = the GGUF's general.name
+  std::string served_model_name;          // the model's id; "" = from its file's name (model_id.h)
   std::string chat_template;              // as llm's --template; "" = the model's own
   int max_concurrent = 64;                // chat requests generating at once
   size_t max_body_bytes = 1 << 20;        // larger request bodies get 413

@@ -25,8 +25,9 @@ ABSL_FLAG(std::string, model, "127.0.0.1:50052",
           "Model service: HOST:PORT, a comma-separated list of replicas, or dns:///NAME:PORT "
           "(as llm's --model).");
 ABSL_FLAG(std::string, served_model_name, "",
-          "The model's id in the API (\"model\" of requests, /v1/models). Empty: the GGUF's "
-          "general.name, blanks as dashes.");
+          "The model's id in the API (\"model\" of requests, /v1/models). Empty: the model "
+          "file's name without .gguf and its quantization (SmolLM2-135M-Instruct.Q4_1.gguf: "
+          "SmolLM2-135M-Instruct).");
 ABSL_FLAG(std::string, template, "",
           "Chat template instead of the model's own: a built-in one (chatml, gemma, llama3, "
           "mistral, phi3, qwen, zephyr), raw, or a Jinja file (as llm's --template).");
