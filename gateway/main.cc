@@ -73,6 +73,13 @@ void Fail(const std::string& message) {
   std::fprintf(stderr, "llm_gateway: %s\n", message.c_str());
 }
 
+// HOST:PORT of --listen with the port bound (port 0 picks one); a --listen
+// without a host serves every interface.
+std::string BoundAddress(const std::string& listen, int port) {
+  const size_t colon = listen.rfind(':');
+  return llm::StrCat(colon == std::string::npos ? "0.0.0.0" : listen.substr(0, colon), ":", port);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -182,7 +189,8 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "llm_gateway: serving model '%s' (%s chat template) on %s://%s%s\n",
                (*gateway)->model_id().c_str(),
                std::string((*gateway)->chat_template().name()).c_str(),
-               options.http_tls.enabled() ? "https" : "http", options.listen.c_str(),
+               options.http_tls.enabled() ? "https" : "http",
+               BoundAddress(options.listen, (*gateway)->port()).c_str(),
                options.http_auth_token.empty() ? "" : " (API key required)");
   int sig = 0;
   sigwait(&stop_signals, &sig);
