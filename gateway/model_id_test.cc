@@ -2,38 +2,40 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+#include <vector>
+
 namespace llm::gateway {
 namespace {
 
-TEST(ModelIdTest, DropsTheExtensionAndTheQuantization) {
-  EXPECT_EQ(ModelIdFromFileName("SmolLM2-135M-Instruct.Q4_1.gguf"), "SmolLM2-135M-Instruct");
-  EXPECT_EQ(ModelIdFromFileName("gemma-3-270m-q4_k_m.gguf"), "gemma-3-270m");
-  EXPECT_EQ(ModelIdFromFileName("models/gemma-3-270m-q4_k_m.gguf"), "gemma-3-270m");
-  EXPECT_EQ(ModelIdFromFileName("/srv/m/Llama-3.2-1B-Instruct-Q4_K_M.gguf"),
-            "Llama-3.2-1B-Instruct");
-  EXPECT_EQ(ModelIdFromFileName("qwen2.5-0.5b-instruct-fp16.GGUF"), "qwen2.5-0.5b-instruct");
-  EXPECT_EQ(ModelIdFromFileName("phi-3-mini.f16.gguf"), "phi-3-mini");
-  EXPECT_EQ(ModelIdFromFileName("Mistral-7B-v0.3-IQ4_XS.gguf"), "Mistral-7B-v0.3");
-  EXPECT_EQ(ModelIdFromFileName("tiny.BF16.gguf"), "tiny");
-  EXPECT_EQ(ModelIdFromFileName("model-IQ2_XXS.gguf"), "model");
-  EXPECT_EQ(ModelIdFromFileName("m.TQ1_0.gguf"), "m");
-}
-
-TEST(ModelIdTest, KeepsNamesWithoutAQuantization) {
-  EXPECT_EQ(ModelIdFromFileName("phi-2.gguf"), "phi-2");
-  EXPECT_EQ(ModelIdFromFileName("Llama-3.2-1B.gguf"), "Llama-3.2-1B");
-  EXPECT_EQ(ModelIdFromFileName("qwen-7b-chat"), "qwen-7b-chat");
-  EXPECT_EQ(ModelIdFromFileName("model.q.gguf"), "model.q");
-  EXPECT_EQ(ModelIdFromFileName("model-Q4_LONGER.gguf"), "model-Q4_LONGER");
-  // Nothing would be left: the quantization stays.
-  EXPECT_EQ(ModelIdFromFileName("Q4_0.gguf"), "Q4_0");
-  EXPECT_EQ(ModelIdFromFileName("-Q4_0.gguf"), "-Q4_0");
-  EXPECT_EQ(ModelIdFromFileName(".gguf"), ".gguf");
-  EXPECT_EQ(ModelIdFromFileName(""), "");
-}
-
-TEST(ModelIdTest, BlanksBecomeDashes) {
-  EXPECT_EQ(ModelIdFromFileName("my model\tv2.Q8_0.gguf"), "my-model-v2");
+TEST(ModelIdTest, FromFileName) {
+  const std::vector<std::pair<const char*, const char*>> cases = {
+      // The extension and a quantization go.
+      {"SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct"},
+      {"gemma-3-270m-q4_k_m.gguf", "gemma-3-270m"},
+      {"models/gemma-3-270m-q4_k_m.gguf", "gemma-3-270m"},
+      {"/srv/m/Llama-3.2-1B-Instruct-Q4_K_M.gguf", "Llama-3.2-1B-Instruct"},
+      {"qwen2.5-0.5b-instruct-fp16.GGUF", "qwen2.5-0.5b-instruct"},
+      {"phi-3-mini.f16.gguf", "phi-3-mini"},
+      {"Mistral-7B-v0.3-IQ4_XS.gguf", "Mistral-7B-v0.3"},
+      {"tiny.BF16.gguf", "tiny"},
+      {"model-IQ2_XXS.gguf", "model"},
+      {"m.TQ1_0.gguf", "m"},
+      // No quantization: the name stays.
+      {"phi-2.gguf", "phi-2"},
+      {"Llama-3.2-1B.gguf", "Llama-3.2-1B"},
+      {"qwen-7b-chat", "qwen-7b-chat"},
+      {"model.q.gguf", "model.q"},
+      {"model-Q4_LONGER.gguf", "model-Q4_LONGER"},
+      // Nothing would be left: the quantization stays.
+      {"Q4_0.gguf", "Q4_0"},
+      {"-Q4_0.gguf", "-Q4_0"},
+      {".gguf", ".gguf"},
+      {"", ""},
+      // Blanks become dashes (one path segment).
+      {"my model\tv2.Q8_0.gguf", "my-model-v2"},
+  };
+  for (const auto& [file, id] : cases) EXPECT_EQ(ModelIdFromFileName(file), id) << file;
 }
 
 TEST(ModelIdTest, DefaultFromTheFileNameElseGeneralNameElseArchitecture) {
