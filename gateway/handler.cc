@@ -9,6 +9,7 @@
 #include "client/generate/conversation.h"
 #include "common/strings.h"
 #include "gateway/event_stream.h"
+#include "gateway/model_id.h"
 
 namespace llm::gateway {
 namespace {
@@ -108,14 +109,6 @@ struct InFlight {
 
 }  // namespace
 
-std::string DefaultModelId(const v1::ModelInfo& model) {
-  std::string id = model.name().empty() ? model.architecture() : model.name();
-  for (char& c : id) {
-    if (c == ' ' || c == '\t' || c == '/') c = '-';
-  }
-  return id;
-}
-
 Handler::Handler(HandlerOptions options, std::shared_ptr<client::Services> services,
                  client::ChatTemplate chat_template, HealthCheck health)
     : options_(std::move(options)),
@@ -123,8 +116,11 @@ Handler::Handler(HandlerOptions options, std::shared_ptr<client::Services> servi
       template_(std::move(chat_template)),
       health_(std::move(health)),
       auth_(options_.http_auth_token),
-      model_id_(options_.served_model_name.empty() ? DefaultModelId(services_->model_info())
-                                                   : options_.served_model_name),
+      model_id_(options_.served_model_name.empty()
+                    ? DefaultModelId(services_->model_info().file_name(),
+                                     services_->model_info().name(),
+                                     services_->model_info().architecture())
+                    : options_.served_model_name),
       context_length_(services_->model_info().context_length()),
       vocab_size_(services_->model_info().vocab_size()),
       add_bos_(services_->tokenizer_info().add_bos()),

@@ -58,7 +58,7 @@
 namespace llm::gateway {
 
 struct HandlerOptions {
-  std::string served_model_name;    // the model's id; "": DefaultModelId
+  std::string served_model_name;    // the model's id; "": from its file's name (model_id.h)
   size_t max_body_bytes = 1 << 20;  // larger request bodies get 413
   // A request body must arrive within this (408 otherwise): a client that
   // trickles its body holds a worker no longer.
@@ -82,11 +82,6 @@ struct ServiceHealth {
   std::vector<std::pair<std::string, std::string>> model;
 };
 using HealthCheck = std::function<ServiceHealth()>;
-
-// The model's id when --served_model_name is not given: general.name with
-// '-' for blanks and '/', so that it is a path segment too (the
-// architecture when the GGUF has no name).
-std::string DefaultModelId(const v1::ModelInfo& model);
 
 class Handler {
  public:

@@ -10,10 +10,10 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
-#include "client/cli/security_flags.h"
 #include "client/services.h"
 #include "common/flags.h"
 #include "common/grpc/security.h"
+#include "common/grpc/security_flags.h"
 #include "common/strings.h"
 #include "gateway/gateway.h"
 #include "gateway/http_tls.h"
@@ -25,8 +25,9 @@ ABSL_FLAG(std::string, model, "127.0.0.1:50052",
           "Model service: HOST:PORT, a comma-separated list of replicas, or dns:///NAME:PORT "
           "(as llm's --model).");
 ABSL_FLAG(std::string, served_model_name, "",
-          "The model's id in the API (\"model\" of requests, /v1/models). Empty: the GGUF's "
-          "general.name, blanks as dashes.");
+          "The model's id in the API (\"model\" of requests, /v1/models). Empty: the model "
+          "file's name without .gguf and its quantization (SmolLM2-135M-Instruct.Q4_1.gguf: "
+          "SmolLM2-135M-Instruct).");
 ABSL_FLAG(std::string, template, "",
           "Chat template instead of the model's own: a built-in one (chatml, gemma, llama3, "
           "mistral, phi3, qwen, zephyr), raw, or a Jinja file (as llm's --template).");
@@ -84,6 +85,13 @@ namespace {
 
 void Fail(const std::string& message) {
   std::fprintf(stderr, "llm_gateway: %s\n", message.c_str());
+}
+
+// HOST:PORT of --listen with the port bound (port 0 picks one); a --listen
+// without a host serves every interface.
+std::string BoundAddress(const std::string& listen, int port) {
+  const size_t colon = listen.rfind(':');
+  return llm::StrCat(colon == std::string::npos ? "0.0.0.0" : listen.substr(0, colon), ":", port);
 }
 
 }  // namespace
@@ -207,16 +215,15 @@ int main(int argc, char** argv) {
   }
   std::fflush(stdout);
   // The address as bound: the port the OS picked for port 0.
-  const std::string host = options.listen.substr(0, options.listen.rfind(':'));
-  std::fprintf(stderr, "llm_gateway: serving model '%s' (%s chat template) on %s://%s:%d%s\n",
+  std::fprintf(stderr, "llm_gateway: serving model '%s' (%s chat template) on %s://%s%s\n",
                (*gateway)->model_id().c_str(),
                std::string((*gateway)->chat_template().name()).c_str(),
-               options.http_tls.enabled() ? "https" : "http", host.c_str(), (*gateway)->port(),
+               options.http_tls.enabled() ? "https" : "http",
+               BoundAddress(options.listen, (*gateway)->port()).c_str(),
                api.http_auth_token.empty() ? "" : " (API key required)");
   if ((*gateway)->admin_port() != 0) {
-    const std::string admin_host = options.admin_listen.substr(0, options.admin_listen.rfind(':'));
-    std::fprintf(stderr, "llm_gateway: /health and /metrics also on http://%s:%d\n",
-                 admin_host.c_str(), (*gateway)->admin_port());
+    std::fprintf(stderr, "llm_gateway: /health and /metrics also on http://%s\n",
+                 BoundAddress(options.admin_listen, (*gateway)->admin_port()).c_str());
   }
   int sig = 0;
   sigwait(&stop_signals, &sig);

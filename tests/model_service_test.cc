@@ -337,6 +337,7 @@ TEST_F(ModelServerTest, InfoDescribesTheModelAndTheLimits) {
   const model::testing::RandomModelSpec spec = Spec();
   EXPECT_EQ(info.architecture(), "llama");
   EXPECT_EQ(info.name(), spec.name);
+  EXPECT_EQ(info.file_name(), StrCat("model_service_test_", getpid(), ".gguf"));  // no directory
   EXPECT_EQ(info.vocab_size(), kVocab);
   EXPECT_EQ(info.context_length(), kMaxContext);  // capped by --max_context
   EXPECT_EQ(info.embedding_length(), spec.d_model);

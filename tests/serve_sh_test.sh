@@ -3,6 +3,10 @@
 # it prints "gateway listening on http://127.0.0.1:PORT" once all three servers
 # are healthy, the gateway answers /health and a chat ("Paris"), and SIGTERM
 # stops the tokenizer server, the model server and the gateway and exits 0.
+# Also: --tokenizer-flag, --model-flag and --gateway-flag reach their servers;
+# the servers' startup notes are on serve.sh's stderr (the gateway's names
+# the port it bound and the model id, the file's name without .gguf and its
+# quantization); both services serve metrics on the ports it prints.
 # Needs models/SmolLM2-135M-Instruct.Q4_1.gguf (scripts/fetch-model.sh).
 #
 #   bash tests/serve_sh_test.sh [BUILD_DIR]
@@ -16,7 +20,8 @@ work=$(mktemp -d)
 serve_pid=""
 trap '[[ -n $serve_pid ]] && kill -TERM "$serve_pid" 2>/dev/null; rm -rf "$work"' EXIT
 
-scripts/serve.sh --no-build --port 0 >"$work/out" 2>"$work/err" &
+scripts/serve.sh --no-build --port 0 --model-flag --max_sessions=7 \
+  --tokenizer-flag=--log_level=info --gateway-flag --template=chatml >"$work/out" 2>"$work/err" &
 serve_pid=$!
 url=""
 for _ in $(seq 1 1200); do  # up to 120 s: three servers start and load
@@ -40,6 +45,22 @@ done
 code=$(curl -s -o "$work/health" -w '%{http_code}' "$url/health")
 check "GET /health is 200 ($code)" "$([[ $code == 200 ]]; echo $?)"
 model_id=$(curl -s "$url/v1/models" | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"][0]["id"])')
+check "the model id is the file's name without its quantization ('$model_id')" \
+  "$([[ $model_id == SmolLM2-135M-Instruct ]]; echo $?)"
+# The gateway's startup note, with the port it bound (it was started with
+# --listen 127.0.0.1:0) and the template of --gateway-flag.
+note="llm_gateway: serving model '$model_id' (chatml chat template) on $url"
+check "stderr shows the gateway's note '$note'" "$(grep -qxF "$note" "$work/err"; echo $?)"
+check "stderr shows model_server's startup notes, with --model-flag's 7 sessions" \
+  "$(grep -q '^model_server: context .* 7 sessions' "$work/err"; echo $?)"
+check "a --tokenizer-flag reaches tokenizer_server (its info-level call log)" \
+  "$(grep -q 'service=tokenizer method=' "$work/err"; echo $?)"
+for name in tokenizer_server model_server; do
+  metrics=$(sed -n "s|^$name on 127.0.0.1:[0-9]*, metrics on \(http://.*/metrics\)\$|\1|p" "$work/err")
+  count=$( (curl -s "$metrics" || true) | grep -c '^llm_' || true)
+  check "$name serves metrics at the URL serve.sh printed ('$metrics': $count llm_ lines)" \
+    "$([[ -n $metrics && $count -gt 0 ]]; echo $?)"
+done
 curl -s "$url/v1/chat/completions" -H 'Content-Type: application/json' -d "{
   \"model\": \"$model_id\", \"temperature\": 0, \"max_tokens\": 16,
   \"messages\": [{\"role\": \"user\", \"content\": \"What is the capital of France? Answer in one word.\"}]

@@ -85,9 +85,6 @@ class PairTable {
 
   bool empty() const { return size_ == 0; }
   size_t size() const { return size_; }
-  size_t memory_bytes() const {
-    return slots_.size() * sizeof(uint64_t) + byte_pairs_.size() * sizeof(uint32_t);
-  }
 
  private:
   static constexpr uint64_t kEmpty = ~uint64_t{0};

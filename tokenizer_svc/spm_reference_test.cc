@@ -8,9 +8,10 @@
 //    missing is a failure, not a skip.
 //  - llama.cpp's vocabulary test files (ggml-vocab-{llama-spm,phi-3,qwen2,
 //    qwen35}.gguf with their .inp/.out; the last two are byte-level BPE with
-//    the qwen2 and qwen35 pre-tokenizers), which no checkout holds: only when
-//    LLM_LLAMACPP_VOCABS names their folder (llama.cpp's models/), else
-//    skipped.
+//    the qwen2 and qwen35 pre-tokenizers), read from
+//    ../shared/conformance/llama-vocab/ (LLM_LLAMACPP_VOCABS names another
+//    folder, e.g. llama.cpp's models/). A missing file is a failure, not a
+//    skip.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -86,19 +87,24 @@ TEST(Gemma3Reference, IdsAndTextEqualLlamaCpp) {
 class LlamaCppVocab : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LlamaCppVocab, IdsEqualLlamaCppTests) {
-  const char* dir = std::getenv("LLM_LLAMACPP_VOCABS");
-  if (dir == nullptr) GTEST_SKIP() << "LLM_LLAMACPP_VOCABS is not set";
-  const std::string base = std::string(dir) + "/ggml-vocab-" + GetParam() + ".gguf";
+  const char* env = std::getenv("LLM_LLAMACPP_VOCABS");
+  const std::string dir = env != nullptr && *env != '\0'
+                              ? std::string(env)
+                              : testing::SharedDir() + "/conformance/llama-vocab";
+  const std::string base = dir + "/ggml-vocab-" + GetParam() + ".gguf";
+  ASSERT_TRUE(std::filesystem::exists(base)) << base << " is missing";
   auto tok = Tokenizer::Load({.path = base});
   ASSERT_TRUE(tok.ok()) << tok.status();
   auto inp = ReadFileToString(base + ".inp");
   auto out = ReadFileToString(base + ".out");
-  ASSERT_TRUE(inp.ok() && out.ok());
+  ASSERT_TRUE(inp.ok()) << inp.status();
+  ASSERT_TRUE(out.ok()) << out.status();
   std::vector<std::string> texts = absl::StrSplit(*inp, "\n__ggml_vocab_test__\n");
   ASSERT_TRUE(texts.back().empty());
   texts.pop_back();
   std::vector<std::string> lines = absl::StrSplit(*out, '\n');
   ASSERT_GE(lines.size(), texts.size());
+  ASSERT_GE(texts.size(), 46u);
   int matched = 0;
   for (size_t i = 0; i < texts.size(); ++i) {
     std::vector<uint32_t> expected;

@@ -22,13 +22,13 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "client/cli/line_reader.h"
-#include "client/cli/security_flags.h"
 #include "client/generate/chat_session.h"
 #include "client/generate/chat_template.h"
 #include "client/generate/template_choice.h"
 #include "client/generator.h"
 #include "client/transport/health.h"
 #include "client/transport/model_target.h"
+#include "common/grpc/security_flags.h"
 #include "common/strings.h"
 
 ABSL_FLAG(std::string, tokenizer, "127.0.0.1:50051",

@@ -35,7 +35,7 @@ constexpr char kUsage[] =
     "--max_tokens. Exit status: 0 done; 1 a service failed or cannot be reached; 2 bad usage\n"
     "or values.";
 
-// The flags every command that talks to a server takes (security_flags.cc).
+// The flags every command that talks to a server takes (common/grpc/security_flags.cc).
 const std::vector<std::string> kSecurityFlags = {"tls_ca", "tls_cert", "tls_key", "tls_server_name",
                                                  "auth_token_file"};
 

@@ -13,11 +13,9 @@
 // repetitions; free chat seldom does, and then nothing (or a poor guess) is
 // proposed. min_ngram = 1 proposes after a single matching token: more
 // proposals, lower acceptance (the model server computes every proposed
-// row, accepted or not). The loop's default is 2 (kDefaultMinNgram): on
-// free chat with the default model, greedy, k = 2..4, it halved the
-// proposals and raised acceptance from 10-17 % to 21-38 % for the same
-// accepted tokens, and decode went from 1.03-1.11x to 1.07-1.15x of no
-// speculation; code rewriting was unchanged (bench/README.md).
+// row, accepted or not). The loop's default is 2 (kDefaultMinNgram): fewer,
+// better proposals for the same accepted tokens (bench/README.md,
+// "Measurements behind the code").
 //
 // Threads: a pure function. Cost: O(len(history) * kMaxNgram) per call, a
 // scan back from the end that stops at the first match.

@@ -88,7 +88,6 @@ class BidiStream {
 
   Response& response() { return response_; }
   bool finished() const { return finished_; }
-  bool read_pending() const { return read_pending_; }
 
   // Ends the call cleanly: waits for a pending read, half-closes, reads what
   // the server still sends (each response to `extra`, if given) and returns

@@ -57,6 +57,7 @@
 #include "model_svc/kernels/quant_internal.h"
 #include "model_svc/kernels/quant_x86_formats.h"
 #include "model_svc/kernels/tile_drivers.h"
+#include "model_svc/kernels/x86_simd.h"
 
 namespace llm::cpu::internal {
 namespace {
@@ -64,14 +65,8 @@ namespace {
 // ---------------------------------------------------------------------------
 // Small helpers (the block formats are in quant_x86_formats.h).
 
-// Sum of the 8 lanes: ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)),
-// the fixed tree of the canonical order (quant.h).
-inline float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+// Sum of the 8 lanes in the fixed tree of the canonical order (quant.h).
+using x86::HorizontalSum;
 
 // ---------------------------------------------------------------------------
 // RowTokenTile: 8 (row, token) pairs in the lanes of one __m256, as 8 rows x
@@ -392,24 +387,8 @@ void InterleaveTokens(const BlockQ8* const* xs, int nt, int64_t num_blocks, X* o
   const int64_t step[8] = {x[0] != &kZero, x[1] != &kZero, x[2] != &kZero, x[3] != &kZero,
                            x[4] != &kZero, x[5] != &kZero, x[6] != &kZero, x[7] != &kZero};
   for (int64_t b = 0; b < num_blocks; ++b, ++out) {
-    // The 8 x 8 dword transpose: row t = token t's 32 bytes, column g = group g.
-    __m256 v[8];
-#pragma GCC unroll 8
-    for (int t = 0; t < 8; ++t) v[t] = _mm256_castsi256_ps(LoadBytes32(x[t]->q));
-    const __m256 a0 = _mm256_unpacklo_ps(v[0], v[1]), a1 = _mm256_unpackhi_ps(v[0], v[1]);
-    const __m256 a2 = _mm256_unpacklo_ps(v[2], v[3]), a3 = _mm256_unpackhi_ps(v[2], v[3]);
-    const __m256 a4 = _mm256_unpacklo_ps(v[4], v[5]), a5 = _mm256_unpackhi_ps(v[4], v[5]);
-    const __m256 a6 = _mm256_unpacklo_ps(v[6], v[7]), a7 = _mm256_unpackhi_ps(v[6], v[7]);
-    const __m256 b0 = _mm256_shuffle_ps(a0, a2, 0x44), b1 = _mm256_shuffle_ps(a0, a2, 0xEE);
-    const __m256 b2 = _mm256_shuffle_ps(a1, a3, 0x44), b3 = _mm256_shuffle_ps(a1, a3, 0xEE);
-    const __m256 b4 = _mm256_shuffle_ps(a4, a6, 0x44), b5 = _mm256_shuffle_ps(a4, a6, 0xEE);
-    const __m256 b6 = _mm256_shuffle_ps(a5, a7, 0x44), b7 = _mm256_shuffle_ps(a5, a7, 0xEE);
-    const __m256 g[8] = {
-        _mm256_permute2f128_ps(b0, b4, 0x20), _mm256_permute2f128_ps(b1, b5, 0x20),
-        _mm256_permute2f128_ps(b2, b6, 0x20), _mm256_permute2f128_ps(b3, b7, 0x20),
-        _mm256_permute2f128_ps(b0, b4, 0x31), _mm256_permute2f128_ps(b1, b5, 0x31),
-        _mm256_permute2f128_ps(b2, b6, 0x31), _mm256_permute2f128_ps(b3, b7, 0x31),
-    };
+    __m256 g[8];  // group g: dword t = token t's elements 4g..4g+3
+    TransposeGroups8(x, g);
 #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out->q[i]), _mm256_castps_si256(g[i]));
@@ -426,16 +405,10 @@ void InterleaveTokens(const BlockQ8* const* xs, int nt, int64_t num_blocks, X* o
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out->sum),
                           _mm256_madd_epi16(sum16, _mm256_set1_epi16(1)));
     }
-    // d and s: each token's [d, s] pair is 8 adjacent bytes.
-    __m128i ds[8];
-#pragma GCC unroll 8
-    for (int t = 0; t < 8; ++t) ds[t] = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(&x[t]->d));
-    const __m256 p = _mm256_castsi256_ps(  // d0 s0 d1 s1 | d4 s4 d5 s5
-        _mm256_set_m128i(_mm_unpacklo_epi64(ds[4], ds[5]), _mm_unpacklo_epi64(ds[0], ds[1])));
-    const __m256 q = _mm256_castsi256_ps(  // d2 s2 d3 s3 | d6 s6 d7 s7
-        _mm256_set_m128i(_mm_unpacklo_epi64(ds[6], ds[7]), _mm_unpacklo_epi64(ds[2], ds[3])));
-    _mm256_storeu_ps(out->d, _mm256_shuffle_ps(p, q, 0x88));
-    _mm256_storeu_ps(out->s, _mm256_shuffle_ps(p, q, 0xDD));
+    __m256 d, s;
+    LoadScales8(x, &d, &s);
+    _mm256_storeu_ps(out->d, d);
+    _mm256_storeu_ps(out->s, s);
 #pragma GCC unroll 8
     for (int t = 0; t < 8; ++t) x[t] += step[t];
   }

@@ -143,7 +143,7 @@ struct alignas(64) XBlock {
 static_assert(sizeof(XBlock<16>) == 768 && sizeof(XBlock<8>) == 384);
 
 // Interleaves block b of tokens xs[0..nt) (nt <= T) for every b < num_blocks.
-// Tokens go 8 at a time (the AVX2 8 x 8 dword transpose) into the two halves
+// Tokens go 8 at a time (TransposeGroups8) into the two halves
 // of a group's 64 bytes when T = 16.
 template <int T>
 void InterleaveTokens(const BlockQ8* const* xs, int nt, int64_t num_blocks, XBlock<T>* out) {
@@ -159,23 +159,8 @@ void InterleaveTokens(const BlockQ8* const* xs, int nt, int64_t num_blocks, XBlo
 #pragma GCC unroll 2
     for (int h = 0; h < T / 8; ++h) {
       const BlockQ8* const* y = x + 8 * h;
-      __m256 v[8];
-#pragma GCC unroll 8
-      for (int t = 0; t < 8; ++t) v[t] = _mm256_castsi256_ps(LoadBytes32(y[t]->q));
-      const __m256 a0 = _mm256_unpacklo_ps(v[0], v[1]), a1 = _mm256_unpackhi_ps(v[0], v[1]);
-      const __m256 a2 = _mm256_unpacklo_ps(v[2], v[3]), a3 = _mm256_unpackhi_ps(v[2], v[3]);
-      const __m256 a4 = _mm256_unpacklo_ps(v[4], v[5]), a5 = _mm256_unpackhi_ps(v[4], v[5]);
-      const __m256 a6 = _mm256_unpacklo_ps(v[6], v[7]), a7 = _mm256_unpackhi_ps(v[6], v[7]);
-      const __m256 b0 = _mm256_shuffle_ps(a0, a2, 0x44), b1 = _mm256_shuffle_ps(a0, a2, 0xEE);
-      const __m256 b2 = _mm256_shuffle_ps(a1, a3, 0x44), b3 = _mm256_shuffle_ps(a1, a3, 0xEE);
-      const __m256 b4 = _mm256_shuffle_ps(a4, a6, 0x44), b5 = _mm256_shuffle_ps(a4, a6, 0xEE);
-      const __m256 b6 = _mm256_shuffle_ps(a5, a7, 0x44), b7 = _mm256_shuffle_ps(a5, a7, 0xEE);
-      const __m256 g[8] = {
-          _mm256_permute2f128_ps(b0, b4, 0x20), _mm256_permute2f128_ps(b1, b5, 0x20),
-          _mm256_permute2f128_ps(b2, b6, 0x20), _mm256_permute2f128_ps(b3, b7, 0x20),
-          _mm256_permute2f128_ps(b0, b4, 0x31), _mm256_permute2f128_ps(b1, b5, 0x31),
-          _mm256_permute2f128_ps(b2, b6, 0x31), _mm256_permute2f128_ps(b3, b7, 0x31),
-      };
+      __m256 g[8];
+      TransposeGroups8(y, g);
       // Dword lane t of every group belongs to token 8h + t: the sum of its
       // codes is the sum over the groups of vpdpbusd(1, group).
       __m256i sum = _mm256_setzero_si256();
@@ -191,18 +176,10 @@ void InterleaveTokens(const BlockQ8* const* xs, int nt, int64_t num_blocks, XBlo
       }
       _mm256_store_si256(reinterpret_cast<__m256i*>(out->neg_sum + 8 * h),
                          _mm256_sub_epi32(_mm256_setzero_si256(), sum));
-      // d and s: each token's [d, s] pair is 8 adjacent bytes.
-      __m128i ds[8];
-#pragma GCC unroll 8
-      for (int t = 0; t < 8; ++t) {
-        ds[t] = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(&y[t]->d));
-      }
-      const __m256 p = _mm256_castsi256_ps(  // d0 s0 d1 s1 | d4 s4 d5 s5
-          _mm256_set_m128i(_mm_unpacklo_epi64(ds[4], ds[5]), _mm_unpacklo_epi64(ds[0], ds[1])));
-      const __m256 q = _mm256_castsi256_ps(  // d2 s2 d3 s3 | d6 s6 d7 s7
-          _mm256_set_m128i(_mm_unpacklo_epi64(ds[6], ds[7]), _mm_unpacklo_epi64(ds[2], ds[3])));
-      _mm256_store_ps(out->d + 8 * h, _mm256_shuffle_ps(p, q, 0x88));
-      _mm256_store_ps(out->s + 8 * h, _mm256_shuffle_ps(p, q, 0xDD));
+      __m256 d, s;
+      LoadScales8(y, &d, &s);
+      _mm256_store_ps(out->d + 8 * h, d);
+      _mm256_store_ps(out->s + 8 * h, s);
     }
     for (int t = 0; t < T; ++t) x[t] += step[t];
   }
@@ -363,10 +340,9 @@ void TokenTile(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const XBl
 // ---------------------------------------------------------------------------
 // FourTokenTile: 2 to 8 tokens.
 //
-// A token tile leaves most of its lanes empty with 2-8 tokens: a ymm tile of
-// 8 tokens (what 3-8 tokens took before) paid its per-row work, unpacking and
-// broadcasting the weights, for 8 products a group, and that was most of its
-// time (4 tokens cost ~95% of 8, and 8 ~80% of 16). Here lane 4r + t of a
+// A token tile leaves most of its lanes empty with 2-8 tokens, and its per-row
+// work, unpacking and broadcasting the weights, is most of its time
+// (bench/README.md, "Measurements behind the code"). Here lane 4r + t of a
 // zmm is the pair (row r, token t) of a group of 4 rows and of 4 tokens (one
 // group of tokens for 2-4, two for 5-8):
 //   - the tokens' group g is 16 bytes of XBlock<8>'s (tokens 0-3, or 4-7),
@@ -676,9 +652,8 @@ void QuantMatMul(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n,
         });
       }
       if (in4 > 0) {
-        // 5-8 tokens: two groups of 4 (rows 8 at a time, for the registers:
-        // 16 at a time ran Q8_0 8-15% slower); 2-4 tokens: one (rows 16 at a
-        // time).
+        // 5-8 tokens: two groups of 4 (rows 8 at a time, for the registers);
+        // 2-4 tokens: one (rows 16 at a time).
         const int cnt = static_cast<int>(in4);
         float* const o8 = o + in16 * out_stride;
         auto tiles = [&]<int kG, int kNG>() {

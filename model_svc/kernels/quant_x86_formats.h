@@ -1,5 +1,6 @@
-// x86 SIMD decoding of the quantized weight blocks, shared by the AVX2 and
-// the AVX-512 VNNI kernels (quant_avx2.cc, quant_avx512.cc).
+// x86 SIMD decoding of the quantized weight blocks and interleaving of the
+// activation blocks, shared by the AVX2 and the AVX-512 VNNI kernels
+// (quant_avx2.cc, quant_avx512.cc, quant_avx512_decode.cc).
 //
 // Everything here has internal linkage (an unnamed namespace): each kernel
 // file compiles its own copy with its own target flags, so that no function
@@ -64,6 +65,45 @@ inline void PrefetchAhead(const uint8_t* w, size_t row_bytes, int64_t b) {
 
 inline __m256i LoadBytes32(const void* p) {
   return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+// The codes of 8 activation blocks, interleaved by 4-element groups: the
+// 8 x 8 dword transpose of x[t]->q (row t = token t's 32 bytes), so that
+// g[i] is group i, its dword lane t token t's elements 4i..4i+3.
+[[gnu::always_inline]] inline void TransposeGroups8(const BlockQ8* const* x, __m256* g) {
+  __m256 v[8];
+#pragma GCC unroll 8
+  for (int t = 0; t < 8; ++t) v[t] = _mm256_castsi256_ps(LoadBytes32(x[t]->q));
+  const __m256 a0 = _mm256_unpacklo_ps(v[0], v[1]), a1 = _mm256_unpackhi_ps(v[0], v[1]);
+  const __m256 a2 = _mm256_unpacklo_ps(v[2], v[3]), a3 = _mm256_unpackhi_ps(v[2], v[3]);
+  const __m256 a4 = _mm256_unpacklo_ps(v[4], v[5]), a5 = _mm256_unpackhi_ps(v[4], v[5]);
+  const __m256 a6 = _mm256_unpacklo_ps(v[6], v[7]), a7 = _mm256_unpackhi_ps(v[6], v[7]);
+  const __m256 b0 = _mm256_shuffle_ps(a0, a2, 0x44), b1 = _mm256_shuffle_ps(a0, a2, 0xEE);
+  const __m256 b2 = _mm256_shuffle_ps(a1, a3, 0x44), b3 = _mm256_shuffle_ps(a1, a3, 0xEE);
+  const __m256 b4 = _mm256_shuffle_ps(a4, a6, 0x44), b5 = _mm256_shuffle_ps(a4, a6, 0xEE);
+  const __m256 b6 = _mm256_shuffle_ps(a5, a7, 0x44), b7 = _mm256_shuffle_ps(a5, a7, 0xEE);
+  g[0] = _mm256_permute2f128_ps(b0, b4, 0x20);
+  g[1] = _mm256_permute2f128_ps(b1, b5, 0x20);
+  g[2] = _mm256_permute2f128_ps(b2, b6, 0x20);
+  g[3] = _mm256_permute2f128_ps(b3, b7, 0x20);
+  g[4] = _mm256_permute2f128_ps(b0, b4, 0x31);
+  g[5] = _mm256_permute2f128_ps(b1, b5, 0x31);
+  g[6] = _mm256_permute2f128_ps(b2, b6, 0x31);
+  g[7] = _mm256_permute2f128_ps(b3, b7, 0x31);
+}
+
+// The scales of 8 activation blocks: *d = [x[0]->d .. x[7]->d], *s the same
+// of s (each token's [d, s] pair is 8 adjacent bytes).
+[[gnu::always_inline]] inline void LoadScales8(const BlockQ8* const* x, __m256* d, __m256* s) {
+  __m128i ds[8];
+#pragma GCC unroll 8
+  for (int t = 0; t < 8; ++t) ds[t] = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(&x[t]->d));
+  const __m256 p = _mm256_castsi256_ps(  // d0 s0 d1 s1 | d4 s4 d5 s5
+      _mm256_set_m128i(_mm_unpacklo_epi64(ds[4], ds[5]), _mm_unpacklo_epi64(ds[0], ds[1])));
+  const __m256 q = _mm256_castsi256_ps(  // d2 s2 d3 s3 | d6 s6 d7 s7
+      _mm256_set_m128i(_mm_unpacklo_epi64(ds[6], ds[7]), _mm_unpacklo_epi64(ds[2], ds[3])));
+  *d = _mm256_shuffle_ps(p, q, 0x88);
+  *s = _mm256_shuffle_ps(p, q, 0xDD);
 }
 
 // 16 bytes of packed nibbles -> 32 lanes: low nibbles of bytes 0..15 are lanes

@@ -10,16 +10,12 @@
 #include "model_svc/kernels/exp_libm.h"
 #include "model_svc/kernels/head_shapes.h"
 #include "model_svc/kernels/vec.h"
+#include "model_svc/kernels/x86_simd.h"
 
 namespace llm::cpu::vec_internal {
 namespace {
 
-inline float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+using x86::HorizontalSum;
 
 inline __m256 LoadHalves(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -147,25 +143,8 @@ float MaxF32Avx2(const float* x, int64_t n) {
 
 namespace {
 
-// exp(x) for x <= 0 (Cephes expf: x = k ln2 + r, |r| <= ln2/2, degree-5
-// polynomial for e^r; relative error < 2e-7). Underflows to 0 below -87.
-inline __m256 Exp(__m256 x) {
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
-  const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i e =
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
+// exp(x) for x <= 0 (x86_simd.h). Underflows to 0 below -87.
+inline __m256 Exp(__m256 x) { return x86::ExpCephes<x86::Ymm>(x); }
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 #include "model_svc/kernels/exp_libm.h"
 #include "model_svc/kernels/head_shapes.h"
 #include "model_svc/kernels/vec.h"
+#include "model_svc/kernels/x86_simd.h"
 
 namespace llm::cpu::vec_internal {
 namespace {
@@ -171,25 +172,9 @@ void AxpyRowsHeadsImpl(const float* const* w, const T* v, int64_t stride, int64_
   }
 }
 
-// The AVX2 kernels' Cephes exp (vec_avx2.cc) in 16 lanes: the same
+// The AVX2 kernels' Cephes exp (x86_simd.h) in 16 lanes: the same
 // operations per lane, so the same bits.
-inline __m512 ExpCephes16(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
-  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  const __m512i e =
-      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
-  return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
-}
+inline __m512 ExpCephes16(__m512 x) { return x86::ExpCephes<x86::Zmm>(x); }
 
 }  // namespace
 

@@ -398,6 +398,7 @@ int Main() {
     ModelServiceOptions service_options;
     service_options.kv_block_size = kKvBlockSize;
     service_options.replica_id = replica_id;
+    service_options.file_name = path.substr(path.rfind('/') + 1);
     service_options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
     service_options.max_streams = absl::GetFlag(FLAGS_max_streams);
     service.SetEngine(engine.get(), service_options);

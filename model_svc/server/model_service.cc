@@ -711,6 +711,7 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Info(grpc::CallbackServerContext* co
   response->set_max_streams(options_.max_streams);
   response->set_draining(draining_.load(std::memory_order_acquire));
   response->set_prefix_cache(o.prefix_cache);
+  response->set_file_name(options_.file_name);
   return FinishNow(metrics_, &log, context, absl::OkStatus());
 }
 

@@ -55,6 +55,7 @@ inline constexpr int kMaxProposedTokens = 16;
 struct ModelServiceOptions {
   int32_t kv_block_size = 16;  // positions per KV block
   std::string replica_id;      // Info.replica_id: the prefix of this server's session ids
+  std::string file_name;       // Info.file_name: the model file's name, without its directory
   // Largest request, and largest response, in serialized bytes; 0: no check
   // here (gRPC's transport limits still apply).
   int64_t max_message_bytes = 0;

@@ -5,9 +5,10 @@
         print(c.generate("The three primary colors are", temperature=0, max_tokens=24).text)
 
 The gRPC stubs (llm_client.pb: tokenizer_pb2, tokenizer_pb2_grpc, model_pb2,
-model_pb2_grpc) are generated from proto/llm/v1/*.proto when the project is
-built (target llm_client_python), into build/python/llm_client/pb; put
-build/python on PYTHONPATH. clients/python/README.md describes the package.
+model_pb2_grpc) are generated from proto/llm/v1/*.proto by
+`pip install ./clients/python`, or when the project is built (target
+llm_client_python) into build/python/llm_client/pb (put build/python on
+PYTHONPATH). clients/python/README.md describes the package.
 """
 
 from .client import Client, Generation, Stream

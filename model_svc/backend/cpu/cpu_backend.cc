@@ -56,8 +56,7 @@ constexpr int64_t kTokenTile = 64;
 // Least elements per task of the element-wise loops (norms, RoPE, SwiGLU):
 // below that, handing work to another thread costs more than it saves (a
 // single decode token runs inline), while a batched decode step of 16 tokens
-// splits. With the grains in rows these loops ran on one thread at 16
-// sessions, the other spinning: ~15% of the step.
+// splits (bench/README.md, "Measurements behind the code", element grains).
 constexpr int64_t kElementGrain = 4096;
 inline int64_t RowGrain(int64_t cols) { return std::max<int64_t>(1, kElementGrain / cols); }
 

@@ -1,4 +1,4 @@
-#include "client/cli/security_flags.h"
+#include "common/grpc/security_flags.h"
 
 #include "absl/flags/flag.h"
 

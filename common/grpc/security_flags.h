@@ -1,8 +1,8 @@
-// The llm command's TLS and token flags (--tls_ca, --tls_cert, --tls_key,
-// --tls_server_name, --auth_token_file), shared by every subcommand that
-// talks to a server.
-#ifndef LLM_CLIENT_CLI_SECURITY_FLAGS_H_
-#define LLM_CLIENT_CLI_SECURITY_FLAGS_H_
+// The client TLS and token flags (--tls_ca, --tls_cert, --tls_key,
+// --tls_server_name, --auth_token_file), shared by every llm subcommand that
+// talks to a server and by llm_gateway (its channels to the services).
+#ifndef LLM_COMMON_GRPC_SECURITY_FLAGS_H_
+#define LLM_COMMON_GRPC_SECURITY_FLAGS_H_
 
 #include <grpcpp/grpcpp.h>
 
@@ -31,4 +31,4 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ChannelFromFlags(
 
 }  // namespace llm::client
 
-#endif  // LLM_CLIENT_CLI_SECURITY_FLAGS_H_
+#endif  // LLM_COMMON_GRPC_SECURITY_FLAGS_H_
