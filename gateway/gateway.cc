@@ -7,6 +7,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -158,6 +159,24 @@ std::string ServingState(const client::ClientOptions& o, const std::string& addr
   absl::StatusOr<client::ServingStatus> s = client::CheckHealth(*channel, service, timeout);
   if (!s.ok()) return StrCat("NOT SERVING: ", s.status().message());
   return *s == client::ServingStatus::kServing ? "SERVING" : "NOT SERVING";
+}
+
+// A conversation's prompt text with `t`, as HandleChat renders it: a Jinja
+// template renders the whole conversation; a written-out one formats it as
+// the first turn, whose assistant header is dropped without
+// add_generation_prompt.
+absl::StatusOr<std::string> RenderChat(const client::ChatTemplate& t,
+                                       std::span<const client::ChatMessage> messages,
+                                       bool add_generation_prompt) {
+  if (t.kind() == client::ChatTemplate::Kind::kJinja) {
+    return t.Render(messages, add_generation_prompt);
+  }
+  std::string text = t.FormatTurn(messages, /*first=*/true);
+  if (!add_generation_prompt) {
+    const std::string header = t.FormatTurn({}, /*first=*/false);
+    if (absl::EndsWith(text, header)) text.resize(text.size() - header.size());
+  }
+  return text;
 }
 
 }  // namespace
@@ -349,54 +368,50 @@ int Gateway::Route(mg_connection* conn, const std::string& uri, std::string_view
 int Gateway::HandleTokenize(mg_connection* conn, bool detokenize) {
   std::string body;
   if (auto e = ReadBody(conn, options_.max_body_bytes, &body)) return SendError(conn, *e);
-  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) {
-    ApiError e;
-    e.message = "the request body must be a JSON object";
-    return SendError(conn, e);
-  }
-  if (j.contains("model") && !j["model"].is_null() && j["model"] != model_id_) {
-    ApiError e = NotFound(StrCat("the model '", Dump(j["model"]), "' does not exist"));
+  TokenizeRequest tokenize;
+  DetokenizeRequest detokenize_req;
+  std::optional<ApiError> parse_error =
+      detokenize ? ParseDetokenizeRequest(body, &detokenize_req)
+                 : ParseTokenizeRequest(body, options_.limits, &tokenize);
+  if (parse_error) return SendError(conn, *parse_error);
+  const std::optional<std::string>& model = detokenize ? detokenize_req.model : tokenize.model;
+  if (model.has_value() && *model != model_id_) {
+    ApiError e = NotFound(StrCat("the model ", QuoteForError(*model), " does not exist"));
     e.param = "model";
     e.code = "model_not_found";
     return SendError(conn, e);
   }
-  std::vector<int32_t> ids;
-  std::string prompt;
-  bool add_special = true;
-  if (detokenize) {
-    if (!j.contains("tokens") || !j["tokens"].is_array()) {
-      return SendError(conn, BadParam("tokens", "tokens must be an array of token ids"));
+  for (const int32_t id : detokenize_req.tokens) {
+    if (id >= vocab_size_) {
+      return SendError(conn, BadParam("tokens", StrCat("token ", id, " is not in the ", vocab_size_,
+                                                       "-token vocabulary")));
     }
-    for (const json& t : j["tokens"]) {
-      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab_size_) {
-        return SendError(conn, BadParam("tokens", StrCat("every token must be an id in [0, ",
-                                                         vocab_size_, "), got ", t.dump())));
-      }
-      ids.push_back(t.get<int32_t>());
+  }
+  // A chat: rendered as HandleChat renders it (and encoded as it encodes it,
+  // BOS on top of the template's only with add_special_tokens).
+  std::string prompt = std::move(tokenize.prompt);
+  client::EncodeOptions encode;
+  encode.allow_special = tokenize.add_special_tokens;
+  encode.add_bos = tokenize.add_special_tokens && add_bos_;
+  if (!tokenize.messages.empty()) {
+    absl::StatusOr<std::string> rendered =
+        RenderChat(template_, tokenize.messages, tokenize.add_generation_prompt);
+    if (!rendered.ok()) {
+      return SendError(conn, BadParam("messages", StrCat("the model's chat template: ",
+                                                         rendered.status().message())));
     }
-  } else {
-    if (!j.contains("prompt") || !j["prompt"].is_string()) {
-      return SendError(conn, BadParam("prompt", "prompt must be a string"));
-    }
-    prompt = j["prompt"].get<std::string>();
-    if (j.contains("add_special_tokens")) {
-      if (!j["add_special_tokens"].is_boolean()) {
-        return SendError(conn, BadParam("add_special_tokens", "must be a boolean"));
-      }
-      add_special = j["add_special_tokens"].get<bool>();
-    }
+    prompt = *std::move(rendered);
+    encode.allow_special = true;
+    encode.add_bos = add_bos_ && (tokenize.add_special_tokens ||
+                                  template_.kind() == client::ChatTemplate::Kind::kRaw);
   }
   absl::StatusOr<GeneratorPool::Lease> lease = pool_.Acquire();
   if (!lease.ok()) return SendError(conn, FromStatus(lease.status()));
   if (detokenize) {
-    absl::StatusOr<std::string> text = (*lease)->Decode(ids);
+    absl::StatusOr<std::string> text = (*lease)->Decode(detokenize_req.tokens);
     if (!text.ok()) return SendError(conn, FromStatus(text.status()));
     return SendJson(conn, 200, json{{"prompt", *text}});
   }
-  client::EncodeOptions encode;
-  encode.allow_special = add_special;
-  encode.add_bos = add_special && add_bos_;
   absl::StatusOr<std::vector<int32_t>> encoded = (*lease)->Encode(prompt, encode);
   if (!encoded.ok()) return SendError(conn, FromStatus(encoded.status()));
   return SendJson(
@@ -456,8 +471,8 @@ int Gateway::HandleHealth(mg_connection* conn) {
 // Checks what chat and completions share against the served model.
 std::optional<ApiError> Gateway::CheckModel(const GenerationRequest& req) const {
   if (req.model != model_id_) {
-    ApiError e = NotFound(StrCat("the model '", req.model,
-                                 "' does not exist (this gateway serves '", model_id_, "')"));
+    ApiError e = NotFound(StrCat("the model ", QuoteForError(req.model),
+                                 " does not exist (this gateway serves '", model_id_, "')"));
     e.param = "model";
     e.code = "model_not_found";
     return e;

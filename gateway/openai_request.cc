@@ -88,15 +88,11 @@ std::optional<ApiError> ReadContent(const json& content, const std::string& para
 
 namespace {
 
-// The body as a JSON object, or the error.
+// The body as a JSON object (ParseJsonBody's bounds), or the error.
 std::optional<ApiError> ParseObject(std::string_view body, json* out) {
-  *out = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  ApiError e;
-  if (out->is_discarded()) {
-    e.message = "the request body is not valid JSON";
-    return e;
-  }
+  if (auto e = ParseJsonBody(body, out)) return e;
   if (!out->is_object()) {
+    ApiError e;
     e.message = "the request body must be a JSON object";
     return e;
   }
@@ -146,15 +142,17 @@ std::optional<ApiError> ReadGeneration(const json& j, const RequestLimits& limit
     }
     for (const auto& [key, value] : bias->items()) {
       char* end = nullptr;
-      const long id = std::strtol(key.c_str(), &end, 10);
-      if (key.empty() || *end != '\0' || id < 0 || id > std::numeric_limits<int32_t>::max()) {
-        return BadParam("logit_bias", StrCat("'", key, "' is not a token id"));
+      const long parsed = std::strtol(key.c_str(), &end, 10);
+      if (key.empty() || *end != '\0' || parsed < 0 ||
+          parsed > std::numeric_limits<int32_t>::max()) {
+        return BadParam("logit_bias", StrCat(QuoteForError(key), " is not a token id"));
       }
+      const std::optional<int32_t> id = static_cast<int32_t>(parsed);
       if (!value.is_number() || !std::isfinite(value.get<double>()) ||
           std::abs(value.get<double>()) > 100) {
-        return BadParam("logit_bias", StrCat("the bias of token ", key, " must be in [-100, 100]"));
+        return BadParam("logit_bias", StrCat("the bias of token ", *id, " must be in [-100, 100]"));
       }
-      s.logit_bias.push_back({static_cast<int32_t>(id), value.get<float>()});
+      s.logit_bias.push_back({*id, value.get<float>()});
     }
   }
 
@@ -222,31 +220,10 @@ std::optional<ApiError> ReadGeneration(const json& j, const RequestLimits& limit
   return std::nullopt;
 }
 
-// A prompt of token ids: every element an integer id >= 0 (the vocabulary's
-// bound is the caller's check).
-std::optional<ApiError> ReadIds(const json& array, const std::string& param,
-                                CompletionPrompt* out) {
-  out->is_ids = true;
-  for (const json& t : array) {
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
-        t.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
-      return BadParam(param, StrCat("a prompt of token ids must hold ids >= 0, got ", t.dump()));
-    }
-    out->ids.push_back(t.get<int32_t>());
-  }
-  if (out->ids.empty()) return BadParam(param, "a prompt must not be empty");
-  return std::nullopt;
-}
-
-}  // namespace
-
-std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLimits& limits,
-                                         ChatRequest* out) {
-  json j;
-  if (auto e = ParseObject(body, &j)) return e;
-  ChatRequest r;
-  if (auto e = ReadGeneration(j, limits, /*zero_max_tokens=*/false, &r)) return e;
-
+// `messages`: a non-empty array of {role, content} (roles system,
+// developer = system, user, assistant).
+std::optional<ApiError> ReadMessages(const json& j, const RequestLimits& limits,
+                                     std::vector<client::ChatMessage>* out) {
   const json* messages = Field(j, "messages");
   if (messages == nullptr) return BadParam("messages", "messages is required");
   if (!messages->is_array() || messages->empty()) {
@@ -267,37 +244,84 @@ std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLim
     if (r_role == "developer") r_role = "system";  // OpenAI's newer name
     if (r_role != "system" && r_role != "user" && r_role != "assistant") {
       return BadParam(StrCat(p, ".role"),
-                      StrCat("role must be system, developer, user or assistant, got '",
-                             role->get<std::string>(), "'"));
+                      StrCat("role must be system, developer, user or assistant, got ",
+                             QuoteForError(role->get_ref<const std::string&>())));
     }
     client::ChatMessage message;
     message.role = std::move(r_role);
     const json* content = Field(m, "content");
     if (content == nullptr) return BadParam(StrCat(p, ".content"), "content is required");
     if (auto e = ReadContent(*content, StrCat(p, ".content"), &message.content)) return e;
-    r.messages.push_back(std::move(message));
+    out->push_back(std::move(message));
   }
+  return std::nullopt;
+}
 
-  if (auto e = ReadBool(j, "logprobs", &r.logprobs)) return e;
-  int64_t top_logprobs = 0;
-  if (auto e = ReadInt(j, "top_logprobs", 0, client::kMaxTopLogprobs, &top_logprobs)) return e;
-  if (top_logprobs > 0 && !r.logprobs) {
-    return BadParam("top_logprobs", "top_logprobs needs logprobs: true");
+// Token ids: every element of `array` an integer id >= 0 (the vocabulary's
+// bound is the caller's check).
+std::optional<ApiError> ReadIdList(const json& array, const std::string& param,
+                                   std::vector<int32_t>* out) {
+  for (const json& t : array) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+        t.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      return BadParam(param, StrCat("token ids must be integers >= 0, got ", DescribeForError(t)));
+    }
+    out->push_back(t.get<int32_t>());
   }
-  r.top_logprobs = static_cast<int>(top_logprobs);
-  r.params.top_logprobs = r.top_logprobs;
+  return std::nullopt;
+}
+
+// A prompt of token ids (not empty).
+std::optional<ApiError> ReadIds(const json& array, const std::string& param,
+                                CompletionPrompt* out) {
+  out->is_ids = true;
+  if (auto e = ReadIdList(array, param, &out->ids)) return e;
+  if (out->ids.empty()) return BadParam(param, "a prompt must not be empty");
+  return std::nullopt;
+}
+
+// An optional string field (/tokenize's model).
+std::optional<ApiError> ReadOptionalString(const json& j, const char* name,
+                                           std::optional<std::string>* out) {
+  const json* v = Field(j, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_string()) return BadParam(name, StrCat(name, " must be a string"));
+  *out = v->get<std::string>();
+  return std::nullopt;
+}
+
+// Parses `body` as a JSON object (ParseObject) and reads it into a new
+// Request with `read`; *out is set only on success.
+template <class Request, class Read>
+std::optional<ApiError> ParseInto(std::string_view body, Request* out, Read read) {
+  json j;
+  if (auto e = ParseObject(body, &j)) return e;
+  Request r;
+  if (auto e = read(j, &r)) return e;
   *out = std::move(r);
   return std::nullopt;
 }
 
-std::optional<ApiError> ParseCompletionRequest(std::string_view body, const RequestLimits& limits,
-                                               CompletionRequest* out) {
-  json j;
-  if (auto e = ParseObject(body, &j)) return e;
-  CompletionRequest r;
-  if (auto e = ReadGeneration(j, limits, /*zero_max_tokens=*/true, &r)) return e;
-  if (auto e = ReadBool(j, "echo", &r.echo)) return e;
-  if (r.has_max_tokens && r.params.max_tokens == 0 && !r.echo) {
+std::optional<ApiError> ReadChatRequest(const json& j, const RequestLimits& limits,
+                                        ChatRequest* r) {
+  if (auto e = ReadGeneration(j, limits, /*zero_max_tokens=*/false, r)) return e;
+  if (auto e = ReadMessages(j, limits, &r->messages)) return e;
+  if (auto e = ReadBool(j, "logprobs", &r->logprobs)) return e;
+  int64_t top_logprobs = 0;
+  if (auto e = ReadInt(j, "top_logprobs", 0, client::kMaxTopLogprobs, &top_logprobs)) return e;
+  if (top_logprobs > 0 && !r->logprobs) {
+    return BadParam("top_logprobs", "top_logprobs needs logprobs: true");
+  }
+  r->top_logprobs = static_cast<int>(top_logprobs);
+  r->params.top_logprobs = r->top_logprobs;
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadCompletionRequest(const json& j, const RequestLimits& limits,
+                                              CompletionRequest* r) {
+  if (auto e = ReadGeneration(j, limits, /*zero_max_tokens=*/true, r)) return e;
+  if (auto e = ReadBool(j, "echo", &r->echo)) return e;
+  if (r->has_max_tokens && r->params.max_tokens == 0 && !r->echo) {
     return BadParam("max_tokens", "max_tokens 0 needs echo: true (the prompt scored only)");
   }
   int64_t logprobs = -1;
@@ -305,25 +329,25 @@ std::optional<ApiError> ParseCompletionRequest(std::string_view body, const Requ
     return BadParam("logprobs", "logprobs of a completion is a count, 0..20");
   }
   if (auto e = ReadInt(j, "logprobs", 0, client::kMaxTopLogprobs, &logprobs)) return e;
-  r.logprobs = static_cast<int>(logprobs);
-  r.params.top_logprobs = std::max(r.logprobs, 0);
-  if (r.echo && r.logprobs >= 0) r.params.prompt_logprobs = r.logprobs;
+  r->logprobs = static_cast<int>(logprobs);
+  r->params.top_logprobs = std::max(r->logprobs, 0);
+  if (r->echo && r->logprobs >= 0) r->params.prompt_logprobs = r->logprobs;
   if (const json* suffix = Field(j, "suffix");
       suffix != nullptr && !(suffix->is_string() && suffix->get<std::string>().empty())) {
     return BadParam("suffix", "suffix is not supported by this gateway");
   }
-  int64_t best_of = r.n;
+  int64_t best_of = r->n;
   if (auto e = ReadInt(j, "best_of", 1, limits.max_n, &best_of)) return e;
-  if (best_of != r.n) return BadParam("best_of", "best_of must equal n (no server-side ranking)");
+  if (best_of != r->n) return BadParam("best_of", "best_of must equal n (no server-side ranking)");
 
   const json* prompt = Field(j, "prompt");
   if (prompt == nullptr) return BadParam("prompt", "prompt is required");
   if (prompt->is_string()) {
-    r.prompts.push_back({prompt->get<std::string>(), {}, false});
+    r->prompts.push_back({prompt->get<std::string>(), {}, false});
   } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number()) {
     CompletionPrompt one;
     if (auto e = ReadIds(*prompt, "prompt", &one)) return e;
-    r.prompts.push_back(std::move(one));
+    r->prompts.push_back(std::move(one));
   } else if (prompt->is_array() && !prompt->empty()) {
     if (prompt->size() > static_cast<size_t>(limits.max_prompts)) {
       return BadParam("prompt", StrCat("at most ", limits.max_prompts, " prompts a request"));
@@ -339,18 +363,73 @@ std::optional<ApiError> ParseCompletionRequest(std::string_view body, const Requ
       } else {
         return BadParam(param, "each prompt must be a string or an array of token ids");
       }
-      r.prompts.push_back(std::move(one));
+      r->prompts.push_back(std::move(one));
     }
   } else {
     return BadParam("prompt",
                     "prompt must be a string, an array of strings, an array of token ids or an "
                     "array of such arrays");
   }
-  if (r.prompts.size() * static_cast<size_t>(r.n) > static_cast<size_t>(limits.max_prompts)) {
+  if (r->prompts.size() * static_cast<size_t>(r->n) > static_cast<size_t>(limits.max_prompts)) {
     return BadParam("n", StrCat("prompts x n must be at most ", limits.max_prompts));
   }
-  *out = std::move(r);
   return std::nullopt;
+}
+
+std::optional<ApiError> ReadTokenizeRequest(const json& j, const RequestLimits& limits,
+                                            TokenizeRequest* r) {
+  if (auto e = ReadOptionalString(j, "model", &r->model)) return e;
+  const json* prompt = Field(j, "prompt");
+  if (Field(j, "messages") != nullptr) {
+    if (prompt != nullptr) return BadParam("messages", "give prompt or messages, not both");
+    if (auto e = ReadMessages(j, limits, &r->messages)) return e;
+    r->add_special_tokens = false;  // vLLM's default for a chat: the template has them
+    if (auto e = ReadBool(j, "add_generation_prompt", &r->add_generation_prompt)) return e;
+  } else {
+    if (prompt == nullptr || !prompt->is_string()) {
+      return BadParam("prompt", "prompt must be a string (or give messages)");
+    }
+    r->prompt = prompt->get<std::string>();
+  }
+  if (auto e = ReadBool(j, "add_special_tokens", &r->add_special_tokens)) return e;
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadDetokenizeRequest(const json& j, DetokenizeRequest* r) {
+  if (auto e = ReadOptionalString(j, "model", &r->model)) return e;
+  const json* tokens = Field(j, "tokens");
+  if (tokens == nullptr || !tokens->is_array()) {
+    return BadParam("tokens", "tokens must be an array of token ids");
+  }
+  if (auto e = ReadIdList(*tokens, "tokens", &r->tokens)) return e;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLimits& limits,
+                                         ChatRequest* out) {
+  return ParseInto(body, out,
+                   [&](const json& j, ChatRequest* r) { return ReadChatRequest(j, limits, r); });
+}
+
+std::optional<ApiError> ParseCompletionRequest(std::string_view body, const RequestLimits& limits,
+                                               CompletionRequest* out) {
+  return ParseInto(body, out, [&](const json& j, CompletionRequest* r) {
+    return ReadCompletionRequest(j, limits, r);
+  });
+}
+
+std::optional<ApiError> ParseTokenizeRequest(std::string_view body, const RequestLimits& limits,
+                                             TokenizeRequest* out) {
+  return ParseInto(body, out, [&](const json& j, TokenizeRequest* r) {
+    return ReadTokenizeRequest(j, limits, r);
+  });
+}
+
+std::optional<ApiError> ParseDetokenizeRequest(std::string_view body, DetokenizeRequest* out) {
+  return ParseInto(
+      body, out, [&](const json& j, DetokenizeRequest* r) { return ReadDetokenizeRequest(j, r); });
 }
 
 }  // namespace llm::gateway

@@ -1,11 +1,15 @@
 // The OpenAI API's request bodies, without HTTP or gRPC: parsed and checked
-// into the client library's GenerateParams.
+// into the client library's GenerateParams (chat, completions) and the
+// /tokenize and /detokenize bodies (vLLM's shape).
 //
 // A bad request names its parameter (ApiError::param), as OpenAI does:
 //   {"error": {"message": "...", "type": "invalid_request_error",
 //              "param": "temperature", "code": null}}
 // Unknown fields are ignored (clients send fields this gateway does not
-// read); fields it reads but cannot honour yet are rejected by name.
+// read); fields it reads but cannot honour yet are rejected by name. Every
+// body goes through ParseJsonBody (api_error.h: nesting bounded, trailing
+// bytes refused) and no message quotes a client's value unboundedly, so the
+// parsers take any bytes (gateway/fuzz/openai_request_fuzzer.cc).
 //
 // Threads: free functions, no state. Links no gRPC (only the protobuf-free
 // headers of the client library: params.h, chat_template.h's ChatMessage).
@@ -80,6 +84,31 @@ struct CompletionRequest : GenerationRequest {
 
 std::optional<ApiError> ParseCompletionRequest(std::string_view body, const RequestLimits& limits,
                                                CompletionRequest* out);
+
+// POST /tokenize (vLLM's shape): `prompt` text, or chat `messages` (as
+// chat takes them) for the caller to render with the model's chat template
+// as a chat request is (`add_generation_prompt`: the assistant's header at
+// the end, default true). `add_special_tokens`: a prompt's special-token
+// text read as the token and BOS added when the vocabulary adds one
+// (default true); messages: BOS added on top of what the template writes
+// (default false, as vLLM's).
+struct TokenizeRequest {
+  std::optional<std::string> model;  // nullopt: not given
+  std::string prompt;
+  std::vector<client::ChatMessage> messages;  // non-empty: a chat
+  bool add_special_tokens = true;
+  bool add_generation_prompt = true;
+};
+std::optional<ApiError> ParseTokenizeRequest(std::string_view body, const RequestLimits& limits,
+                                             TokenizeRequest* out);
+
+// POST /detokenize: `tokens`, ids >= 0 (the vocabulary's bound is the
+// caller's check); may be empty.
+struct DetokenizeRequest {
+  std::optional<std::string> model;
+  std::vector<int32_t> tokens;
+};
+std::optional<ApiError> ParseDetokenizeRequest(std::string_view body, DetokenizeRequest* out);
 
 }  // namespace llm::gateway
 

@@ -1,7 +1,12 @@
 #include "gateway/openai_request.h"
 
-#include <string>
+#include <pthread.h>
 
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -84,14 +89,15 @@ TEST(ParseChatRequestTest, ContentPartsAndDeveloperRole) {
   EXPECT_EQ(r.messages[1].content, "ab");
 }
 
+// Malformed JSON: ParseJsonBody's error (api_error_test.cc); JSON that is
+// not an object is refused too.
 TEST(ParseChatRequestTest, MalformedJson) {
   ChatRequest r;
-  std::optional<ApiError> e = Parse("{not json", &r);
+  EXPECT_THAT(Parse("{not json", &r).value_or(ApiError()).message, HasSubstr("not valid JSON"));
+  std::optional<ApiError> e = Parse("[1, 2]", &r);
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->http_status, 400);
-  EXPECT_EQ(e->param, "");
-  EXPECT_THAT(e->message, HasSubstr("not valid JSON"));
-  ASSERT_TRUE(Parse("[1, 2]", &r).has_value());
+  EXPECT_THAT(e->message, HasSubstr("must be a JSON object"));
 }
 
 TEST(ParseChatRequestTest, BadValuesNameTheirParameter) {
@@ -206,6 +212,147 @@ TEST(ParseCompletionRequestTest, BadValuesNameTheirParameter) {
     ASSERT_TRUE(e.has_value()) << body;
     EXPECT_EQ(e->http_status, 400) << body;
     EXPECT_EQ(e->param, param) << body;
+  }
+}
+
+// Runs `f` on a thread with a `stack_bytes` stack (civetweb's workers have
+// 100 KiB): a recursion as deep as a body's nesting would overflow it.
+void RunOnSmallStack(size_t stack_bytes, std::function<void()> f) {
+  pthread_attr_t attr;
+  ASSERT_EQ(pthread_attr_init(&attr), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&attr, stack_bytes), 0);
+  pthread_t thread;
+  ASSERT_EQ(pthread_create(
+                &thread, &attr,
+                [](void* arg) -> void* {
+                  (*static_cast<std::function<void()>*>(arg))();
+                  return nullptr;
+                },
+                &f),
+            0);
+  pthread_join(thread, nullptr);
+  pthread_attr_destroy(&attr);
+}
+
+// 100,000 levels of nesting wherever a value goes, parsed on a 64 KiB stack:
+// refused while parsing (400 naming the limit), never built, copied or
+// dumped into a message (each of which recurses per level).
+TEST(RequestBodyTest, DeepNestingIsRefusedOnASmallStack) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string chat = R"({"model": "m", "messages": [{"role": "user", "content": "x"}], )";
+  std::vector<std::optional<ApiError>> errors(6);
+  RunOnSmallStack(64 << 10, [&] {
+    CompletionRequest c;
+    errors[0] = ParseCompletionRequest(R"({"model": "m", "prompt": [1, )" + deep + "]}",
+                                       RequestLimits(), &c);
+    errors[1] =
+        ParseCompletionRequest(R"({"model": "m", "prompt": )" + deep + "}", RequestLimits(), &c);
+    ChatRequest r;
+    errors[2] = ParseChatRequest(chat + R"("stop": )" + deep + "}", RequestLimits(), &r);
+    errors[3] = ParseChatRequest(deep, RequestLimits(), &r);
+    DetokenizeRequest d;
+    errors[4] = ParseDetokenizeRequest(R"({"tokens": [)" + deep + "]}", &d);
+    TokenizeRequest t;
+    errors[5] = ParseTokenizeRequest(R"({"model": )" + deep + "}", RequestLimits(), &t);
+  });
+  for (size_t i = 0; i < errors.size(); ++i) {
+    ASSERT_TRUE(errors[i].has_value()) << i;
+    EXPECT_EQ(errors[i]->http_status, 400) << i;
+    EXPECT_THAT(errors[i]->message, HasSubstr("deeper than 64 levels")) << i;
+  }
+}
+
+// A client's value in a message: a structure described, a string cut.
+TEST(RequestBodyTest, ErrorsDoNotEchoValuesUnbounded) {
+  CompletionRequest c;
+  std::optional<ApiError> e =
+      ParseCompletionRequest(R"({"model": "m", "prompt": [1, [[2]]]})", RequestLimits(), &c);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "prompt");
+  EXPECT_THAT(e->message, HasSubstr("got an array"));
+  ChatRequest r;
+  const std::string role(100000, 'r');
+  e = Parse(R"({"model": "m", "messages": [{"role": ")" + role + R"(", "content": "x"}]})", &r);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "messages[0].role");
+  EXPECT_LT(e->message.size(), 300u);
+  e = Parse(Body(R"("logit_bias": {")" + role + R"(": 1})"), &r);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "logit_bias");
+  EXPECT_LT(e->message.size(), 300u);
+}
+
+TEST(RequestBodyTest, TrailingBytesAreRefused) {
+  for (const std::string& tail : {std::string("\0garbage", 8), std::string(" {}")}) {
+    ChatRequest r;
+    std::optional<ApiError> e = Parse(Body("") + tail, &r);
+    ASSERT_TRUE(e.has_value());
+    EXPECT_THAT(e->message, HasSubstr("not valid JSON"));
+    CompletionRequest c;
+    EXPECT_TRUE(
+        ParseCompletionRequest(R"({"model": "m", "prompt": "x"})" + tail, RequestLimits(), &c)
+            .has_value());
+  }
+}
+
+TEST(ParseTokenizeRequestTest, PromptOrMessages) {
+  TokenizeRequest t;
+  ASSERT_EQ(ParseTokenizeRequest(R"({"prompt": "Hi"})", RequestLimits(), &t), std::nullopt);
+  EXPECT_EQ(t.prompt, "Hi");
+  EXPECT_TRUE(t.messages.empty());
+  EXPECT_TRUE(t.add_special_tokens);
+  EXPECT_FALSE(t.model.has_value());
+  ASSERT_EQ(ParseTokenizeRequest(R"({"model": "m", "prompt": "Hi", "add_special_tokens": false})",
+                                 RequestLimits(), &t),
+            std::nullopt);
+  EXPECT_EQ(t.model, "m");
+  EXPECT_FALSE(t.add_special_tokens);
+  // vLLM's chat form: the template adds the special tokens, so none on top by default.
+  ASSERT_EQ(ParseTokenizeRequest(R"({"messages": [{"role": "user", "content": "Hi"}]})",
+                                 RequestLimits(), &t),
+            std::nullopt);
+  ASSERT_EQ(t.messages.size(), 1u);
+  EXPECT_EQ(t.messages[0].content, "Hi");
+  EXPECT_FALSE(t.add_special_tokens);
+  EXPECT_TRUE(t.add_generation_prompt);
+  ASSERT_EQ(ParseTokenizeRequest(R"({"messages": [{"role": "user", "content": "Hi"}],
+      "add_generation_prompt": false, "add_special_tokens": true})",
+                                 RequestLimits(), &t),
+            std::nullopt);
+  EXPECT_FALSE(t.add_generation_prompt);
+  EXPECT_TRUE(t.add_special_tokens);
+
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({})", "prompt"},
+      {R"({"prompt": 5})", "prompt"},
+      {R"({"prompt": "x", "messages": [{"role": "user", "content": "x"}]})", "messages"},
+      {R"({"messages": []})", "messages"},
+      {R"({"messages": [{"role": "robot", "content": "x"}]})", "messages[0].role"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "add_generation_prompt": 1})",
+       "add_generation_prompt"},
+      {R"({"prompt": "x", "add_special_tokens": "no"})", "add_special_tokens"},
+      {R"({"prompt": "x", "model": 5})", "model"},
+  };
+  for (const auto& [body, param] : cases) {
+    std::optional<ApiError> e = ParseTokenizeRequest(body, RequestLimits(), &t);
+    ASSERT_TRUE(e.has_value()) << body;
+    EXPECT_EQ(e->param, param) << body;
+  }
+}
+
+TEST(ParseDetokenizeRequestTest, TokenIds) {
+  DetokenizeRequest d;
+  ASSERT_EQ(ParseDetokenizeRequest(R"({"tokens": [1, 2], "model": "m"})", &d), std::nullopt);
+  EXPECT_EQ(d.tokens, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(d.model, "m");
+  ASSERT_EQ(ParseDetokenizeRequest(R"({"tokens": []})", &d), std::nullopt);
+  EXPECT_TRUE(d.tokens.empty());
+  for (const char* body :
+       {R"({})", R"({"tokens": 1})", R"({"tokens": [-1]})", R"({"tokens": [1.5]})",
+        R"({"tokens": [[1]]})", R"({"tokens": [4294967296]})"}) {
+    std::optional<ApiError> e = ParseDetokenizeRequest(body, &d);
+    ASSERT_TRUE(e.has_value()) << body;
+    EXPECT_EQ(e->param, "tokens") << body;
   }
 }
 

@@ -15,6 +15,8 @@
 //     flight), 503 (the model service killed);
 //   - a client that closes its stream mid-answer frees its slot at once
 //     (the generation is cancelled, not run to max_tokens);
+//   - hostile bodies (deep nesting, bytes after the JSON) are 400s and the
+//     gateway serves on; /tokenize renders chat messages as chat does;
 //   - with Gemma 3 270M (BOS, byte fallback): echo logprobs whose offsets
 //     index into the text, partial characters as "bytes:\xNN".
 //
@@ -673,6 +675,52 @@ TEST_F(GatewayE2ETest, MetricsCountRequestsTokensAndFirstTokens) {
   EXPECT_EQ(Sample(m.body, "llm_gateway_time_to_first_token_seconds_count"), firsts + 1);
   EXPECT_EQ(Sample(m.body, "llm_gateway_generations_active"), 0);
   ExpectError(Http(port(), "POST", "/metrics"), 405);
+}
+
+// /tokenize with chat messages (vLLM's form): the ids a chat request
+// prefills (its usage.prompt_tokens); without add_generation_prompt, the
+// same without the assistant's header.
+TEST_F(GatewayE2ETest, TokenizeRendersMessagesAsChatDoes) {
+  const json messages = json::array({{{"role", "user"}, {"content", kQuestion}}});
+  const HttpResponse chat = PostChat(Chat(kQuestion, {{"max_tokens", 1}}));
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  const HttpResponse t = Http(port(), "POST", "/tokenize", json{{"messages", messages}}.dump());
+  ASSERT_EQ(t.status, 200) << t.body;
+  EXPECT_EQ(t.Json()["count"], chat.Json()["usage"]["prompt_tokens"]);
+  const HttpResponse bare =
+      Http(port(), "POST", "/tokenize",
+           json{{"messages", messages}, {"add_generation_prompt", false}}.dump());
+  ASSERT_EQ(bare.status, 200) << bare.body;
+  const std::vector<int> all = t.Json()["tokens"], some = bare.Json()["tokens"];
+  ASSERT_LT(some.size(), all.size());
+  EXPECT_TRUE(std::equal(some.begin(), some.end(), all.begin()));
+  ExpectError(
+      Http(port(), "POST", "/tokenize", json{{"messages", messages}, {"prompt", "x"}}.dump()), 400,
+      "messages");
+}
+
+// Bodies that crashed the gateway or passed: a value nested 600 levels
+// deep where an error message dumped it (the worker's stack overflowed),
+// 100,000 levels, bytes after the JSON value; each is a 400, and the
+// gateway serves on.
+TEST_F(GatewayE2ETest, HostileBodiesAre400AndTheGatewayServesOn) {
+  const std::string deep = std::string(600, '[') + std::string(600, ']');
+  const std::string deeper = std::string(100000, '[') + std::string(100000, ']');
+  const std::string model = json(*model_id_).dump();
+  const std::pair<std::string, std::string> cases[] = {
+      {"/detokenize", StrCat(R"({"tokens": [)", deep, "]}")},
+      {"/tokenize", StrCat(R"({"prompt": "x", "model": )", deep, "}")},
+      {"/v1/completions", StrCat(R"({"model": )", model, R"(, "prompt": [1, )", deep, "]}")},
+      {"/v1/chat/completions", deeper},
+      {"/v1/completions",
+       StrCat(R"({"model": )", model, R"(, "prompt": "x"})", std::string("\0garbage", 8))},
+  };
+  for (const auto& [path, body] : cases) {
+    const HttpResponse r = Http(port(), "POST", path, body);
+    ExpectError(r, 400);
+    EXPECT_THAT(r.body, AnyOf(HasSubstr("deeper than 64 levels"), HasSubstr("NUL byte"))) << path;
+  }
+  EXPECT_EQ(Http(port(), "GET", "/v1/models").status, 200);
 }
 
 TEST_F(GatewayE2ETest, ErrorsHaveOpenAiShapeAndStatus) {
