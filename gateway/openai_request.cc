@@ -19,17 +19,23 @@ const json* Field(const json& object, const char* name) {
   return &*it;
 }
 
-// A number field in [lo, hi] into *out; an error naming it otherwise.
+// A number field in [lo, hi] ((lo, hi] when `above_lo`) into *out; an error
+// naming it otherwise. With `above_lo`, a value that float rounds down to
+// lo (top_p 1e-300) becomes the next float above it.
 std::optional<ApiError> ReadNumber(const json& body, const char* name, double lo, double hi,
-                                   float* out) {
+                                   float* out, bool above_lo = false) {
   const json* v = Field(body, name);
   if (v == nullptr) return std::nullopt;
   if (!v->is_number()) return BadParam(name, StrCat(name, " must be a number"));
   const double d = v->get<double>();
-  if (!std::isfinite(d) || d < lo || d > hi) {
-    return BadParam(name, StrCat(name, " must be in [", lo, ", ", hi, "], got ", v->dump()));
+  if (!std::isfinite(d) || d < lo || (above_lo && d == lo) || d > hi) {
+    return BadParam(name, StrCat(name, " must be in ", above_lo ? "(" : "[", lo, ", ", hi,
+                                 "], got ", v->dump()));
   }
   *out = static_cast<float>(d);
+  if (above_lo && *out <= static_cast<float>(lo)) {
+    *out = std::nextafter(static_cast<float>(lo), std::numeric_limits<float>::infinity());
+  }
   return std::nullopt;
 }
 
@@ -56,6 +62,19 @@ std::optional<ApiError> ReadBool(const json& body, const char* name, bool* out) 
   if (!v->is_boolean()) return BadParam(name, StrCat(name, " must be a boolean"));
   *out = v->get<bool>();
   return std::nullopt;
+}
+
+// A logit_bias key: a token id in decimal digits only (strtol would take
+// " 5", "+5" and "5 "), at most int32's maximum.
+std::optional<int32_t> TokenIdKey(std::string_view key) {
+  if (key.empty() || key.size() > 10) return std::nullopt;
+  int64_t id = 0;
+  for (const char c : key) {
+    if (c < '0' || c > '9') return std::nullopt;
+    id = id * 10 + (c - '0');
+  }
+  if (id > std::numeric_limits<int32_t>::max()) return std::nullopt;
+  return static_cast<int32_t>(id);
 }
 
 // A message's content: a string, or an array of {"type": "text", "text": ...}
@@ -99,6 +118,32 @@ std::optional<ApiError> ParseObject(std::string_view body, json* out) {
   return std::nullopt;
 }
 
+// response_format: {"type": "text"} (the default, which some clients send
+// on every call) is what this gateway writes; the structured outputs
+// ("json_object", "json_schema") are not there yet.
+std::optional<ApiError> ReadResponseFormat(const json& j) {
+  const json* format = Field(j, "response_format");
+  if (format == nullptr) return std::nullopt;
+  const json* type = format->is_object() ? Field(*format, "type") : nullptr;
+  if (type == nullptr || !type->is_string()) {
+    return BadParam("response_format",
+                    "response_format must be an object with a string \"type\" ({\"type\": "
+                    "\"text\"})");
+  }
+  const std::string& t = type->get_ref<const std::string&>();
+  if (t == "text") return std::nullopt;
+  if (t == "json_object" || t == "json_schema") {
+    return BadParam("response_format",
+                    StrCat("response_format type '", t,
+                           "' (structured output) is not supported by this gateway yet; only "
+                           "'text' is"));
+  }
+  return BadParam(
+      "response_format",
+      StrCat("response_format type must be 'text', 'json_object' or 'json_schema', got ",
+             QuoteForError(t)));
+}
+
 // The fields chat and completions share: the model, sampling, stopping and
 // the answer's shape. max_tokens may be 0 when `zero_max_tokens`.
 std::optional<ApiError> ReadGeneration(const json& j, const RequestLimits& limits,
@@ -116,10 +161,7 @@ std::optional<ApiError> ReadGeneration(const json& j, const RequestLimits& limit
   s.top_k = 0;
   s.min_p = 0.0f;
   if (auto e = ReadNumber(j, "temperature", 0, 2, &s.temperature)) return e;
-  if (const json* v = Field(j, "top_p"); v != nullptr && v->is_number() && v->get<double>() == 0) {
-    return BadParam("top_p", "top_p must be in (0, 1], got 0");
-  }
-  if (auto e = ReadNumber(j, "top_p", 0, 1, &s.top_p)) return e;
+  if (auto e = ReadNumber(j, "top_p", 0, 1, &s.top_p, /*above_lo=*/true)) return e;
   if (auto e = ReadNumber(j, "min_p", 0, 1, &s.min_p)) return e;
   int64_t top_k = 0;
   if (auto e = ReadInt(j, "top_k", -1, std::numeric_limits<int32_t>::max(), &top_k)) return e;
@@ -141,13 +183,11 @@ std::optional<ApiError> ReadGeneration(const json& j, const RequestLimits& limit
       return BadParam("logit_bias", StrCat("at most ", limits.max_logit_bias, " entries"));
     }
     for (const auto& [key, value] : bias->items()) {
-      char* end = nullptr;
-      const long parsed = std::strtol(key.c_str(), &end, 10);
-      if (key.empty() || *end != '\0' || parsed < 0 ||
-          parsed > std::numeric_limits<int32_t>::max()) {
-        return BadParam("logit_bias", StrCat(QuoteForError(key), " is not a token id"));
+      const std::optional<int32_t> id = TokenIdKey(key);
+      if (!id.has_value()) {
+        return BadParam("logit_bias",
+                        StrCat(QuoteForError(key), " is not a token id (decimal digits only)"));
       }
-      const std::optional<int32_t> id = static_cast<int32_t>(parsed);
       if (!value.is_number() || !std::isfinite(value.get<double>()) ||
           std::abs(value.get<double>()) > 100) {
         return BadParam("logit_bias", StrCat("the bias of token ", *id, " must be in [-100, 100]"));
@@ -183,7 +223,8 @@ std::optional<ApiError> ReadGeneration(const json& j, const RequestLimits& limit
       return BadParam("stop", "stop must be a string or an array of strings");
     }
     if (stops.size() > static_cast<size_t>(limits.max_stop)) {
-      return BadParam("stop", StrCat("at most ", limits.max_stop, " stop strings"));
+      return BadParam("stop", StrCat("stop takes at most ", limits.max_stop,
+                                     " strings (OpenAI's limit), got ", stops.size()));
     }
     for (const std::string& one : stops) {
       if (one.empty()) return BadParam("stop", "stop strings must not be empty");
@@ -211,13 +252,13 @@ std::optional<ApiError> ReadGeneration(const json& j, const RequestLimits& limit
     return e;
   }
   r->params.speculate = static_cast<int32_t>(speculate);
-  for (const char* unsupported : {"tools", "functions", "response_format"}) {
+  for (const char* unsupported : {"tools", "functions"}) {
     const json* v = Field(j, unsupported);
     if (v != nullptr && !(v->is_array() && v->empty())) {
       return BadParam(unsupported, StrCat(unsupported, " is not supported by this gateway"));
     }
   }
-  return std::nullopt;
+  return ReadResponseFormat(j);
 }
 
 // `messages`: a non-empty array of {role, content} (roles system,

@@ -295,6 +295,63 @@ TEST(RequestBodyTest, TrailingBytesAreRefused) {
   }
 }
 
+// top_p is in (0, 1]: a tiny positive value is accepted and stays positive
+// as a float (it rounded to 0 and failed later, naming no field).
+TEST(ParseChatRequestTest, TinyTopPStaysPositive) {
+  ChatRequest r;
+  ASSERT_EQ(Parse(Body(R"("top_p": 1e-300)"), &r), std::nullopt);
+  EXPECT_GT(r.params.sampling.top_p, 0.0f);
+  r.params.max_tokens = 1;
+  EXPECT_TRUE(client::ValidateParams(r.params).ok()) << client::ValidateParams(r.params);
+  std::optional<ApiError> e = Parse(Body(R"("top_p": 0)"), &r);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "top_p");
+  EXPECT_THAT(e->message, HasSubstr("(0, 1]"));
+}
+
+TEST(ParseChatRequestTest, LogitBiasKeysAreDecimalDigits) {
+  ChatRequest r;
+  ASSERT_EQ(Parse(Body(R"("logit_bias": {"2147483647": 1, "0": -1})"), &r), std::nullopt);
+  for (const char* key : {" 5", "5 ", "+5", "-1", "0x5", "2147483648", "99999999999", ""}) {
+    std::optional<ApiError> e = Parse(Body(StrCat(R"("logit_bias": {")", key, R"(": 1})")), &r);
+    ASSERT_TRUE(e.has_value()) << "'" << key << "'";
+    EXPECT_EQ(e->param, "logit_bias");
+  }
+}
+
+TEST(ParseChatRequestTest, StopLimitIsNamed) {
+  ChatRequest r;
+  std::optional<ApiError> e = Parse(Body(R"("stop": ["a", "b", "c", "d", "e"])"), &r);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "stop");
+  EXPECT_THAT(e->message, HasSubstr("at most 4"));
+  EXPECT_THAT(e->message, HasSubstr("got 5"));
+}
+
+// {"type": "text"} is the default some clients send every time; structured
+// outputs are refused by name.
+TEST(ParseChatRequestTest, ResponseFormatTextIsAccepted) {
+  ChatRequest r;
+  EXPECT_EQ(Parse(Body(R"("response_format": {"type": "text"})"), &r), std::nullopt);
+  CompletionRequest c;
+  EXPECT_EQ(ParseCompletionRequest(
+                R"({"model": "m", "prompt": "x", "response_format": {"type": "text"}})",
+                RequestLimits(), &c),
+            std::nullopt);
+  for (const char* format :
+       {R"({"type": "json_object"})", R"({"type": "json_schema", "json_schema": {"name": "x"}})"}) {
+    std::optional<ApiError> e = Parse(Body(StrCat(R"("response_format": )", format)), &r);
+    ASSERT_TRUE(e.has_value()) << format;
+    EXPECT_EQ(e->param, "response_format");
+    EXPECT_THAT(e->message, HasSubstr("not supported"));
+  }
+  for (const char* format : {R"("text")", R"({"type": "yaml"})", R"({})", R"({"type": 1})"}) {
+    std::optional<ApiError> e = Parse(Body(StrCat(R"("response_format": )", format)), &r);
+    ASSERT_TRUE(e.has_value()) << format;
+    EXPECT_EQ(e->param, "response_format");
+  }
+}
+
 TEST(ParseTokenizeRequestTest, PromptOrMessages) {
   TokenizeRequest t;
   ASSERT_EQ(ParseTokenizeRequest(R"({"prompt": "Hi"})", RequestLimits(), &t), std::nullopt);

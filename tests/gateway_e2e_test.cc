@@ -701,8 +701,8 @@ TEST_F(GatewayE2ETest, TokenizeRendersMessagesAsChatDoes) {
 
 // Bodies that crashed the gateway or passed: a value nested 600 levels
 // deep where an error message dumped it (the worker's stack overflowed),
-// 100,000 levels, bytes after the JSON value; each is a 400, and the
-// gateway serves on.
+// 100,000 levels, bytes after the JSON value, a logit_bias key with a
+// blank; each is a 400, and the gateway serves on.
 TEST_F(GatewayE2ETest, HostileBodiesAre400AndTheGatewayServesOn) {
   const std::string deep = std::string(600, '[') + std::string(600, ']');
   const std::string deeper = std::string(100000, '[') + std::string(100000, ']');
@@ -720,6 +720,17 @@ TEST_F(GatewayE2ETest, HostileBodiesAre400AndTheGatewayServesOn) {
     ExpectError(r, 400);
     EXPECT_THAT(r.body, AnyOf(HasSubstr("deeper than 64 levels"), HasSubstr("NUL byte"))) << path;
   }
+  ExpectError(PostChat(Chat(kQuestion, {{"logit_bias", {{" 5", 1}}}})), 400, "logit_bias");
+  const HttpResponse stops = PostChat(Chat(kQuestion, {{"stop", {"a", "b", "c", "d", "e"}}}));
+  ExpectError(stops, 400, "stop");
+  EXPECT_THAT(stops.body, HasSubstr("at most 4"));
+  // Inside the documented ranges: served.
+  EXPECT_EQ(PostChat(Chat(kQuestion, {{"top_p", 1e-300}, {"max_tokens", 2}})).status, 200);
+  EXPECT_EQ(PostChat(Chat(kQuestion, {{"response_format", {{"type", "text"}}}, {"max_tokens", 2}}))
+                .status,
+            200);
+  ExpectError(PostChat(Chat(kQuestion, {{"response_format", {{"type", "json_object"}}}})), 400,
+              "response_format");
   EXPECT_EQ(Http(port(), "GET", "/v1/models").status, 200);
 }
 
