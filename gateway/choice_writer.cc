@@ -1,7 +1,10 @@
 #include "gateway/choice_writer.h"
 
+#include <algorithm>
 #include <optional>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "gateway/logprobs_json.h"
 #include "gateway/openai_api.h"
@@ -74,6 +77,24 @@ class ChatWriter final : public ChoiceWriter {
   std::vector<ChatChoice> choices_;
 };
 
+// How many leading bytes of the tokens' texts (`bytes` in all) the echoed
+// `text` does not show: their excess when they end with it, else 0.
+size_t HiddenPrefix(const std::vector<TokenScore>& tokens, size_t bytes, std::string_view text) {
+  if (bytes <= text.size()) return 0;
+  const size_t hidden = bytes - text.size();
+  size_t at = 0;  // compare the tokens' bytes past `hidden` with the text
+  for (const TokenScore& s : tokens) {
+    const size_t begin = std::max(at, hidden);
+    const size_t end = at + s.text.size();
+    if (begin < end &&
+        std::string_view(s.text).substr(begin - at) != text.substr(begin - hidden, end - begin)) {
+      return 0;
+    }
+    at = end;
+  }
+  return hidden;
+}
+
 class CompletionWriter final : public ChoiceWriter {
  public:
   CompletionWriter(ResponseInfo info, bool echo, int logprobs, TokenText text)
@@ -126,8 +147,12 @@ class CompletionWriter final : public ChoiceWriter {
   void Echo(int index, std::span<const v1::TokenLogprob> scores, Events* events) {
     echoed_ = true;
     if (logprobs_ >= 0) {
+      std::vector<TokenScore> tokens(prompt_.ids.size());
+      size_t bytes = 0;
       for (size_t i = 0; i < prompt_.ids.size(); ++i) {
-        TokenScore s{text_(prompt_.ids[i]), std::nullopt, {}};
+        TokenScore& s = tokens[i];
+        s.text = text_(prompt_.ids[i]);
+        bytes += s.text.size();
         if (i > 0 && i - 1 < scores.size()) {
           const v1::TokenLogprob& t = scores[i - 1];
           s.logprob = t.logprob();
@@ -135,7 +160,15 @@ class CompletionWriter final : public ChoiceWriter {
             s.top.emplace_back(text_(t.top_ids(j)), t.top_logprobs(j));
           }
         }
-        logprobs_json_.Add(s);
+      }
+      // Text offsets index into the echoed text: bytes the tokens have
+      // before it (a BOS the encoder added, a tokenizer's leading space:
+      // the tokens' bytes end with the text) are in no offset.
+      size_t hidden = HiddenPrefix(tokens, bytes, prompt_.text);
+      for (const TokenScore& s : tokens) {
+        const size_t skip = std::min(hidden, s.text.size());
+        hidden -= skip;
+        logprobs_json_.Add(s, static_cast<int64_t>(s.text.size() - skip));
       }
     }
     if (info_.stream) {

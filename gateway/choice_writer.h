@@ -61,7 +61,10 @@ std::unique_ptr<ChoiceWriter> NewChatWriter(ResponseInfo info, bool logprobs, To
 
 // Completions: `echo` puts the prompt first in each choice (streamed: its
 // own first event); `logprobs` >= 0 lists each token's logprob with that
-// many alternatives (the prompt's too with echo, its first token's null).
+// many alternatives and the token itself (the prompt's too with echo, its
+// first token's null). text_offset indexes into the choice's text: an
+// echoed prompt's tokens whose bytes the prompt text does not show (a BOS
+// the encoder added) are at offset 0 and take no room.
 std::unique_ptr<ChoiceWriter> NewCompletionWriter(ResponseInfo info, bool echo, int logprobs,
                                                   TokenText text);
 

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "gateway/logprobs_json.h"
 #include "gtest/gtest.h"
 #include "llm/v1/model.pb.h"
 
@@ -11,8 +12,11 @@ namespace {
 
 using nlohmann::json;
 
+// Token 9 is the first two bytes of "€" (E2 82 AC), token 100 a BOS.
 std::string Text(int32_t id) {
-  return id == 9 ? std::string("\xE2\x82") : "t" + std::to_string(id);
+  if (id == 9) return std::string("\xE2\x82");
+  if (id == 100) return "<bos>";
+  return "t" + std::to_string(id);
 }
 
 ResponseInfo Info(bool stream) { return {"id", 1, "m", stream, false}; }
@@ -41,6 +45,10 @@ TEST(ChoiceWriterTest, ChatLogprobsListEachTokenAndItsAlternatives) {
   EXPECT_EQ(content[0]["bytes"], json::array({'t', '3'}));
   ASSERT_EQ(content[0]["top_logprobs"].size(), 2u);
   EXPECT_EQ(content[0]["top_logprobs"][1]["bytes"], json::array({0xE2, 0x82}));
+  // Not UTF-8 on its own: OpenAI's "bytes:" form, never U+FFFD.
+  EXPECT_EQ(content[0]["top_logprobs"][1]["token"], "bytes:\\xe2\\x82");
+  EXPECT_EQ(content[1]["token"], "bytes:\\xe2\\x82");
+  EXPECT_EQ(content[1]["bytes"], json::array({0xE2, 0x82}));
   EXPECT_TRUE(content[1]["top_logprobs"].empty());
   EXPECT_TRUE(r["choices"][0]["logprobs"]["refusal"].is_null());
 }
@@ -104,7 +112,9 @@ TEST(ChoiceWriterTest, CompletionEchoScoresThePromptThenTheAnswer) {
     EXPECT_EQ(logprobs["tokens"], json::array({"t1", "t22", "t3", "t5"}));
     EXPECT_EQ(logprobs["token_logprobs"], json::parse("[null, -1.5, -0.75, -0.125]"));
     EXPECT_TRUE(logprobs["top_logprobs"][0].is_null());
-    EXPECT_EQ(logprobs["top_logprobs"][1], json::parse(R"({"t7": -0.5})"));
+    // The prompt's token at its position too, when the alternatives lack it.
+    EXPECT_EQ(logprobs["top_logprobs"][1], json::parse(R"({"t7": -0.5, "t22": -1.5})"));
+    EXPECT_EQ(logprobs["top_logprobs"][2], json::parse(R"({"t3": -0.75})"));
     EXPECT_EQ(logprobs["top_logprobs"][3], json::parse(R"({"t5": -0.125})"));
     EXPECT_EQ(logprobs["text_offset"], json::parse("[0, 2, 5, 7]"));
   }
@@ -124,7 +134,81 @@ TEST(ChoiceWriterTest, CompletionEchoWithoutTokensTakesTheScoresFromTheResult) {
   const json out = w->Response(2, 0);
   EXPECT_EQ(out["choices"][0]["text"], "t1t2");
   EXPECT_EQ(out["choices"][0]["logprobs"]["token_logprobs"], json::parse("[null, -3.0]"));
-  EXPECT_EQ(out["choices"][0]["logprobs"]["top_logprobs"][1], json::object());
+  // logprobs 0: no alternatives, the token itself (OpenAI's logprobs + 1).
+  EXPECT_EQ(out["choices"][0]["logprobs"]["top_logprobs"][1], json::parse(R"({"t2": -3.0})"));
+}
+
+// Completions: a generated token the sampler picked outside the most likely
+// ones is listed among them too; a token that is not UTF-8 on its own is
+// "bytes:..." in tokens and as a key, and its offset counts its bytes.
+TEST(ChoiceWriterTest, CompletionLogprobsListTheTokenAndItsBytes) {
+  auto w = NewCompletionWriter(Info(false), /*echo=*/false, /*logprobs=*/1, Text);
+  ChoiceWriter::Events events;
+  w->Begin(0, {}, &events);
+  const client::TopLogprob top5[] = {{5, -0.5f}};
+  w->Token(0, {"", 9, -3.0f, top5, {}}, &events);
+  const client::TopLogprob top9[] = {{9, -0.25f}};
+  w->Token(0, {"", 9, -0.25f, top9, {}}, &events);
+  w->Token(0, {"t4", 4, -1.0f, top5, {}}, &events);
+  w->End(0, Result("\xE2\x82\xE2\x82t4", client::StopReason::kMaxTokens), &events);
+  const json lp = w->Response(1, 3)["choices"][0]["logprobs"];
+  const std::string partial = "bytes:\\xe2\\x82";
+  EXPECT_EQ(lp["tokens"], json::array({partial, partial, "t4"}));
+  EXPECT_EQ(lp["top_logprobs"][0], json({{"t5", -0.5f}, {partial, -3.0f}}));
+  EXPECT_EQ(lp["top_logprobs"][1], json({{partial, -0.25f}}));
+  EXPECT_EQ(lp["top_logprobs"][2], json({{"t5", -0.5f}, {"t4", -1.0f}}));
+  EXPECT_EQ(lp["text_offset"], json::parse("[0, 2, 4]"));
+}
+
+// Echo of a prompt that starts with a BOS the encoder added (Gemma 3): the
+// text is the prompt as given, so the BOS is at offset 0 and takes no room,
+// and every other offset indexes into the text.
+TEST(ChoiceWriterTest, CompletionEchoOffsetsIndexIntoTheText) {
+  const std::vector<int32_t> ids = {100, 1, 22};
+  const std::string prompt = "t1t22";
+  for (bool stream : {false, true}) {
+    auto w = NewCompletionWriter(Info(stream), /*echo=*/true, /*logprobs=*/0, Text);
+    ChoiceWriter::Events events;
+    w->Begin(0, {ids, prompt}, &events);
+    std::vector<v1::TokenLogprob> scores(2);
+    scores[0].set_token(1);
+    scores[0].set_logprob(-1.0f);
+    scores[1].set_token(22);
+    scores[1].set_logprob(-2.0f);
+    w->Token(0, {"t5", 5, -0.5f, {}, scores}, &events);
+    w->End(0, Result("t5", client::StopReason::kMaxTokens), &events);
+    json offsets = json::array(), tokens = json::array();
+    std::string text;
+    if (stream) {
+      for (const json& e : events) {
+        text += e["choices"][0]["text"].get<std::string>();
+        const json& l = e["choices"][0]["logprobs"];
+        if (l.is_null()) continue;
+        for (const json& v : l["text_offset"]) offsets.push_back(v);
+        for (const json& v : l["tokens"]) tokens.push_back(v);
+      }
+    } else {
+      const json c = w->Response(3, 1)["choices"][0];
+      text = c["text"];
+      offsets = c["logprobs"]["text_offset"];
+      tokens = c["logprobs"]["tokens"];
+    }
+    EXPECT_EQ(text, "t1t22t5");
+    EXPECT_EQ(tokens, json::array({"<bos>", "t1", "t22", "t5"}));
+    ASSERT_EQ(offsets, json::parse("[0, 0, 2, 5]")) << "stream " << stream;
+    for (size_t i = 1; i < tokens.size(); ++i) {
+      EXPECT_EQ(text.substr(offsets[i].get<size_t>(), tokens[i].get<std::string>().size()),
+                tokens[i].get<std::string>());
+    }
+  }
+}
+
+TEST(ChoiceWriterTest, TokenStringWritesBytesAsOpenAiDoes) {
+  EXPECT_EQ(TokenString("t\xC3\xA9"), "t\xC3\xA9");  // valid UTF-8: as it is
+  EXPECT_EQ(TokenString(""), "");
+  EXPECT_EQ(TokenString("\xE4\xB8"), "bytes:\\xe4\\xb8");
+  EXPECT_EQ(TokenString(" a\xF0"), "bytes: a\\xf0");
+  EXPECT_EQ(TokenString("\\\n\xFF"), "bytes:\\\\\\n\\xff");
 }
 
 }  // namespace

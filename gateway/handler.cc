@@ -94,10 +94,21 @@ std::string NewId(std::string_view prefix) {
   return StrCat(prefix, std::string_view(hex, 24));
 }
 
-// At most 64 bytes of a client's value, for an error message (never a
-// client's structure whole: quoting one is unbounded work and output).
-std::string Clip(std::string_view s) {
-  return s.size() <= 64 ? std::string(s) : StrCat(s.substr(0, 64), "...");
+// A conversation's prompt text with `t`: a Jinja template renders the whole
+// conversation; a written-out one formats it as the first turn, whose
+// assistant header is dropped without add_generation_prompt.
+absl::StatusOr<std::string> RenderChat(const client::ChatTemplate& t,
+                                       std::span<const client::ChatMessage> messages,
+                                       bool add_generation_prompt) {
+  if (t.kind() == client::ChatTemplate::Kind::kJinja) {
+    return t.Render(messages, add_generation_prompt);
+  }
+  std::string text = t.FormatTurn(messages, /*first=*/true);
+  if (!add_generation_prompt) {
+    const std::string header = t.FormatTurn({}, /*first=*/false);
+    if (absl::EndsWith(text, header)) text.resize(text.size() - header.size());
+  }
+  return text;
 }
 
 // A Leave-on-scope-exit count of the requests being handled.
@@ -197,7 +208,7 @@ int Handler::Route(HttpExchange& http) {
     if (method == "POST") return HandleTokenize(http, path == "/detokenize");
     return SendError(http, WrongMethod(StrCat("use POST for ", path)));
   }
-  return SendError(http, NotFound(StrCat("no such endpoint: ", Clip(method), " ", Clip(path))));
+  return SendError(http, NotFound(StrCat("no such endpoint: ", QuoteForError(method), " ", QuoteForError(path))));
 }
 
 std::optional<ApiError> Handler::ReadBody(HttpExchange& http, std::string* body) const {
@@ -241,58 +252,49 @@ absl::StatusOr<Admission::Ticket> Handler::Admit() {
 int Handler::HandleTokenize(HttpExchange& http, bool detokenize) {
   std::string body;
   if (auto e = ReadBody(http, &body)) return SendError(http, *e);
-  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) {
-    ApiError e;
-    e.message = "the request body must be a JSON object";
-    return SendError(http, e);
-  }
-  if (j.contains("model") && !j["model"].is_null() && j["model"] != model_id_) {
-    ApiError e =
-        NotFound(j["model"].is_string() ? StrCat("the model '", Clip(j["model"].get<std::string>()),
-                                                 "' does not exist")
-                                        : std::string("model must be a string"));
+  TokenizeRequest tokenize;
+  DetokenizeRequest detokenize_req;
+  std::optional<ApiError> parse_error =
+      detokenize ? ParseDetokenizeRequest(body, &detokenize_req)
+                 : ParseTokenizeRequest(body, options_.limits, &tokenize);
+  if (parse_error) return SendError(http, *parse_error);
+  const std::optional<std::string>& model = detokenize ? detokenize_req.model : tokenize.model;
+  if (model.has_value() && *model != model_id_) {
+    ApiError e = NotFound(StrCat("the model ", QuoteForError(*model), " does not exist"));
     e.param = "model";
     e.code = "model_not_found";
     return SendError(http, e);
   }
-  std::vector<int32_t> ids;
-  std::string prompt;
-  bool add_special = true;
-  if (detokenize) {
-    if (!j.contains("tokens") || !j["tokens"].is_array()) {
-      return SendError(http, BadParam("tokens", "tokens must be an array of token ids"));
-    }
-    for (const json& t : j["tokens"]) {
-      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab_size_) {
-        return SendError(
-            http,
-            BadParam("tokens", StrCat("every token must be an id in [0, ", vocab_size_, "), got ",
-                                      t.is_number() ? Clip(t.dump()) : t.type_name())));
-      }
-      ids.push_back(t.get<int32_t>());
-    }
-  } else {
-    if (!j.contains("prompt") || !j["prompt"].is_string()) {
-      return SendError(http, BadParam("prompt", "prompt must be a string"));
-    }
-    prompt = j["prompt"].get<std::string>();
-    if (j.contains("add_special_tokens")) {
-      if (!j["add_special_tokens"].is_boolean()) {
-        return SendError(http, BadParam("add_special_tokens", "must be a boolean"));
-      }
-      add_special = j["add_special_tokens"].get<bool>();
+  for (const int32_t id : detokenize_req.tokens) {
+    if (id >= vocab_size_) {
+      return SendError(http, BadParam("tokens", StrCat("token ", id, " is not in the ", vocab_size_,
+                                                       "-token vocabulary")));
     }
   }
   client::TokenizerPort& tokenizer = services_->tokenizer();
   if (detokenize) {
-    absl::StatusOr<std::string> text = tokenizer.Decode(ids);
+    absl::StatusOr<std::string> text = tokenizer.Decode(detokenize_req.tokens);
     if (!text.ok()) return SendError(http, FromStatus(text.status()));
     return SendJson(http, 200, json{{"prompt", *text}});
   }
+  // A chat: rendered as HandleChat renders it (and encoded as it encodes it,
+  // BOS on top of the template's only with add_special_tokens).
+  std::string prompt = std::move(tokenize.prompt);
   client::EncodeOptions encode;
-  encode.allow_special = add_special;
-  encode.add_bos = add_special && add_bos_;
+  encode.allow_special = tokenize.add_special_tokens;
+  encode.add_bos = tokenize.add_special_tokens && add_bos_;
+  if (!tokenize.messages.empty()) {
+    absl::StatusOr<std::string> rendered =
+        RenderChat(template_, tokenize.messages, tokenize.add_generation_prompt);
+    if (!rendered.ok()) {
+      return SendError(http, BadParam("messages", StrCat("the model's chat template: ",
+                                                         rendered.status().message())));
+    }
+    prompt = *std::move(rendered);
+    encode.allow_special = true;
+    encode.add_bos = add_bos_ && (tokenize.add_special_tokens ||
+                                  template_.kind() == client::ChatTemplate::Kind::kRaw);
+  }
   absl::StatusOr<std::vector<int32_t>> encoded = tokenizer.Encode(prompt, encode);
   if (!encoded.ok()) return SendError(http, FromStatus(encoded.status()));
   return SendJson(
@@ -312,7 +314,7 @@ int Handler::HandleModels(HttpExchange& http) {
   }
   const std::string_view id = path.substr(std::string_view("/v1/models/").size());
   if (id != model_id_) {
-    ApiError e = NotFound(StrCat("the model '", Clip(id), "' does not exist"));
+    ApiError e = NotFound(StrCat("the model ", QuoteForError(id), " does not exist"));
     e.param = "model";
     e.code = "model_not_found";
     return SendError(http, e);
@@ -347,8 +349,8 @@ int Handler::HandleHealth(HttpExchange& http) {
 // Checks what chat and completions share against the served model.
 std::optional<ApiError> Handler::CheckModel(const GenerationRequest& req) const {
   if (req.model != model_id_) {
-    ApiError e = NotFound(StrCat("the model '", Clip(req.model),
-                                 "' does not exist (this gateway serves '", model_id_, "')"));
+    ApiError e = NotFound(StrCat("the model ", QuoteForError(req.model),
+                                 " does not exist (this gateway serves '", model_id_, "')"));
     e.param = "model";
     e.code = "model_not_found";
     return e;
@@ -406,17 +408,12 @@ int Handler::HandleChat(HttpExchange& http) {
     conversation.emplace(*std::move(taken));
   }
   // The prompt's text: the whole conversation, rendered.
-  std::string prompt;
-  if (template_.kind() == client::ChatTemplate::Kind::kJinja) {
-    absl::StatusOr<std::string> rendered = template_.Render(req.messages, true);
-    if (!rendered.ok()) {
-      return SendError(http, BadParam("messages", StrCat("the model's chat template: ",
-                                                         rendered.status().message())));
-    }
-    prompt = *std::move(rendered);
-  } else {
-    prompt = template_.FormatTurn(req.messages, /*first=*/true);
+  absl::StatusOr<std::string> rendered = RenderChat(template_, req.messages, true);
+  if (!rendered.ok()) {
+    return SendError(http, BadParam("messages", StrCat("the model's chat template: ",
+                                                       rendered.status().message())));
   }
+  const std::string prompt = *std::move(rendered);
 
   absl::StatusOr<Admission::Ticket> ticket = Admit();
   if (!ticket.ok()) return SendError(http, FromStatus(ticket.status()));

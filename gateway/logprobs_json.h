@@ -7,10 +7,14 @@
 //   completions: "logprobs": {"tokens": [...], "token_logprobs": [...],
 //                 "top_logprobs": [{text: logprob, ...}, ...], "text_offset": [...]}
 //
-// A token's text is its bytes; bytes that are not valid UTF-8 on their own (a
-// character split across tokens) become U+FFFD when the JSON is written,
-// while "bytes" (chat) keeps them exactly. text_offset counts bytes of the
-// choice's text up to the token.
+// A token's "token" string (and a completions top_logprobs key) is its text
+// when its bytes are valid UTF-8; a token that is not (a character split
+// across tokens) is written as OpenAI writes it: "bytes:" and the bytes as
+// Python shows a bytes object's contents, "bytes:\xe4\xb8" (TokenString).
+// "bytes" (chat) lists the bytes exactly. text_offset counts bytes (UTF-8)
+// of the choice's text up to the token; a completions top_logprobs entry
+// also lists the token at its position when it is not among the most
+// likely ones (up to logprobs + 1 entries, as OpenAI's and vLLM's).
 #ifndef LLM_GATEWAY_LOGPROBS_JSON_H_
 #define LLM_GATEWAY_LOGPROBS_JSON_H_
 
@@ -18,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -31,6 +36,9 @@ struct TokenScore {
   std::vector<std::pair<std::string, float>> top;  // (bytes, logprob), most likely first
 };
 
+// The "token" string of a token's bytes (see above).
+std::string TokenString(std::string_view bytes);
+
 // One entry of a chat choice's logprobs.content.
 nlohmann::json ChatLogprobEntry(const TokenScore& score);
 
@@ -42,7 +50,10 @@ class CompletionLogprobs {
  public:
   // `offset`: the bytes of the choice's text before the first token added.
   explicit CompletionLogprobs(int64_t offset = 0) : offset_(offset) {}
-  void Add(const TokenScore& score);
+  // `text_bytes`: how many of the token's bytes the choice's text holds
+  // (the next token's offset is this much further); nullopt: all of them.
+  // (An echoed prompt's BOS, which the text does not show: 0.)
+  void Add(const TokenScore& score, std::optional<int64_t> text_bytes = std::nullopt);
   // The object so far (each list in token order).
   nlohmann::json ToJson() const;
   // The object of the tokens added since the last Take(), for one streamed

@@ -1,98 +1,21 @@
-// The OpenAI API's JSON, without HTTP or gRPC: request bodies parsed and
-// checked into the client library's GenerateParams, errors in OpenAI's shape,
-// and the response objects (chat.completion, chat.completion.chunk,
-// text_completion). logprobs objects: logprobs_json.h.
-//
-// A bad request names its parameter (ApiError::param), as OpenAI does:
-//   {"error": {"message": "...", "type": "invalid_request_error",
-//              "param": "temperature", "code": null}}
-// Unknown fields are ignored (clients send fields this gateway does not
-// read); fields it reads but cannot honour yet are rejected by name.
+// The OpenAI API's response objects, without HTTP or gRPC: chat.completion,
+// chat.completion.chunk and text_completion. Request bodies:
+// openai_request.h; errors and JSON text: api_error.h; logprobs objects:
+// logprobs_json.h.
 #ifndef LLM_GATEWAY_OPENAI_API_H_
 #define LLM_GATEWAY_OPENAI_API_H_
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "client/generate/chat_template.h"
-#include "client/generate/params.h"
 #include "client/generate/result.h"
+#include "gateway/api_error.h"
+#include "gateway/openai_request.h"
 
 namespace llm::gateway {
-
-// An error answer: the HTTP status and OpenAI's error object.
-struct ApiError {
-  int http_status = 400;
-  std::string message;
-  std::string type = "invalid_request_error";
-  std::string param;  // "" = null
-  std::string code;   // "" = null
-};
-
-ApiError BadParam(std::string_view param, std::string_view message);
-// {"error": {...}}.
-nlohmann::json ErrorJson(const ApiError& error);
-
-// Limits on what one request may ask for.
-struct RequestLimits {
-  int max_n = 8;              // choices per request
-  int max_stop = 4;           // stop strings (OpenAI's limit)
-  int max_messages = 1024;    // messages per chat request
-  int max_logit_bias = 1024;  // logit_bias entries
-  int max_prompts = 64;       // prompts per completions request
-};
-
-// What chat and completions requests share. `params.max_tokens` is 0 when
-// the request gives no max_tokens / max_completion_tokens (has_max_tokens
-// false: the caller fills in its default); `has_seed` false: the caller
-// picks one; `has_speculate` false: the caller's default (extension
-// "speculate", 0..16: GenerateParams::speculate).
-struct GenerationRequest {
-  std::string model;
-  client::GenerateParams params;
-  bool has_max_tokens = false;
-  bool has_seed = false;
-  bool has_speculate = false;
-  bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
-  int n = 1;
-};
-
-// POST /v1/chat/completions, parsed.
-struct ChatRequest : GenerationRequest {
-  std::vector<client::ChatMessage> messages;
-  bool logprobs = false;  // each generated token's logprob (and top_logprobs alternatives)
-  int top_logprobs = 0;   // 0..20; needs logprobs
-};
-
-// Parses `body` (JSON); nullopt on success, the error (400, naming the
-// parameter) otherwise.
-std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLimits& limits,
-                                         ChatRequest* out);
-
-// One prompt of a completions request: text, or token ids (not encoded).
-struct CompletionPrompt {
-  std::string text;
-  std::vector<int32_t> ids;
-  bool is_ids = false;
-};
-
-// POST /v1/completions, parsed. `prompt` is a string, an array of strings, an
-// array of token ids, or an array of such arrays; each prompt gets n choices
-// (choice index = prompt index x n + j). max_tokens 0 is allowed with echo
-// (the prompt scored, nothing generated).
-struct CompletionRequest : GenerationRequest {
-  std::vector<CompletionPrompt> prompts;
-  bool echo = false;  // the prompt first in each choice's text (and its logprobs)
-  int logprobs = -1;  // -1: none; 0..20: each token's logprob and that many alternatives
-};
-
-std::optional<ApiError> ParseCompletionRequest(std::string_view body, const RequestLimits& limits,
-                                               CompletionRequest* out);
 
 // OpenAI's finish_reason for a stop reason: "stop" (EOS / EOT, a stop
 // string), "length" (max_tokens, the context), "cancelled" otherwise.
@@ -135,9 +58,6 @@ nlohmann::json CompletionJson(std::string_view id, int64_t created, std::string_
 nlohmann::json CompletionChunkJson(std::string_view id, int64_t created, std::string_view model,
                                    int index, std::string_view text, nlohmann::json logprobs,
                                    std::string_view finish_reason, bool with_usage_null);
-
-// JSON text that never throws on invalid UTF-8 (replaced with U+FFFD).
-std::string Dump(const nlohmann::json& j);
 
 }  // namespace llm::gateway
 

@@ -14,9 +14,15 @@
 //     (body over --max_body_bytes), 429 (--max_concurrent 1 and a stream in
 //     flight), 503 (the model service killed);
 //   - a client that closes its stream mid-answer frees its slot at once
-//     (the generation is cancelled, not run to max_tokens).
+//     (the generation is cancelled, not run to max_tokens);
+//   - hostile bodies (deep nesting, bytes after the JSON) are 400s and the
+//     gateway serves on; /tokenize renders chat messages as chat does;
+//   - with Gemma 3 270M (BOS, byte fallback): echo logprobs whose offsets
+//     index into the text, partial characters as "bytes:\xNN".
 //
-// Needs models/SmolLM2-135M-Instruct.Q4_1.gguf (scripts/fetch-model.sh).
+// Needs models/SmolLM2-135M-Instruct.Q4_1.gguf and
+// models/gemma-3-270m-q4_k_m.gguf (scripts/fetch-model.sh [gemma3-270m];
+// scripts/test.sh fetches both).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -150,10 +156,12 @@ std::vector<json> Events(const std::string& body, bool* done) {
 
 class GatewayE2ETest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
+  static void SetUpTestSuite() { StartServers(ModelPath()); }
+  // The suite's tokenizer, model server and gateway, with the model at `path`.
+  static void StartServers(const std::string& path) {
     std::string error;
     std::unique_ptr<ServerProcess> tokenizer, model;
-    error = testing::StartTokenizerAndModel(ModelPath(), &tokenizer, &model);
+    error = testing::StartTokenizerAndModel(path, &tokenizer, &model);
     ASSERT_EQ(error, "");
     tokenizer_ = tokenizer.release();
     model_ = model.release();
@@ -199,6 +207,18 @@ class GatewayE2ETest : public ::testing::Test {
 
   static HttpResponse PostChat(const std::string& body) {
     return Http(port(), "POST", "/v1/chat/completions", body);
+  }
+
+  // A completions request that scores `prompt` (echo, max_tokens 0) with
+  // `logprobs` alternatives at each position.
+  static HttpResponse PostEcho(const std::string& prompt, int logprobs) {
+    return Http(port(), "POST", "/v1/completions",
+                json{{"model", *model_id_},
+                     {"prompt", prompt},
+                     {"echo", true},
+                     {"logprobs", logprobs},
+                     {"max_tokens", 0}}
+                    .dump());
   }
 
   static void ExpectError(const HttpResponse& r, int status, const std::string& param = "") {
@@ -346,13 +366,7 @@ constexpr char kScoredText[] =
 // agree within 1e-3 (in fact to float rounding: the same engine, a different
 // path). The first token's logprob is null.
 TEST_F(GatewayE2ETest, CompletionsEchoLogprobsMatchLlmPerplexity) {
-  const HttpResponse r = Http(port(), "POST", "/v1/completions",
-                              json{{"model", *model_id_},
-                                   {"prompt", kScoredText},
-                                   {"echo", true},
-                                   {"logprobs", 1},
-                                   {"max_tokens", 0}}
-                                  .dump());
+  const HttpResponse r = PostEcho(kScoredText, 1);
   ASSERT_EQ(r.status, 200) << r.body;
   const json j = r.Json();
   EXPECT_EQ(j["object"], "text_completion");
@@ -388,9 +402,13 @@ TEST_F(GatewayE2ETest, CompletionsEchoLogprobsMatchLlmPerplexity) {
     EXPECT_NEAR(got, want, 1e-3) << "token " << i << " " << lp["tokens"][i];
     sum += got;
     ref_sum += want;
-    // The position's top alternative is at least as likely as the token.
-    ASSERT_EQ(lp["top_logprobs"][i].size(), 1u);
-    EXPECT_GE(lp["top_logprobs"][i].begin().value().get<float>(), got - 1e-6);
+    // The position's top alternative, and the token itself when it is not
+    // that one (OpenAI's logprobs + 1).
+    const json& top = lp["top_logprobs"][i];
+    ASSERT_GE(top.size(), 1u);
+    ASSERT_LE(top.size(), 2u);
+    EXPECT_EQ(top[lp["tokens"][i].get<std::string>()], lp["token_logprobs"][i]) << top;
+    for (const auto& [token, logprob] : top.items()) EXPECT_GE(logprob.get<float>(), got - 1e-6);
   }
   EXPECT_NEAR(sum, ref_sum, 1e-3);
 }
@@ -659,6 +677,63 @@ TEST_F(GatewayE2ETest, MetricsCountRequestsTokensAndFirstTokens) {
   EXPECT_EQ(Sample(m.body, "llm_gateway_time_to_first_token_seconds_count"), firsts + 1);
   EXPECT_EQ(Sample(m.body, "llm_gateway_generations_active"), 0);
   ExpectError(Http(port(), "POST", "/metrics"), 405);
+}
+
+// /tokenize with chat messages (vLLM's form): the ids a chat request
+// prefills (its usage.prompt_tokens); without add_generation_prompt, the
+// same without the assistant's header.
+TEST_F(GatewayE2ETest, TokenizeRendersMessagesAsChatDoes) {
+  const json messages = json::array({{{"role", "user"}, {"content", kQuestion}}});
+  const HttpResponse chat = PostChat(Chat(kQuestion, {{"max_tokens", 1}}));
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  const HttpResponse t = Http(port(), "POST", "/tokenize", json{{"messages", messages}}.dump());
+  ASSERT_EQ(t.status, 200) << t.body;
+  EXPECT_EQ(t.Json()["count"], chat.Json()["usage"]["prompt_tokens"]);
+  const HttpResponse bare =
+      Http(port(), "POST", "/tokenize",
+           json{{"messages", messages}, {"add_generation_prompt", false}}.dump());
+  ASSERT_EQ(bare.status, 200) << bare.body;
+  const std::vector<int> all = t.Json()["tokens"], some = bare.Json()["tokens"];
+  ASSERT_LT(some.size(), all.size());
+  EXPECT_TRUE(std::equal(some.begin(), some.end(), all.begin()));
+  ExpectError(
+      Http(port(), "POST", "/tokenize", json{{"messages", messages}, {"prompt", "x"}}.dump()), 400,
+      "messages");
+}
+
+// Bodies that crashed the gateway or passed: a value nested 600 levels
+// deep where an error message dumped it (the worker's stack overflowed),
+// 100,000 levels, bytes after the JSON value, a logit_bias key with a
+// blank; each is a 400, and the gateway serves on.
+TEST_F(GatewayE2ETest, HostileBodiesAre400AndTheGatewayServesOn) {
+  const std::string deep = std::string(600, '[') + std::string(600, ']');
+  const std::string deeper = std::string(100000, '[') + std::string(100000, ']');
+  const std::string model = json(*model_id_).dump();
+  const std::pair<std::string, std::string> cases[] = {
+      {"/detokenize", StrCat(R"({"tokens": [)", deep, "]}")},
+      {"/tokenize", StrCat(R"({"prompt": "x", "model": )", deep, "}")},
+      {"/v1/completions", StrCat(R"({"model": )", model, R"(, "prompt": [1, )", deep, "]}")},
+      {"/v1/chat/completions", deeper},
+      {"/v1/completions",
+       StrCat(R"({"model": )", model, R"(, "prompt": "x"})", std::string("\0garbage", 8))},
+  };
+  for (const auto& [path, body] : cases) {
+    const HttpResponse r = Http(port(), "POST", path, body);
+    ExpectError(r, 400);
+    EXPECT_THAT(r.body, AnyOf(HasSubstr("deeper than 64 levels"), HasSubstr("NUL byte"))) << path;
+  }
+  ExpectError(PostChat(Chat(kQuestion, {{"logit_bias", {{" 5", 1}}}})), 400, "logit_bias");
+  const HttpResponse stops = PostChat(Chat(kQuestion, {{"stop", {"a", "b", "c", "d", "e"}}}));
+  ExpectError(stops, 400, "stop");
+  EXPECT_THAT(stops.body, HasSubstr("at most 4"));
+  // Inside the documented ranges: served.
+  EXPECT_EQ(PostChat(Chat(kQuestion, {{"top_p", 1e-300}, {"max_tokens", 2}})).status, 200);
+  EXPECT_EQ(PostChat(Chat(kQuestion, {{"response_format", {{"type", "text"}}}, {"max_tokens", 2}}))
+                .status,
+            200);
+  ExpectError(PostChat(Chat(kQuestion, {{"response_format", {{"type", "json_object"}}}})), 400,
+              "response_format");
+  EXPECT_EQ(Http(port(), "GET", "/v1/models").status, 200);
 }
 
 TEST_F(GatewayE2ETest, ErrorsHaveOpenAiShapeAndStatus) {
@@ -941,6 +1016,75 @@ TEST_F(GatewayE2ETest, ServicesDownIs503) {
               HasSubstr("NOT SERVING"));
   const HttpResponse chat = Http(gateway->port(), "POST", "/v1/chat/completions", Chat(kQuestion));
   ExpectError(chat, 503);
+}
+
+// Gemma 3 270M: a vocabulary that adds BOS and falls back to bytes for
+// characters it lacks. Its own servers in the statics GatewayE2ETest's
+// suite has released by then (suites set up and tear down in turn).
+class GatewayGemmaE2ETest : public GatewayE2ETest {
+ protected:
+  static void SetUpTestSuite() {
+    StartServers(llm::testing::SourceDir() + "/models/gemma-3-270m-q4_k_m.gguf");
+  }
+};
+
+// The bytes a logprobs token stands for: its text, or what the escapes of
+// a "bytes:" token (OpenAI's form for bytes that are not UTF-8 on their
+// own, as Python writes a bytes object) stand for.
+std::string TokenBytes(const std::string& token) {
+  if (token.rfind("bytes:", 0) != 0) return token;
+  std::string out;
+  for (size_t i = 6; i < token.size(); ++i) {
+    if (token[i] != '\\' || i + 1 == token.size()) {
+      out += token[i];
+      continue;
+    }
+    const char c = token[++i];
+    if (c == 'x' && i + 2 < token.size()) {
+      out += static_cast<char>(std::stoi(token.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c;
+    }
+  }
+  return out;
+}
+
+// Echo with logprobs where the encoder adds BOS and the text has characters
+// split across tokens: tokens[0] is "<bos>" (logprob null) at offset 0; the
+// text is the prompt as sent, and every other token's bytes are in it at
+// its text_offset; a partial character is "bytes:\xNN"; each position's
+// top_logprobs lists its token (at most logprobs + 1 entries).
+TEST_F(GatewayGemmaE2ETest, EchoLogprobsIndexIntoTheText) {
+  const std::string prompt = "Le café 🦙 coûte 5€ ꙮ 𓀀 日本";
+  const HttpResponse r = PostEcho(prompt, 2);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = r.Json();
+  const json& choice = j["choices"][0];
+  const std::string text = choice["text"];
+  EXPECT_EQ(text, prompt);
+  const json& lp = choice["logprobs"];
+  const size_t n = lp["tokens"].size();
+  ASSERT_GT(n, 10u) << r.body;
+  EXPECT_EQ(lp["tokens"][0], "<bos>");
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_EQ(lp["text_offset"][0], 0);
+  size_t partial = 0, end = 0;
+  for (size_t i = 1; i < n; ++i) {
+    const std::string token = lp["tokens"][i];
+    const std::string bytes = TokenBytes(token);
+    const size_t offset = lp["text_offset"][i];
+    EXPECT_EQ(offset, end) << "token " << i << " " << token;
+    EXPECT_EQ(text.substr(offset, bytes.size()), bytes) << "token " << i << " " << token;
+    end = offset + bytes.size();
+    partial += token != bytes;
+    const json& top = lp["top_logprobs"][i];
+    EXPECT_LE(top.size(), 3u) << top;
+    ASSERT_TRUE(top.contains(token)) << i << " " << top;
+    EXPECT_EQ(top[token], lp["token_logprobs"][i]);
+  }
+  EXPECT_EQ(end, text.size());
+  EXPECT_GT(partial, 0u) << "the prompt's rare characters are split into bytes: " << r.body;
 }
 
 }  // namespace

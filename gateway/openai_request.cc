@@ -1,0 +1,476 @@
+#include "gateway/openai_request.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "common/strings.h"
+
+namespace llm::gateway {
+namespace {
+
+using nlohmann::json;
+
+// The field's value, or null when absent or null.
+const json* Field(const json& object, const char* name) {
+  auto it = object.find(name);
+  if (it == object.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+// A number field in [lo, hi] ((lo, hi] when `above_lo`) into *out; an error
+// naming it otherwise. With `above_lo`, a value that float rounds down to
+// lo (top_p 1e-300) becomes the next float above it.
+std::optional<ApiError> ReadNumber(const json& body, const char* name, double lo, double hi,
+                                   float* out, bool above_lo = false) {
+  const json* v = Field(body, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) return BadParam(name, StrCat(name, " must be a number"));
+  const double d = v->get<double>();
+  if (!std::isfinite(d) || d < lo || (above_lo && d == lo) || d > hi) {
+    return BadParam(name, StrCat(name, " must be in ", above_lo ? "(" : "[", lo, ", ", hi,
+                                 "], got ", v->dump()));
+  }
+  *out = static_cast<float>(d);
+  if (above_lo && *out <= static_cast<float>(lo)) {
+    *out = std::nextafter(static_cast<float>(lo), std::numeric_limits<float>::infinity());
+  }
+  return std::nullopt;
+}
+
+// An integer field in [lo, hi] into *out.
+std::optional<ApiError> ReadInt(const json& body, const char* name, int64_t lo, int64_t hi,
+                                int64_t* out, bool* present = nullptr) {
+  const json* v = Field(body, name);
+  if (present != nullptr) *present = v != nullptr;
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number_integer()) return BadParam(name, StrCat(name, " must be an integer"));
+  const int64_t i = v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
+                        ? INT64_MAX
+                        : v->get<int64_t>();
+  if (i < lo || i > hi) {
+    return BadParam(name, StrCat(name, " must be in [", lo, ", ", hi, "], got ", v->dump()));
+  }
+  *out = i;
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadBool(const json& body, const char* name, bool* out) {
+  const json* v = Field(body, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_boolean()) return BadParam(name, StrCat(name, " must be a boolean"));
+  *out = v->get<bool>();
+  return std::nullopt;
+}
+
+// A logit_bias key: a token id in decimal digits only (strtol would take
+// " 5", "+5" and "5 "), at most int32's maximum.
+std::optional<int32_t> TokenIdKey(std::string_view key) {
+  if (key.empty() || key.size() > 10) return std::nullopt;
+  int64_t id = 0;
+  for (const char c : key) {
+    if (c < '0' || c > '9') return std::nullopt;
+    id = id * 10 + (c - '0');
+  }
+  if (id > std::numeric_limits<int32_t>::max()) return std::nullopt;
+  return static_cast<int32_t>(id);
+}
+
+// A message's content: a string, or an array of {"type": "text", "text": ...}
+// parts (joined).
+std::optional<ApiError> ReadContent(const json& content, const std::string& param,
+                                    std::string* out) {
+  if (content.is_string()) {
+    *out = content.get<std::string>();
+    return std::nullopt;
+  }
+  if (!content.is_array()) {
+    return BadParam(param, "content must be a string or an array of text parts");
+  }
+  out->clear();
+  for (size_t i = 0; i < content.size(); ++i) {
+    const json& part = content[i];
+    const std::string p = StrCat(param, "[", i, "]");
+    if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") ||
+        !part["text"].is_string()) {
+      return BadParam(p,
+                      "only text content parts ({\"type\": \"text\", \"text\": ...}) are "
+                      "supported");
+    }
+    *out += part["text"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+namespace {
+
+// The body as a JSON object (ParseJsonBody's bounds), or the error.
+std::optional<ApiError> ParseObject(std::string_view body, json* out) {
+  if (auto e = ParseJsonBody(body, out)) return e;
+  if (!out->is_object()) {
+    ApiError e;
+    e.message = "the request body must be a JSON object";
+    return e;
+  }
+  return std::nullopt;
+}
+
+// response_format: {"type": "text"} (the default, which some clients send
+// on every call) is what this gateway writes; the structured outputs
+// ("json_object", "json_schema") are not there yet.
+std::optional<ApiError> ReadResponseFormat(const json& j) {
+  const json* format = Field(j, "response_format");
+  if (format == nullptr) return std::nullopt;
+  const json* type = format->is_object() ? Field(*format, "type") : nullptr;
+  if (type == nullptr || !type->is_string()) {
+    return BadParam("response_format",
+                    "response_format must be an object with a string \"type\" ({\"type\": "
+                    "\"text\"})");
+  }
+  const std::string& t = type->get_ref<const std::string&>();
+  if (t == "text") return std::nullopt;
+  if (t == "json_object" || t == "json_schema") {
+    return BadParam("response_format",
+                    StrCat("response_format type '", t,
+                           "' (structured output) is not supported by this gateway yet; only "
+                           "'text' is"));
+  }
+  return BadParam(
+      "response_format",
+      StrCat("response_format type must be 'text', 'json_object' or 'json_schema', got ",
+             QuoteForError(t)));
+}
+
+// The fields chat and completions share: the model, sampling, stopping and
+// the answer's shape. max_tokens may be 0 when `zero_max_tokens`.
+std::optional<ApiError> ReadGeneration(const json& j, const RequestLimits& limits,
+                                       bool zero_max_tokens, GenerationRequest* r) {
+  const json* model = Field(j, "model");
+  if (model == nullptr) return BadParam("model", "model is required");
+  if (!model->is_string()) return BadParam("model", "model must be a string");
+  r->model = model->get<std::string>();
+
+  // Sampling. OpenAI's defaults: temperature 1, top_p 1; top_k and min_p
+  // (extensions, as in vLLM and llama.cpp's server) default to off.
+  sampler::SamplingParams& s = r->params.sampling;
+  s.temperature = 1.0f;
+  s.top_p = 1.0f;
+  s.top_k = 0;
+  s.min_p = 0.0f;
+  if (auto e = ReadNumber(j, "temperature", 0, 2, &s.temperature)) return e;
+  if (auto e = ReadNumber(j, "top_p", 0, 1, &s.top_p, /*above_lo=*/true)) return e;
+  if (auto e = ReadNumber(j, "min_p", 0, 1, &s.min_p)) return e;
+  int64_t top_k = 0;
+  if (auto e = ReadInt(j, "top_k", -1, std::numeric_limits<int32_t>::max(), &top_k)) return e;
+  s.top_k = top_k < 0 ? 0 : static_cast<int32_t>(top_k);  // -1: off (vLLM)
+  if (auto e = ReadNumber(j, "presence_penalty", -2, 2, &s.presence_penalty)) return e;
+  if (auto e = ReadNumber(j, "frequency_penalty", -2, 2, &s.frequency_penalty)) return e;
+  int64_t seed = 0;
+  if (auto e = ReadInt(j, "seed", std::numeric_limits<int64_t>::min(),
+                       std::numeric_limits<int64_t>::max(), &seed, &r->has_seed)) {
+    return e;
+  }
+  s.seed = static_cast<uint64_t>(seed);
+
+  if (const json* bias = Field(j, "logit_bias")) {
+    if (!bias->is_object()) {
+      return BadParam("logit_bias", "logit_bias must be an object of token id -> bias");
+    }
+    if (bias->size() > static_cast<size_t>(limits.max_logit_bias)) {
+      return BadParam("logit_bias", StrCat("at most ", limits.max_logit_bias, " entries"));
+    }
+    for (const auto& [key, value] : bias->items()) {
+      const std::optional<int32_t> id = TokenIdKey(key);
+      if (!id.has_value()) {
+        return BadParam("logit_bias",
+                        StrCat(QuoteForError(key), " is not a token id (decimal digits only)"));
+      }
+      if (!value.is_number() || !std::isfinite(value.get<double>()) ||
+          std::abs(value.get<double>()) > 100) {
+        return BadParam("logit_bias", StrCat("the bias of token ", *id, " must be in [-100, 100]"));
+      }
+      s.logit_bias.push_back({*id, value.get<float>()});
+    }
+  }
+
+  // Stopping.
+  const int64_t min_tokens = zero_max_tokens ? 0 : 1;
+  int64_t max_tokens = 0;
+  if (auto e = ReadInt(j, "max_completion_tokens", min_tokens, std::numeric_limits<int32_t>::max(),
+                       &max_tokens, &r->has_max_tokens)) {
+    return e;
+  }
+  if (!r->has_max_tokens) {
+    if (auto e = ReadInt(j, "max_tokens", min_tokens, std::numeric_limits<int32_t>::max(),
+                         &max_tokens, &r->has_max_tokens)) {
+      return e;
+    }
+  }
+  r->params.max_tokens = static_cast<int32_t>(max_tokens);
+  if (const json* stop = Field(j, "stop")) {
+    std::vector<std::string> stops;
+    if (stop->is_string()) {
+      stops.push_back(stop->get<std::string>());
+    } else if (stop->is_array()) {
+      for (const json& one : *stop) {
+        if (!one.is_string()) return BadParam("stop", "stop must be a string or strings");
+        stops.push_back(one.get<std::string>());
+      }
+    } else {
+      return BadParam("stop", "stop must be a string or an array of strings");
+    }
+    if (stops.size() > static_cast<size_t>(limits.max_stop)) {
+      return BadParam("stop", StrCat("stop takes at most ", limits.max_stop,
+                                     " strings (OpenAI's limit), got ", stops.size()));
+    }
+    for (const std::string& one : stops) {
+      if (one.empty()) return BadParam("stop", "stop strings must not be empty");
+    }
+    r->params.stop = std::move(stops);
+  }
+
+  // The answer's shape.
+  int64_t n = 1;
+  if (auto e = ReadInt(j, "n", 1, limits.max_n, &n)) return e;
+  r->n = static_cast<int>(n);
+  if (auto e = ReadBool(j, "stream", &r->stream)) return e;
+  if (const json* options = Field(j, "stream_options")) {
+    if (!options->is_object()) return BadParam("stream_options", "must be an object");
+    if (!r->stream) return BadParam("stream_options", "stream_options needs stream: true");
+    if (auto e = ReadBool(*options, "include_usage", &r->include_usage)) {
+      e->param = "stream_options.include_usage";
+      return e;
+    }
+  }
+  if (auto e = ReadBool(j, "ignore_eos", &r->params.ignore_eos)) return e;  // vLLM's extension
+  int64_t speculate = 0;  // extension: speculative decoding (GenerateParams::speculate)
+  if (auto e =
+          ReadInt(j, "speculate", 0, client::kMaxProposedTokens, &speculate, &r->has_speculate)) {
+    return e;
+  }
+  r->params.speculate = static_cast<int32_t>(speculate);
+  for (const char* unsupported : {"tools", "functions"}) {
+    const json* v = Field(j, unsupported);
+    if (v != nullptr && !(v->is_array() && v->empty())) {
+      return BadParam(unsupported, StrCat(unsupported, " is not supported by this gateway"));
+    }
+  }
+  return ReadResponseFormat(j);
+}
+
+// `messages`: a non-empty array of {role, content} (roles system,
+// developer = system, user, assistant).
+std::optional<ApiError> ReadMessages(const json& j, const RequestLimits& limits,
+                                     std::vector<client::ChatMessage>* out) {
+  const json* messages = Field(j, "messages");
+  if (messages == nullptr) return BadParam("messages", "messages is required");
+  if (!messages->is_array() || messages->empty()) {
+    return BadParam("messages", "messages must be a non-empty array");
+  }
+  if (messages->size() > static_cast<size_t>(limits.max_messages)) {
+    return BadParam("messages", StrCat("at most ", limits.max_messages, " messages"));
+  }
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    const std::string p = StrCat("messages[", i, "]");
+    if (!m.is_object()) return BadParam(p, "each message must be an object");
+    const json* role = Field(m, "role");
+    if (role == nullptr || !role->is_string()) {
+      return BadParam(StrCat(p, ".role"), "role must be a string");
+    }
+    std::string r_role = role->get<std::string>();
+    if (r_role == "developer") r_role = "system";  // OpenAI's newer name
+    if (r_role != "system" && r_role != "user" && r_role != "assistant") {
+      return BadParam(StrCat(p, ".role"),
+                      StrCat("role must be system, developer, user or assistant, got ",
+                             QuoteForError(role->get_ref<const std::string&>())));
+    }
+    client::ChatMessage message;
+    message.role = std::move(r_role);
+    const json* content = Field(m, "content");
+    if (content == nullptr) return BadParam(StrCat(p, ".content"), "content is required");
+    if (auto e = ReadContent(*content, StrCat(p, ".content"), &message.content)) return e;
+    out->push_back(std::move(message));
+  }
+  return std::nullopt;
+}
+
+// Token ids: every element of `array` an integer id >= 0 (the vocabulary's
+// bound is the caller's check).
+std::optional<ApiError> ReadIdList(const json& array, const std::string& param,
+                                   std::vector<int32_t>* out) {
+  for (const json& t : array) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+        t.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      return BadParam(param, StrCat("token ids must be integers >= 0, got ", DescribeForError(t)));
+    }
+    out->push_back(t.get<int32_t>());
+  }
+  return std::nullopt;
+}
+
+// A prompt of token ids (not empty).
+std::optional<ApiError> ReadIds(const json& array, const std::string& param,
+                                CompletionPrompt* out) {
+  out->is_ids = true;
+  if (auto e = ReadIdList(array, param, &out->ids)) return e;
+  if (out->ids.empty()) return BadParam(param, "a prompt must not be empty");
+  return std::nullopt;
+}
+
+// An optional string field (/tokenize's model).
+std::optional<ApiError> ReadOptionalString(const json& j, const char* name,
+                                           std::optional<std::string>* out) {
+  const json* v = Field(j, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_string()) return BadParam(name, StrCat(name, " must be a string"));
+  *out = v->get<std::string>();
+  return std::nullopt;
+}
+
+// Parses `body` as a JSON object (ParseObject) and reads it into a new
+// Request with `read`; *out is set only on success.
+template <class Request, class Read>
+std::optional<ApiError> ParseInto(std::string_view body, Request* out, Read read) {
+  json j;
+  if (auto e = ParseObject(body, &j)) return e;
+  Request r;
+  if (auto e = read(j, &r)) return e;
+  *out = std::move(r);
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadChatRequest(const json& j, const RequestLimits& limits,
+                                        ChatRequest* r) {
+  if (auto e = ReadGeneration(j, limits, /*zero_max_tokens=*/false, r)) return e;
+  if (auto e = ReadMessages(j, limits, &r->messages)) return e;
+  if (auto e = ReadBool(j, "logprobs", &r->logprobs)) return e;
+  int64_t top_logprobs = 0;
+  if (auto e = ReadInt(j, "top_logprobs", 0, client::kMaxTopLogprobs, &top_logprobs)) return e;
+  if (top_logprobs > 0 && !r->logprobs) {
+    return BadParam("top_logprobs", "top_logprobs needs logprobs: true");
+  }
+  r->top_logprobs = static_cast<int>(top_logprobs);
+  r->params.top_logprobs = r->top_logprobs;
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadCompletionRequest(const json& j, const RequestLimits& limits,
+                                              CompletionRequest* r) {
+  if (auto e = ReadGeneration(j, limits, /*zero_max_tokens=*/true, r)) return e;
+  if (auto e = ReadBool(j, "echo", &r->echo)) return e;
+  if (r->has_max_tokens && r->params.max_tokens == 0 && !r->echo) {
+    return BadParam("max_tokens", "max_tokens 0 needs echo: true (the prompt scored only)");
+  }
+  int64_t logprobs = -1;
+  if (const json* v = Field(j, "logprobs"); v != nullptr && v->is_boolean()) {
+    return BadParam("logprobs", "logprobs of a completion is a count, 0..20");
+  }
+  if (auto e = ReadInt(j, "logprobs", 0, client::kMaxTopLogprobs, &logprobs)) return e;
+  r->logprobs = static_cast<int>(logprobs);
+  r->params.top_logprobs = std::max(r->logprobs, 0);
+  if (r->echo && r->logprobs >= 0) r->params.prompt_logprobs = r->logprobs;
+  if (const json* suffix = Field(j, "suffix");
+      suffix != nullptr && !(suffix->is_string() && suffix->get<std::string>().empty())) {
+    return BadParam("suffix", "suffix is not supported by this gateway");
+  }
+  int64_t best_of = r->n;
+  if (auto e = ReadInt(j, "best_of", 1, limits.max_n, &best_of)) return e;
+  if (best_of != r->n) return BadParam("best_of", "best_of must equal n (no server-side ranking)");
+
+  const json* prompt = Field(j, "prompt");
+  if (prompt == nullptr) return BadParam("prompt", "prompt is required");
+  if (prompt->is_string()) {
+    r->prompts.push_back({prompt->get<std::string>(), {}, false});
+  } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number()) {
+    CompletionPrompt one;
+    if (auto e = ReadIds(*prompt, "prompt", &one)) return e;
+    r->prompts.push_back(std::move(one));
+  } else if (prompt->is_array() && !prompt->empty()) {
+    if (prompt->size() > static_cast<size_t>(limits.max_prompts)) {
+      return BadParam("prompt", StrCat("at most ", limits.max_prompts, " prompts a request"));
+    }
+    for (size_t i = 0; i < prompt->size(); ++i) {
+      const json& p = (*prompt)[i];
+      const std::string param = StrCat("prompt[", i, "]");
+      CompletionPrompt one;
+      if (p.is_string()) {
+        one.text = p.get<std::string>();
+      } else if (p.is_array()) {
+        if (auto e = ReadIds(p, param, &one)) return e;
+      } else {
+        return BadParam(param, "each prompt must be a string or an array of token ids");
+      }
+      r->prompts.push_back(std::move(one));
+    }
+  } else {
+    return BadParam("prompt",
+                    "prompt must be a string, an array of strings, an array of token ids or an "
+                    "array of such arrays");
+  }
+  if (r->prompts.size() * static_cast<size_t>(r->n) > static_cast<size_t>(limits.max_prompts)) {
+    return BadParam("n", StrCat("prompts x n must be at most ", limits.max_prompts));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadTokenizeRequest(const json& j, const RequestLimits& limits,
+                                            TokenizeRequest* r) {
+  if (auto e = ReadOptionalString(j, "model", &r->model)) return e;
+  const json* prompt = Field(j, "prompt");
+  if (Field(j, "messages") != nullptr) {
+    if (prompt != nullptr) return BadParam("messages", "give prompt or messages, not both");
+    if (auto e = ReadMessages(j, limits, &r->messages)) return e;
+    r->add_special_tokens = false;  // vLLM's default for a chat: the template has them
+    if (auto e = ReadBool(j, "add_generation_prompt", &r->add_generation_prompt)) return e;
+  } else {
+    if (prompt == nullptr || !prompt->is_string()) {
+      return BadParam("prompt", "prompt must be a string (or give messages)");
+    }
+    r->prompt = prompt->get<std::string>();
+  }
+  if (auto e = ReadBool(j, "add_special_tokens", &r->add_special_tokens)) return e;
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadDetokenizeRequest(const json& j, DetokenizeRequest* r) {
+  if (auto e = ReadOptionalString(j, "model", &r->model)) return e;
+  const json* tokens = Field(j, "tokens");
+  if (tokens == nullptr || !tokens->is_array()) {
+    return BadParam("tokens", "tokens must be an array of token ids");
+  }
+  if (auto e = ReadIdList(*tokens, "tokens", &r->tokens)) return e;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLimits& limits,
+                                         ChatRequest* out) {
+  return ParseInto(body, out,
+                   [&](const json& j, ChatRequest* r) { return ReadChatRequest(j, limits, r); });
+}
+
+std::optional<ApiError> ParseCompletionRequest(std::string_view body, const RequestLimits& limits,
+                                               CompletionRequest* out) {
+  return ParseInto(body, out, [&](const json& j, CompletionRequest* r) {
+    return ReadCompletionRequest(j, limits, r);
+  });
+}
+
+std::optional<ApiError> ParseTokenizeRequest(std::string_view body, const RequestLimits& limits,
+                                             TokenizeRequest* out) {
+  return ParseInto(body, out, [&](const json& j, TokenizeRequest* r) {
+    return ReadTokenizeRequest(j, limits, r);
+  });
+}
+
+std::optional<ApiError> ParseDetokenizeRequest(std::string_view body, DetokenizeRequest* out) {
+  return ParseInto(
+      body, out, [&](const json& j, DetokenizeRequest* r) { return ReadDetokenizeRequest(j, r); });
+}
+
+}  // namespace llm::gateway
