@@ -208,7 +208,8 @@ int Handler::Route(HttpExchange& http) {
     if (method == "POST") return HandleTokenize(http, path == "/detokenize");
     return SendError(http, WrongMethod(StrCat("use POST for ", path)));
   }
-  return SendError(http, NotFound(StrCat("no such endpoint: ", QuoteForError(method), " ", QuoteForError(path))));
+  return SendError(http, NotFound(StrCat("no such endpoint: ", QuoteForError(method), " ",
+                                         QuoteForError(path))));
 }
 
 std::optional<ApiError> Handler::ReadBody(HttpExchange& http, std::string* body) const {
@@ -510,14 +511,10 @@ int Handler::HandleCompletions(HttpExchange& http) {
 int Handler::Serve(HttpExchange& http, absl::Time arrival, GenerationRequest& req,
                    const std::vector<PromptIds>& prompts, ChoiceWriter& writer,
                    client::Generator& g, client::Session* conversation) {
+  // The request's parameters were validated once, by its parser
+  // (openai_request.h), whose ranges are OpenAI's and within the library's
+  // (ParseChatRequestTest.WhatTheParserAcceptsTheLibraryAccepts).
   if (!req.has_speculate) req.params.speculate = options_.speculate;
-  {
-    client::GenerateParams check = req.params;  // max_tokens is set per prompt
-    check.max_tokens = 1;
-    if (absl::Status s = client::ValidateParams(check); !s.ok()) {
-      return SendError(http, FromStatus(s));
-    }
-  }
   metrics_.active().Increment();
   EventStream stream(http);
   if (req.stream) stream.Start();

@@ -413,5 +413,28 @@ TEST(ParseDetokenizeRequestTest, TokenIds) {
   }
 }
 
+// The gateway validates a request's parameters once, in its parser, with
+// OpenAI's ranges; the client library validates its own contract again
+// inside every generation. Whatever the parser accepts at the edges of its
+// ranges, the library accepts too, so that a request that passed its parser
+// never fails after a stream's headers are out.
+TEST(ParseChatRequestTest, WhatTheParserAcceptsTheLibraryAccepts) {
+  const std::string edges[] = {
+      R"("temperature": 0, "top_p": 1e-300, "min_p": 1, "top_k": -1)",
+      R"("temperature": 2, "top_p": 1, "min_p": 0, "top_k": 2147483647)",
+      R"("presence_penalty": -2, "frequency_penalty": 2, "seed": -9223372036854775808)",
+      R"("presence_penalty": 2, "frequency_penalty": -2, "seed": 9223372036854775807)",
+      R"("logprobs": true, "top_logprobs": 20, "speculate": 16, "max_tokens": 1)",
+      R"("logit_bias": {"0": -100, "2147483647": 100}, "stop": ["a", "b", "c", "d"])",
+  };
+  for (const std::string& extra : edges) {
+    ChatRequest r;
+    ASSERT_EQ(Parse(Body(extra), &r), std::nullopt) << extra;
+    client::GenerateParams p = r.params;
+    if (p.max_tokens == 0) p.max_tokens = 1;  // the gateway fills in its default
+    EXPECT_TRUE(client::ValidateParams(p).ok()) << extra << ": " << client::ValidateParams(p);
+  }
+}
+
 }  // namespace
 }  // namespace llm::gateway

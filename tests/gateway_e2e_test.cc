@@ -183,13 +183,24 @@ class GatewayE2ETest : public ::testing::Test {
   // A gateway over the suite's tokenizer and `model_address`, one chat
   // request at a time.
   static std::unique_ptr<ServerProcess> StartGateway(const std::string& model_address,
-                                                     std::string* error) {
-    return ServerProcess::Start(
-        "llm_gateway",
-        {"--tokenizer", tokenizer_->address(), "--model", model_address, "--max_concurrent", "1",
-         "--max_queued", "0", "--max_body_bytes", std::to_string(kMaxBody), "--reconnect_timeout",
-         "1", "--timeout", "10"},
-        error);
+                                                     std::string* error,
+                                                     std::vector<std::string> extra = {}) {
+    std::vector<std::string> flags = {"--tokenizer",
+                                      tokenizer_->address(),
+                                      "--model",
+                                      model_address,
+                                      "--max_concurrent",
+                                      "1",
+                                      "--max_queued",
+                                      "0",
+                                      "--max_body_bytes",
+                                      std::to_string(kMaxBody),
+                                      "--reconnect_timeout",
+                                      "1",
+                                      "--timeout",
+                                      "10"};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    return ServerProcess::Start("llm_gateway", flags, error);
   }
 
   static int port() { return gateway_->port(); }
@@ -566,7 +577,10 @@ TEST_F(GatewayE2ETest, ConversationKeepsItsSession) {
 // token), while /health and new requests answer 503; then the gateway exits 0.
 TEST_F(GatewayE2ETest, SigtermDrainsRunningStreams) {
   std::string error;
-  std::unique_ptr<ServerProcess> gw = StartGateway(model_->address(), &error);
+  // A drain long enough for the stream on a loaded machine (with the whole
+  // suite at -j2, 400 tokens once took 28 s, near the default 30 s).
+  std::unique_ptr<ServerProcess> gw =
+      StartGateway(model_->address(), &error, {"--drain_timeout", "300"});
   ASSERT_NE(gw, nullptr) << error;
   const int fd = Connect(gw->port());
   ASSERT_GE(fd, 0);
