@@ -28,6 +28,7 @@ For deploy/k8s/overlays/{cpu,gpu}, rendered with `kubectl kustomize`:
   the gateway's API port only pods labelled llm.example/gateway-client:
   "true", and to the metrics (admin) port scrapers (llm.example/metrics-
   scraper: "true") and nobody else;
+- the gateway sets MALLOC_ARENA_MAX to 1..its CPU limit in cores;
 - the gateway reaches both services: its --tokenizer names the tokenizer's
   Service and port, its --model dns:///the model's headless Service and
   port, and both services' NetworkPolicies admit its pods;
@@ -302,6 +303,14 @@ def check_gateway(objs: list[dict], overlay: str, tls: bool) -> None:
                f"{overlay}: the gateway HPA does not scale on CPU utilization")
     expect("replicas" not in gw["spec"],
            f"{overlay}: Deployment llm-gateway sets replicas (the HPA owns them)")
+    # glibc's malloc arenas bounded by the CPU limit, not the node's cores
+    # (8 per core, each holding freed memory of the requests its threads
+    # served: the memory limit would not hold on a large node).
+    arenas = m.container_env(objs, gw, c, where, errors).get("MALLOC_ARENA_MAX", "")
+    cpu_limit = m.quantity(c.get("resources", {}).get("limits", {}).get("cpu", 0))
+    expect(arenas.isdigit() and 1 <= int(arenas) <= max(1, -(-cpu_limit // 1)),
+           f"{where}: MALLOC_ARENA_MAX is {arenas or 'not set'}, not 1 to its CPU limit "
+           f"({cpu_limit:g} cores)")
     namespace = gw["metadata"].get("namespace")
     servers = {"tokenizer": m.find(objs, "Deployment", "llm-tokenizer"),
                "model": m.find(objs, "StatefulSet", "llm-model")}
