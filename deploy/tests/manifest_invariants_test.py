@@ -10,18 +10,25 @@ For deploy/k8s/overlays/{cpu,gpu}, rendered with `kubectl kustomize`:
   is $(POD_NAME) with POD_NAME from the downward API (metadata.name);
 - each workload: selector matches its pod labels; its serving port (`grpc`
   for the servers, `http` for the gateway) is the port of --listen (on all
-  interfaces), of the startup, readiness and liveness probes (native gRPC;
-  for the gateway httpGet, readiness on /health, the others on /health or
-  /metrics, the paths that need no API key, HTTPS iff --http_tls_cert) and of
-  its Service; a preStop sleep; a terminationGracePeriodSeconds above that
-  sleep plus --drain_seconds (the gateway has none: above the sleep); cpu and
-  memory requests and limits (requests <= limits); non-root, no privilege
-  escalation; a PodDisruptionBudget; Prometheus annotations naming its
-  metrics port (the gateway: its HTTP port, path /metrics); a NetworkPolicy
-  that admits to the gRPC ports only pods labelled llm.example/client: "true"
-  and the gateway's pods (of this namespace), to the gateway's port only
-  pods labelled llm.example/gateway-client: "true", and to metrics only
-  scrapers (llm.example/metrics-scraper: "true");
+  interfaces) and of its Service; the servers' startup, readiness and
+  liveness probes are native gRPC probes of that port; its metrics port
+  (`metrics` for the servers, --metrics_listen; `admin` for the gateway,
+  --admin_listen, the listener with workers of its own that serves only
+  /health and /metrics, in plain HTTP even where the API port serves HTTPS)
+  is --metrics_listen / --admin_listen's port, on all interfaces, and the
+  one that the prometheus.io annotations name (path /metrics, scheme http);
+  the gateway's three probes are plain-HTTP GETs of its admin port (never of
+  the API port, whose workers slow clients can hold), readiness on /health,
+  the others on /health or /metrics; a preStop sleep; a
+  terminationGracePeriodSeconds above that sleep plus --drain_seconds (the
+  gateway: --drain_timeout); cpu and memory requests and limits (requests
+  <= limits); non-root, no privilege escalation; a PodDisruptionBudget; a
+  NetworkPolicy that admits to the gRPC ports only pods labelled
+  llm.example/client: "true" and the gateway's pods (of this namespace), to
+  the gateway's API port only pods labelled llm.example/gateway-client:
+  "true", and to the metrics (admin) port scrapers (llm.example/metrics-
+  scraper: "true") and nobody else;
+- the gateway sets MALLOC_ARENA_MAX to 1..its CPU limit in cores;
 - the gateway reaches both services: its --tokenizer names the tokenizer's
   Service and port, its --model dns:///the model's headless Service and
   port, and both services' NetworkPolicies admit its pods;
@@ -30,7 +37,8 @@ For deploy/k8s/overlays/{cpu,gpu}, rendered with `kubectl kustomize`:
   GPU (and in the cpu overlay nothing does).
 
 For deploy/k8s/overlays/cpu-tls: the gateway passes the same workload
-checks (HTTPS probes and scrape scheme, since it serves HTTPS there); every
+checks (its API port serves HTTPS there, its Service says appProtocol
+https; its probes and scrapes stay plain HTTP on the admin port); every
 gRPC server serves TLS, and the gateway verifies them (--tls_ca) and, where
 they require client certificates (--tls_ca), presents one; its TLS files are
 on a mounted Secret; it names the services by their `NAME.NAMESPACE.svc`
@@ -121,25 +129,32 @@ def check_workload(objs: list[dict], w: dict, where: str) -> None:
     ports = {p.get("name"): p["containerPort"] for p in c.get("ports", [])}
     notes = w["spec"]["template"]["metadata"].get("annotations", {})
     https = kind == "http" and m.flag_value(args, "http_tls_cert") is not None
-    if kind == "grpc":
-        # Metrics: --metrics_listen on the `metrics` port, announced to Prometheus.
-        metrics_port = ports.get("metrics")
-        if expect(metrics_port is not None, f"{where}: no container port named metrics"):
-            metrics = m.flag_value(args, "metrics_listen") or ""
-            expect(metrics.rpartition(":")[2] == str(metrics_port),
-                   f"{where}: --metrics_listen={metrics} is not port {metrics_port}")
-    else:
-        # The gateway serves GET /metrics on its HTTP port (HTTPS with TLS).
-        metrics_port = port
-        expect(notes.get("prometheus.io/path") == "/metrics",
-               f"{where}: prometheus.io/path is not /metrics")
-        expect(notes.get("prometheus.io/scheme", "http") == ("https" if https else "http"),
-               f"{where}: prometheus.io/scheme is {notes.get('prometheus.io/scheme', 'http')}, "
-               f"but the port serves {'HTTPS' if https else 'HTTP'}")
-    if metrics_port is not None:
+    # Probes and scrapes: the servers' --metrics_listen on the `metrics` port;
+    # the gateway's --admin_listen on the `admin` port, whose own workers
+    # answer GET /health and /metrics however busy the API port is (slow
+    # clients, floods of connections), in plain HTTP even where the API port
+    # serves HTTPS. Both on all interfaces: the kubelet and Prometheus come
+    # from outside the pod.
+    metrics_name, metrics_flag = ("metrics", "metrics_listen") if kind == "grpc" else \
+        ("admin", "admin_listen")
+    metrics_port = ports.get(metrics_name)
+    if expect(metrics_port is not None, f"{where}: no container port named {metrics_name}"):
+        metrics = m.flag_value(args, metrics_flag) or ""
+        metrics_host, _, metrics_listen_port = metrics.rpartition(":")
+        expect(metrics_listen_port == str(metrics_port),
+               f"{where}: --{metrics_flag}={metrics} is not port {metrics_port}")
+        expect(metrics_host in ("0.0.0.0", "[::]"),
+               f"{where}: --{metrics_flag}={metrics} is not on all interfaces")
         expect(notes.get("prometheus.io/scrape") == "true" and
                notes.get("prometheus.io/port") == str(metrics_port),
-               f"{where}: the pod template lacks the prometheus.io scrape annotations")
+               f"{where}: the pod template lacks the prometheus.io scrape annotations of port "
+               f"{metrics_port} ({metrics_name}): scrape {notes.get('prometheus.io/scrape')}, "
+               f"port {notes.get('prometheus.io/port')}")
+        expect(notes.get("prometheus.io/path") == "/metrics",
+               f"{where}: prometheus.io/path is not /metrics")
+        expect(notes.get("prometheus.io/scheme", "http") == "http",
+               f"{where}: prometheus.io/scheme is {notes.get('prometheus.io/scheme')}, but port "
+               f"{metrics_port} ({metrics_name}) serves plain HTTP")
     listen = m.flag_value(args, "listen") or ""
     host, _, listen_port = listen.rpartition(":")
     expect(listen_port == str(port), f"{where}: --listen={listen} is not port {port}")
@@ -152,18 +167,21 @@ def check_workload(objs: list[dict], w: dict, where: str) -> None:
             expect(p.get("grpc", {}).get("port") == port,
                    f"{where}: {probe} is not a gRPC probe of port {port}")
             continue
+        # The gateway: on the admin port, never on the API port, where slow
+        # clients can hold every worker and fail the probes.
         get = p.get("httpGet")
-        if not expect(get is not None and get.get("port") in (port, "http"),
-                      f"{where}: {probe} is not an HTTP GET of port {port}"):
+        if not expect(get is not None and metrics_port is not None and
+                      get.get("port") in (metrics_port, metrics_name),
+                      f"{where}: {probe} is not an HTTP GET of port {metrics_port} "
+                      f"({metrics_name}): {get}"):
             continue
         paths = ("/health",) if probe == "readinessProbe" else UNGUARDED_PATHS
         expect(get.get("path") in paths,
                f"{where}: {probe} GETs {get.get('path')}, not one of {', '.join(paths)} "
                "(readiness must follow the services; other paths need the API key)")
         scheme = get.get("scheme", "HTTP")
-        expect(scheme == ("HTTPS" if https else "HTTP"),
-               f"{where}: {probe} uses {scheme}, but the port serves "
-               f"{'HTTPS' if https else 'HTTP'}")
+        expect(scheme == "HTTP",
+               f"{where}: {probe} uses {scheme}, but the {metrics_name} port serves plain HTTP")
     services = [s for s in m.find(objs, "Service") if selects(s["spec"].get("selector"), labels)]
     if expect(len(services) == 1, f"{where}: {len(services)} Services select its pods, not 1"):
         sp = services[0]["spec"]["ports"]
@@ -216,7 +234,10 @@ def check_workload(objs: list[dict], w: dict, where: str) -> None:
             [(g, False) for g in gateway_selectors(objs)]
     else:
         serving_peers = [(dict([GATEWAY_CLIENT_LABEL]), True)]
+    # Scrapers reach the metrics (gateway: admin) port, and only that one; the
+    # kubelet's probes come from the node, which NetworkPolicy does not govern.
     scraper_peers = [(dict([SCRAPER_LABEL]), True)]
+    scrapers_admitted = False
     if expect(len(policies) >= 1, f"{where}: no NetworkPolicy selects its pods"):
         for p in policies:
             name = p["metadata"]["name"]
@@ -230,14 +251,20 @@ def check_workload(objs: list[dict], w: dict, where: str) -> None:
                 allowed = []
                 if rule_ports in ([port], [kind]):
                     allowed += serving_peers
-                if metrics_port is not None and rule_ports in ([metrics_port], ["metrics"]):
+                if metrics_port is not None and rule_ports in ([metrics_port], [metrics_name]):
                     allowed += scraper_peers
+                    scrapers_admitted |= any(peer_allowed(peer, scraper_peers) for peer in peers)
                 if not expect(bool(allowed), f"{where}: NetworkPolicy {name}: an ingress rule "
-                                             f"opens other ports than {port}"):
+                                             f"opens other ports than {port} and "
+                                             f"{metrics_port} ({metrics_name}), one per rule: "
+                                             f"{rule_ports}"):
                     continue
                 expect(bool(peers) and all(peer_allowed(peer, allowed) for peer in peers),
-                       f"{where}: NetworkPolicy {name}: an ingress rule admits more than "
-                       + " or ".join(f"{d}" for d, _ in allowed))
+                       f"{where}: NetworkPolicy {name}: an ingress rule of port(s) {rule_ports} "
+                       f"admits more than " + " or ".join(f"{d}" for d, _ in allowed))
+        expect(metrics_port is None or scrapers_admitted,
+               f"{where}: no NetworkPolicy rule lets scrapers ({SCRAPER_LABEL[0]}) reach port "
+               f"{metrics_port} ({metrics_name})")
 
 
 def admits(objs: list[dict], target: dict, port: int, source_labels: dict) -> bool:
@@ -276,6 +303,14 @@ def check_gateway(objs: list[dict], overlay: str, tls: bool) -> None:
                f"{overlay}: the gateway HPA does not scale on CPU utilization")
     expect("replicas" not in gw["spec"],
            f"{overlay}: Deployment llm-gateway sets replicas (the HPA owns them)")
+    # glibc's malloc arenas bounded by the CPU limit, not the node's cores
+    # (8 per core, each holding freed memory of the requests its threads
+    # served: the memory limit would not hold on a large node).
+    arenas = m.container_env(objs, gw, c, where, errors).get("MALLOC_ARENA_MAX", "")
+    cpu_limit = m.quantity(c.get("resources", {}).get("limits", {}).get("cpu", 0))
+    expect(arenas.isdigit() and 1 <= int(arenas) <= max(1, -(-cpu_limit // 1)),
+           f"{where}: MALLOC_ARENA_MAX is {arenas or 'not set'}, not 1 to its CPU limit "
+           f"({cpu_limit:g} cores)")
     namespace = gw["metadata"].get("namespace")
     servers = {"tokenizer": m.find(objs, "Deployment", "llm-tokenizer"),
                "model": m.find(objs, "StatefulSet", "llm-model")}

@@ -19,10 +19,12 @@ basename of command[0] (tokenizer_server, model_server or llm_gateway), and:
    and --metrics_listen moved to 127.0.0.1:0, /models/NAME mapped to the
    repository's models/NAME, and --backend=cuda run as --backend=auto),
    `llm health` must see both SERVING; then llm_gateway starts with its
-   resolved arguments (--listen on 127.0.0.1:0, and --tokenizer / --model,
-   which name the cluster's Services, pointed at those two servers), every
-   one of its httpGet probes and its Prometheus scrape path must answer 200
-   (the scrape with the gateway's metrics), and on SIGTERM it must exit 0
+   resolved arguments (--listen and --admin_listen on 127.0.0.1:0, and
+   --tokenizer / --model, which name the cluster's Services, pointed at
+   those two servers), every one of its httpGet probes and its Prometheus
+   scrape path must answer 200 on the listener behind the container port
+   they name (`http`: --listen, `admin`: --admin_listen; the scrape with the
+   gateway's metrics), and on SIGTERM it must exit 0
    within its terminationGracePeriodSeconds; on SIGTERM each server must exit
    0 within its --drain_seconds plus 10 s. (Skipped, with a note, when
    models/ has not been fetched: scripts/fetch-model.sh.) cpu-tls is checked
@@ -113,9 +115,17 @@ def dockerfile_cmds() -> list[tuple[str, list[str]]]:
     return out
 
 
+LISTEN_FLAGS = ("listen", "metrics_listen", "admin_listen")
+# The container port behind each listening flag of the gateway, and the line
+# on its stdout that gives the port it bound.
+GATEWAY_PORTS = {"http": ("listen", re.compile(r"llm_gateway: listening on port (\d+)")),
+                 "admin": ("admin_listen", re.compile(r"llm_gateway: admin on port (\d+)"))}
+
+
 def local_args(args: list[str], services: dict[str, str] | None = None) -> list[str] | None:
-    """The arguments with --listen and --metrics_listen on free loopback ports, /models/NAME
-    mapped to the repository's models/NAME (None when that file is missing), and
+    """The arguments with --listen, --metrics_listen and --admin_listen on free loopback
+    ports, /models/NAME mapped to the repository's models/NAME (None when that file is
+    missing), and
     --backend=cuda as --backend=auto (CUDA where this machine has a GPU, else the CPU: the
     flag is still parsed, and the gpu overlay's servers still start here). `services`
     (flag -> address) replaces the gateway's --tokenizer and --model, which name the
@@ -123,7 +133,7 @@ def local_args(args: list[str], services: dict[str, str] | None = None) -> list[
     out = []
     for a in args:
         key = a.lstrip("-").split("=", 1)[0].replace("-", "_")
-        if a.startswith("-") and key in ("listen", "metrics_listen"):
+        if a.startswith("-") and key in LISTEN_FLAGS:
             out.append(f"--{key}=127.0.0.1:0")
             continue
         if a.startswith("-") and services and key in services:
@@ -166,17 +176,29 @@ def check_gateway(overlay: str, gateway: dict, addr: dict[str, str], build_dir: 
         proc = subprocess.Popen([str(build_dir / "bin" / GATEWAY), *args],
                                 stdout=subprocess.PIPE, stderr=log, text=True)
     try:
-        line = proc.stdout.readline()
-        port = re.search(r"listening on port (\d+)", line)
-        if not port:
-            errors.append(f"{where}: did not start: {line!r}\n" + log_path.read_text())
-            return f"{where}: failed"
+        # The ports it bound, by container port name: one stdout line each, in
+        # GATEWAY_PORTS's order, for the listeners its flags ask for.
+        ports: dict[str, str] = {}
+        for name, (flag, pattern) in GATEWAY_PORTS.items():
+            if m.flag_value(args, flag) is None:
+                continue
+            line = proc.stdout.readline()
+            port = pattern.search(line)
+            if not port:
+                errors.append(f"{where}: did not start its {name} port (--{flag}): {line!r}\n"
+                              + log_path.read_text())
+                return f"{where}: failed"
+            ports[name] = port.group(1)
         gets = []
-        for probe, get in gateway["gets"]:
+        for probe, get, port_name in gateway["gets"]:
+            if port_name not in ports:
+                errors.append(f"{where}: {probe} is on container port {port_name!r}, which is "
+                              f"none of the gateway's listeners ({', '.join(ports)})")
+                continue
             scheme = get.get("scheme", "HTTP").lower()
-            url = f"{scheme}://127.0.0.1:{port.group(1)}{get.get('path', '/')}"
+            url = f"{scheme}://127.0.0.1:{ports[port_name]}{get.get('path', '/')}"
             status, body = http_get(url)
-            gets.append(f"{probe} {get.get('path')} {status}")
+            gets.append(f"{probe} {port_name}:{get.get('path')} {status}")
             if status != 200:
                 errors.append(f"{where}: {probe} GET {url} answered {status}: {body[:300]}")
             if probe == "scrape" and "llm_gateway_requests_total" not in body:
@@ -261,18 +283,23 @@ def start_servers(overlay: str, lines: dict[str, list[str]], build_dir: Path,
 
 def gateway_checks(w: dict, c: dict, args: list[str]) -> dict:
     """What check_gateway needs of the gateway's workload: its arguments, its
-    httpGet probes and scrape path, and its grace period."""
+    httpGet probes and scrape path (each with the name of the container port
+    it reaches), and its grace period."""
+    names = {str(p["containerPort"]): p.get("name") for p in c.get("ports", [])}
     gets = []
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         get = (c.get(probe) or {}).get("httpGet")
         if get is None:
             errors.append(f"{w['metadata']['name']}: {probe} is not an httpGet probe")
         else:
-            gets.append((probe, get))
+            port = str(get.get("port"))
+            gets.append((probe, get, names.get(port, port)))
     notes = w["spec"]["template"]["metadata"].get("annotations", {})
     if notes.get("prometheus.io/scrape") == "true":
+        port = str(notes.get("prometheus.io/port"))
         gets.append(("scrape", {"path": notes.get("prometheus.io/path", "/metrics"),
-                                "scheme": notes.get("prometheus.io/scheme", "http").upper()}))
+                                "scheme": notes.get("prometheus.io/scheme", "http").upper()},
+                     names.get(port, port)))
     grace = w["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", 30)
     return {"args": args, "gets": gets, "grace": grace}
 
