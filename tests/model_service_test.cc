@@ -5,8 +5,8 @@
 //
 // Two servers, each started once per suite: "main" (--max_context 64, for the
 // RPCs, encodings, streams, batching and OUT_OF_RANGE) and "limits"
-// (--max_sessions 2, a 1 MiB KV pool and 8-token steps, for
-// RESOURCE_EXHAUSTED and ABORTED). A third suite starts servers of its own
+// (--max_sessions 2, a 1 MiB KV pool and 8-token steps, for the session
+// limit's eviction, RESOURCE_EXHAUSTED and ABORTED). A third suite starts servers of its own
 // for the process life cycle.
 //
 // Logits are compared between computations that should be the same: a
@@ -1132,22 +1132,30 @@ class ModelServerLimitsTest
   static int64_t PoolTokens() { return kLimitsKvCacheMb * (1 << 20) / BlockBytes() * 16; }
 };
 
-TEST_F(ModelServerLimitsTest, SessionLimitIsResourceExhausted) {
+// At the session limit a new session (Prefill or Fork) takes the place of
+// the least recently used idle one, which is gone (NOT_FOUND); a Fork keeps
+// its parent. (RESOURCE_EXHAUSTED only when every session is busy:
+// limits_drain_test and the engine's tests.)
+TEST_F(ModelServerLimitsTest, SessionLimitEvictsTheLeastRecentlyUsedIdleSession) {
   const v1::PrefillResponse a = MustPrefill(stub(), "", {1});
   const v1::PrefillResponse b = MustPrefill(stub(), "", {2});
-  v1::PrefillResponse c;
-  grpc::Status status = Prefill(stub(), "", {3}, &c);
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << Describe(status);
+  MustDecode(stub(), a.session_id(), 4);  // b is now the least recently used
+  const v1::PrefillResponse c = MustPrefill(stub(), "", {3});
+  EXPECT_EQ(c.num_tokens(), 1);
+  v1::DecodeTokenResponse response;
+  grpc::Status status = Decode(stub(), b.session_id(), 5, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND) << Describe(status);
   std::string child;
-  status = Fork(stub(), a.session_id(), &child);
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << Describe(status);
-  // Existing sessions still work; a release makes room.
-  MustDecode(stub(), b.session_id(), 4);
-  ASSERT_TRUE(Release(stub(), a.session_id()).ok());
-  const v1::PrefillResponse d = MustPrefill(stub(), "", {3});
-  EXPECT_EQ(d.num_tokens(), 1);
-  EXPECT_TRUE(Release(stub(), b.session_id()).ok());
-  EXPECT_TRUE(Release(stub(), d.session_id()).ok());
+  status = Fork(stub(), c.session_id(), &child);
+  ASSERT_TRUE(status.ok()) << Describe(status);
+  std::vector<std::string> held;
+  for (const v1::SessionInfo& s : ListSessions(stub())) held.push_back(s.session_id());
+  std::sort(held.begin(), held.end());
+  std::vector<std::string> expected = {c.session_id(), child};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(held, expected);
+  EXPECT_TRUE(Release(stub(), c.session_id()).ok());
+  EXPECT_TRUE(Release(stub(), child).ok());
 }
 
 TEST_F(ModelServerLimitsTest, MoreThanTheKvPoolIsResourceExhausted) {

@@ -182,7 +182,7 @@ Deferred RequestQueue::Fork(const std::string& id, ForkCallback done) {
   }
   Session* parent = nullptr;
   absl::Status st = FindSettled(id, &parent);
-  if (st.ok()) st = CheckSessionLimit();
+  if (st.ok()) st = MakeRoomForSession(parent);
   absl::StatusOr<std::string> child =
       st.ok() ? sessions_.Fork(*parent, absl::Now())->id : absl::StatusOr<std::string>(st);
   return [done = std::move(done), child = std::move(child)]() mutable { done(std::move(child)); };
@@ -202,12 +202,22 @@ int64_t RequestQueue::Queued() const {
   return static_cast<int64_t>(active_.size() + guesses_.size());
 }
 
-absl::Status RequestQueue::CheckSessionLimit() {
-  if (sessions_.full()) {
-    return WithLimit(
-        absl::ResourceExhaustedError(
-            StrCat("session limit reached (", sessions_.max_sessions(), " sessions); retry later")),
-        Limit::kMaxSessions);
+// At the session limit, makes room for a new session: the least recently
+// used session without a request of its caller's in flight (not `keep`, a
+// Fork's parent) is released (at once when idle; a lookahead guess of it
+// ends at the next step) and counted. RESOURCE_EXHAUSTED (marked with the
+// limit) when every other session has a request in flight.
+absl::Status RequestQueue::MakeRoomForSession(const Session* keep) {
+  while (sessions_.full()) {
+    Session* lru = sessions_.LeastRecentlyUsedCallerIdle(keep);
+    if (lru == nullptr) {
+      return WithLimit(absl::ResourceExhaustedError(
+                           StrCat("session limit reached (", sessions_.max_sessions(),
+                                  " sessions, each with a request in flight); retry later")),
+                       Limit::kMaxSessions);
+    }
+    sessions_.Release(lru);
+    ++stats_.evicted_for_session_limit;
   }
   return absl::OkStatus();
 }
@@ -217,9 +227,7 @@ absl::Status RequestQueue::Admit(AppendRequest& request, AppendCallback& done,
   const int64_t pool_tokens = int64_t{blocks_.num_blocks()} * blocks_.block_size();
   Work work;
   Session* s = nullptr;
-  if (request.session_id.empty()) {
-    if (absl::Status st = CheckSessionLimit(); !st.ok()) return st;
-  } else {
+  if (!request.session_id.empty()) {
     s = sessions_.Find(request.session_id);
     if (s == nullptr) return NotFound(request.session_id);
     // During a lookahead step alone, the caller's next request waits for it.
@@ -244,6 +252,8 @@ absl::Status RequestQueue::Admit(AppendRequest& request, AppendCallback& done,
         Limit::kKvCache);
   }
   if (s == nullptr) {
+    // Last: a request refused for another reason evicts no one.
+    if (absl::Status st = MakeRoomForSession(nullptr); !st.ok()) return st;
     s = sessions_.Create(absl::Now());
     work.new_session = true;
   }

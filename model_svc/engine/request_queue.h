@@ -102,7 +102,7 @@ class RequestQueue {
   absl::Status FindIdle(const std::string& id, Session** out);
   bool AwaitsGuess(const std::string& id);
   absl::Status FindSettled(const std::string& id, Session** out);
-  absl::Status CheckSessionLimit();
+  absl::Status MakeRoomForSession(const Session* keep);
   void CancelQueuedAhead(Session* s, std::vector<Completion>* out);
   void Resume(Session* s, std::vector<Completion>* out);
   void ReuseCachedPrefix(Session* s);

@@ -75,7 +75,9 @@ ABSL_FLAG(int64_t, max_batch_tokens, 512,
           "Tokens computed per forward step, all sessions together (decodes plus prefill "
           "chunks); a longer prompt is prefilled over several steps.");
 ABSL_FLAG(int64_t, max_sessions, 256,
-          "Most sessions held at once; a new one beyond it gets RESOURCE_EXHAUSTED.");
+          "Most sessions held at once; a new one beyond it evicts the least recently used "
+          "idle session (its client rebuilds it), or gets RESOURCE_EXHAUSTED when every "
+          "session has a call in flight.");
 ABSL_FLAG(bool, prefix_cache, true,
           "Automatic prefix caching: KV blocks of prompt prefixes stay cached after their "
           "session ends (evicted least recently used) and new sessions that share a prefix "
