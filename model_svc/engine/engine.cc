@@ -136,7 +136,7 @@ class Engine::Impl {
     StepPlan plan;
     std::vector<model::Logits> logits;
     std::vector<Completion> completions;
-    std::vector<Deferred> calls;     // of the commands run
+    std::vector<Deferred> calls;     // of the Truncates and Forks that waited for a step
     std::vector<uint64_t> decoders;  // serials of the sessions decoding in the step
     absl::Time last_sweep = absl::Now();
     absl::Time spin_until = absl::InfinitePast();
@@ -156,8 +156,7 @@ class Engine::Impl {
         }
         stopping = stop_;
         if (stopping) {
-          queue_.EndAll(&completions);
-          queue_.RunCommands(&calls);
+          queue_.EndAll(&completions);  // no Truncate or Fork waits: no step is planned
         } else {
           queue_.Plan(&plan, &completions);
           running_ = static_cast<int64_t>(plan.chunks.size());
@@ -184,8 +183,7 @@ class Engine::Impl {
         absl::MutexLock lock(&mu_);
         ++steps_;
         step_time_ += step_end - step_start;
-        queue_.Apply(plan, status, logits, &completions);
-        queue_.RunCommands(&calls);  // those that waited for a lookahead step in it
+        queue_.Apply(plan, status, logits, &completions, &calls);
         running_ = 0;
         window_.Ran(step_end - step_start, step_end, had_decode, queue_.Queued() > 0);
         spin_until = window_.spin_until();

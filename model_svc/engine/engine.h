@@ -145,8 +145,8 @@ struct SessionInfo {
 
 struct EngineStats {
   int64_t sessions = 0;
-  // Requests being computed, and queued (lookahead steps included; not a
-  // request waiting for its session's lookahead step).
+  // Requests being computed, and queued (lookahead guesses included; not a
+  // request waiting for its session's guess).
   int64_t running = 0;
   int64_t waiting = 0;
   int32_t kv_blocks_total = 0;
@@ -198,9 +198,9 @@ class Engine {
   absl::StatusOr<AppendResult> Append(AppendRequest request);
 
   // Keeps the first n tokens of a session. Never waits: `done` is called
-  // exactly once, before TruncateAsync returns, or, when a lookahead step of
-  // the session is being computed, on the step-loop thread once that step
-  // ends (the command waits in the loop's queue).
+  // exactly once, before TruncateAsync returns, or, when the session's
+  // lookahead guess is in the step being computed, on the step-loop thread
+  // once that step ends (the call waits on the session).
   void TruncateAsync(const std::string& session_id, int64_t n, StatusCallback done);
   // TruncateAsync and wait (one step at most): not to be called from a
   // completion callback.

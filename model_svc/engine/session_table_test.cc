@@ -125,11 +125,11 @@ TEST(SessionTableTest, LeastRecentlyUsedCallerIdleSkipsCallersRequestsAndTheKept
   SessionTable table(&blocks, "", 8, 1);
   Session* requesting = table.Create(kT0);
   requesting->busy = true;
-  requesting->work.emplace();
+  requesting->request.emplace();
   Session* kept = table.Create(kT0 + absl::Seconds(1));
   Session* guessing = table.Create(kT0 + absl::Seconds(2));
   guessing->busy = true;
-  guessing->guessing = true;
+  guessing->guess = Guess{.token = 1};
   Session* empty = table.Create(kT0 + absl::Seconds(3));
   Session* holding = table.Create(kT0 + absl::Seconds(4));
   Append(*holding, 4);
