@@ -1378,9 +1378,9 @@ std::vector<std::pair<std::string, cpu_set_t>> ThreadAffinities(pid_t pid) {
 }
 
 // --pin_threads: the forward pass's thread (llm-step, with --threads 1) alone
-// on the first CPU the server may use, every other thread on the others, also
-// after calls (a thread gRPC starts from the step loop's callbacks is put
-// back within a second).
+// on the first CPU the server may use, every other thread on the others, from
+// the start and after calls of every kind (the step loop answers them: a
+// thread that gRPC starts from its callbacks is placed too), with no delay.
 TEST(ModelServerProcessTest, PinThreadsGivesTheComputeThreadsTheirOwnCpus) {
   ASSERT_EQ(*model_error, "");
   cpu_set_t allowed;
@@ -1391,16 +1391,9 @@ TEST(ModelServerProcessTest, PinThreadsGivesTheComputeThreadsTheirOwnCpus) {
   ServerState state;
   StartModelServer(&state, {"--threads", "1", "--pin_threads"});
   ASSERT_NE(state.stub, nullptr) << state.error;
-  const v1::PrefillResponse p = MustPrefill(*state.stub, "", {1, 2, 3});
-  for (int32_t token : {4, 5, 6}) {
-    v1::DecodeTokenResponse r;
-    ASSERT_TRUE(Decode(*state.stub, p.session_id(), token, &r).ok());
-  }
-  std::string misplaced;
-  int compute = 0, others = 0;
-  for (int attempt = 0; attempt < 30; ++attempt) {  // up to 3 s
-    misplaced.clear();
-    compute = others = 0;
+  auto check = [&](const std::string& when) {
+    std::string misplaced;
+    int compute = 0, others = 0;
     for (const auto& [name, set] : ThreadAffinities(state.process->pid())) {
       if (name == "llm-step") {
         ++compute;
@@ -1410,12 +1403,29 @@ TEST(ModelServerProcessTest, PinThreadsGivesTheComputeThreadsTheirOwnCpus) {
         if (CPU_ISSET(first, &set)) misplaced += " " + name;
       }
     }
-    if (misplaced.empty()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(misplaced, "") << "threads on the wrong CPUs " << when;
+    EXPECT_EQ(compute, 1) << when;
+    EXPECT_GT(others, 1) << when;
+  };
+  check("once serving");
+  const v1::PrefillResponse p = MustPrefill(*state.stub, "", {1, 2, 3});
+  for (int32_t token : {4, 5, 6}) {
+    v1::DecodeTokenResponse r;
+    ASSERT_TRUE(Decode(*state.stub, p.session_id(), token, &r).ok());
   }
-  EXPECT_EQ(misplaced, "") << "threads on the wrong CPUs";
-  EXPECT_EQ(compute, 1);
-  EXPECT_GT(others, 1);
+  // Many calls at once: gRPC's threads are busy when the step loop answers.
+  std::vector<std::thread> callers;
+  for (int i = 0; i < 8; ++i) {
+    callers.emplace_back([&state, i] {
+      const v1::PrefillResponse q = MustPrefill(*state.stub, "", {1, 2, 3, i + 4});
+      std::string child;
+      EXPECT_TRUE(Fork(*state.stub, q.session_id(), &child).ok());
+      EXPECT_TRUE(Truncate(*state.stub, q.session_id(), 2).ok());
+      EXPECT_TRUE(Release(*state.stub, child).ok());
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  check("after calls");
 }
 
 // --pin_threads needs a CPU left for the other threads: a usage error

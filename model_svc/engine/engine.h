@@ -84,6 +84,14 @@ struct EngineOptions {
   // that sessions sharing a prompt prefix compute it once. Exact: a cached
   // prefix gives the same logits, bit for bit, as computing it.
   bool prefix_cache = true;
+  // The CPUs the step-loop thread runs on (it computes too: with the CPU
+  // backend it is its pool's worker 0); empty: its creator's.
+  std::vector<int> step_cpus;
+  // The CPUs it runs the completion callbacks on (it moves there for them
+  // after a step, and back), so that a thread one of them starts (gRPC may
+  // start one) starts there, not on step_cpus; empty: step_cpus. Needs
+  // step_cpus.
+  std::vector<int> callback_cpus;
 };
 
 // A cancellation flag shared between a caller and the engine.

@@ -14,6 +14,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/cpu_set.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model_svc/engine/engine_testing.h"
@@ -422,6 +423,60 @@ TEST(EngineTest, ListSessionsCountsPrefillAndDecode) {
   EXPECT_EQ(list[0].prefilled_tokens, 7);
   EXPECT_EQ(list[0].decoded_tokens, 1);
   EXPECT_EQ(list[0].kv_blocks, 2);
+}
+
+// EngineOptions::step_cpus and callback_cpus: the step loop computes on the
+// first (seen from the step hook, before each forward) and runs the
+// completion callbacks on the second.
+absl::StatusOr<std::unique_ptr<model::LlamaModel>> SmallModel() {
+  model::ModelOptions mo;
+  mo.max_step_tokens = 16;
+  mo.max_logit_rows = 16;
+  mo.kv_blocks = 16;
+  mo.kv_block_size = 4;
+  return model::testing::LoadRandomModel(testing::Spec(), mo, 2);
+}
+
+TEST(EngineTest, TheStepLoopComputesOnItsCpusAndCallsBackOnTheOthers) {
+  const absl::StatusOr<std::vector<int>> allowed = ThisThreadCpus();
+  ASSERT_TRUE(allowed.ok()) << allowed.status();
+  auto model = SmallModel();
+  ASSERT_TRUE(model.ok()) << model.status();
+  EngineOptions options;
+  options.step_cpus = {allowed->back()};
+  options.callback_cpus = {allowed->front()};
+  absl::Mutex mu;
+  std::vector<std::vector<int>> in_steps;
+  auto engine = EngineTestPeer::CreateWithStepHook(*std::move(model), options, [&] {
+    absl::MutexLock lock(&mu);
+    in_steps.push_back(ThisThreadCpus().value_or(std::vector<int>{}));
+  });
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  for (int i = 0; i < 2; ++i) {
+    absl::Notification done;
+    absl::StatusOr<std::vector<int>> in_callback;
+    (*engine)->Submit(Request("", {1, 2, 3}), [&](absl::StatusOr<AppendResult> r) {
+      EXPECT_TRUE(r.ok()) << r.status();
+      in_callback = ThisThreadCpus();
+      done.Notify();
+    });
+    done.WaitForNotification();
+    ASSERT_TRUE(in_callback.ok()) << in_callback.status();
+    EXPECT_EQ(*in_callback, options.callback_cpus);
+  }
+  absl::MutexLock lock(&mu);
+  ASSERT_EQ(in_steps.size(), 2u);
+  for (const std::vector<int>& cpus : in_steps) EXPECT_EQ(cpus, options.step_cpus);
+  EXPECT_EQ(*ThisThreadCpus(), *allowed);
+}
+
+TEST(EngineTest, CallbackCpusNeedStepCpus) {
+  auto model = SmallModel();
+  ASSERT_TRUE(model.ok()) << model.status();
+  EngineOptions options;
+  options.callback_cpus = {0};
+  EXPECT_EQ(Engine::Create(*std::move(model), options).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(EngineTest, StopAdmissionRejectsNewWork) {
