@@ -52,6 +52,7 @@ using testing::CheckHealth;
 using ::testing::Contains;
 using ::testing::HasSubstr;
 using testing::HealthResult;
+using ::testing::Not;
 using testing::ServerProcess;
 using ::testing::StartsWith;
 using ServerState = testing::ServerState<v1::Model>;
@@ -1441,6 +1442,22 @@ TEST(ModelServerProcessTest, PinThreadsWithoutACpuToSpareIsAUsageError) {
     EXPECT_EQ(server, nullptr) << "--threads " << threads;
     EXPECT_THAT(error, HasSubstr("exit status 2")) << "--threads " << threads;
   }
+}
+
+// --help names the families served and both backends (it used to say "Llama
+// family" and "on the CPU").
+TEST(ModelServerProcessTest, HelpNamesTheFamiliesAndBackends) {
+  FILE* pipe = popen(StrCat(testing::BinPath("model_server"), " --help 2>&1").c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string help;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof(buf), pipe)) help.append(buf, n);
+  EXPECT_EQ(pclose(pipe), 0);
+  for (const char* family : {"llama", "qwen2", "qwen3", "gemma3", "phi3"}) {
+    EXPECT_THAT(help, HasSubstr(family));
+  }
+  EXPECT_THAT(help, HasSubstr("CPU or CUDA backend"));
+  EXPECT_THAT(help, Not(HasSubstr("Llama family")));
 }
 
 TEST(ModelServerProcessTest, BadModelExitsNonZeroWithoutPortLine) {

@@ -58,7 +58,8 @@
 #include "model_svc/server/model_service.h"
 #include "model_svc/server/step_watchdog.h"
 
-ABSL_FLAG(std::string, model, "", "Model file (GGUF, Llama family). Required.");
+ABSL_FLAG(std::string, model, "",
+          "Model file (GGUF) of the llama, qwen2, qwen3, gemma3 or phi3 family. Required.");
 ABSL_FLAG(std::string, listen, "127.0.0.1:50052",
           "Address to listen on; port 0 picks a free port (printed on startup).");
 ABSL_FLAG(int, threads, 0, "CPU threads for the forward pass; 0: one per available core.");
@@ -470,7 +471,8 @@ int main(int argc, char** argv) {
   llm::ParseFlags(
       argc, argv,
       "Serves the llm.v1.Model gRPC service (sessions with persistent KV caches, Prefill, "
-      "Decode, DecodeStream) for one GGUF model on the CPU.\n"
+      "Decode, DecodeStream) for one GGUF model (llama, qwen2, qwen3, gemma3 or phi3 family) on "
+      "the CPU or CUDA backend (--backend).\n"
       "Usage: model_server --model PATH.gguf [--listen 127.0.0.1:50052] [--kv_cache_mb 512]\n"
       "Health (grpc.health.v1) is NOT_SERVING until the weights are loaded; the port line is "
       "printed on stdout as soon as the server listens.");
