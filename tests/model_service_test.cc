@@ -1379,9 +1379,10 @@ std::vector<std::pair<std::string, cpu_set_t>> ThreadAffinities(pid_t pid) {
 }
 
 // --pin_threads: the forward pass's thread (llm-step, with --threads 1) alone
-// on the first CPU the server may use, every other thread on the others, from
-// the start and after calls of every kind (the step loop answers them: a
-// thread that gRPC starts from its callbacks is placed too), with no delay.
+// on the first CPU the server may use and every other thread on the others,
+// with no delay; after calls of every kind, still no other thread confined to
+// that CPU (gRPC may start one from a call the step loop's callbacks make:
+// such a thread may run anywhere, compute_affinity.h).
 TEST(ModelServerProcessTest, PinThreadsGivesTheComputeThreadsTheirOwnCpus) {
   ASSERT_EQ(*model_error, "");
   cpu_set_t allowed;
@@ -1392,7 +1393,9 @@ TEST(ModelServerProcessTest, PinThreadsGivesTheComputeThreadsTheirOwnCpus) {
   ServerState state;
   StartModelServer(&state, {"--threads", "1", "--pin_threads"});
   ASSERT_NE(state.stub, nullptr) << state.error;
-  auto check = [&](const std::string& when) {
+  // `strict`: every other thread off the first CPU; else only not confined
+  // to it.
+  auto check = [&](const std::string& when, bool strict) {
     std::string misplaced;
     int compute = 0, others = 0;
     for (const auto& [name, set] : ThreadAffinities(state.process->pid())) {
@@ -1401,14 +1404,15 @@ TEST(ModelServerProcessTest, PinThreadsGivesTheComputeThreadsTheirOwnCpus) {
         if (CPU_COUNT(&set) != 1 || !CPU_ISSET(first, &set)) misplaced += " " + name;
       } else {
         ++others;
-        if (CPU_ISSET(first, &set)) misplaced += " " + name;
+        const bool confined = CPU_COUNT(&set) == 1 && CPU_ISSET(first, &set);
+        if (strict ? CPU_ISSET(first, &set) : confined) misplaced += " " + name;
       }
     }
     EXPECT_EQ(misplaced, "") << "threads on the wrong CPUs " << when;
     EXPECT_EQ(compute, 1) << when;
     EXPECT_GT(others, 1) << when;
   };
-  check("once serving");
+  check("once serving", /*strict=*/true);
   const v1::PrefillResponse p = MustPrefill(*state.stub, "", {1, 2, 3});
   for (int32_t token : {4, 5, 6}) {
     v1::DecodeTokenResponse r;
@@ -1426,7 +1430,7 @@ TEST(ModelServerProcessTest, PinThreadsGivesTheComputeThreadsTheirOwnCpus) {
     });
   }
   for (std::thread& t : callers) t.join();
-  check("after calls");
+  check("after calls", /*strict=*/false);
 }
 
 // --pin_threads needs a CPU left for the other threads: a usage error

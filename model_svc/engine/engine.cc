@@ -127,8 +127,8 @@ class Engine::Impl {
   }
 
   // Makes the completions' and deferred calls, on EngineOptions::
-  // callback_cpus when set (the loop moves there for them and back to
-  // step_cpus), so that a thread that one of them starts starts there.
+  // callback_cpus when set (the loop's CPU set for them, then step_cpus
+  // again), so that a thread that one of them starts starts there.
   void Deliver(std::vector<Completion>* completions, std::vector<Deferred>* calls) {
     if (completions->empty() && calls->empty()) return;
     // Checked by Create: the kernel refuses neither set.

@@ -87,10 +87,11 @@ struct EngineOptions {
   // The CPUs the step-loop thread runs on (it computes too: with the CPU
   // backend it is its pool's worker 0); empty: its creator's.
   std::vector<int> step_cpus;
-  // The CPUs it runs the completion callbacks on (it moves there for them
-  // after a step, and back), so that a thread one of them starts (gRPC may
-  // start one) starts there, not on step_cpus; empty: step_cpus. Needs
-  // step_cpus.
+  // The CPUs it runs the completion callbacks on (it changes its set for
+  // them after a step, and back), so that a thread one of them starts (gRPC
+  // may start one) starts there, not confined to step_cpus; empty:
+  // step_cpus. Needs step_cpus. Cost: two system calls per step that
+  // delivers, and two migrations if the loop's CPU is not among them.
   std::vector<int> callback_cpus;
 };
 

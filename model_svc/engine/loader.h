@@ -19,8 +19,8 @@ struct LoadOptions {
   int threads = 0;              // CPU threads; 0: every core the process may use
   // The forward pass's threads' CPUs: the engine's step loop and, with the
   // CPU backend, its pool's workers; empty: their creator's. With them,
-  // callback_cpus: where the step loop runs the completion callbacks
-  // (EngineOptions::callback_cpus).
+  // callback_cpus: the step loop's CPUs while it runs the completion
+  // callbacks (EngineOptions::callback_cpus).
   std::vector<int> compute_cpus;
   std::vector<int> callback_cpus;
   int cuda_device = 0;

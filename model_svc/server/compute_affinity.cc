@@ -15,6 +15,7 @@ absl::StatusOr<ComputeAffinity> SplitCpus(const std::vector<int>& allowed, int c
   ComputeAffinity result;
   result.compute_cpus.assign(allowed.begin(), allowed.begin() + compute_cpus);
   result.other_cpus.assign(allowed.begin() + compute_cpus, allowed.end());
+  result.all_cpus = allowed;
   return result;
 }
 

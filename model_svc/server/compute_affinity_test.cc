@@ -13,6 +13,7 @@ TEST(ComputeAffinityTest, SplitGivesTheFirstCpusToTheComputeThreads) {
   ASSERT_TRUE(split.ok()) << split.status();
   EXPECT_EQ(split->compute_cpus, (std::vector<int>{2, 3, 5}));
   EXPECT_EQ(split->other_cpus, (std::vector<int>{8}));
+  EXPECT_EQ(split->all_cpus, (std::vector<int>{2, 3, 5, 8}));
 }
 
 TEST(ComputeAffinityTest, SplitLeavesACpuForTheOtherThreads) {

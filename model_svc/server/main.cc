@@ -372,7 +372,7 @@ int Main() {
   load.threads = absl::GetFlag(FLAGS_threads);
   if (pinned.has_value()) {
     load.compute_cpus = pinned->compute_cpus;
-    load.callback_cpus = pinned->other_cpus;  // gRPC's work, and threads it starts
+    load.callback_cpus = pinned->all_cpus;  // compute_affinity.h says why
   }
   load.backend = absl::GetFlag(FLAGS_backend);
   llm::engine::ApplyBackendFlags(&load);
