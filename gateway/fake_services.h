@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "client/generate/cached_text.h"
 #include "client/generate/detokenizer.h"
 #include "client/services.h"

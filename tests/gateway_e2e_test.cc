@@ -1013,6 +1013,48 @@ TEST_F(GatewayE2ETest, ARequestWaitsForARestartedModelServer) {
   EXPECT_EQ(waiting.status, 200) << waiting.body;
 }
 
+// Conversations beyond the model server's session limit: the idle ones
+// give way to new ones (the fifth used to get 429 for the session TTL), and
+// the gateway rebuilds an evicted conversation's session at its next turn,
+// with the answer that the whole conversation gives in a new session.
+TEST_F(GatewayE2ETest, IdleConversationsGiveWayAtTheModelServersSessionLimit) {
+  std::string error;
+  std::unique_ptr<ServerProcess> model = ServerProcess::Start(
+      "model_server", {"--model", ModelPath(), "--kv_cache_mb", "64", "--max_sessions", "4"},
+      &error);
+  ASSERT_NE(model, nullptr) << error;
+  auto channel = grpc::CreateChannel(model->address(), grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(testing::WaitUntilServing(channel, std::chrono::seconds(60), &error)) << error;
+  std::unique_ptr<ServerProcess> gateway = StartGateway(model->address(), &error);
+  ASSERT_NE(gateway, nullptr) << error;
+  const auto chat = [&](const json& messages, const std::string& conversation) {
+    return Http(
+        gateway->port(), "POST", "/v1/chat/completions",
+        json{{"model", *model_id_}, {"messages", messages}, {"temperature", 0}, {"max_tokens", 8}}
+            .dump(),
+        conversation.empty() ? "" : StrCat("X-Session-Id: ", conversation, "\r\n"));
+  };
+  const std::vector<std::string> questions = {"Name a colour.", "Name a fruit.", "Name a city.",
+                                              "Name a river.",  "Name a tree.",  "Name a bird."};
+  std::vector<json> conversations;
+  for (size_t i = 0; i < questions.size(); ++i) {
+    json messages = json::array({{{"role", "user"}, {"content", questions[i]}}});
+    const HttpResponse r = chat(messages, StrCat("limit-conv-", i));
+    ASSERT_EQ(r.status, 200) << "conversation " << i << ": " << r.body;
+    messages.push_back(
+        {{"role", "assistant"}, {"content", r.Json()["choices"][0]["message"]["content"]}});
+    messages.push_back({{"role", "user"}, {"content", "And another?"}});
+    conversations.push_back(std::move(messages));
+  }
+  // The first conversation's session was evicted: its second turn rebuilds it.
+  const HttpResponse resumed = chat(conversations[0], "limit-conv-0");
+  ASSERT_EQ(resumed.status, 200) << resumed.body;
+  const HttpResponse alone = chat(conversations[0], "");
+  ASSERT_EQ(alone.status, 200) << alone.body;
+  EXPECT_EQ(resumed.Json()["choices"][0]["message"]["content"],
+            alone.Json()["choices"][0]["message"]["content"]);
+}
+
 TEST_F(GatewayE2ETest, ServicesDownIs503) {
   std::string error;
   std::unique_ptr<ServerProcess> model =

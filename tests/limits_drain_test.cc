@@ -172,16 +172,23 @@ TEST_F(LimitsTest, InfoReportsTheStreamLimitAndTheReplica) {
   EXPECT_EQ(p.session_id().size(), info.replica_id().size() + 1 + 16);
 }
 
-TEST_F(LimitsTest, SessionLimitIsResourceExhaustedAndCounted) {
+// At the session limit an idle session gives way to a new one (counted as
+// an eviction); a Fork keeps its parent, so with one session it has no room.
+TEST_F(LimitsTest, SessionLimitEvictsIdleSessionsAndAForkBeyondItIsResourceExhausted) {
   v1::PrefillResponse p;
   ASSERT_TRUE(Prefill(*stub_, "", {1, 2, 3}, &p).ok());
   EXPECT_EQ(Limited("max_sessions"), std::nullopt);  // the family is empty so far
   v1::PrefillResponse second;
-  const grpc::Status status = Prefill(*stub_, "", {1, 2, 3}, &second);
+  grpc::Status status = Prefill(*stub_, "", {1, 2, 3}, &second);
+  ASSERT_TRUE(status.ok()) << Describe(status);
+  EXPECT_EQ(Sessions(), (std::map<std::string, int64_t>{{second.session_id(), 3}}));
+  EXPECT_EQ(Sample(Scrape(), "llm_sessions_evicted_total{reason=\"max_sessions\"}"), 1.0);
+  EXPECT_EQ(Decode(*stub_, p.session_id(), 4).error_code(), grpc::StatusCode::NOT_FOUND);
+  status = Fork(*stub_, second.session_id());
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << Describe(status);
-  EXPECT_EQ(Fork(*stub_, p.session_id()).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_EQ(Limited("max_sessions"), 2.0);
-  EXPECT_EQ(Sample(Scrape(), "llm_requests_rejected_total{code=\"RESOURCE_EXHAUSTED\"}"), 2.0);
+  EXPECT_THAT(status.error_message(), HasSubstr("session limit"));
+  EXPECT_EQ(Limited("max_sessions"), 1.0);
+  EXPECT_EQ(Sample(Scrape(), "llm_requests_rejected_total{code=\"RESOURCE_EXHAUSTED\"}"), 1.0);
 }
 
 TEST_F(LimitsTest, PromptPastTheContextIsOutOfRangeAndCounted) {

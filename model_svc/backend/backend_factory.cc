@@ -109,7 +109,11 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
   cpu::CpuBackendOptions cpu_options;
   cpu_options.threads = options.threads;
   cpu_options.mmap_weights = options.cpu_mmap_weights;
-  return cpu::CreateCpuBackend(cpu_options);
+  cpu_options.cpus = options.cpu_pool_cpus;
+  absl::Status placement;
+  std::unique_ptr<Backend> backend = cpu::CreateCpuBackend(cpu_options, &placement);
+  if (!placement.ok()) return placement;
+  return backend;
 }
 
 }  // namespace llm::model

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "model_svc/backend/backend.h"
@@ -14,6 +15,9 @@ namespace llm::model {
 struct BackendOptions {
   std::string name = "cpu";  // "cpu", "cuda" or "auto"
   int threads = 0;           // CPU threads; 0: every core the process may use
+  // CPU backend: its pool's workers' CPUs (CpuBackendOptions::cpus); empty:
+  // their creator's.
+  std::vector<int> cpu_pool_cpus;
   int cuda_device = 0;
   bool cuda_graphs = true;
   bool cpu_mmap_weights = false;  // CpuBackendOptions::mmap_weights
@@ -21,7 +25,7 @@ struct BackendOptions {
 
 // InvalidArgument for an unknown name; FailedPrecondition for "cuda" when
 // this build has no CUDA backend or no device is usable (the message says
-// which).
+// which); cpu_pool_cpus refused as PinThread (common/cpu_set.h) refuses.
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options);
 
 // True when this build includes the CUDA backend (the plugin libllm_cuda.so

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/cpu_set.h"
 #include "model_svc/engine/batch_window.h"
 #include "model_svc/engine/request_queue.h"
 #include "model_svc/engine/runner.h"
@@ -42,6 +43,11 @@ class Engine::Impl {
       stop_ = true;
     }
     loop_.join();
+  }
+
+  // Puts the step loop on `cpus` (EngineOptions::step_cpus).
+  absl::Status PlaceLoop(const std::vector<int>& cpus) {
+    return PinThread(loop_.native_handle(), cpus);
   }
 
   model::LlamaModel& model() { return *model_; }
@@ -120,23 +126,30 @@ class Engine::Impl {
     }
   }
 
-  static void Deliver(std::vector<Completion>* completions, std::vector<Deferred>* calls) {
+  // Makes the completions' and deferred calls, on EngineOptions::
+  // callback_cpus when set (the loop's CPU set for them, then step_cpus
+  // again), so that a thread that one of them starts starts there.
+  void Deliver(std::vector<Completion>* completions, std::vector<Deferred>* calls) {
+    if (completions->empty() && calls->empty()) return;
+    // Checked by Create: the kernel refuses neither set.
+    const bool move = !options_.callback_cpus.empty();
+    if (move) PinThisThread(options_.callback_cpus).IgnoreError();
     for (Completion& c : *completions) c.done(std::move(c.result));
     completions->clear();
     for (Deferred& call : *calls) call();
     calls->clear();
+    if (move) PinThisThread(options_.step_cpus).IgnoreError();
   }
 
   // The step loop: plan, run, apply, deliver.
   void Loop() {
-    // Named for operators (top -H) and for model_server --pin_threads, which
-    // finds the compute threads by name.
+    // Named for operators (top -H).
     pthread_setname_np(pthread_self(), "llm-step");
     Runner runner(model_.get());
     StepPlan plan;
     std::vector<model::Logits> logits;
     std::vector<Completion> completions;
-    std::vector<Deferred> calls;     // of the commands run
+    std::vector<Deferred> calls;     // of the Truncates and Forks that waited for a step
     std::vector<uint64_t> decoders;  // serials of the sessions decoding in the step
     absl::Time last_sweep = absl::Now();
     absl::Time spin_until = absl::InfinitePast();
@@ -156,8 +169,7 @@ class Engine::Impl {
         }
         stopping = stop_;
         if (stopping) {
-          queue_.EndAll(&completions);
-          queue_.RunCommands(&calls);
+          queue_.EndAll(&completions);  // no Truncate or Fork waits: no step is planned
         } else {
           queue_.Plan(&plan, &completions);
           running_ = static_cast<int64_t>(plan.chunks.size());
@@ -184,8 +196,7 @@ class Engine::Impl {
         absl::MutexLock lock(&mu_);
         ++steps_;
         step_time_ += step_end - step_start;
-        queue_.Apply(plan, status, logits, &completions);
-        queue_.RunCommands(&calls);  // those that waited for a lookahead step in it
+        queue_.Apply(plan, status, logits, &completions, &calls);
         running_ = 0;
         window_.Ran(step_end - step_start, step_end, had_decode, queue_.Queued() > 0);
         spin_until = window_.spin_until();
@@ -227,6 +238,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateWithStepHook(
     return absl::InvalidArgumentError(
         "engine options: max_batch_tokens, max_sessions and session_ttl must be positive");
   }
+  if (!options.callback_cpus.empty() && options.step_cpus.empty()) {
+    return absl::InvalidArgumentError("engine options: callback_cpus needs step_cpus");
+  }
   std::unique_ptr<Engine> e(new Engine);
   e->options_ = options;
   const int64_t model_context = model->config().context_length;
@@ -234,6 +248,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateWithStepHook(
       options.max_context > 0 ? std::min(options.max_context, model_context) : model_context;
   e->impl_ =
       std::make_unique<Impl>(std::move(model), options, e->max_context_, std::move(before_step));
+  // Placed by this thread; callback_cpus tried first, for Deliver.
+  for (const std::vector<int>* cpus : {&options.callback_cpus, &options.step_cpus}) {
+    if (cpus->empty()) continue;
+    if (absl::Status s = e->impl_->PlaceLoop(*cpus); !s.ok()) return s;
+  }
   return e;
 }
 

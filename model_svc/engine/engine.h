@@ -20,11 +20,20 @@
 //
 // Errors (ARCHITECTURE.md's table): unknown session NOT_FOUND; token id out
 // of range, an empty request or a truncate_to past the session's length
-// INVALID_ARGUMENT; past the context
-// OUT_OF_RANGE; KV pool or session limit full RESOURCE_EXHAUSTED; a session
-// that already has a request in flight ABORTED; shutting down UNAVAILABLE.
-// The session limit, the KV pool and the context marks their statuses with
-// the limit (limits.h: LimitOf), for the service's metrics.
+// INVALID_ARGUMENT; past the context OUT_OF_RANGE; KV pool full, or the
+// session limit reached with a request in flight on every session,
+// RESOURCE_EXHAUSTED; a session that already has a request in flight
+// ABORTED; shutting down UNAVAILABLE. The session limit, the KV pool and the
+// context mark their statuses with the limit (limits.h: LimitOf), for the
+// service's metrics.
+//
+// Session limit (EngineOptions::max_sessions): a new session (a request
+// without a session id, or Fork) beyond it takes the slot of the session
+// used least recently among those without a request of their caller's in
+// flight (a lookahead guess alone does not count; a Fork's parent is kept):
+// that session is evicted (EngineStats::evicted_for_session_limit), and its
+// next request gets NOT_FOUND, as after expiry, for its owner to rebuild.
+//
 // A cancelled request ends with CANCELLED at the next step; its session
 // keeps the tokens of the chunks already computed and stays usable.
 //
@@ -63,8 +72,8 @@
 namespace llm::engine {
 
 struct EngineOptions {
-  int64_t max_batch_tokens = 512;  // tokens per step (decodes + prefill chunks)
-  int64_t max_sessions = 256;
+  int64_t max_batch_tokens = 512;                  // tokens per step (decodes + prefill chunks)
+  int64_t max_sessions = 256;                      // beyond it, the LRU idle session is evicted
   absl::Duration session_ttl = absl::Minutes(10);  // idle time before expiry
   int64_t max_context = 0;  // tokens per session; 0: the model's context length
   // Prepended to the 16 hex characters of every session id; the model server
@@ -75,6 +84,15 @@ struct EngineOptions {
   // that sessions sharing a prompt prefix compute it once. Exact: a cached
   // prefix gives the same logits, bit for bit, as computing it.
   bool prefix_cache = true;
+  // The CPUs the step-loop thread runs on (it computes too: with the CPU
+  // backend it is its pool's worker 0); empty: its creator's.
+  std::vector<int> step_cpus;
+  // The CPUs it runs the completion callbacks on (it changes its set for
+  // them after a step, and back), so that a thread one of them starts (gRPC
+  // may start one) starts there, not confined to step_cpus; empty:
+  // step_cpus. Needs step_cpus. Cost: two system calls per step that
+  // delivers, and two migrations if the loop's CPU is not among them.
+  std::vector<int> callback_cpus;
 };
 
 // A cancellation flag shared between a caller and the engine.
@@ -136,8 +154,8 @@ struct SessionInfo {
 
 struct EngineStats {
   int64_t sessions = 0;
-  // Requests being computed, and queued (lookahead steps included; not a
-  // request waiting for its session's lookahead step).
+  // Requests being computed, and queued (lookahead guesses included; not a
+  // request waiting for its session's guess).
   int64_t running = 0;
   int64_t waiting = 0;
   int32_t kv_blocks_total = 0;
@@ -146,9 +164,11 @@ struct EngineStats {
   absl::Duration step_time;  // spent in forward steps, in total
   int64_t prefill_tokens = 0;
   int64_t decode_tokens = 0;
-  int64_t lookahead_steps = 0;  // guesses computed (or started)
-  int64_t lookahead_hits = 0;   // guesses a request then appended
-  int64_t evicted_sessions = 0;
+  int64_t lookahead_steps = 0;   // guesses computed (or started)
+  int64_t lookahead_hits = 0;    // guesses a request then appended
+  int64_t evicted_sessions = 0;  // idle sessions evicted for KV space
+  // Sessions evicted to make room for a new one under max_sessions.
+  int64_t evicted_for_session_limit = 0;
   int64_t expired_sessions = 0;
   // Prefix cache: tokens of the requests that looked a prefix up (on a
   // session ending on a block boundary, with at least two tokens, not
@@ -187,9 +207,9 @@ class Engine {
   absl::StatusOr<AppendResult> Append(AppendRequest request);
 
   // Keeps the first n tokens of a session. Never waits: `done` is called
-  // exactly once, before TruncateAsync returns, or, when a lookahead step of
-  // the session is being computed, on the step-loop thread once that step
-  // ends (the command waits in the loop's queue).
+  // exactly once, before TruncateAsync returns, or, when the session's
+  // lookahead guess is in the step being computed, on the step-loop thread
+  // once that step ends (the call waits on the session).
   void TruncateAsync(const std::string& session_id, int64_t n, StatusCallback done);
   // TruncateAsync and wait (one step at most): not to be called from a
   // completion callback.

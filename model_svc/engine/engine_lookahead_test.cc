@@ -352,6 +352,46 @@ TEST(EngineLookaheadTest, AGuessNeverEvictsASession) {
   EXPECT_EQ(engine->Stats().kv_blocks_free, 0);
 }
 
+// A session whose only work is a guess (here in the step being computed)
+// is not busy for its caller: at the session limit it gives way to a new
+// session, freed once the guess's step ends.
+TEST(EngineLookaheadTest, ASessionWithAGuessInStepGivesWayAtTheSessionLimit) {
+  StepGate gate;
+  EngineSetup setup;
+  setup.max_sessions = 1;
+  auto engine = MakeGatedEngine(gate, setup);
+  auto a = engine->Append(Request("", Tokens(3, 13)));
+  ASSERT_TRUE(a.ok());
+  gate.Close();
+  absl::Notification decoded;
+  engine->Submit(Decode(a->session_id, model::Argmax(a->logits.back()), true),
+                 [&](absl::StatusOr<AppendResult> r) {
+                   EXPECT_TRUE(r.ok()) << r.status();
+                   decoded.Notify();
+                 });
+  gate.AwaitArrival();  // the decode's step
+  gate.Allow(1);
+  decoded.WaitForNotification();
+  gate.AwaitArrival(2);  // the guess's step, planned and held
+  ASSERT_EQ(engine->Stats().running, 1);
+  absl::Notification created;
+  absl::StatusOr<AppendResult> b;
+  engine->Submit(Request("", Tokens(2, 14)), [&](absl::StatusOr<AppendResult> r) {
+    b = std::move(r);
+    created.Notify();
+  });
+  gate.Open();
+  created.WaitForNotification();
+  ASSERT_TRUE(b.ok()) << b.status();
+  AwaitQuiet(*engine);
+  EXPECT_EQ(engine->Append(Request(a->session_id, {1})).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(engine->Stats().evicted_for_session_limit, 1);
+  EXPECT_EQ(engine->Stats().sessions, 1);
+  EXPECT_EQ(engine->ListSessions()[0].id, b->session_id);
+  EXPECT_EQ(engine->Stats().kv_blocks_free, engine->Stats().kv_blocks_total - 1);
+}
+
 // Decodes t1 with lookahead; its completion callback (on the step loop,
 // after the guess is queued and before the next step is scheduled) sends
 // next_token(t1's logits) without lookahead. Returns that second call's

@@ -14,9 +14,11 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/cpu_set.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model_svc/engine/engine_testing.h"
+#include "model_svc/engine/limits.h"
 
 namespace llm::engine {
 namespace {
@@ -183,7 +185,7 @@ TEST(EngineTest, TruncateRollsBack) {
 
 TEST(EngineTest, ErrorTable) {
   EngineSetup setup;
-  setup.max_sessions = 2;
+  setup.max_sessions = 1;
   auto engine = MakeEngine(setup);
   auto code = [&](AppendRequest r) { return engine->Append(std::move(r)).status().code(); };
   EXPECT_EQ(code(Request("nope", {1})), absl::StatusCode::kNotFound);
@@ -196,16 +198,79 @@ TEST(EngineTest, ErrorTable) {
   EXPECT_EQ(code(std::move(top)), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(code(Request("", Tokens(257, 5))), absl::StatusCode::kOutOfRange);
   auto a = engine->Append(Request("", {1, 2}));
-  auto b = engine->Append(Request("", {1, 2}));
-  ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_EQ(code(Request("", {1})), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(engine->Fork(a->session_id).status().code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(a.ok());
+  // At the limit, a Fork keeps its parent: no other session to evict.
+  const auto forked = engine->Fork(a->session_id).status();
+  EXPECT_EQ(forked.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(LimitOf(forked), Limit::kMaxSessions);
   EXPECT_EQ(code(Request(a->session_id, Tokens(255, 6))), absl::StatusCode::kOutOfRange);
-  // Nothing was lost: both sessions still hold their tokens.
+  // A new session refused for its length evicts no one.
+  EXPECT_EQ(code(Request("", Tokens(257, 5))), absl::StatusCode::kOutOfRange);
+  // Nothing was lost: the session still holds its tokens.
   auto list = engine->ListSessions();
-  ASSERT_EQ(list.size(), 2u);
+  ASSERT_EQ(list.size(), 1u);
   EXPECT_EQ(list[0].num_tokens, 2);
+  EXPECT_EQ(engine->Stats().evicted_for_session_limit, 0);
   EXPECT_EQ(engine->Release("nope").code(), absl::StatusCode::kNotFound);
+}
+
+// Idle sessions give way to new ones at the session limit, least recently
+// used first; the evicted one is gone (NOT_FOUND, for its owner to rebuild).
+TEST(EngineTest, SessionLimitEvictsTheLeastRecentlyUsedIdleSession) {
+  EngineSetup setup;
+  setup.max_sessions = 2;
+  auto engine = MakeEngine(setup);
+  auto a = engine->Append(Request("", {1, 2}));
+  auto b = engine->Append(Request("", {3, 4}));
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(engine->Append(Request(a->session_id, {5})).ok());  // b is now the LRU
+  auto c = engine->Append(Request("", {6, 7}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(engine->Append(Request(b->session_id, {1})).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(engine->Stats().evicted_for_session_limit, 1);
+  EXPECT_EQ(engine->Stats().evicted_sessions, 0);  // the KV pool's count
+  // A Fork makes room too, keeping its parent (here the LRU).
+  auto fork = engine->Fork(a->session_id);
+  ASSERT_TRUE(fork.ok()) << fork.status();
+  EXPECT_EQ(engine->Append(Request(c->session_id, {1})).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_TRUE(engine->Append(Request(a->session_id, {1})).ok());
+  EXPECT_EQ(engine->Stats().evicted_for_session_limit, 2);
+  EXPECT_EQ(engine->Stats().sessions, 2);
+}
+
+// RESOURCE_EXHAUSTED for a new session only when every session has a
+// request in flight.
+TEST(EngineTest, SessionLimitIsExhaustedOnlyWhileEverySessionIsBusy) {
+  StepGate gate;
+  EngineSetup setup;
+  setup.max_sessions = 2;
+  auto engine = MakeGatedEngine(gate, setup);
+  auto a = engine->Append(Request("", {1, 2}));
+  auto b = engine->Append(Request("", {3, 4}));
+  ASSERT_TRUE(a.ok() && b.ok());
+  gate.Close();
+  absl::Notification a_done, b_done;
+  engine->Submit(Request(a->session_id, {5}), [&](absl::StatusOr<AppendResult> r) {
+    EXPECT_TRUE(r.ok()) << r.status();
+    a_done.Notify();
+  });
+  engine->Submit(Request(b->session_id, {6}), [&](absl::StatusOr<AppendResult> r) {
+    EXPECT_TRUE(r.ok()) << r.status();
+    b_done.Notify();
+  });
+  const absl::Status refused = engine->Append(Request("", {7})).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(LimitOf(refused), Limit::kMaxSessions);
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("session limit"));
+  gate.Open();
+  a_done.WaitForNotification();
+  b_done.WaitForNotification();
+  auto c = engine->Append(Request("", {7}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(engine->Stats().evicted_for_session_limit, 1);
+  EXPECT_EQ(engine->Stats().sessions, 2);
 }
 
 TEST(EngineTest, BusySessionIsAborted) {
@@ -358,6 +423,60 @@ TEST(EngineTest, ListSessionsCountsPrefillAndDecode) {
   EXPECT_EQ(list[0].prefilled_tokens, 7);
   EXPECT_EQ(list[0].decoded_tokens, 1);
   EXPECT_EQ(list[0].kv_blocks, 2);
+}
+
+// EngineOptions::step_cpus and callback_cpus: the step loop computes on the
+// first (seen from the step hook, before each forward) and runs the
+// completion callbacks on the second.
+absl::StatusOr<std::unique_ptr<model::LlamaModel>> SmallModel() {
+  model::ModelOptions mo;
+  mo.max_step_tokens = 16;
+  mo.max_logit_rows = 16;
+  mo.kv_blocks = 16;
+  mo.kv_block_size = 4;
+  return model::testing::LoadRandomModel(testing::Spec(), mo, 2);
+}
+
+TEST(EngineTest, TheStepLoopComputesOnItsCpusAndCallsBackOnTheOthers) {
+  const absl::StatusOr<std::vector<int>> allowed = ThisThreadCpus();
+  ASSERT_TRUE(allowed.ok()) << allowed.status();
+  auto model = SmallModel();
+  ASSERT_TRUE(model.ok()) << model.status();
+  EngineOptions options;
+  options.step_cpus = {allowed->back()};
+  options.callback_cpus = {allowed->front()};
+  absl::Mutex mu;
+  std::vector<std::vector<int>> in_steps;
+  auto engine = EngineTestPeer::CreateWithStepHook(*std::move(model), options, [&] {
+    absl::MutexLock lock(&mu);
+    in_steps.push_back(ThisThreadCpus().value_or(std::vector<int>{}));
+  });
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  for (int i = 0; i < 2; ++i) {
+    absl::Notification done;
+    absl::StatusOr<std::vector<int>> in_callback;
+    (*engine)->Submit(Request("", {1, 2, 3}), [&](absl::StatusOr<AppendResult> r) {
+      EXPECT_TRUE(r.ok()) << r.status();
+      in_callback = ThisThreadCpus();
+      done.Notify();
+    });
+    done.WaitForNotification();
+    ASSERT_TRUE(in_callback.ok()) << in_callback.status();
+    EXPECT_EQ(*in_callback, options.callback_cpus);
+  }
+  absl::MutexLock lock(&mu);
+  ASSERT_EQ(in_steps.size(), 2u);
+  for (const std::vector<int>& cpus : in_steps) EXPECT_EQ(cpus, options.step_cpus);
+  EXPECT_EQ(*ThisThreadCpus(), *allowed);
+}
+
+TEST(EngineTest, CallbackCpusNeedStepCpus) {
+  auto model = SmallModel();
+  ASSERT_TRUE(model.ok()) << model.status();
+  EngineOptions options;
+  options.callback_cpus = {0};
+  EXPECT_EQ(Engine::Create(*std::move(model), options).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(EngineTest, StopAdmissionRejectsNewWork) {

@@ -46,11 +46,17 @@ absl::StatusOr<std::unique_ptr<Engine>> LoadEngine(const LoadOptions& options) {
   backend_options.cuda_device = options.cuda_device;
   backend_options.cuda_graphs = options.cuda_graphs;
   backend_options.cpu_mmap_weights = options.mmap_weights;
+  backend_options.cpu_pool_cpus = options.compute_cpus;
   LLM_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,
                        model::CreateBackend(backend_options));
   LLM_ASSIGN_OR_RETURN(std::unique_ptr<model::LlamaModel> model,
                        model::LlamaModel::Load(shared, std::move(backend), mo));
-  return Engine::Create(std::move(model), options.engine);
+  EngineOptions engine_options = options.engine;
+  if (!options.compute_cpus.empty()) {
+    engine_options.step_cpus = options.compute_cpus;
+    engine_options.callback_cpus = options.callback_cpus;
+  }
+  return Engine::Create(std::move(model), engine_options);
 }
 
 }  // namespace llm::engine

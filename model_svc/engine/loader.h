@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "model_svc/engine/engine.h"
@@ -16,6 +17,12 @@ struct LoadOptions {
   std::string model_path;
   std::string backend = "cpu";  // "cpu", "cuda" or "auto" (backend_factory.h)
   int threads = 0;              // CPU threads; 0: every core the process may use
+  // The forward pass's threads' CPUs: the engine's step loop and, with the
+  // CPU backend, its pool's workers; empty: their creator's. With them,
+  // callback_cpus: the step loop's CPUs while it runs the completion
+  // callbacks (EngineOptions::callback_cpus).
+  std::vector<int> compute_cpus;
+  std::vector<int> callback_cpus;
   int cuda_device = 0;
   bool cuda_graphs = true;            // decode steps as CUDA graphs
   bool mmap_weights = false;          // CPU: compute from the file mapping (no copy)

@@ -1,7 +1,9 @@
 #include "model_svc/engine/request_queue.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <utility>
+#include <variant>
 
 #include "absl/status/status.h"
 #include "common/strings.h"
@@ -38,13 +40,13 @@ absl::Status CheckTruncateTo(const AppendRequest& r, int64_t have, bool has_sess
   return absl::OkStatus();
 }
 
-// Whether `r` appends the guess `token` and can take its logits (`spec`).
+// Whether `r` appends the guess's token and can take its logits.
 // A request for every row's logits in that encoding (a speculative decode's
 // all_logits) takes the guess's as its first row; scored rows (prompt
 // logprobs) are encoded otherwise.
-bool TakesGuess(const AppendRequest& r, int32_t token, const model::LogitsSpec& spec) {
-  return r.truncate_to < 0 && r.tokens.front() == token && r.prompt_logprobs < 0 &&
-         SameSpec(r.logits, spec);
+bool TakesGuess(const AppendRequest& r, const Guess& guess) {
+  return r.truncate_to < 0 && r.tokens.front() == guess.token && r.prompt_logprobs < 0 &&
+         SameSpec(r.logits, guess.spec);
 }
 
 }  // namespace
@@ -95,7 +97,7 @@ std::vector<SessionInfo> RequestQueue::ListSessions(absl::Time now) const {
   sessions_.ForEach([&](const Session& s) {
     SessionInfo info;
     info.id = s.id;
-    info.num_tokens = static_cast<int64_t>(s.tokens.size()) - (s.ahead ? 1 : 0);
+    info.num_tokens = s.caller_tokens();
     info.prefilled_tokens = s.prefilled;
     info.decoded_tokens = s.decoded;
     info.kv_blocks = static_cast<int64_t>(s.kv.blocks().size());
@@ -130,36 +132,33 @@ absl::Status RequestQueue::FindIdle(const std::string& id, Session** out) {
   return absl::OkStatus();
 }
 
-// Whether a Truncate or Fork of session `id` must wait: a lookahead step
-// of the session (and no request of the caller's) is being computed.
-bool RequestQueue::AwaitsGuess(const std::string& id) {
-  const Session* s = sessions_.Find(id);
-  return s != nullptr && s->guessing && !s->work.has_value() && s->guess_in_step;
-}
-
-// FindIdle, after settling the session's lookahead (none may be running:
-// see AwaitsGuess): a guess still queued is dropped unrun, a computed one
-// forgotten.
+// Settles the lookahead of the session `id` for a Truncate or Fork (its
+// guess is not in a step: see WaitsForGuess): a guess still queued is
+// dropped unrun, a computed one forgotten. Then FindIdle.
 absl::Status RequestQueue::FindSettled(const std::string& id, Session** out) {
   Session* s = sessions_.Find(id);
-  if (s != nullptr && s->guessing && !s->work.has_value()) {
+  if (s != nullptr && !s->request.has_value()) {
     std::vector<Completion> none;  // no parked request: nothing to complete
-    CancelQueuedAhead(s, &none);
+    DropGuess(s, &none);
   }
-  if (absl::Status st = FindIdle(id, out); !st.ok()) return st;
-  DropAhead(*out);
-  return absl::OkStatus();
+  return FindIdle(id, out);
 }
 
-// Truncates now, or, while the session's lookahead step is being
-// computed, queues the command for the loop (which runs it once the step
-// is applied). Returns the call of `done` to make outside the lock (empty
-// when queued).
+// Whether a Truncate or Fork of session `id` waits (in the session's
+// `pending`, run when the step is applied): the session's guess is in the
+// step being computed, and no request of the caller's is parked on it.
+Session* RequestQueue::WaitsForGuess(const std::string& id) {
+  Session* s = sessions_.Find(id);
+  return s != nullptr && s->guess_is(Guess::State::kInStep) && !s->request.has_value() ? s
+                                                                                       : nullptr;
+}
+
+// Truncates now, or, while the session's guess is in the step being
+// computed, once that step is applied. Returns the call of `done` to make
+// outside the lock (empty when it waits).
 Deferred RequestQueue::Truncate(const std::string& id, int64_t n, StatusCallback done) {
-  if (AwaitsGuess(id)) {
-    commands_.push_back([this, id, n, done = std::move(done)]() mutable {  // by RunCommands
-      return Truncate(id, n, std::move(done));
-    });
+  if (Session* s = WaitsForGuess(id); s != nullptr) {
+    s->pending.push_back(PendingTruncate{n, std::move(done)});
     return nullptr;
   }
   Session* s = nullptr;
@@ -174,40 +173,40 @@ Deferred RequestQueue::Truncate(const std::string& id, int64_t n, StatusCallback
 
 // As Truncate, for Fork.
 Deferred RequestQueue::Fork(const std::string& id, ForkCallback done) {
-  if (AwaitsGuess(id)) {
-    commands_.push_back([this, id, done = std::move(done)]() mutable {  // by RunCommands
-      return Fork(id, std::move(done));
-    });
+  if (Session* s = WaitsForGuess(id); s != nullptr) {
+    s->pending.push_back(PendingFork{std::move(done)});
     return nullptr;
   }
   Session* parent = nullptr;
   absl::Status st = FindSettled(id, &parent);
-  if (st.ok()) st = CheckSessionLimit();
+  if (st.ok()) st = MakeRoomForSession(parent);
   absl::StatusOr<std::string> child =
       st.ok() ? sessions_.Fork(*parent, absl::Now())->id : absl::StatusOr<std::string>(st);
   return [done = std::move(done), child = std::move(child)]() mutable { done(std::move(child)); };
 }
 
-// Runs the queued commands (their sessions' lookahead steps have ended).
-void RequestQueue::RunCommands(std::vector<Deferred>* calls) {
-  std::vector<Command> commands = std::move(commands_);
-  commands_.clear();
-  for (Command& c : commands) {
-    if (Deferred call = c(); call) calls->push_back(std::move(call));
-  }
-}
-
 // Requests and guesses queued or in the step.
-int64_t RequestQueue::Queued() const {
-  return static_cast<int64_t>(active_.size() + guesses_.size());
-}
+int64_t RequestQueue::Queued() const { return static_cast<int64_t>(queue_.size()); }
 
-absl::Status RequestQueue::CheckSessionLimit() {
-  if (sessions_.full()) {
-    return WithLimit(
-        absl::ResourceExhaustedError(
-            StrCat("session limit reached (", sessions_.max_sessions(), " sessions); retry later")),
-        Limit::kMaxSessions);
+// Takes s out of the queue.
+void RequestQueue::Unqueue(Session* s) { queue_.erase(std::find(queue_.begin(), queue_.end(), s)); }
+
+// At the session limit, makes room for a new session: the least recently
+// used session without a request of its caller's in flight (not `keep`, a
+// Fork's parent) is released (at once when idle; a lookahead guess of it
+// ends at the next step) and counted. RESOURCE_EXHAUSTED (marked with the
+// limit) when every other session has a request in flight.
+absl::Status RequestQueue::MakeRoomForSession(const Session* keep) {
+  while (sessions_.full()) {
+    Session* lru = sessions_.LeastRecentlyUsedCallerIdle(keep);
+    if (lru == nullptr) {
+      return WithLimit(absl::ResourceExhaustedError(
+                           StrCat("session limit reached (", sessions_.max_sessions(),
+                                  " sessions, each with a request in flight); retry later")),
+                       Limit::kMaxSessions);
+    }
+    sessions_.Release(lru);
+    ++stats_.evicted_for_session_limit;
   }
   return absl::OkStatus();
 }
@@ -215,18 +214,16 @@ absl::Status RequestQueue::CheckSessionLimit() {
 absl::Status RequestQueue::Admit(AppendRequest& request, AppendCallback& done,
                                  std::vector<Completion>* completions) {
   const int64_t pool_tokens = int64_t{blocks_.num_blocks()} * blocks_.block_size();
-  Work work;
+  Request r;
   Session* s = nullptr;
-  if (request.session_id.empty()) {
-    if (absl::Status st = CheckSessionLimit(); !st.ok()) return st;
-  } else {
+  if (!request.session_id.empty()) {
     s = sessions_.Find(request.session_id);
     if (s == nullptr) return NotFound(request.session_id);
-    // During a lookahead step alone, the caller's next request waits for it.
+    // While a guess alone is queued or in a step, the caller's next request
+    // waits for it.
     if (CallerBusy(*s)) return Busy(request.session_id);
   }
-  const int64_t have =
-      s != nullptr ? static_cast<int64_t>(s->tokens.size()) - (s->ahead ? 1 : 0) : 0;
+  const int64_t have = s != nullptr ? s->caller_tokens() : 0;
   if (absl::Status st = CheckTruncateTo(request, have, s != nullptr); !st.ok()) return st;
   const int64_t total = (request.truncate_to >= 0 ? request.truncate_to : have) +
                         static_cast<int64_t>(request.tokens.size());
@@ -244,44 +241,40 @@ absl::Status RequestQueue::Admit(AppendRequest& request, AppendCallback& done,
         Limit::kKvCache);
   }
   if (s == nullptr) {
+    // Last: a request refused for another reason evicts no one.
+    if (absl::Status st = MakeRoomForSession(nullptr); !st.ok()) return st;
     s = sessions_.Create(absl::Now());
-    work.new_session = true;
+    r.new_session = true;
   }
-  work.request = std::move(request);
-  work.done = std::move(done);
+  r.append = std::move(request);
+  r.done = std::move(done);
   // A request that will not take a queued guess need not wait for it.
-  if (s->guessing && !s->guess_in_step &&
-      !TakesGuess(work.request, s->ahead_token, s->ahead_spec)) {
-    CancelQueuedAhead(s, completions);
+  if (s->guess_is(Guess::State::kQueued) && !TakesGuess(r.append, *s->guess)) {
+    DropGuess(s, completions);
   }
-  s->work = std::move(work);
-  if (!s->guessing) Resume(s, completions);  // else EndAhead resumes it
+  s->request = std::move(r);
+  if (!s->guess_pending()) Resume(s, completions);  // else EndGuess resumes it
   return absl::OkStatus();
 }
 
-// Ends the guess of s, queued and not yet in a step, unrun.
-void RequestQueue::CancelQueuedAhead(Session* s, std::vector<Completion>* out) {
-  guesses_.erase(std::find(guesses_.begin(), guesses_.end(), s));
-  EndAhead(s, absl::CancelledError("lookahead not taken"), {}, out);
-}
-
-// Starts a request on its idle session, which becomes busy. An unconfirmed
+// Starts a request on its idle session, which becomes busy. A computed
 // guess is settled first: a request that appends it (with the same logits
 // encoding) takes its logits, done at once when that was its only token;
 // any other request drops it.
 void RequestQueue::Resume(Session* s, std::vector<Completion>* out) {
   s->busy = true;
-  Work& p = *s->work;
-  const AppendRequest& r = p.request;
-  if (s->ahead && !TakesGuess(r, s->ahead_token, s->ahead_spec)) DropAhead(s);
+  Request& p = *s->request;
+  const AppendRequest& r = p.append;
+  if (s->guess.has_value() && !TakesGuess(r, *s->guess)) DropGuess(s, out);
   // Checked at admission (CheckTruncateTo): the length is the same now.
   if (r.truncate_to >= 0) {
     stats_.rolled_back_tokens += static_cast<int64_t>(s->tokens.size()) - r.truncate_to;
     sessions_.Truncate(*s, r.truncate_to, absl::Now());
   }
   stats_.proposed_tokens += r.proposed;
-  if (s->ahead) {
-    s->ahead = false;
+  if (s->guess.has_value()) {
+    std::vector<model::Logits> guess_logits = std::move(s->guess->logits);
+    s->guess.reset();
     ++stats_.lookahead_hits;
     (r.decode ? s->decoded : s->prefilled) += 1;
     (r.decode ? stats_.decode_tokens : stats_.prefill_tokens) += 1;
@@ -290,22 +283,20 @@ void RequestQueue::Resume(Session* s, std::vector<Completion>* out) {
       AppendResult result;
       result.session_id = s->id;
       result.num_tokens = static_cast<int64_t>(s->tokens.size());
-      result.logits = std::move(s->ahead_logits);
+      result.logits = std::move(guess_logits);
       s->busy = false;
       s->last_used = absl::Now();
-      Work done = *std::move(s->work);
-      s->work.reset();
-      if (done.request.lookahead) {
-        StartAhead(s, model::Argmax(result.logits.back()), done.request.logits,
-                   done.request.cancel);
+      Request done = *std::move(s->request);
+      s->request.reset();
+      if (done.append.lookahead) {
+        StartGuess(s, model::Argmax(result.logits.back()), done.append.logits, done.append.cancel);
       }
       out->push_back(Completion{std::move(done.done), std::move(result)});
       return;
     }
-    if (r.every_row()) p.logits.push_back(std::move(s->ahead_logits.back()));
-    s->ahead_logits.clear();
+    if (r.every_row()) p.logits.push_back(std::move(guess_logits.back()));
   }
-  active_.push_back(s);
+  queue_.push_back(s);
   submitted_->fetch_add(1, std::memory_order_release);
 }
 
@@ -316,75 +307,76 @@ void RequestQueue::Resume(Session* s, std::vector<Completion>* out) {
 // runs, so that requests queued behind one computing the same prefix find
 // the blocks that each step completes.
 void RequestQueue::ReuseCachedPrefix(Session* s) {
-  Work& p = *s->work;
+  Request& p = *s->request;
   const int64_t n = p.remaining();
-  if (p.offset != p.reused || n < 2 || p.request.every_row()) return;
+  if (p.offset != p.reused || n < 2 || p.append.every_row()) return;
   if (!blocks_.CanReuse(s->kv.table())) return;  // not on a block boundary
   if (!p.looked_up) {
     p.looked_up = true;
     stats_.prefix_cache_queries += n;
   }
-  const int64_t reused = s->kv.Reuse(p.request.tokens.data() + p.offset, n);
+  const int64_t reused = s->kv.Reuse(p.append.tokens.data() + p.offset, n);
   if (reused == 0) return;
-  s->tokens.insert(s->tokens.end(), p.request.tokens.begin() + p.offset,
-                   p.request.tokens.begin() + p.offset + reused);
+  s->tokens.insert(s->tokens.end(), p.append.tokens.begin() + p.offset,
+                   p.append.tokens.begin() + p.offset + reused);
   p.offset += reused;
   p.reused += reused;
-  (p.request.decode ? s->decoded : s->prefilled) += reused;
+  (p.append.decode ? s->decoded : s->prefilled) += reused;
   stats_.prefix_cache_hits += reused;
 }
 
 // Queues the computation of `token`, the guess at the next token of the
 // idle session s, whose last request asked for `spec` and had `cancel`.
-void RequestQueue::StartAhead(Session* s, int32_t token, const model::LogitsSpec& spec,
+void RequestQueue::StartGuess(Session* s, int32_t token, const model::LogitsSpec& spec,
                               const CancelFlag& cancel) {
   if (token < 0 || s->released || static_cast<int64_t>(s->tokens.size()) >= max_context_ ||
       (cancel != nullptr && cancel->load())) {
     return;
   }
   s->busy = true;
-  s->guessing = true;
-  s->guess_cancel = cancel;
-  s->ahead_token = token;
-  s->ahead_spec = spec;
+  s->guess = Guess{.token = token, .state = Guess::State::kQueued, .spec = spec, .cancel = cancel};
   ++stats_.lookahead_steps;
-  guesses_.push_back(s);
+  queue_.push_back(s);
   submitted_->fetch_add(1, std::memory_order_release);
 }
 
-// Ends the guess of s (out of guesses_ already): its token becomes the
-// session's unconfirmed last token, with `logits` (or is forgotten when
-// its row did not run), and a request that arrived meanwhile goes on.
-void RequestQueue::EndAhead(Session* s, const absl::Status& status,
+// Ends the pending guess of s (out of the queue already): computed when
+// `status` is OK (its token, already appended, with `logits`), else
+// forgotten; then a request parked on it goes on.
+void RequestQueue::EndGuess(Session* s, const absl::Status& status,
                             std::vector<model::Logits> logits, std::vector<Completion>* out) {
-  s->guessing = false;
-  s->guess_in_step = false;
-  s->guess_cancel = nullptr;
   s->busy = false;  // last_used stays the caller's last request's end
   if (s->released) {
-    if (s->work.has_value()) {
-      out->push_back(
-          Completion{std::move(s->work->done), absl::CancelledError("the session was released")});
+    if (s->request.has_value()) {
+      out->push_back(Completion{std::move(s->request->done),
+                                absl::CancelledError("the session was released")});
     }
     sessions_.Reclaim(s);
     return;
   }
   if (status.ok()) {
-    s->ahead = true;
-    s->ahead_logits = std::move(logits);
+    s->guess->state = Guess::State::kComputed;
+    s->guess->cancel = nullptr;
+    s->guess->logits = std::move(logits);
   } else {
+    s->guess.reset();
     s->kv.Truncate(s->kv.num_tokens());
   }
-  if (s->work.has_value()) Resume(s, out);  // the request parked meanwhile
+  if (s->request.has_value()) Resume(s, out);  // the request parked meanwhile
 }
 
-// Forgets a session's unconfirmed guess, if it has one.
-void RequestQueue::DropAhead(Session* s) {
-  if (!s->ahead) return;
-  s->ahead = false;
-  s->ahead_logits.clear();
-  s->tokens.pop_back();
-  s->kv.Truncate(static_cast<int64_t>(s->tokens.size()));
+// Drops the guess of s, if it has one not in a step: a queued one ends
+// unrun (a request parked on it goes on), a computed one is forgotten (its
+// token and KV position given back).
+void RequestQueue::DropGuess(Session* s, std::vector<Completion>* out) {
+  if (s->guess_is(Guess::State::kQueued)) {
+    Unqueue(s);
+    EndGuess(s, absl::CancelledError("lookahead not taken"), {}, out);
+  } else if (s->guess_is(Guess::State::kComputed)) {
+    s->guess.reset();
+    s->tokens.pop_back();
+    s->kv.Truncate(static_cast<int64_t>(s->tokens.size()));
+  }
 }
 
 // Frees idle sessions, least recently used first, until `needed` blocks are
@@ -393,8 +385,9 @@ bool RequestQueue::EvictFor(int32_t needed) {
   // Idle sessions' unconfirmed guesses go first (a guess's position may
   // have a block of its own).
   if (blocks_.num_free() < needed) {
-    sessions_.ForEach([this](Session& s) {
-      if (!s.busy) DropAhead(&s);
+    std::vector<Completion> none;  // an idle session's guess is computed: nothing to complete
+    sessions_.ForEach([&](Session& s) {
+      if (!s.busy) DropGuess(&s, &none);
     });
   }
   while (blocks_.num_free() < needed) {
@@ -406,19 +399,20 @@ bool RequestQueue::EvictFor(int32_t needed) {
   return true;
 }
 
-// Ends the request of s (out of active_ already): the session becomes
+// Ends the request of s (out of the queue already): the session becomes
 // idle (or is freed when it was released, or when the request created it
 // and failed).
 void RequestQueue::Finish(Session* s, absl::StatusOr<AppendResult> result,
                           std::vector<Completion>* out) {
-  AppendCallback done = std::move(s->work->done);
-  const bool new_session = s->work->new_session;
+  AppendCallback done = std::move(s->request->done);
+  const bool new_session = s->request->new_session;
   // A failed request that computed nothing leaves its session as it found
   // it, also when the prefix cache had given it tokens: its caller does not
   // know of them.
-  const int64_t undo = !result.ok() && s->work->offset == s->work->reused ? s->work->reused : 0;
-  const bool decode = s->work->request.decode;
-  s->work.reset();
+  const int64_t undo =
+      !result.ok() && s->request->offset == s->request->reused ? s->request->reused : 0;
+  const bool decode = s->request->append.decode;
+  s->request.reset();
   s->busy = false;
   s->last_used = absl::Now();
   if (s->released) {
@@ -439,80 +433,84 @@ void RequestQueue::Finish(Session* s, absl::StatusOr<AppendResult> result,
 // ends: the cancelled ones and, when nothing can run, the blocked ones.
 void RequestQueue::Plan(StepPlan* plan, std::vector<Completion>* completions) {
   if (blocks_.prefix_cache()) {
-    for (Session* s : active_) {
-      if (!s->cancelled()) ReuseCachedPrefix(s);
+    for (Session* s : queue_) {
+      if (!s->guess_pending() && !s->cancelled()) ReuseCachedPrefix(s);
     }
   }
   Schedule(
-      active_, guesses_, limits_, blocks_, [this](int32_t needed) { return EvictFor(needed); },
-      plan);
+      queue_, limits_, blocks_, [this](int32_t needed) { return EvictFor(needed); }, plan);
   for (const ScheduledChunk& sc : plan->chunks) {
-    if (sc.guess) sc.session->guess_in_step = true;
+    if (sc.guess) sc.session->guess->state = Guess::State::kInStep;
   }
   if (plan->cancelled.empty() && plan->failed.empty() && plan->dropped.empty()) return;
-  // They leave the queues first: ending a guess may queue the request
-  // parked on it (active_.push_back, which would invalidate an iterator).
-  for (Session* s : plan->dropped) guesses_.erase(std::find(guesses_.begin(), guesses_.end(), s));
+  // They leave the queue first: ending a guess may queue the request parked
+  // on it (queue_.push_back, which would invalidate an iterator).
   auto in = [](const std::vector<Session*>& v, const Session* s) {
     return std::find(v.begin(), v.end(), s) != v.end();
   };
   std::vector<std::pair<Session*, absl::Status>> ending;
-  for (auto it = active_.begin(); it != active_.end();) {
+  for (auto it = queue_.begin(); it != queue_.end();) {
     Session* p = *it;
     const bool is_failed = in(plan->failed, p);
-    if (is_failed || in(plan->cancelled, p)) {
+    if (in(plan->dropped, p)) {
+      it = queue_.erase(it);
+    } else if (is_failed || in(plan->cancelled, p)) {
       absl::Status st =
           is_failed ? WithLimit(absl::ResourceExhaustedError(
                                     "KV cache full and no idle session to evict; retry later"),
                                 Limit::kKvCache)
                     : absl::CancelledError("request cancelled");
       ending.emplace_back(p, std::move(st));
-      it = active_.erase(it);
+      it = queue_.erase(it);
     } else {
       ++it;
     }
   }
   for (auto& [s, st] : ending) Finish(s, std::move(st), completions);
   for (Session* s : plan->dropped) {
-    EndAhead(s, absl::CancelledError("request cancelled"), {}, completions);
+    EndGuess(s, absl::CancelledError("request cancelled"), {}, completions);
   }
 }
 
 // Applies a step's result (vLLM's update_from_output): the computed tokens
 // join their sessions, the logits their requests, and finished requests
 // complete (a lookahead request's guess is queued); a computed guess
-// becomes its session's unconfirmed last token. A failed step fails every
-// request in it.
+// becomes its session's unconfirmed last token, and the Truncate and Fork
+// calls that waited for it run. A failed step fails every request in it.
 void RequestQueue::Apply(const StepPlan& plan, const absl::Status& status,
-                         std::vector<model::Logits>& logits, std::vector<Completion>* completions) {
+                         std::vector<model::Logits>& logits, std::vector<Completion>* completions,
+                         std::vector<Deferred>* calls) {
   size_t next_logits = 0;
+  std::vector<std::pair<std::string, PendingCall>> waited;  // by session id
   for (const ScheduledChunk& sc : plan.chunks) {
     if (sc.guess) {
       Session* s = sc.session;
       std::vector<model::Logits> guess_logits;
       if (status.ok()) {
-        s->tokens.push_back(s->ahead_token);
+        s->tokens.push_back(s->guess->token);
         s->kv.Commit(1, s->tokens);
         guess_logits.push_back(std::move(logits[next_logits++]));
       }
-      guesses_.erase(std::find(guesses_.begin(), guesses_.end(), s));
-      EndAhead(s, status, std::move(guess_logits), completions);
+      for (PendingCall& call : s->pending) waited.emplace_back(s->id, std::move(call));
+      s->pending.clear();
+      Unqueue(s);
+      EndGuess(s, status, std::move(guess_logits), completions);
       continue;
     }
     Session& s = *sc.session;
-    Work& p = *s.work;
+    Request& p = *s.request;
     if (status.ok()) {
-      s.tokens.insert(s.tokens.end(), p.request.tokens.begin() + p.offset,
-                      p.request.tokens.begin() + p.offset + sc.chunk);
+      s.tokens.insert(s.tokens.end(), p.append.tokens.begin() + p.offset,
+                      p.append.tokens.begin() + p.offset + sc.chunk);
       s.kv.Commit(sc.chunk, s.tokens);
-      (p.request.decode ? s.decoded : s.prefilled) += sc.chunk;
-      (p.request.decode ? stats_.decode_tokens : stats_.prefill_tokens) += sc.chunk;
+      (p.append.decode ? s.decoded : s.prefilled) += sc.chunk;
+      (p.append.decode ? stats_.decode_tokens : stats_.prefill_tokens) += sc.chunk;
       const int64_t rows = sc.logit_rows();
       for (int64_t i = 0; i < rows; ++i) p.logits.push_back(std::move(logits[next_logits++]));
       p.offset += sc.chunk;
     }
     if (!status.ok() || p.remaining() == 0) {
-      active_.erase(std::find(active_.begin(), active_.end(), &s));
+      Unqueue(&s);
       absl::StatusOr<AppendResult> result;
       int32_t guess = -1;
       if (status.ok()) {
@@ -521,34 +519,49 @@ void RequestQueue::Apply(const StepPlan& plan, const absl::Status& status,
         r.num_tokens = static_cast<int64_t>(s.tokens.size());
         r.cached_tokens = p.reused;
         r.logits = std::move(p.logits);
-        if (p.request.lookahead && !s.released && !r.logits.empty()) {
+        if (p.append.lookahead && !s.released && !r.logits.empty()) {
           guess = model::Argmax(r.logits.back());
         }
         result = std::move(r);
       } else {
         result = status;
       }
-      const model::LogitsSpec spec = p.request.logits;
-      const CancelFlag cancel = p.request.cancel;
+      const model::LogitsSpec spec = p.append.logits;
+      const CancelFlag cancel = p.append.cancel;
       Finish(&s, std::move(result), completions);  // frees s only if it returns no guess
-      if (guess >= 0) StartAhead(&s, guess, spec, cancel);
+      if (guess >= 0) StartGuess(&s, guess, spec, cancel);
     }
+  }
+  // The Truncates and Forks that waited for a guess in the step, in the
+  // order they came; a released session's answer NOT_FOUND.
+  for (auto& [id, pending] : waited) {
+    Deferred call = std::visit(
+        [&](auto& c) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(c)>, PendingTruncate>) {
+            return Truncate(id, c.n, std::move(c.done));
+          } else {
+            return Fork(id, std::move(c.done));
+          }
+        },
+        pending);
+    if (call) calls->push_back(std::move(call));
   }
 }
 
 // Ends every request and guess (shutting down).
 void RequestQueue::EndAll(std::vector<Completion>* completions) {
   const absl::Status unavailable = absl::UnavailableError("the model server is shutting down");
-  // Ending a guess may queue the request parked on it, which may take the
-  // guess and start another: until both queues are empty.
-  while (!guesses_.empty() || !active_.empty()) {
-    if (!guesses_.empty()) {
-      Session* s = guesses_.front();
-      guesses_.pop_front();
-      EndAhead(s, unavailable, {}, completions);
+  // Guesses first, as they were: ending one may queue the request parked on
+  // it, which may take the guess and start another: until the queue is
+  // empty.
+  while (!queue_.empty()) {
+    auto guess = std::find_if(queue_.begin(), queue_.end(),
+                              [](const Session* s) { return s->guess_pending(); });
+    Session* s = guess != queue_.end() ? *guess : queue_.front();
+    queue_.erase(guess != queue_.end() ? guess : queue_.begin());
+    if (s->guess_pending()) {
+      EndGuess(s, unavailable, {}, completions);
     } else {
-      Session* s = active_.front();
-      active_.pop_front();
       Finish(s, unavailable, completions);
     }
   }

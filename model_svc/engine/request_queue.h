@@ -1,7 +1,8 @@
 // The engine's sessions and requests as a state machine without threads:
 // admission (the checks that need the sessions), each session's lookahead
-// guess (engine.h, "Lookahead"), the Truncate and Fork commands that wait
-// for a guess's step, the prefix-cache lookup, the plan of the next step
+// guess (engine.h, "Lookahead"; sequence.h's Guess), the Truncate and Fork
+// calls that wait for a guess's step, the prefix-cache lookup, the plan of
+// the next step
 // (scheduler.h) and the application of its result (vLLM's
 // update_from_output), eviction and expiry, and the completions all of these
 // produce. The engine (engine.cc) adds the lock, the step-loop thread, its
@@ -66,13 +67,10 @@ class RequestQueue {
   absl::Status Admit(AppendRequest& request, AppendCallback& done,
                      std::vector<Completion>* completions);
   // Engine::TruncateAsync and ForkAsync: the call of `done` to make, or
-  // null when the command waits for the session's lookahead step (it runs
-  // in RunCommands after that step's Apply).
+  // null when the call waits for the session's guess in the step being
+  // computed (Apply runs it and hands its `done` back).
   Deferred Truncate(const std::string& id, int64_t n, StatusCallback done);
   Deferred Fork(const std::string& id, ForkCallback done);
-  // Runs the waiting commands whose steps have ended (the others queue
-  // again), appending their calls to `calls`.
-  void RunCommands(std::vector<Deferred>* calls);
   absl::Status Release(const std::string& id);
 
   std::vector<SessionInfo> ListSessions(absl::Time now) const;
@@ -91,26 +89,27 @@ class RequestQueue {
   // Applies a step's result: the computed tokens join their sessions, the
   // logits their requests, finished requests complete (a lookahead
   // request's guess is queued); a computed guess becomes its session's
-  // unconfirmed last token. A failed step fails every request in it.
-  // `logits` holds the plan's rows in order (Runner::Forward).
+  // unconfirmed last token, and the Truncate and Fork calls that waited for
+  // it run (their `done` calls go to `calls`). A failed step fails every
+  // request in it. `logits` holds the plan's rows in order (Runner::Forward).
   void Apply(const StepPlan& plan, const absl::Status& status, std::vector<model::Logits>& logits,
-             std::vector<Completion>* completions);
+             std::vector<Completion>* completions, std::vector<Deferred>* calls);
   // Ends every request and guess with UNAVAILABLE (shutting down).
   void EndAll(std::vector<Completion>* completions);
 
  private:
   absl::Status FindIdle(const std::string& id, Session** out);
-  bool AwaitsGuess(const std::string& id);
   absl::Status FindSettled(const std::string& id, Session** out);
-  absl::Status CheckSessionLimit();
-  void CancelQueuedAhead(Session* s, std::vector<Completion>* out);
+  Session* WaitsForGuess(const std::string& id);
+  absl::Status MakeRoomForSession(const Session* keep);
+  void Unqueue(Session* s);
   void Resume(Session* s, std::vector<Completion>* out);
   void ReuseCachedPrefix(Session* s);
-  void StartAhead(Session* s, int32_t token, const model::LogitsSpec& spec,
+  void StartGuess(Session* s, int32_t token, const model::LogitsSpec& spec,
                   const CancelFlag& cancel);
-  void EndAhead(Session* s, const absl::Status& status, std::vector<model::Logits> logits,
+  void EndGuess(Session* s, const absl::Status& status, std::vector<model::Logits> logits,
                 std::vector<Completion>* out);
-  void DropAhead(Session* s);
+  void DropGuess(Session* s, std::vector<Completion>* out);
   bool EvictFor(int32_t needed);
   void Finish(Session* s, absl::StatusOr<AppendResult> result, std::vector<Completion>* out);
 
@@ -118,15 +117,9 @@ class RequestQueue {
   const SchedulerLimits limits_;
   kv::BlockManager blocks_;
   SessionTable sessions_;  // leases from blocks_: declared after it
-  // Sessions whose request is queued or in the step, in arrival order.
-  std::deque<Session*> active_;
-  // Sessions whose lookahead guess waits for its row or is in the step, in
-  // the order they were made.
-  std::deque<Session*> guesses_;
-  // Truncates and Forks waiting for their sessions' lookahead steps: each
-  // runs (or queues itself again) and returns the call to make.
-  using Command = absl::AnyInvocable<Deferred()>;
-  std::vector<Command> commands_;
+  // Sessions with a request, or a guess (Session::guess_pending), queued or
+  // in the step, in arrival order.
+  std::deque<Session*> queue_;
   EngineStats stats_;
   std::atomic<uint64_t>* const submitted_;
 };

@@ -38,7 +38,8 @@ class RequestQueueTest : public ::testing::Test {
     queue_.Plan(&plan, &completions);
     std::vector<model::Logits> logits;
     for (const ScheduledChunk& c : plan.chunks) logits.resize(logits.size() + c.logit_rows());
-    queue_.Apply(plan, status, logits, &completions);
+    std::vector<Deferred> calls;  // none: no Truncate or Fork here
+    queue_.Apply(plan, status, logits, &completions, &calls);
     for (Completion& c : completions) c.done(std::move(c.result));
     EXPECT_TRUE(result.has_value());
     return result.has_value() ? *std::move(result) : absl::InternalError("no result");

@@ -28,26 +28,26 @@ void Runner::Prepare(const StepPlan& plan) {
     seq.start_pos = sc.session->kv.num_tokens();
     seq.blocks = sc.session->kv.blocks();
     if (sc.guess) {  // one token, its logits
-      batch_.tokens.push_back(sc.session->ahead_token);
+      batch_.tokens.push_back(sc.session->guess->token);
       batch_.positions.push_back(static_cast<int32_t>(seq.start_pos));
       batch_.logit_rows.push_back(seq.first_row);
-      specs_.push_back(sc.session->ahead_spec);
+      specs_.push_back(sc.session->guess->spec);
       batch_.sequences.push_back(seq);
       continue;
     }
-    const Work& p = *sc.session->work;
+    const Request& r = *sc.session->request;
     for (int64_t i = 0; i < sc.chunk; ++i) {
-      batch_.tokens.push_back(p.request.tokens[p.offset + i]);
+      batch_.tokens.push_back(r.append.tokens[r.offset + i]);
       batch_.positions.push_back(static_cast<int32_t>(seq.start_pos + i));
     }
-    if (p.request.every_row()) {
+    if (r.append.every_row()) {
       for (int64_t i = 0; i < sc.chunk; ++i) {
         batch_.logit_rows.push_back(seq.first_row + i);
-        specs_.push_back(RowSpec(p.request, p.offset + i));
+        specs_.push_back(RowSpec(r.append, r.offset + i));
       }
-    } else if (sc.chunk == p.remaining()) {
+    } else if (sc.chunk == r.remaining()) {
       batch_.logit_rows.push_back(seq.first_row + sc.chunk - 1);
-      specs_.push_back(p.request.logits);
+      specs_.push_back(r.append.logits);
     }
     batch_.sequences.push_back(seq);
   }

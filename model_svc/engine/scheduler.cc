@@ -3,19 +3,18 @@
 #include <algorithm>
 
 namespace llm::engine {
-void Schedule(const std::deque<Session*>& queue, const std::deque<Session*>& guesses,
-              const SchedulerLimits& limits, const kv::BlockManager& blocks, Evictor evict,
-              StepPlan* plan) {
+void Schedule(const std::deque<Session*>& queue, const SchedulerLimits& limits,
+              const kv::BlockManager& blocks, Evictor evict, StepPlan* plan) {
   plan->Clear();
   int64_t budget = limits.max_step_tokens;
   int64_t logit_budget = limits.max_logit_rows;
   std::vector<Session*> blocked;  // no KV blocks for them this step
   auto try_schedule = [&](Session* s) {
-    const Work& w = *s->work;
-    int64_t chunk = std::min(w.remaining(), budget);
-    if (w.request.every_row()) chunk = std::min(chunk, logit_budget);
+    const Request& r = *s->request;
+    int64_t chunk = std::min(r.remaining(), budget);
+    if (r.append.every_row()) chunk = std::min(chunk, logit_budget);
     if (chunk <= 0) return;
-    const bool wants_logits = w.request.every_row() || chunk == w.remaining();
+    const bool wants_logits = r.append.every_row() || chunk == r.remaining();
     if (wants_logits && logit_budget <= 0) return;
     const int32_t needed = s->kv.BlocksNeeded(chunk);
     if (needed > blocks.num_free() && !evict(needed)) {
@@ -25,25 +24,28 @@ void Schedule(const std::deque<Session*>& queue, const std::deque<Session*>& gue
     if (!s->kv.Reserve(chunk, &plan->copies).ok()) return;
     plan->chunks.push_back(ScheduledChunk{s, chunk});
     budget -= chunk;
-    if (wants_logits) logit_budget -= w.request.every_row() ? chunk : 1;
+    if (wants_logits) logit_budget -= r.append.every_row() ? chunk : 1;
   };
+  // A session in the queue has a guess to compute, or else a request.
   for (Session* s : queue) {
-    if (s->cancelled()) plan->cancelled.push_back(s);
+    if (!s->guess_pending() && s->cancelled()) plan->cancelled.push_back(s);
   }
-  auto not_cancelled = [&](const Session* s) {
-    return std::find(plan->cancelled.begin(), plan->cancelled.end(), s) == plan->cancelled.end();
+  auto runnable = [&](const Session* s) {
+    return !s->guess_pending() &&
+           std::find(plan->cancelled.begin(), plan->cancelled.end(), s) == plan->cancelled.end();
   };
   // Decodes first (a speculative one of 1 + k tokens too), then prefill
   // chunks in arrival order, then lookahead guesses: a guess takes only what
   // the callers' requests leave.
   for (Session* s : queue) {
-    if (s->work->request.decode && not_cancelled(s)) try_schedule(s);
+    if (runnable(s) && s->request->append.decode) try_schedule(s);
   }
   for (Session* s : queue) {
     if (budget <= 0) break;
-    if (!s->work->request.decode && not_cancelled(s)) try_schedule(s);
+    if (runnable(s) && !s->request->append.decode) try_schedule(s);
   }
-  for (Session* s : guesses) {
+  for (Session* s : queue) {
+    if (!s->guess_pending()) continue;
     if (s->guess_cancelled()) {
       plan->dropped.push_back(s);
       continue;

@@ -1,9 +1,8 @@
 // The scheduler: which work the next step computes, as data.
 //
-// From the queue of sessions with a request (arrival order), the sessions
-// whose lookahead guess waits for a step, and the KV block pool, Schedule
-// returns a StepPlan: the rows to compute (every waiting decode first, one
-// token or the 1 + k of a speculative one, then prefill chunks in arrival
+// From the queue of sessions with a request or a lookahead guess to compute
+// (arrival order) and the KV block pool, Schedule returns a StepPlan: the rows to compute (every
+// waiting decode first, one token or the 1 + k of a speculative one, then prefill chunks in arrival
 // order, then the guesses as speculative rows, within the step's token and
 // logit-row budgets), the KV block copies to perform before the forward, and
 // what ends unrun this step (cancelled requests and guesses, guesses without
@@ -32,20 +31,20 @@
 namespace llm::engine {
 
 // `chunk` tokens of the session's request, from its offset; or the
-// speculative row of the session's lookahead guess (one token, ahead_token,
-// whose logits come back as ahead_spec asks).
+// speculative row of the session's lookahead guess (one token, guess->token,
+// whose logits come back as guess->spec asks).
 struct ScheduledChunk {
   Session* session;
   int64_t chunk;
   bool guess = false;
   // Counted as a decode (statistics, the batch window): a guess is one.
-  bool decode() const { return guess || session->work->request.decode; }
+  bool decode() const { return guess || session->request->append.decode; }
   // The logits this chunk returns: a row per token when the request wants
   // every row, else one for its last token when the chunk ends it.
   int64_t logit_rows() const {
     if (guess) return 1;
-    if (session->work->request.every_row()) return chunk;
-    return chunk == session->work->remaining() ? 1 : 0;
+    if (session->request->append.every_row()) return chunk;
+    return chunk == session->request->remaining() ? 1 : 0;
   }
 };
 
@@ -72,16 +71,15 @@ struct SchedulerLimits {
 // Frees idle sessions until `needed` blocks are free; false if it cannot.
 using Evictor = absl::FunctionRef<bool(int32_t needed)>;
 
-// Fills `plan` (cleared first) with the next step over `queue` and
-// `guesses` (sessions whose guess waits, in the order they were made). A
-// cancellation is read once: a request or guess planned now runs this step
+// Fills `plan` (cleared first) with the next step over `queue`: sessions
+// with a request, or with a queued guess (Session::guess_pending), in
+// arrival order. A cancellation is read once: a request or guess planned now runs this step
 // (its flag may be set meanwhile; the next plan ends it). A guess never
 // evicts: without KV space it is dropped. A request without KV space (after
 // eviction) waits while others make progress, and fails when the plan has
 // no chunk.
-void Schedule(const std::deque<Session*>& queue, const std::deque<Session*>& guesses,
-              const SchedulerLimits& limits, const kv::BlockManager& blocks, Evictor evict,
-              StepPlan* plan);
+void Schedule(const std::deque<Session*>& queue, const SchedulerLimits& limits,
+              const kv::BlockManager& blocks, Evictor evict, StepPlan* plan);
 
 }  // namespace llm::engine
 

@@ -31,9 +31,9 @@ class SchedulerTest : public ::testing::Test {
 
   // Queues a request of n tokens on s.
   Session* Queue(Session* s, int64_t n, bool decode = false) {
-    s->work.emplace();
-    s->work->request.tokens.assign(n, 2);
-    s->work->request.decode = decode;
+    s->request.emplace();
+    s->request->append.tokens.assign(n, 2);
+    s->request->append.decode = decode;
     queue_.push_back(s);
     return s;
   }
@@ -48,16 +48,15 @@ class SchedulerTest : public ::testing::Test {
 
   // Gives s a lookahead guess waiting for its row.
   Session* Guess(Session* s, int32_t token) {
-    s->guessing = true;
-    s->ahead_token = token;
-    guesses_.push_back(s);
+    s->guess = engine::Guess{.token = token};
+    queue_.push_back(s);
     return s;
   }
 
   StepPlan Plan(int64_t tokens, int64_t logit_rows, bool evicts = false) {
     StepPlan plan;
     Schedule(
-        queue_, guesses_, SchedulerLimits{tokens, logit_rows}, blocks_,
+        queue_, SchedulerLimits{tokens, logit_rows}, blocks_,
         [&](int32_t needed) {
           evictions_.push_back(needed);
           return evicts;
@@ -69,7 +68,6 @@ class SchedulerTest : public ::testing::Test {
   kv::BlockManager blocks_;
   std::vector<std::unique_ptr<Session>> sessions_;  // declared after blocks_
   std::deque<Session*> queue_;
-  std::deque<Session*> guesses_;
   std::vector<int32_t> evictions_;
 };
 
@@ -99,7 +97,7 @@ TEST_F(SchedulerTest, DecodesFirstThenPrefillChunksInArrivalOrderWithinTheBudget
 TEST_F(SchedulerTest, ASpeculativeDecodeOfSeveralTokensKeepsDecodePriority) {
   Session* prefill = Queue(NewSession(), 10);
   Session* spec = Queue(NewSession(3), 5, /*decode=*/true);  // sampled + 4 proposed
-  spec->work->request.all_logits = true;
+  spec->request->append.all_logits = true;
   const StepPlan plan = Plan(8, 8);
   ASSERT_EQ(plan.chunks.size(), 2u);
   EXPECT_EQ(plan.chunks[0].session, spec);
@@ -112,7 +110,7 @@ TEST_F(SchedulerTest, ASpeculativeDecodeOfSeveralTokensKeepsDecodePriority) {
 
 TEST_F(SchedulerTest, EveryRowRequestsAreBoundByTheLogitRows) {
   Session* a = Queue(NewSession(), 6);
-  a->work->request.all_logits = true;
+  a->request->append.all_logits = true;
   Session* b = Queue(NewSession(), 2);  // wants its last row: none left
   const StepPlan plan = Plan(16, 4);
   ASSERT_EQ(plan.chunks.size(), 1u);
@@ -124,7 +122,7 @@ TEST_F(SchedulerTest, EveryRowRequestsAreBoundByTheLogitRows) {
 
 TEST_F(SchedulerTest, CancelledAndReleasedRequestsEndUnplanned) {
   Session* a = Queue(NewSession(), 3);
-  a->work->request.cancel = std::make_shared<std::atomic<bool>>(true);
+  a->request->append.cancel = std::make_shared<std::atomic<bool>>(true);
   Session* b = Queue(NewSession(2), 1, true);
   b->released = true;
   Session* c = Queue(NewSession(), 3);
@@ -170,7 +168,7 @@ TEST_F(SchedulerTest, AGuessTakesWhatIsLeftAndNeverEvicts) {
 
 TEST_F(SchedulerTest, ACancelledOrReleasedGuessIsDropped) {
   Session* cancelled = Guess(NewSession(1), 7);
-  cancelled->guess_cancel = std::make_shared<std::atomic<bool>>(true);
+  cancelled->guess->cancel = std::make_shared<std::atomic<bool>>(true);
   Session* released = Guess(NewSession(1), 7);
   released->released = true;
   const StepPlan plan = Plan(16, 16);

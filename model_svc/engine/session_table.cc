@@ -83,6 +83,15 @@ Session* SessionTable::LeastRecentlyUsedIdle() const {
   return lru;
 }
 
+Session* SessionTable::LeastRecentlyUsedCallerIdle(const Session* keep) const {
+  Session* lru = nullptr;
+  for (const auto& [id, s] : sessions_) {
+    if (s.get() == keep || CallerBusy(*s)) continue;
+    if (lru == nullptr || s->last_used < lru->last_used) lru = s.get();
+  }
+  return lru;
+}
+
 int64_t SessionTable::ExpireIdle(absl::Time now, absl::Duration ttl) {
   std::vector<std::string> expired;
   for (const auto& [id, s] : sessions_) {

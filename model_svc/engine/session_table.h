@@ -7,8 +7,8 @@
 // Ownership: owns every session; a Session* stays valid until Erase, or
 // Reclaim for a session released while busy. The BlockManager must outlive
 // the table.
-// Cost: Find is a hash lookup; LeastRecentlyUsedIdle and ExpireIdle scan
-// every session.
+// Cost: Find is a hash lookup; the LeastRecentlyUsed functions and
+// ExpireIdle scan every session.
 #ifndef LLM_MODEL_SVC_ENGINE_SESSION_TABLE_H_
 #define LLM_MODEL_SVC_ENGINE_SESSION_TABLE_H_
 
@@ -62,8 +62,13 @@ class SessionTable {
   // The idle session holding KV blocks that was used least recently, among
   // those holding a block that no other session shares (evicting one of
   // them frees something; a fork or a prefix-cache hit shares blocks) when
-  // there are any; null if none.
+  // there are any; null if none. Eviction for KV space takes it.
   Session* LeastRecentlyUsedIdle() const;
+  // The session used least recently among those without a request of their
+  // caller's in flight (CallerBusy: a lookahead guess alone does not count),
+  // other than `keep` (may be null); null if none. Eviction for a session
+  // slot (the session limit) takes it.
+  Session* LeastRecentlyUsedCallerIdle(const Session* keep) const;
   // Frees the idle sessions unused for more than `ttl`; returns how many.
   int64_t ExpireIdle(absl::Time now, absl::Duration ttl);
 

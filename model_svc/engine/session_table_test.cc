@@ -117,6 +117,32 @@ TEST(SessionTableTest, LeastRecentlyUsedIdlePrefersSessionsThatFreeBlocks) {
   EXPECT_EQ(table.LeastRecentlyUsedIdle(), shared);  // the only one left
 }
 
+// The slot eviction's order: least recently used first, blocks or not,
+// skipping sessions with a caller's request in flight and the one to keep;
+// a session busy with a lookahead guess alone is a candidate.
+TEST(SessionTableTest, LeastRecentlyUsedCallerIdleSkipsCallersRequestsAndTheKeptOne) {
+  kv::BlockManager blocks(8, 4);
+  SessionTable table(&blocks, "", 8, 1);
+  Session* requesting = table.Create(kT0);
+  requesting->busy = true;
+  requesting->request.emplace();
+  Session* kept = table.Create(kT0 + absl::Seconds(1));
+  Session* guessing = table.Create(kT0 + absl::Seconds(2));
+  guessing->busy = true;
+  guessing->guess = Guess{.token = 1};
+  Session* empty = table.Create(kT0 + absl::Seconds(3));
+  Session* holding = table.Create(kT0 + absl::Seconds(4));
+  Append(*holding, 4);
+  EXPECT_EQ(table.LeastRecentlyUsedCallerIdle(kept), guessing);
+  EXPECT_EQ(table.LeastRecentlyUsedCallerIdle(nullptr), kept);
+  table.Erase(guessing);
+  EXPECT_EQ(table.LeastRecentlyUsedCallerIdle(kept), empty);
+  table.Erase(empty);
+  EXPECT_EQ(table.LeastRecentlyUsedCallerIdle(kept), holding);
+  table.Erase(holding);
+  EXPECT_EQ(table.LeastRecentlyUsedCallerIdle(kept), nullptr);
+}
+
 TEST(SessionTableTest, ExpireIdleFreesOnlyIdleSessionsPastTheTtl) {
   kv::BlockManager blocks(8, 4);
   SessionTable table(&blocks, "", 8, 1);

@@ -24,9 +24,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
@@ -35,6 +38,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/cpu_set.h"
 #include "common/flags.h"
 #include "common/gguf/gguf.h"
 #include "common/grpc/request_log.h"
@@ -42,8 +46,10 @@
 #include "common/grpc/server_flags.h"
 #include "common/grpc/server_runner.h"
 #include "common/metrics/metrics_http.h"
+#include "common/status_macros.h"
 #include "common/strings.h"
 #include "model_svc/backend/backend.h"
+#include "model_svc/backend/backend_factory.h"
 #include "model_svc/engine/backend_flags.h"
 #include "model_svc/engine/engine.h"
 #include "model_svc/engine/loader.h"
@@ -52,7 +58,8 @@
 #include "model_svc/server/model_service.h"
 #include "model_svc/server/step_watchdog.h"
 
-ABSL_FLAG(std::string, model, "", "Model file (GGUF, Llama family). Required.");
+ABSL_FLAG(std::string, model, "",
+          "Model file (GGUF) of the llama, qwen2, qwen3, gemma3 or phi3 family. Required.");
 ABSL_FLAG(std::string, listen, "127.0.0.1:50052",
           "Address to listen on; port 0 picks a free port (printed on startup).");
 ABSL_FLAG(int, threads, 0, "CPU threads for the forward pass; 0: one per available core.");
@@ -75,7 +82,9 @@ ABSL_FLAG(int64_t, max_batch_tokens, 512,
           "Tokens computed per forward step, all sessions together (decodes plus prefill "
           "chunks); a longer prompt is prefilled over several steps.");
 ABSL_FLAG(int64_t, max_sessions, 256,
-          "Most sessions held at once; a new one beyond it gets RESOURCE_EXHAUSTED.");
+          "Most sessions held at once; a new one beyond it evicts the least recently used "
+          "idle session (its client rebuilds it), or gets RESOURCE_EXHAUSTED when every "
+          "session has a call in flight.");
 ABSL_FLAG(bool, prefix_cache, true,
           "Automatic prefix caching: KV blocks of prompt prefixes stay cached after their "
           "session ends (evicted least recently used) and new sessions that share a prefix "
@@ -174,18 +183,24 @@ std::string DescribeParams(const gguf::File& file) {
   return buf;
 }
 
-// --pin_threads, once the engine's threads exist: places them and returns
-// the pinner that keeps them placed.
-absl::StatusOr<std::unique_ptr<ThreadPinner>> PinThreads(const engine::Engine& engine) {
-  // The CPU backend's threads are all compute threads; another backend's
-  // step loop drives its device alone.
-  const int threads = engine.backend_name() == "cpu" ? absl::GetFlag(FLAGS_threads) : 1;
-  absl::StatusOr<ComputeAffinity> pinned = PinComputeThreads(threads, threads);
-  if (!pinned.ok()) return pinned.status();
-  std::fprintf(stderr, "model_server: %d compute threads on CPUs %s, the other threads on %s\n",
-               pinned->compute_threads, absl::StrJoin(pinned->compute_cpus, ",").c_str(),
-               absl::StrJoin(pinned->other_cpus, ",").c_str());
-  return std::make_unique<ThreadPinner>(*pinned);
+// --pin_threads, before any thread starts: splits this thread's CPUs (the
+// compute threads take the first --threads with the CPU backend, the first
+// one with another) and moves this thread to the rest, so that every thread
+// it starts, and theirs, starts there; the engine puts its compute threads
+// on theirs. "auto" is resolved here: probing CUDA may start the driver's
+// threads, so this thread moves to the rest of a CUDA split first.
+absl::StatusOr<ComputeAffinity> PinMainThread(const std::string& backend, int threads) {
+  LLM_ASSIGN_OR_RETURN(const std::vector<int> allowed, ThisThreadCpus());
+  LLM_RETURN_IF_ERROR(SplitCpus(allowed, threads).status());  // --threads must leave one
+  bool cpu = backend == "cpu";
+  if (backend == "auto") {
+    LLM_ASSIGN_OR_RETURN(const ComputeAffinity cuda, SplitCpus(allowed, 1));
+    LLM_RETURN_IF_ERROR(PinThisThread(cuda.other_cpus));
+    cpu = !model::CudaBackendStatus().ok();
+  }
+  LLM_ASSIGN_OR_RETURN(ComputeAffinity split, SplitCpus(allowed, cpu ? threads : 1));
+  LLM_RETURN_IF_ERROR(PinThisThread(split.other_cpus));
+  return split;
 }
 
 int Main() {
@@ -228,15 +243,18 @@ int Main() {
       return 2;
     }
   }
+  // First: no thread has started yet.
+  std::optional<ComputeAffinity> pinned;
   if (absl::GetFlag(FLAGS_pin_threads)) {
-    absl::Status pinnable =
+    absl::StatusOr<ComputeAffinity> split =
         absl::GetFlag(FLAGS_threads) == 0
             ? absl::FailedPreconditionError("--pin_threads needs --threads, below the CPU count")
-            : CheckPinnable(absl::GetFlag(FLAGS_threads));
-    if (!pinnable.ok()) {
-      PrintError(pinnable);
-      return 2;
+            : PinMainThread(absl::GetFlag(FLAGS_backend), absl::GetFlag(FLAGS_threads));
+    if (!split.ok()) {
+      PrintError(split.status());
+      return split.status().code() == absl::StatusCode::kFailedPrecondition ? 2 : 1;
     }
+    pinned = *std::move(split);
   }
   const absl::StatusOr<std::string> pod = PodName();
   if (!pod.ok()) {
@@ -352,6 +370,10 @@ int Main() {
   engine::LoadOptions load;
   load.model_path = path;
   load.threads = absl::GetFlag(FLAGS_threads);
+  if (pinned.has_value()) {
+    load.compute_cpus = pinned->compute_cpus;
+    load.callback_cpus = pinned->all_cpus;  // compute_affinity.h says why
+  }
   load.backend = absl::GetFlag(FLAGS_backend);
   llm::engine::ApplyBackendFlags(&load);
   load.kv_cache_mb = absl::GetFlag(FLAGS_kv_cache_mb);
@@ -365,14 +387,13 @@ int Main() {
   const std::string replica_id = ReplicaId(absl::GetFlag(FLAGS_session_prefix), *pod, start);
   load.engine.session_prefix = StrCat(replica_id, ".");
   absl::StatusOr<std::unique_ptr<engine::Engine>> loaded = engine::LoadEngine(load);
-  std::unique_ptr<ThreadPinner> pinner;
-  if (loaded.ok() && absl::GetFlag(FLAGS_pin_threads)) {
-    absl::StatusOr<std::unique_ptr<ThreadPinner>> pinned = PinThreads(**loaded);
-    if (pinned.ok()) {
-      pinner = std::move(*pinned);
-    } else {
-      loaded = pinned.status();
-    }
+  if (loaded.ok() && pinned.has_value()) {
+    // The CPU backend's threads are all compute threads; another backend's
+    // step loop drives its device alone.
+    std::fprintf(stderr, "model_server: %d compute threads on CPUs %s, the other threads on %s\n",
+                 (*loaded)->backend_name() == "cpu" ? absl::GetFlag(FLAGS_threads) : 1,
+                 absl::StrJoin(pinned->compute_cpus, ",").c_str(),
+                 absl::StrJoin(pinned->other_cpus, ",").c_str());
   }
   std::unique_ptr<engine::Engine> engine;
   std::unique_ptr<StepWatchdog> watchdog;
@@ -451,7 +472,8 @@ int main(int argc, char** argv) {
   llm::ParseFlags(
       argc, argv,
       "Serves the llm.v1.Model gRPC service (sessions with persistent KV caches, Prefill, "
-      "Decode, DecodeStream) for one GGUF model on the CPU.\n"
+      "Decode, DecodeStream) for one GGUF model (llama, qwen2, qwen3, gemma3 or phi3 family) on "
+      "the CPU or CUDA backend (--backend).\n"
       "Usage: model_server --model PATH.gguf [--listen 127.0.0.1:50052] [--kv_cache_mb 512]\n"
       "Health (grpc.health.v1) is NOT_SERVING until the weights are loaded; the port line is "
       "printed on stdout as soon as the server listens.");

@@ -3,6 +3,7 @@
 #include <prometheus/metric_family.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace llm {
@@ -46,8 +47,23 @@ class ModelMetrics::EngineCollector final : public prometheus::Collectable {
             ? 1.0 - static_cast<double>(s.kv_blocks_free) / static_cast<double>(s.kv_blocks_total)
             : 0.0);
     add("llm_sessions", "Sessions held.", MetricType::Gauge, static_cast<double>(s.sessions));
-    add("llm_sessions_evicted_total", "Idle sessions evicted (least recently used) for KV space.",
-        MetricType::Counter, static_cast<double>(s.evicted_sessions));
+    {
+      // One series per reason: for KV space, or for a session slot.
+      prometheus::MetricFamily f;
+      f.name = "llm_sessions_evicted_total";
+      f.help =
+          "Idle sessions evicted (least recently used), by reason: kv_cache (for KV space) or "
+          "max_sessions (for a new session at the session limit).";
+      f.type = MetricType::Counter;
+      for (const auto& [reason, value] : {std::pair{"kv_cache", s.evicted_sessions},
+                                          std::pair{"max_sessions", s.evicted_for_session_limit}}) {
+        prometheus::ClientMetric m;
+        m.label.push_back({"reason", reason});
+        m.counter.value = static_cast<double>(value);
+        f.metric.push_back(std::move(m));
+      }
+      out.push_back(std::move(f));
+    }
     add("llm_sessions_expired_total", "Sessions expired after their idle TTL.", MetricType::Counter,
         static_cast<double>(s.expired_sessions));
     add("llm_engine_steps_total", "Forward steps run by the step loop.", MetricType::Counter,

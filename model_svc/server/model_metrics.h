@@ -8,7 +8,8 @@
 //   llm_num_requests_waiting          gauge: requests queued (engine)
 //   llm_kv_cache_usage_perc           gauge: fraction of KV blocks in use, 0..1 (engine)
 //   llm_sessions                      gauge: sessions held (engine)
-//   llm_sessions_evicted_total        counter: sessions evicted for KV space (engine)
+//   llm_sessions_evicted_total{reason} counter: idle sessions evicted, reason kv_cache (for KV
+//       space) or max_sessions (for a new session at the session limit) (engine)
 //   llm_sessions_expired_total        counter: sessions expired by TTL (engine)
 //   llm_session_reuse_total           counter: Prefills that appended to an existing session
 //   llm_requests_rejected_total{code} counter: calls that ended with a non-OK status

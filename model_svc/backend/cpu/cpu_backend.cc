@@ -97,7 +97,9 @@ bool IsFloatType(TensorType t) {
 class CpuBackend : public model::Backend {
  public:
   explicit CpuBackend(const CpuBackendOptions& options)
-      : options_(options), pool_(options.threads), claims_(pool_.num_threads()) {}
+      : options_(options), pool_(options.threads, options.cpus), claims_(pool_.num_threads()) {}
+
+  const absl::Status& placement() const { return pool_.placement(); }
 
   std::string name() const override { return "cpu"; }
   std::string description() const override {
@@ -792,10 +794,13 @@ int AvailableCores() {
   return 1;
 }
 
-std::unique_ptr<model::Backend> CreateCpuBackend(const CpuBackendOptions& options) {
+std::unique_ptr<model::Backend> CreateCpuBackend(const CpuBackendOptions& options,
+                                                 absl::Status* placement) {
   CpuBackendOptions resolved = options;
   if (resolved.threads <= 0) resolved.threads = AvailableCores();
-  return std::make_unique<CpuBackend>(resolved);
+  auto backend = std::make_unique<CpuBackend>(resolved);
+  if (placement != nullptr) *placement = backend->placement();
+  return backend;
 }
 
 }  // namespace llm::cpu

@@ -7,13 +7,18 @@
 #define LLM_MODEL_SVC_BACKEND_CPU_CPU_BACKEND_H_
 
 #include <memory>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "model_svc/backend/backend.h"
 
 namespace llm::cpu {
 
 struct CpuBackendOptions {
   int threads = 0;  // 0: one per core the process may use
+  // The CPUs of the pool's workers (thread_pool.h); empty: their creator's.
+  // The thread that runs the steps (worker 0) is its owner's to place.
+  std::vector<int> cpus;
   // false (default): UploadWeight copies each weight into memory allocated on
   // transparent huge pages (decode streams every weight once a token, and
   // with the file's 4 KiB pages that cost a TLB miss every 4 KiB: ~15%
@@ -22,7 +27,10 @@ struct CpuBackendOptions {
   bool mmap_weights = false;
 };
 
-std::unique_ptr<model::Backend> CreateCpuBackend(const CpuBackendOptions& options);
+// `placement` (may be null) receives ThreadPool::placement(): whether the
+// workers are on options.cpus.
+std::unique_ptr<model::Backend> CreateCpuBackend(const CpuBackendOptions& options,
+                                                 absl::Status* placement = nullptr);
 
 // Threads the process may run on (sched_getaffinity), at least 1.
 int AvailableCores();

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
+
+#include "common/cpu_set.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -24,9 +27,16 @@ inline void CpuRelax() {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
+ThreadPool::ThreadPool(int num_threads, const std::vector<int>& cpus)
+    : num_threads_(std::max(1, num_threads)) {
   workers_.reserve(num_threads_ - 1);
-  for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+  for (int i = 1; i < num_threads_; ++i) {
+    workers_.emplace_back([this, i] { WorkerLoop(i); });
+    // It only waits until the first Run, after the constructor.
+    if (cpus.empty()) continue;
+    absl::Status pinned = PinThread(workers_.back().native_handle(), cpus);
+    if (placement_.ok()) placement_ = std::move(pinned);
+  }
 }
 
 ThreadPool::~ThreadPool() {
@@ -87,8 +97,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
 }
 
 void ThreadPool::WorkerLoop(int index) {
-  // Named for operators (top -H) and for model_server --pin_threads, which
-  // finds the compute threads by name; names are at most 15 characters.
+  // Named for operators (top -H); names are at most 15 characters.
   const std::string name = "llm-pool-" + std::to_string(index % 100000);
   pthread_setname_np(pthread_self(), name.c_str());
   uint64_t seen = 0;

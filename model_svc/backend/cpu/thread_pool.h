@@ -6,6 +6,10 @@
 // (std::atomic::wait, a futex on Linux) until the next one, or at once after
 // Idle(). The calling thread takes part as worker 0.
 //
+// Placement: a pool made with a CPU set puts its workers there as it starts
+// them (as ggml's thread pool takes a cpumask); the calling thread, worker
+// 0, is its owner's to place (the engine places its step loop).
+//
 // Threads: Run() may be called from one thread at a time (the step loop).
 #ifndef LLM_MODEL_SVC_BACKEND_CPU_THREAD_POOL_H_
 #define LLM_MODEL_SVC_BACKEND_CPU_THREAD_POOL_H_
@@ -16,18 +20,23 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
 
 namespace llm::cpu {
 
 class ThreadPool {
  public:
-  // `num_threads` >= 1, the caller included.
-  explicit ThreadPool(int num_threads);
+  // `num_threads` >= 1, the caller included. `cpus`: the CPUs the workers
+  // run on (every worker on all of them); empty: where their creator runs.
+  explicit ThreadPool(int num_threads, const std::vector<int>& cpus = {});
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int num_threads() const { return num_threads_; }
+  // OK, or why a worker could not be put on the CPUs (it runs where its
+  // creator does): the first refusal.
+  const absl::Status& placement() const { return placement_; }
 
   // Calls fn(thread_index, num_threads) once on every thread and returns when
   // all calls have returned.
@@ -53,6 +62,7 @@ class ThreadPool {
   void WorkerLoop(int index);
 
   const int num_threads_;
+  absl::Status placement_;
   std::vector<std::thread> workers_;
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
