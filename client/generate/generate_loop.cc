@@ -40,7 +40,8 @@ class GenerateLoop::Run {
         on_token_(on_token),
         matcher_(params.stop) {}
 
-  absl::StatusOr<GenerateResult> Go(std::span<const int32_t> new_tokens);
+  // Prefills `new_tokens` (after the pending ones) and decodes until a stop.
+  absl::StatusOr<GenerateResult> PrefillAndDecode(std::span<const int32_t> new_tokens);
 
  private:
   // What the request that follows the tokens generated so far asks for.
@@ -250,7 +251,8 @@ absl::StatusOr<std::string> GenerateLoop::Run::CloseStreams() {
   return held;
 }
 
-absl::StatusOr<GenerateResult> GenerateLoop::Run::Go(std::span<const int32_t> new_tokens) {
+absl::StatusOr<GenerateResult> GenerateLoop::Run::PrefillAndDecode(
+    std::span<const int32_t> new_tokens) {
   const absl::Time start = absl::Now();
   result_.logits =
       ChooseLogitsOptions(loop_.options_.logits, params_.sampling, model_.vocab_size());
@@ -388,7 +390,7 @@ absl::StatusOr<GenerateResult> GenerateLoop::Generate(Session& session,
                                                       const TokenCallback& on_token) {
   LLM_RETURN_IF_ERROR(ValidateParams(params));
   Run run(*this, session, params, on_token);
-  return run.Go(new_tokens);
+  return run.PrefillAndDecode(new_tokens);
 }
 
 }  // namespace llm::client
