@@ -3,13 +3,13 @@
 //
 // ByteTokenizer: one token per byte (ids 0..255), and kEos (256, "</s>",
 // read from that text when special tokens are allowed). ChainModel: the
-// argmax after token t is (t + 1) % 256 (so greedy "a" continues "bcd..."),
-// and kEos after `eos_after` tokens of a session; its sessions can be
-// dropped all at once (a restarted server: the next call on one is
+// client's FakeModel with the argmax after token t (t + 1) % 256 (so greedy
+// "a" continues "bcd..."), and kEos after `eos_after` tokens of a session;
+// clearing its `sessions` is a restarted server (the next call on one is
 // NOT_FOUND, and the client rebuilds it).
 //
-// Threads: every method of both is thread-safe. FakeExchange is one
-// request's.
+// Threads: one test's (the tokenizer is thread-safe, the model is not).
+// FakeExchange is one request's.
 #ifndef LLM_GATEWAY_FAKE_SERVICES_H_
 #define LLM_GATEWAY_FAKE_SERVICES_H_
 
@@ -27,6 +27,7 @@
 #include "absl/strings/match.h"
 #include "client/generate/cached_text.h"
 #include "client/generate/detokenizer.h"
+#include "client/generate/fake_ports.h"
 #include "client/services.h"
 #include "common/strings.h"
 #include "gateway/http_exchange.h"
@@ -73,158 +74,31 @@ class ByteTokenizer : public client::TokenizerPort {
   const std::vector<int32_t> end_ids_ = {kEos};
 };
 
-class ChainModel : public client::ModelPort {
- public:
-  explicit ChainModel(int64_t context = 512, int eos_after = 1000)
-      : context_(context), eos_after_(eos_after) {}
-
-  // A restarted server: every session is gone.
-  void DropSessions() {
-    std::lock_guard<std::mutex> lock(mu_);
-    sessions_.clear();
-  }
-  int prefills() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return prefills_;
-  }
-  size_t sessions() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return sessions_.size();
-  }
-
-  int64_t vocab_size() const override { return kVocab; }
-  int64_t context_length() const override { return context_; }
-  absl::StatusOr<client::PrefillResult> Prefill(client::Session& session,
-                                                std::span<const int32_t> tokens,
-                                                const client::StepOptions& options,
-                                                const std::atomic<bool>&,
-                                                int32_t* rebuilds) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++prefills_;
-    if (!session.id.empty() && !sessions_.contains(session.id)) {  // lost: rebuild it
-      session.id.clear();
-      ++*rebuilds;
-    }
-    std::vector<int32_t> sent(tokens.begin(), tokens.end());
-    if (session.id.empty()) {
-      session.id = StrCat("s", next_id_++);
-      sent.insert(sent.begin(), session.tokens.begin(), session.tokens.end());
-    }
-    std::vector<int32_t>& held = sessions_[session.id];
-    if (session.overhang) held.resize(session.tokens.size());
-    session.overhang = false;
-    if (static_cast<int64_t>(held.size() + sent.size()) > context_) {
-      return absl::OutOfRangeError("the session is full");
-    }
-    for (int32_t t : sent) {
-      if (t < 0 || t >= kVocab) return absl::InvalidArgumentError(StrCat("no token ", t));
-    }
-    held.insert(held.end(), sent.begin(), sent.end());
-    session.tokens.insert(session.tokens.end(), tokens.begin(), tokens.end());
-    client::PrefillResult result;
-    result.logits = LogitsAfter(held);
-    if (options.prompt_logprobs >= 0) {
-      for (size_t i = 1; i < tokens.size(); ++i) {
-        v1::TokenLogprob& score = result.prompt_logprobs.emplace_back();
-        score.set_token(tokens[i]);
-        score.set_logprob(-1.0f);
-      }
-    }
-    return result;
-  }
-  std::unique_ptr<client::DecodeSteps> OpenSteps(const std::string& id, int32_t) override;
-  absl::Status Release(client::Session& session) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    sessions_.erase(session.id);
-    session = client::Session();
-    return absl::OkStatus();
-  }
-  absl::Status Truncate(client::Session& session, int64_t n) override {
-    if (n < 0 || n > static_cast<int64_t>(session.tokens.size())) {
-      return absl::InvalidArgumentError("truncate past the session");
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = sessions_.find(session.id); it != sessions_.end()) {
-      it->second.resize(static_cast<size_t>(n));
-    } else {
-      session.id.clear();
-    }
-    session.tokens.resize(static_cast<size_t>(n));
-    session.pending.clear();
-    session.unsynced = false;
-    session.overhang = false;
-    return absl::OkStatus();
-  }
-
-  // The logits after `held`: a float32 row whose argmax is the chain's next.
-  v1::Logits LogitsAfter(const std::vector<int32_t>& held) const {
+// A model whose greedy answer continues the alphabet: the argmax after token
+// t is (t + 1) % 256, and kEos once a session holds `eos_after` tokens
+// (client/generate/fake_ports.h's FakeModel over this vocabulary).
+inline std::unique_ptr<client::testing::FakeModel> ChainModel(int64_t context = 512,
+                                                              int eos_after = 1000) {
+  auto model = std::make_unique<client::testing::FakeModel>(/*log=*/nullptr);
+  model->vocab = kVocab;
+  model->context = context;
+  model->capacity = context;
+  model->logits_after = [eos_after](const std::vector<int32_t>& held) {
     std::vector<float> values(kVocab, 0.0f);
     const int32_t last = held.empty() ? 0 : held.back();
-    const int32_t next = static_cast<int64_t>(held.size()) >= eos_after_ ? kEos : (last + 1) % 256;
-    values[next] = 10.0f;
+    values[static_cast<int64_t>(held.size()) >= eos_after ? kEos : (last + 1) % 256] = 10.0f;
     v1::Logits logits;
     logits.set_encoding(v1::LogitsOptions::LOGITS_FLOAT32);
     logits.set_float32(
         std::string(reinterpret_cast<const char*>(values.data()), 4 * values.size()));
     return logits;
-  }
-
- private:
-  friend class ChainSteps;
-  const int64_t context_;
-  const int eos_after_;
-  mutable std::mutex mu_;
-  std::map<std::string, std::vector<int32_t>> sessions_;
-  int prefills_ = 0;
-  int next_id_ = 0;
-};
-
-class ChainSteps : public client::DecodeSteps {
- public:
-  ChainSteps(ChainModel& model, std::string id) : model_(model), id_(std::move(id)) {}
-  void Send(int32_t token, const client::StepOptions& options) override {
-    token_ = token;
-    options_ = options;
-  }
-  absl::StatusOr<const v1::Logits*> Await() override {
-    std::lock_guard<std::mutex> lock(model_.mu_);
-    auto it = model_.sessions_.find(id_);
-    if (it == model_.sessions_.end()) return absl::NotFoundError("the session is lost");
-    std::vector<int32_t>& held = it->second;
-    if (options_.truncate_to >= 0) held.resize(static_cast<size_t>(options_.truncate_to));
-    if (static_cast<int64_t>(held.size() + 1 + options_.proposed.size()) > model_.context_) {
-      return absl::OutOfRangeError("the session is full");
-    }
-    if (token_ < 0 || token_ >= kVocab) return absl::InvalidArgumentError("no such token");
-    held.push_back(token_);
-    logits_ = model_.LogitsAfter(held);
-    proposed_logits_.Clear();
-    for (int32_t p : options_.proposed) {
-      held.push_back(p);
-      *proposed_logits_.Add() = model_.LogitsAfter(held);
-    }
-    return &logits_;
-  }
-  const google::protobuf::RepeatedPtrField<v1::Logits>& proposed_logits() const override {
-    return proposed_logits_;
-  }
-  absl::Status Close() override { return absl::OkStatus(); }
-
- private:
-  ChainModel& model_;
-  const std::string id_;
-  int32_t token_ = -1;
-  client::StepOptions options_;
-  v1::Logits logits_;
-  google::protobuf::RepeatedPtrField<v1::Logits> proposed_logits_;
-};
-
-inline std::unique_ptr<client::DecodeSteps> ChainModel::OpenSteps(const std::string& id, int32_t) {
-  return std::make_unique<ChainSteps>(*this, id);
+  };
+  return model;
 }
 
 // Services over a ByteTokenizer and `model` (owned by them).
-inline std::shared_ptr<client::Services> FakeServices(std::unique_ptr<ChainModel> model) {
+inline std::shared_ptr<client::Services> FakeServices(
+    std::unique_ptr<client::testing::FakeModel> model) {
   v1::InfoResponse tokenizer;
   tokenizer.set_vocab_size(kVocab);
   tokenizer.set_eos_id(kEos);

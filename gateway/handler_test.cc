@@ -18,7 +18,6 @@ namespace llm::gateway {
 namespace {
 
 using nlohmann::json;
-using testing::ChainModel;
 using testing::FakeExchange;
 using ::testing::HasSubstr;
 
@@ -51,7 +50,8 @@ class HandlerTest : public ::testing::Test {
   void SetUp() override { Make(HandlerOptions()); }
 
   void Make(HandlerOptions options) {
-    auto model = std::make_unique<ChainModel>(/*context=*/256, /*eos_after=*/1000);
+    std::unique_ptr<client::testing::FakeModel> model =
+        testing::ChainModel(/*context=*/256, /*eos_after=*/1000);
     model_ = model.get();
     absl::StatusOr<client::ChatTemplate> tmpl = client::ChatTemplate::FromJinja(
         "{% for m in messages %}{{ m.content }}{% endfor %}", "concat", "", "</s>");
@@ -89,7 +89,7 @@ class HandlerTest : public ::testing::Test {
     return json::parse(http->response());
   }
 
-  ChainModel* model_ = nullptr;
+  client::testing::FakeModel* model_ = nullptr;
   std::unique_ptr<Handler> handler_;
 };
 
@@ -99,7 +99,7 @@ TEST_F(HandlerTest, ChatAnswers) {
   EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(r["usage"]["prompt_tokens"], 3);
   EXPECT_EQ(r["usage"]["completion_tokens"], 3);
-  EXPECT_EQ(model_->sessions(), 0u);  // released
+  EXPECT_EQ(model_->sessions.size(), 0u);  // released
 }
 
 TEST_F(HandlerTest, ChatStreams) {
@@ -135,7 +135,7 @@ TEST_F(HandlerTest, AClientGoneCancelsItsStream) {
   http->FailWritesAfter(4);
   handler_->Handle(*http);
   EXPECT_LT(std::count(http->response().begin(), http->response().end(), '\n'), 20);
-  EXPECT_EQ(model_->sessions(), 0u);
+  EXPECT_EQ(model_->sessions.size(), 0u);
   EXPECT_EQ(handler_->in_flight(), 0);
 }
 
@@ -175,7 +175,7 @@ TEST_F(HandlerTest, CachedTokensCountOnlyWhatWasNotComputed) {
   EXPECT_EQ(second["usage"]["prompt_tokens"], 9);
   // "abcde": the last answer token was sampled, never fed.
   EXPECT_EQ(second["usage"]["prompt_tokens_details"]["cached_tokens"], 5);
-  model_->DropSessions();
+  model_->sessions.clear();  // a restarted model server
   const json third = Chat({"abc", "def", "ghi", "jkl", "mno"}, "conv-1");
   EXPECT_EQ(third["usage"]["prompt_tokens"], 15);
   EXPECT_EQ(third["usage"]["prompt_tokens_details"]["cached_tokens"], 0);

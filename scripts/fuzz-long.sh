@@ -32,7 +32,7 @@ while (($#)); do
   esac
 done
 all=(gguf_fuzzer model_load_fuzzer tokenizer_encode_fuzzer tiktoken_loader_fuzzer
-  pretokenizer_diff_fuzzer gguf_vocab_fuzzer jinja_fuzzer)
+  pretokenizer_diff_fuzzer gguf_vocab_fuzzer jinja_fuzzer openai_request_fuzzer gateway_fuzzer)
 ((${#fuzzers[@]})) || fuzzers=("${all[@]}")
 
 declare -A seeds=(
@@ -43,6 +43,8 @@ declare -A seeds=(
   [pretokenizer_diff_fuzzer]=tokenizer_svc/fuzz/seeds/pretokenizer_diff_fuzzer
   [gguf_vocab_fuzzer]=tokenizer_svc/fuzz/seeds/gguf_vocab_fuzzer
   [jinja_fuzzer]=common/jinja/fuzz_seeds
+  [openai_request_fuzzer]=gateway/fuzz/seeds/openai_request_fuzzer
+  [gateway_fuzzer]=gateway/fuzz/seeds/gateway_fuzzer
 )
 
 cmake --preset fuzz >/dev/null

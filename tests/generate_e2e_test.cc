@@ -28,6 +28,8 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <termios.h>
+#include <thread>
 #include <unistd.h>
 
 #include <algorithm>
@@ -711,7 +713,17 @@ class PtyChild {
   }
 
   // Types `keys` (bytes as a terminal sends them).
+  // Types `keys` once the line editor reads the terminal raw: keys typed
+  // while the terminal is still in canonical mode (between the prompt and
+  // libedit's switch) are cooked by the tty (a Ctrl-D there is an EOF that
+  // the switch to raw mode drops, and the child waits forever).
   bool Type(const std::string& keys) {
+    const auto deadline = testing::Clock::now() + std::chrono::seconds(60);
+    termios tio{};
+    while (tcgetattr(master_, &tio) == 0 && (tio.c_lflag & ICANON) != 0) {
+      if (testing::Clock::now() > deadline) return false;  // a hang guard
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     return write(master_, keys.data(), keys.size()) == static_cast<ssize_t>(keys.size());
   }
 

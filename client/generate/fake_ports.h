@@ -5,8 +5,10 @@
 // otherwise. Its sessions hold the tokens fed (proposed ones too, rolled
 // back by truncate_to and a Prefill of a session with an overhang); a step
 // can be made to fail (fail_step, fail_with), which for a lost session also
-// drops it. Every Send ("send T", "+P,Q" for proposals, "@N" for
-// truncate_to) and text Add is logged, in order.
+// drops it, and a test may drop sessions itself (a restarted server): a
+// step on one is NOT_FOUND, and a Prefill rebuilds it from the history, as
+// ModelClient does. Every Send ("send T", "+P,Q" for proposals, "@N" for
+// truncate_to) and text Add is logged, in order, unless the log is null.
 //
 // Threads: one test's. Ownership: the model owns its sessions; streams
 // borrow the model.
@@ -49,7 +51,7 @@ class FakeTokenizer : public TokenizerPort {
       Logged(TokenBytesCache& cache, std::vector<std::string>* log)
           : CachedText(cache), log_(log) {}
       absl::StatusOr<std::string> Add(int32_t token) override {
-        log_->push_back(StrCat("text ", token));
+        if (log_ != nullptr) log_->push_back(StrCat("text ", token));
         return CachedText::Add(token);
       }
       std::vector<std::string>* log_;
@@ -68,11 +70,12 @@ class FakeTokenizer : public TokenizerPort {
 class FakeModel : public ModelPort {
  public:
   explicit FakeModel(std::vector<std::string>* log) : log_(log) {}
-  int64_t context = 0;     // context_length()
-  int64_t capacity = 0;    // what a session really holds (0: no limit)
-  bool speculates = true;  // false: steps ignore proposed and truncate_to (an old server)
-  int fail_step = -1;      // the step (0-based, all streams) that fails
-  absl::Status fail_with;  // ... with this; NOT_FOUND etc. drop the session
+  int64_t vocab = kFakeVocab;  // vocab_size()
+  int64_t context = 0;         // context_length()
+  int64_t capacity = 0;        // what a session really holds (0: no limit)
+  bool speculates = true;      // false: steps ignore proposed and truncate_to (an old server)
+  int fail_step = -1;          // the step (0-based, all streams) that fails
+  absl::Status fail_with;      // ... with this; NOT_FOUND etc. drop the session
   std::map<std::string, std::vector<int32_t>> sessions;  // the model's side
   std::vector<std::vector<int32_t>> prefills;            // every Prefill's tokens sent
   int steps = 0, closes = 0, releases = 0, truncates = 0, next_id = 0;
@@ -85,13 +88,17 @@ class FakeModel : public ModelPort {
     return logits_after ? logits_after(held) : After(held.back());
   }
 
-  int64_t vocab_size() const override { return kFakeVocab; }
+  int64_t vocab_size() const override { return vocab; }
   int64_t context_length() const override { return context; }
   absl::StatusOr<PrefillResult> Prefill(Session& session, std::span<const int32_t> tokens,
                                         const StepOptions& options, const std::atomic<bool>&,
-                                        int32_t*) override {
-    if (!session.id.empty() && !sessions.contains(session.id)) {
-      return absl::NotFoundError("the fake loses no session at a prefill");
+                                        int32_t* rebuilds) override {
+    if (!session.id.empty() && !sessions.contains(session.id)) {  // lost: rebuilt
+      session.id.clear();
+      ++*rebuilds;
+    }
+    for (int32_t t : tokens) {
+      if (t < 0 || t >= vocab) return absl::InvalidArgumentError(StrCat("no token ", t));
     }
     std::vector<int32_t> sent(tokens.begin(), tokens.end());
     if (session.id.empty()) {
@@ -162,7 +169,7 @@ class FakeSteps : public DecodeSteps {
       line += StrCat(i == 0 ? " +" : ",", options.proposed[i]);
     }
     if (options.truncate_to >= 0) line += StrCat(" @", options.truncate_to);
-    model_.log_->push_back(line);
+    if (model_.log_ != nullptr) model_.log_->push_back(line);
     token_ = token;
     options_ = options;
     if (!model_.speculates) {
@@ -177,7 +184,10 @@ class FakeSteps : public DecodeSteps {
       }
       return model_.fail_with;
     }
-    std::vector<int32_t>& held = model_.sessions.at(id_);
+    auto it = model_.sessions.find(id_);
+    if (it == model_.sessions.end()) return absl::NotFoundError("the session is lost");
+    if (token_ < 0 || token_ >= model_.vocab) return absl::InvalidArgumentError("no such token");
+    std::vector<int32_t>& held = it->second;
     const int64_t kept =
         options_.truncate_to >= 0 ? options_.truncate_to : static_cast<int64_t>(held.size());
     if (kept > static_cast<int64_t>(held.size())) {

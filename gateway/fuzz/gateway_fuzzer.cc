@@ -67,7 +67,7 @@ llm::gateway::Handler& TheHandler() {
     return new llm::gateway::Handler(
         options,
         llm::gateway::testing::FakeServices(
-            std::make_unique<llm::gateway::testing::ChainModel>(/*context=*/96, /*eos_after=*/40)),
+            llm::gateway::testing::ChainModel(/*context=*/96, /*eos_after=*/40)),
         *std::move(tmpl), [] {
           llm::gateway::ServiceHealth h;
           h.tokenizer.emplace_back("t", "SERVING");
