@@ -416,8 +416,9 @@ int Handler::HandleChat(HttpExchange& http) {
   }
   const std::string prompt = *std::move(rendered);
 
-  absl::StatusOr<Admission::Ticket> ticket = Admit();
-  if (!ticket.ok()) return SendError(http, FromStatus(ticket.status()));
+  absl::StatusOr<Admission::Ticket> admitted = Admit();
+  if (!admitted.ok()) return SendError(http, FromStatus(admitted.status()));
+  std::optional<Admission::Ticket> ticket(*std::move(admitted));
   client::Generator g(services_);
   client::EncodeOptions encode;
   encode.allow_special = true;
@@ -452,7 +453,11 @@ int Handler::HandleChat(HttpExchange& http) {
   ResponseInfo info{NewId("chatcmpl-"), static_cast<int64_t>(std::time(nullptr)), model_id_,
                     req.stream, req.include_usage};
   std::unique_ptr<ChoiceWriter> writer = NewChatWriter(std::move(info), req.logprobs, TextOf());
-  return Serve(http, arrival, req, prompts, *writer, g, session);
+  const auto done = [&] {
+    conversation.reset();
+    ticket.reset();
+  };
+  return Serve(http, arrival, req, prompts, *writer, g, done, session);
 }
 
 int Handler::HandleCompletions(HttpExchange& http) {
@@ -464,8 +469,9 @@ int Handler::HandleCompletions(HttpExchange& http) {
   if (auto e = CheckModel(req)) return SendError(http, *e);
   if (!req.has_max_tokens) req.params.max_tokens = 16;  // OpenAI's default for completions
 
-  absl::StatusOr<Admission::Ticket> ticket = Admit();
-  if (!ticket.ok()) return SendError(http, FromStatus(ticket.status()));
+  absl::StatusOr<Admission::Ticket> admitted = Admit();
+  if (!admitted.ok()) return SendError(http, FromStatus(admitted.status()));
+  std::optional<Admission::Ticket> ticket(*std::move(admitted));
   client::Generator g(services_);
   // Text is encoded as /tokenize does by default (special-token text read as
   // the token, BOS when the vocabulary adds one), as vLLM does.
@@ -505,12 +511,13 @@ int Handler::HandleCompletions(HttpExchange& http) {
                     req.include_usage};
   std::unique_ptr<ChoiceWriter> writer =
       NewCompletionWriter(std::move(info), req.echo, req.logprobs, TextOf());
-  return Serve(http, arrival, req, prompts, *writer, g);
+  return Serve(http, arrival, req, prompts, *writer, g, [&] { ticket.reset(); });
 }
 
 int Handler::Serve(HttpExchange& http, absl::Time arrival, GenerationRequest& req,
                    const std::vector<PromptIds>& prompts, ChoiceWriter& writer,
-                   client::Generator& g, client::Session* conversation) {
+                   client::Generator& g, const std::function<void()>& done,
+                   client::Session* conversation) {
   // The request's parameters were validated once, by its parser
   // (openai_request.h), whose ranges are OpenAI's and within the library's
   // (ParseChatRequestTest.WhatTheParserAcceptsTheLibraryAccepts).
@@ -531,6 +538,7 @@ int Handler::Serve(HttpExchange& http, absl::Time arrival, GenerationRequest& re
   const ChoicesOutcome out = RunChoices(run);
   metrics_.Tokens(out.usage.prompt_tokens, out.usage.completion_tokens);
   metrics_.active().Decrement();
+  done();
   if (!out.error.ok()) {
     const ApiError e = FromStatus(out.error);
     if (!req.stream) return SendError(http, e);

@@ -120,10 +120,13 @@ class Handler {
   // otherwise.
   std::optional<ApiError> ReadBody(HttpExchange& http, std::string* body) const;
   // Runs the choices and answers (streamed or not). `conversation`: one
-  // prompt, n = 1, generated in that session.
+  // prompt, n = 1, generated in that session. `done` is called once the
+  // generation is over, before the response's last bytes are written: it
+  // gives back the admission ticket and the conversation, so that a client
+  // that sends its next request the moment it has the answer finds them free.
   int Serve(HttpExchange& http, absl::Time arrival, GenerationRequest& req,
             const std::vector<PromptIds>& prompts, ChoiceWriter& writer, client::Generator& g,
-            client::Session* conversation = nullptr);
+            const std::function<void()>& done, client::Session* conversation = nullptr);
   // A place to generate (429 or 503 otherwise).
   absl::StatusOr<Admission::Ticket> Admit();
   std::optional<ApiError> CheckModel(const GenerationRequest& req) const;

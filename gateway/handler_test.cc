@@ -204,5 +204,51 @@ TEST_F(HandlerTest, ABodyThatStopsArrivingIs408) {
   EXPECT_THAT(http.response(), HasSubstr("did not arrive"));
 }
 
+// The admission place and the conversation are given back before the
+// answer's last bytes go out: a client that sends its next request the
+// moment it has the answer (the openai SDK, a conversation's next turn)
+// finds them free, and gets neither 429 nor 409.
+TEST_F(HandlerTest, APlaceIsFreeWhenTheAnswerArrives) {
+  HandlerOptions options;
+  options.admission.max_active = 1;
+  options.admission.max_queued = 0;
+  Make(options);
+  class Watching : public FakeExchange {
+   public:
+    Watching(Handler& h, std::string body, bool stream)
+        : FakeExchange("POST", "/v1/chat/completions", std::move(body),
+                       {{"X-Session-Id", "watched"}}),
+          h_(h),
+          stream_(stream) {}
+    void Respond(int status, std::string_view type, std::string_view body,
+                 std::span<const HttpHeader> extra) override {
+      active_at_end = h_.admission().active();
+      FakeExchange::Respond(status, type, body, extra);
+    }
+    bool Write(std::string_view data) override {
+      if (stream_ && data.find("[DONE]") != std::string_view::npos) {
+        active_at_end = h_.admission().active();
+      }
+      return FakeExchange::Write(data);
+    }
+    int active_at_end = -1;
+
+   private:
+    Handler& h_;
+    bool stream_;
+  };
+  for (const bool stream : {false, true}) {
+    Watching http(*handler_,
+                  json{{"model", "fake-model"},
+                       {"messages", {{{"role", "user"}, {"content", "abc"}}}},
+                       {"max_tokens", 3},
+                       {"stream", stream}}
+                      .dump(),
+                  stream);
+    EXPECT_EQ(handler_->Handle(http), 200) << http.response();
+    EXPECT_EQ(http.active_at_end, 0) << "stream " << stream;
+  }
+}
+
 }  // namespace
 }  // namespace llm::gateway

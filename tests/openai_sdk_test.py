@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The gateway through the real `openai` Python SDK, with the real default model.
 
-Starts tokenizer_server, model_server and llm_gateway (--max_concurrent 1) on
+Starts tokenizer_server, model_server and llm_gateway (--max_concurrent 1, --max_queued 0) on
 free loopback ports and speaks to the gateway with openai.OpenAI(base_url=...):
 models list / retrieve; a greedy chat answers "What is the capital of France?
 Answer in one word." with Paris, streamed and not, the same text both ways,
@@ -239,7 +239,7 @@ def errors_surface_as_the_sdk_exceptions(t: Context):
 
 @case
 def busy_gateway_is_rate_limited_and_a_closed_stream_frees_it(t: Context):
-    # --max_concurrent 1: a stream in flight makes the next request 429.
+    # --max_concurrent 1 and no queue: a stream in flight makes the next request 429.
     stream = t.chat("Tell me a long story.", stream=True, max_tokens=2000, temperature=1.0,
                     logit_bias={"2": -100})  # EOS banned: it runs until closed
     chunks = 0
@@ -332,7 +332,7 @@ def run(args) -> int:
     cases = [c for c in CASES if not args.k or args.k in c.__name__]
     failed = 0
     with GatewayServices(args.build_dir, args.model,
-                         gateway_flags=["--max_concurrent", "1"]) as services:
+                         gateway_flags=["--max_concurrent", "1", "--max_queued", "0"]) as services:
         t = Context(services, openai)
         for c in cases:
             start = time.monotonic()
