@@ -534,7 +534,10 @@ void RequestQueue::Apply(const StepPlan& plan, const absl::Status& status,
   }
   // The Truncates and Forks that waited for a guess in the step, in the
   // order they came; a released session's answer NOT_FOUND.
-  for (auto& [id, pending] : waited) {
+  for (auto& waiting : waited) {
+    // Not a structured binding: clang 14 (the fuzz preset) cannot capture one.
+    const auto& id = waiting.first;
+    auto& pending = waiting.second;
     Deferred call = std::visit(
         [&](auto& c) {
           if constexpr (std::is_same_v<std::decay_t<decltype(c)>, PendingTruncate>) {
