@@ -117,8 +117,11 @@ class CudaBackend : public model::Backend {
 
   std::string name() const override { return "cuda"; }
   std::string description() const override {
-    return StrCat("cuda (", device_name_, ", sm_", sm_major_, sm_minor_, ", ", sm_count_,
-                  " SMs, graphs ",
+    const CudaMemoryUse use = MemoryUse();
+    return StrCat("cuda (", device_name_, ", sm_", sm_major_, sm_minor_, ", ", sm_count_, " SMs, ",
+                  use.total() >> 20, " MiB on device: weights ", use.weights >> 20, ", KV ",
+                  use.kv_cache >> 20, ", activations and scratch ",
+                  (use.activations + use.scratch) >> 20, ", graphs ",
                   options_.graphs ? StrCat("on, ", graphs_.captured(), " captured") : "off", ")");
   }
 
@@ -133,6 +136,19 @@ class CudaBackend : public model::Backend {
   }
 
   // --- Memory ----------------------------------------------------------------
+
+  CudaMemoryUse MemoryUse() const {
+    CudaMemoryUse use;
+    for (const auto& [key, weak] : uploaded_) {
+      if (std::shared_ptr<DeviceBuffer> b = weak.lock()) use.weights += b->size();
+    }
+    use.kv_cache = cache_.size();
+    for (const DeviceBuffer& t : tensors_) use.activations += t.size();
+    use.scratch = workspace_.size() + meta_dev_.size() + plan_dev_.size() + lse_dev_.size() +
+                  top_dev_.size() + half_dev_.size();
+    for (const DeviceBuffer& a : act_) use.scratch += a.size();
+    return use;
+  }
 
   absl::StatusOr<std::unique_ptr<model::Weight>> UploadWeight(const WeightView& view) override {
     LLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device), "cudaSetDevice");
@@ -705,6 +721,10 @@ absl::Status CudaDeviceStatus() {
     return new absl::Status();
   }();
   return *status;
+}
+
+CudaMemoryUse DeviceMemoryUse(const model::Backend& backend) {
+  return static_cast<const CudaBackend&>(backend).MemoryUse();
 }
 
 absl::StatusOr<std::unique_ptr<model::Backend>> CreateCudaBackend(

@@ -32,6 +32,17 @@ struct CudaBackendOptions {
 absl::StatusOr<std::unique_ptr<model::Backend>> CreateCudaBackend(
     const CudaBackendOptions& options);
 
+// Device memory that a backend made by CreateCudaBackend holds, in bytes:
+// the weights as uploaded (a tied LM head counted once), the KV cache, the
+// activation tensors, and scratch (cuBLAS's workspace, converted
+// activations, step inputs, the logits readout). Cheap (sums the sizes).
+struct CudaMemoryUse {
+  int64_t weights = 0, kv_cache = 0, activations = 0, scratch = 0;
+  int64_t total() const { return weights + kv_cache + activations + scratch; }
+};
+// `backend` must come from CreateCudaBackend.
+CudaMemoryUse DeviceMemoryUse(const model::Backend& backend);
+
 // OK when a CUDA device is present and usable; otherwise why not. Cheap
 // after the first call (the answer is cached).
 absl::Status CudaDeviceStatus();

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <random>
 #include <span>
@@ -126,6 +127,16 @@ class OpParity : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s;
   }
 
+  // A weight whose bytes live as long as the fixture: a backend may keep
+  // pointing into a view's bytes or share one upload among views of the
+  // same bytes (the CPU backend's copies are keyed by their address), so
+  // bytes freed and reused by the next weight would alias the last one.
+  const HostWeight& Weight(TensorType type, int64_t rows, int64_t cols, uint64_t seed,
+                           float scale) {
+    return weights_.emplace_back(MakeWeight(type, rows, cols, seed, scale));
+  }
+
+  std::deque<HostWeight> weights_;  // before the backends: destroyed after them
   std::unique_ptr<Backend> cpu_, cuda_;
 };
 
@@ -143,7 +154,7 @@ StepBatch OneSequence(int64_t n, int64_t start, const std::vector<int32_t>& bloc
 TEST_F(OpParity, RmsNorm) {
   for (int64_t rows : {1, 7, 64}) {
     for (int64_t cols : {64, 576, 4096}) {
-      HostWeight w = MakeWeight(TensorType::kF32, 1, cols, 3, 0.1f);
+      const HostWeight& w = Weight(TensorType::kF32, 1, cols, 3, 0.1f);
       auto wc = *cpu_->UploadWeight(w.view);
       auto wg = *cuda_->UploadWeight(w.view);
       Pair x = Alloc(rows, cols, RandomValues(rows * cols, rows + cols));
@@ -169,7 +180,7 @@ TEST_F(OpParity, MatMulEveryWeightType) {
       for (auto [out_features, in_features] :
            {std::pair<int64_t, int64_t>{256, 256}, {192, 768}, {1536, 512}}) {
         const float scale = 1.0f / std::sqrt(static_cast<float>(in_features));
-        HostWeight w = MakeWeight(type, out_features, in_features, 11, scale);
+        const HostWeight& w = Weight(type, out_features, in_features, 11, scale);
         auto wc = *cpu_->UploadWeight(w.view);
         auto wg = *cuda_->UploadWeight(w.view);
         Pair x = Alloc(rows, in_features, RandomValues(rows * in_features, 5));
@@ -194,7 +205,7 @@ TEST_F(OpParity, MatMulEveryWeightType) {
 TEST_F(OpParity, EmbedEveryTableType) {
   for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0,
                           TensorType::kQ4_1}) {
-    HostWeight table = MakeWeight(type, 1000, 256, 13, 1.0f);
+    const HostWeight& table = Weight(type, 1000, 256, 13, 1.0f);
     auto tc = *cpu_->UploadWeight(table.view);
     auto tg = *cuda_->UploadWeight(table.view);
     Pair out = Alloc(9, 256);

@@ -240,22 +240,28 @@ TEST(CudaModel, SmolLm2ShapesLogitsMatchCpu) {
 }
 
 // 64 greedy steps from the same prompt, both backends fed the CPU's token.
-// A step's argmax must agree unless the CPU's best two logits are closer
-// than twice that step's largest CUDA-CPU difference (a near-tie that no
-// tolerance can settle); at least half the steps must be decided ones.
-void ExpectGreedyEqual(const RandomModelSpec& spec) {
+// Every step's logits are within `tolerance` of the CPU's (normalized
+// error). A step's argmax must agree unless the CPU's best two logits are
+// closer than twice that step's largest CUDA-CPU difference (a near-tie that
+// no tolerance can settle); and it must agree on at least `min_agree` steps.
+// (With random weights and SmolLM2's 49,152 logits, most steps are such
+// near-ties by that measure: 13 of 64 were decided on an H100 and in the
+// emulator alike, so the count of agreeing steps is the stronger check.)
+void ExpectGreedyEqual(const RandomModelSpec& spec, double tolerance, int min_agree) {
   Runner cpu = LoadOn("cpu", spec), gpu = LoadOn("cuda", spec);
   Sequence a, b;
   const std::vector<int32_t> prompt = RandomTokens(8, spec.vocab, 5);
   LogitRows want = cpu.Step({{&a, prompt}});
   LogitRows got = gpu.Step({{&b, prompt}});
-  int decided = 0;
+  int decided = 0, agree = 0;
   for (int step = 0; step < 64; ++step) {
     const std::vector<float>& w = want.back();
     const std::vector<float>& g = got.back();
+    ASSERT_LT(NormalizedError({g}, {w}), tolerance) << "step " << step;
     float max_diff = 0;
     for (size_t i = 0; i < w.size(); ++i) max_diff = std::max(max_diff, std::fabs(g[i] - w[i]));
     const int32_t token = ArgMax(w);
+    agree += ArgMax(g) == token;
     if (Margin(w) >= 2 * max_diff) {
       ASSERT_EQ(ArgMax(g), token) << "step " << step << ", margin " << Margin(w)
                                   << ", largest difference " << max_diff;
@@ -264,17 +270,19 @@ void ExpectGreedyEqual(const RandomModelSpec& spec) {
     want = cpu.Step({{&a, {token}}});
     got = gpu.Step({{&b, {token}}});
   }
-  EXPECT_GE(decided, 32) << "too many near-ties to compare greedy decoding";
+  std::printf("greedy: the argmax agreed on %d of 64 steps (%d decided beyond near-ties)\n", agree,
+              decided);
+  EXPECT_GE(agree, min_agree);
 }
 
 TEST(CudaModel, GreedyTokensEqualFor64StepsF16) {
   SKIP_WITHOUT_CUDA();
-  ExpectGreedyEqual(SmallSpec(TensorType::kF16));
+  ExpectGreedyEqual(SmallSpec(TensorType::kF16), 1e-2, 60);
 }
 
 TEST(CudaModel, GreedyTokensEqualFor64StepsSmolLm2Shapes) {
   SKIP_WITHOUT_CUDA();
-  ExpectGreedyEqual(SmolLm2Spec());
+  ExpectGreedyEqual(SmolLm2Spec(), 5e-2, 48);
 }
 
 TEST(CudaModel, PrefillEqualsPrefillThenDecodes) {
@@ -359,6 +367,75 @@ TEST(CudaModel, GraphReplayEqualsEager) {
   }
   // Each batch size was seen 4 times: captured on the second, replayed after.
   EXPECT_EQ(captured(), 5) << graphs.model().backend().description();
+}
+
+// Bytes a tensor of the file takes on the device: F32 as it is, F16 and
+// BF16 as they are, every quantized type dequantized to fp16.
+int64_t DeviceBytes(const gguf::TensorInfo& t) {
+  return t.elements() * (static_cast<TensorType>(t.ggml_type) == TensorType::kF32 ? 4 : 2);
+}
+
+// The backend's own accounting after loading `spec` with `kv_blocks` KV
+// blocks: the weights as held (each tensor once; a tied LM head shares the
+// embedding's copy) and the KV pool exactly; printed against the GGUF's
+// tensor bytes. Returns the weights' bytes on the device.
+int64_t ExpectDeviceMemoryAccounted(const RandomModelSpec& spec, int32_t kv_blocks) {
+  auto file = RandomModelFile(spec);
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return 0;
+  int64_t gguf_bytes = 0, want_weights = 0;
+  for (const gguf::TensorInfo& t : (*file)->tensors()) {
+    gguf_bytes += static_cast<int64_t>(t.size_bytes);
+    want_weights += DeviceBytes(t);
+  }
+  ModelOptions options = Options();
+  options.kv_blocks = kv_blocks;
+  auto cuda = CreateCudaBackend({});
+  EXPECT_TRUE(cuda.ok()) << cuda.status();
+  if (!cuda.ok()) return 0;
+  auto m = LlamaModel::Load(*file, *std::move(cuda), options);
+  EXPECT_TRUE(m.ok()) << m.status();
+  if (!m.ok()) return 0;
+  const CudaMemoryUse use = DeviceMemoryUse((*m)->backend());
+  const model::KvCacheShape kv{
+      kv_blocks, options.kv_block_size, spec.layers,
+      spec.kv_heads * (spec.head_dim > 0 ? spec.head_dim : spec.d_model / spec.heads),
+      options.kv_type};
+  EXPECT_EQ(use.weights, want_weights);
+  EXPECT_EQ(use.kv_cache, kv.block_bytes() * kv_blocks);
+  std::printf(
+      "%s, %lld layers: GGUF tensors %.1f MiB; on the device %.1f MiB (weights %.1f MiB = "
+      "%.2fx the GGUF's, KV %.1f MiB, activations %.1f MiB, scratch %.1f MiB)\n",
+      spec.name.c_str(), static_cast<long long>(spec.layers), gguf_bytes / 1048576.0,
+      use.total() / 1048576.0, use.weights / 1048576.0,
+      static_cast<double>(use.weights) / static_cast<double>(gguf_bytes), use.kv_cache / 1048576.0,
+      use.activations / 1048576.0, use.scratch / 1048576.0);
+  return use.weights;
+}
+
+TEST(CudaModel, DeviceMemoryAccountingSmolLm2Shapes) {
+  SKIP_WITHOUT_CUDA();
+  ExpectDeviceMemoryAccounted(SmolLm2Spec(), 256);
+}
+
+// Llama-3-8B's shapes, Q4_K matrices and a Q6_K LM head (Q4_K_M's main
+// types), 2 of its 32 layers (the emulator holds device memory in host
+// memory): run by hand, --gtest_also_run_disabled_tests. The full model's
+// weights on the device are the embedding and head plus 32 layers' worth.
+TEST(CudaModel, DISABLED_DeviceMemoryAccountingLlama3_8bShapesQ4K) {
+  SKIP_WITHOUT_CUDA();
+  RandomModelSpec spec = model::testing::Llama3_8bShapes();
+  spec.matrix_type = TensorType::kQ4_K;
+  spec.embd_type = TensorType::kQ4_K;
+  spec.output_type = TensorType::kQ6_K;
+  spec.layers = 1;
+  const int64_t one = ExpectDeviceMemoryAccounted(spec, 64);
+  spec.layers = 2;
+  const int64_t two = ExpectDeviceMemoryAccounted(spec, 64);
+  const int64_t per_layer = two - one, outside = one - per_layer;
+  std::printf("32 layers: weights on the device %.2f GiB (%.1f MiB per layer, %.1f MiB outside)\n",
+              (outside + 32 * per_layer) / 1073741824.0, per_layer / 1048576.0,
+              outside / 1048576.0);
 }
 
 TEST(CudaModel, UnsupportedHeadDimensionIsAClearLoadError) {
