@@ -428,6 +428,10 @@ class CudaBackend : public model::Backend {
 
   absl::Status ReadLogits(const Tensor& logits, std::span<const LogitsSpec> specs,
                           std::vector<Logits>* out) override {
+    if (batch_ == nullptr) {  // BeginStep failed (or was not called): no step to read
+      return error_.ok() ? absl::FailedPreconditionError("ReadLogits without a step begun")
+                         : error_;
+    }
     const int64_t n = static_cast<int64_t>(batch_->tokens.size());
     const int64_t n_out = static_cast<int64_t>(batch_->logit_rows.size());
     batch_ = nullptr;

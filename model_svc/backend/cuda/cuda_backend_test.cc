@@ -344,6 +344,19 @@ TEST(CudaBackend, ClearErrorWithoutADevice) {
   EXPECT_NE(backend.status().message().find("CUDA"), std::string::npos) << backend.status();
 }
 
+// A step the backend refused leaves nothing to read: ReadLogits says so
+// (it dereferenced the missing step before).
+TEST(CudaBackend, ReadLogitsAfterARefusedStepIsAnError) {
+  SKIP_WITHOUT_CUDA();
+  auto backend = CreateCudaBackend({.graphs = false});
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  ASSERT_TRUE((*backend)->AllocTensor(2, 64).ok());
+  StepBatch batch = OneSequence(8, 0, {0});  // more rows than any tensor has
+  EXPECT_FALSE((*backend)->BeginStep(batch).ok());
+  std::vector<model::Logits> out;
+  EXPECT_FALSE((*backend)->ReadLogits(Tensor{nullptr, 0, 1}, {}, &out).ok());
+}
+
 TEST(CudaBackend, RejectsAMissingDevice) {
   SKIP_WITHOUT_CUDA();
   auto backend = CreateCudaBackend({.device = 1000});

@@ -233,7 +233,7 @@ TEST(CudaEmulator, GemmExFollowsCublasColumnMajorDefinition) {
                                da, CUDA_R_16F, lda, db, CUDA_R_16F, ldb, &zero, dc, CUDA_R_32F, m,
                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                   CUBLAS_STATUS_EXECUTION_FAILED);
-        cudaGetLastError();
+        EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "cuBLAS's failure is its own status";
       }
       cudaFree(da);
       cudaFree(db);

@@ -4,8 +4,9 @@
 // matrix column-major with its leading dimension; the inputs are read in
 // their declared types (fp16, bf16, fp32) and accumulated in fp32. Invalid
 // arguments give cuBLAS's status; an operand that its leading dimension
-// and shape take beyond its device allocation fails the call (on a GPU it
-// would read other memory or fault).
+// and shape take beyond its device allocation fails the call with
+// CUBLAS_STATUS_EXECUTION_FAILED, the detail on stderr (on a GPU it would
+// read other memory or fault).
 #ifndef LLM_MODEL_SVC_BACKEND_CUDA_EMU_INCLUDE_CUBLAS_V2_H_
 #define LLM_MODEL_SVC_BACKEND_CUDA_EMU_INCLUDE_CUBLAS_V2_H_
 
