@@ -25,6 +25,10 @@ struct CudaBackendOptions {
   // the second time that size is seen.
   bool graphs = true;
   int max_graph_batch = 128;
+  // Q8_0, Q4_0 and Q4_1 matrices stay quantized on the device (quant_layout.h:
+  // decode through the matrix-vector kernel, prefill through fp16 tiles and
+  // cuBLAS); false, or any other quantized type: dequantized to fp16 at load.
+  bool quantized_weights = true;
 };
 
 // FailedPrecondition naming the reason when no CUDA device is usable (no

@@ -26,6 +26,7 @@
 #include "model_svc/backend/backend.h"
 #include "model_svc/backend/cpu/cpu_backend.h"
 #include "model_svc/backend/cuda/skip_without_cuda.h"
+#include "model_svc/kernels/quant.h"
 #include "model_svc/testing/reference_quant.h"
 
 namespace llm::cuda {
@@ -197,6 +198,56 @@ TEST_F(OpParity, MatMulEveryWeightType) {
                                                                                      : 3e-2;
         EXPECT_LT(Error(y), limit) << "type " << static_cast<int>(type) << " rows " << rows << " "
                                    << out_features << "x" << in_features;
+      }
+    }
+  }
+}
+
+// The weights the device keeps quantized (Q8_0, Q4_0, Q4_1), against an
+// exact product with the dequantized weights: the matrix-vector kernel
+// (1..8 rows: fp32 activations, 1e-5) and the fp16 tiles through cuBLAS
+// (more rows: activations rounded to fp16, 2e-3), with row counts that are
+// not multiples of the 32-row groups, and the CPU backend alongside.
+TEST_F(OpParity, QuantizedWeightsAgainstTheirDequantizedProduct) {
+  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_1}) {
+    for (auto [out_features, in_features] :
+         {std::pair<int64_t, int64_t>{200, 96}, {33, 64}, {576, 576}}) {
+      const HostWeight& w =
+          Weight(type, out_features, in_features, 17, 1.0f / std::sqrt(in_features));
+      auto wc = *cpu_->UploadWeight(w.view);
+      auto wg = *cuda_->UploadWeight(w.view);
+      std::vector<float> dense(out_features * in_features);
+      for (int64_t o = 0; o < out_features; ++o) {
+        cpu::DequantizeRow(type, w.view.data + o * w.view.row_bytes, &dense[o * in_features],
+                           in_features);
+      }
+      for (int64_t rows : {1, 3, 8, 9, 40}) {
+        const std::vector<float> xs = RandomValues(rows * in_features, rows);
+        Pair x = Alloc(rows, in_features, xs);
+        Pair y = Alloc(rows, out_features);
+        StepBatch batch = OneSequence(rows, 0, {0, 1, 2});
+        Begin(batch);
+        const model::MatMulTarget tc[] = {{wc.get(), y.cpu}};
+        const model::MatMulTarget tg[] = {{wg.get(), y.cuda}};
+        cpu_->MatMul(x.cpu, tc);
+        cuda_->MatMul(x.cuda, tg);
+        End();
+        std::vector<float> got(rows * out_features), want(got.size());
+        ASSERT_TRUE(cuda_->ReadTensor(y.cuda, got).ok());
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t o = 0; o < out_features; ++o) {
+            double sum = 0;
+            for (int64_t i = 0; i < in_features; ++i) {
+              sum += static_cast<double>(dense[o * in_features + i]) * xs[r * in_features + i];
+            }
+            want[r * out_features + o] = static_cast<float>(sum);
+          }
+        }
+        const double limit = rows <= 8 ? 1e-5 : 2e-3;
+        EXPECT_LT(NormalizedError(got, want), limit)
+            << "type " << static_cast<int>(type) << " rows " << rows << " " << out_features << "x"
+            << in_features;
+        EXPECT_LT(Error(y), 3e-2) << "against the CPU backend";
       }
     }
   }

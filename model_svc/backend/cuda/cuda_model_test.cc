@@ -31,6 +31,7 @@
 #include "gtest/gtest.h"
 #include "model_svc/backend/cpu/cpu_backend.h"
 #include "model_svc/backend/cuda/cuda_backend.h"
+#include "model_svc/backend/cuda/quant_upload.h"
 #include "model_svc/backend/cuda/skip_without_cuda.h"
 #include "model_svc/model/llama_model.h"
 #include "model_svc/testing/random_model.h"
@@ -369,10 +370,16 @@ TEST(CudaModel, GraphReplayEqualsEager) {
   EXPECT_EQ(captured(), 5) << graphs.model().backend().description();
 }
 
-// Bytes a tensor of the file takes on the device: F32 as it is, F16 and
-// BF16 as they are, every quantized type dequantized to fp16.
+// Bytes a tensor of the file takes on the device: F32, F16 and BF16 as
+// they are; Q8_0, Q4_0 and Q4_1 as their blocks (rows padded to groups of
+// 32, quant_layout.h); the other quantized types dequantized to fp16.
 int64_t DeviceBytes(const gguf::TensorInfo& t) {
-  return t.elements() * (static_cast<TensorType>(t.ggml_type) == TensorType::kF32 ? 4 : 2);
+  const auto type = static_cast<TensorType>(t.ggml_type);
+  if (QuantKindOf(type).has_value()) {
+    return (t.rows() + kQuantGroup - 1) / kQuantGroup * kQuantGroup *
+           static_cast<int64_t>(t.size_bytes) / t.rows();
+  }
+  return t.elements() * (type == TensorType::kF32 ? 4 : 2);
 }
 
 // The backend's own accounting after loading `spec` with `kv_blocks` KV
