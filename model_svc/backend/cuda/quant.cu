@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "model_svc/backend/cuda/kernels.h"
 #include "model_svc/backend/cuda/launch.h"
@@ -15,6 +16,16 @@ namespace {
 constexpr int kThreads = 128;
 
 unsigned Blocks(int64_t count) { return static_cast<unsigned>((count + kThreads - 1) / kThreads); }
+
+// The 16 bytes at p (16-byte aligned) into q (16-byte aligned): one vector
+// load on the device.
+__device__ __forceinline__ void Load16(const uint8_t* p, uint8_t* q) {
+#if defined(__CUDACC__)
+  *reinterpret_cast<uint4*>(q) = *reinterpret_cast<const uint4*>(p);
+#else
+  std::memcpy(q, p, 16);
+#endif
+}
 
 __device__ __forceinline__ float HalfAt(const uint8_t* p) {
   return __half2float(__ushort_as_half(static_cast<uint16_t>(p[0] | (p[1] << 8))));
@@ -57,8 +68,8 @@ __global__ void MatVecQuantKernel(QuantMatrix w, const float* x, float* out, int
   for (int r = 0; r < R; ++r) acc[r] = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
     const int64_t s = w.slot(row, b);
-    uint8_t q[32];
-    for (int i = 0; i < qbytes; ++i) q[i] = w.data[s * qbytes + i];
+    alignas(16) uint8_t q[32];
+    for (int i = 0; i < qbytes; i += 16) Load16(w.data + s * qbytes + i, q + i);
     const float d = HalfAt(scales + s * sbytes);
     float dot[R], sum[R];
 #pragma unroll
