@@ -137,11 +137,16 @@ class OpParity : public ::testing::Test {
     return weights_.emplace_back(MakeWeight(type, rows, cols, seed, scale));
   }
 
+  // A step of one sequence over `blocks`, which live as long as the fixture
+  // (the step's block table is a span).
+  StepBatch Sequence(int64_t n, int64_t start, std::vector<int32_t> blocks);
+
   std::deque<HostWeight> weights_;  // before the backends: destroyed after them
+  std::deque<std::vector<int32_t>> block_tables_;
   std::unique_ptr<Backend> cpu_, cuda_;
 };
 
-StepBatch OneSequence(int64_t n, int64_t start, const std::vector<int32_t>& blocks,
+StepBatch OneSequence(int64_t n, int64_t start, std::span<const int32_t> blocks,
                       int64_t vocab = 1000) {
   StepBatch b;
   for (int64_t i = 0; i < n; ++i) {
@@ -152,6 +157,10 @@ StepBatch OneSequence(int64_t n, int64_t start, const std::vector<int32_t>& bloc
   return b;
 }
 
+StepBatch OpParity::Sequence(int64_t n, int64_t start, std::vector<int32_t> blocks) {
+  return OneSequence(n, start, block_tables_.emplace_back(std::move(blocks)));
+}
+
 TEST_F(OpParity, RmsNorm) {
   for (int64_t rows : {1, 7, 64}) {
     for (int64_t cols : {64, 576, 4096}) {
@@ -160,7 +169,7 @@ TEST_F(OpParity, RmsNorm) {
       auto wg = *cuda_->UploadWeight(w.view);
       Pair x = Alloc(rows, cols, RandomValues(rows * cols, rows + cols));
       Pair out = Alloc(rows, cols);
-      StepBatch batch = OneSequence(rows, 0, {0, 1, 2, 3});
+      StepBatch batch = Sequence(rows, 0, {0, 1, 2, 3});
       Begin(batch);
       cpu_->RmsNorm(x.cpu, *wc, 1e-5f, out.cpu);
       cuda_->RmsNorm(x.cuda, *wg, 1e-5f, out.cuda);
@@ -186,7 +195,7 @@ TEST_F(OpParity, MatMulEveryWeightType) {
         auto wg = *cuda_->UploadWeight(w.view);
         Pair x = Alloc(rows, in_features, RandomValues(rows * in_features, 5));
         Pair y = Alloc(rows, out_features);
-        StepBatch batch = OneSequence(rows, 0, {0, 1, 2, 3});
+        StepBatch batch = Sequence(rows, 0, {0, 1, 2, 3});
         Begin(batch);
         const model::MatMulTarget tc[] = {{wc.get(), y.cpu}};
         const model::MatMulTarget tg[] = {{wg.get(), y.cuda}};
@@ -225,7 +234,7 @@ TEST_F(OpParity, QuantizedWeightsAgainstTheirDequantizedProduct) {
         const std::vector<float> xs = RandomValues(rows * in_features, rows);
         Pair x = Alloc(rows, in_features, xs);
         Pair y = Alloc(rows, out_features);
-        StepBatch batch = OneSequence(rows, 0, {0, 1, 2});
+        StepBatch batch = Sequence(rows, 0, {0, 1, 2});
         Begin(batch);
         const model::MatMulTarget tc[] = {{wc.get(), y.cpu}};
         const model::MatMulTarget tg[] = {{wg.get(), y.cuda}};
@@ -260,7 +269,7 @@ TEST_F(OpParity, EmbedEveryTableType) {
     auto tc = *cpu_->UploadWeight(table.view);
     auto tg = *cuda_->UploadWeight(table.view);
     Pair out = Alloc(9, 256);
-    StepBatch batch = OneSequence(9, 0, {0});
+    StepBatch batch = Sequence(9, 0, {0});
     Begin(batch);
     cpu_->Embed(*tc, out.cpu);
     cuda_->Embed(*tg, out.cuda);
@@ -274,7 +283,7 @@ TEST_F(OpParity, Rope) {
     const int64_t rows = 40, q_cols = 4 * head_dim, k_cols = 2 * head_dim;
     Pair q = Alloc(rows, q_cols, RandomValues(rows * q_cols, 21));
     Pair k = Alloc(rows, k_cols, RandomValues(rows * k_cols, 22));
-    StepBatch batch = OneSequence(rows, 1000, {});
+    StepBatch batch = Sequence(rows, 1000, {});
     Begin(batch);
     const model::RopeParams p{head_dim, rope_dim, 100000.0f, 1.0f};
     cpu_->Rope(q.cpu, k.cpu, p);
@@ -290,7 +299,7 @@ TEST_F(OpParity, SiluMulAndAdd) {
   Pair gate = Alloc(rows, cols, RandomValues(rows * cols, 31, 3.0f));
   Pair up = Alloc(rows, cols, RandomValues(rows * cols, 32));
   Pair out = Alloc(rows, cols);
-  StepBatch batch = OneSequence(rows, 0, {0, 1});
+  StepBatch batch = Sequence(rows, 0, {0, 1});
   Begin(batch);
   cpu_->SiluMul(gate.cpu, up.cpu, out.cpu);
   cuda_->SiluMul(gate.cuda, up.cuda, out.cuda);
@@ -361,7 +370,7 @@ TEST_F(OpParity, GatherAndReadLogitsInEveryEncoding) {
   const int64_t rows = 6, vocab = 49152;
   Pair x = Alloc(rows, vocab, RandomValues(rows * vocab, 41, 4.0f));
   Pair gathered = Alloc(5, vocab);
-  StepBatch batch = OneSequence(rows, 0, {0});
+  StepBatch batch = Sequence(rows, 0, {0});
   batch.logit_rows = {5, 0, 3, 3, 1};
   const LogitsSpec specs[] = {{LogitsEncoding::kFloat32, 0},
                               {LogitsEncoding::kFloat16, 0},
@@ -402,7 +411,8 @@ TEST(CudaBackend, ReadLogitsAfterARefusedStepIsAnError) {
   auto backend = CreateCudaBackend({.graphs = false});
   ASSERT_TRUE(backend.ok()) << backend.status();
   ASSERT_TRUE((*backend)->AllocTensor(2, 64).ok());
-  StepBatch batch = OneSequence(8, 0, {0});  // more rows than any tensor has
+  const std::vector<int32_t> blocks = {0};
+  StepBatch batch = OneSequence(8, 0, blocks);  // more rows than any tensor has
   EXPECT_FALSE((*backend)->BeginStep(batch).ok());
   std::vector<model::Logits> out;
   EXPECT_FALSE((*backend)->ReadLogits(Tensor{nullptr, 0, 1}, {}, &out).ok());
