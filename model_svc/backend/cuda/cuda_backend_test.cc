@@ -141,6 +141,18 @@ class OpParity : public ::testing::Test {
   // (the step's block table is a span).
   StepBatch Sequence(int64_t n, int64_t start, std::vector<int32_t> blocks);
 
+  // y = x * weight^T on both backends, in a step of x's rows.
+  void MatMulBoth(const model::Weight& on_cpu, const model::Weight& on_cuda, const Pair& x,
+                  const Pair& y) {
+    StepBatch batch = Sequence(x.cpu.rows, 0, {0, 1, 2, 3});
+    Begin(batch);
+    const model::MatMulTarget tc[] = {{&on_cpu, y.cpu}};
+    const model::MatMulTarget tg[] = {{&on_cuda, y.cuda}};
+    cpu_->MatMul(x.cpu, tc);
+    cuda_->MatMul(x.cuda, tg);
+    End();
+  }
+
   std::deque<HostWeight> weights_;  // before the backends: destroyed after them
   std::deque<std::vector<int32_t>> block_tables_;
   std::unique_ptr<Backend> cpu_, cuda_;
@@ -195,13 +207,7 @@ TEST_F(OpParity, MatMulEveryWeightType) {
         auto wg = *cuda_->UploadWeight(w.view);
         Pair x = Alloc(rows, in_features, RandomValues(rows * in_features, 5));
         Pair y = Alloc(rows, out_features);
-        StepBatch batch = Sequence(rows, 0, {0, 1, 2, 3});
-        Begin(batch);
-        const model::MatMulTarget tc[] = {{wc.get(), y.cpu}};
-        const model::MatMulTarget tg[] = {{wg.get(), y.cuda}};
-        cpu_->MatMul(x.cpu, tc);
-        cuda_->MatMul(x.cuda, tg);
-        End();
+        MatMulBoth(*wc, *wg, x, y);
         const double limit = type == TensorType::kF32                                ? 1e-5
                              : type == TensorType::kF16 || type == TensorType::kBF16 ? 1e-2
                                                                                      : 3e-2;
@@ -234,13 +240,7 @@ TEST_F(OpParity, QuantizedWeightsAgainstTheirDequantizedProduct) {
         const std::vector<float> xs = RandomValues(rows * in_features, rows);
         Pair x = Alloc(rows, in_features, xs);
         Pair y = Alloc(rows, out_features);
-        StepBatch batch = Sequence(rows, 0, {0, 1, 2});
-        Begin(batch);
-        const model::MatMulTarget tc[] = {{wc.get(), y.cpu}};
-        const model::MatMulTarget tg[] = {{wg.get(), y.cuda}};
-        cpu_->MatMul(x.cpu, tc);
-        cuda_->MatMul(x.cuda, tg);
-        End();
+        MatMulBoth(*wc, *wg, x, y);
         std::vector<float> got(rows * out_features), want(got.size());
         ASSERT_TRUE(cuda_->ReadTensor(y.cuda, got).ok());
         for (int64_t r = 0; r < rows; ++r) {
