@@ -168,9 +168,16 @@ ModelOptions Options() {
   return o;
 }
 
-Runner LoadOn(const std::string& backend, const RandomModelSpec& spec, bool graphs = true) {
+std::shared_ptr<const gguf::File> ModelFile(const RandomModelSpec& spec) {
   auto file = RandomModelFile(spec);
   EXPECT_TRUE(file.ok()) << file.status();
+  return file.ok() ? *std::move(file) : nullptr;
+}
+
+// `file` loaded on a new backend (one file for both sides of a comparison:
+// writing SmolLM2's random weights takes longer than a step).
+Runner LoadOn(const std::string& backend, std::shared_ptr<const gguf::File> file,
+              bool graphs = true) {
   std::unique_ptr<model::Backend> b;
   if (backend == "cpu") {
     b = cpu::CreateCpuBackend({});
@@ -179,14 +186,19 @@ Runner LoadOn(const std::string& backend, const RandomModelSpec& spec, bool grap
     EXPECT_TRUE(cuda.ok()) << cuda.status();
     b = *std::move(cuda);
   }
-  auto m = LlamaModel::Load(*file, std::move(b), Options());
+  auto m = LlamaModel::Load(std::move(file), std::move(b), Options());
   EXPECT_TRUE(m.ok()) << m.status();
   return Runner(*std::move(m));
 }
 
+Runner LoadOn(const std::string& backend, const RandomModelSpec& spec, bool graphs = true) {
+  return LoadOn(backend, ModelFile(spec), graphs);
+}
+
 // Prefill of 40 tokens: every position's logits, CUDA against CPU.
 void ExpectPrefillClose(const RandomModelSpec& spec, double tolerance) {
-  Runner cpu = LoadOn("cpu", spec), gpu = LoadOn("cuda", spec);
+  const std::shared_ptr<const gguf::File> file = ModelFile(spec);
+  Runner cpu = LoadOn("cpu", file), gpu = LoadOn("cuda", file);
   const std::vector<int32_t> tokens = RandomTokens(40, spec.vocab, 3);
   Sequence a, b;
   const LogitRows want = cpu.Step({{&a, tokens}});
@@ -249,7 +261,8 @@ TEST(CudaModel, SmolLm2ShapesLogitsMatchCpu) {
 // near-ties by that measure: 13 of 64 were decided on an H100 and in the
 // emulator alike, so the count of agreeing steps is the stronger check.)
 void ExpectGreedyEqual(const RandomModelSpec& spec, double tolerance, int min_agree) {
-  Runner cpu = LoadOn("cpu", spec), gpu = LoadOn("cuda", spec);
+  const std::shared_ptr<const gguf::File> file = ModelFile(spec);
+  Runner cpu = LoadOn("cpu", file), gpu = LoadOn("cuda", file);
   Sequence a, b;
   const std::vector<int32_t> prompt = RandomTokens(8, spec.vocab, 5);
   LogitRows want = cpu.Step({{&a, prompt}});
@@ -341,8 +354,9 @@ TEST(CudaModel, BatchedEqualsAlone) {
 TEST(CudaModel, GraphReplayEqualsEager) {
   SKIP_WITHOUT_CUDA();
   const RandomModelSpec spec = SmallSpec(TensorType::kQ4_1);
-  Runner graphs = LoadOn("cuda", spec, /*graphs=*/true);
-  Runner eager = LoadOn("cuda", spec, /*graphs=*/false);
+  const std::shared_ptr<const gguf::File> file = ModelFile(spec);
+  Runner graphs = LoadOn("cuda", file, /*graphs=*/true);
+  Runner eager = LoadOn("cuda", file, /*graphs=*/false);
   auto captured = [&] {
     const std::string d = graphs.model().backend().description();
     const size_t at = d.find("graphs on, ");

@@ -4,8 +4,8 @@
 // A grid runs block after block on the calling thread. A block's threads
 // are cooperative fibers (fiber.h) run by a scheduler in thread order; a
 // fiber runs until it waits at a barrier (__syncthreads, or a warp
-// barrier: every warp shuffle is an exchange among its lanes between two
-// warp barriers) or returns. __shared__ arrays (LLM_SHARED_ARRAY) are one
+// barrier: every warp shuffle is an exchange among its lanes at a warp
+// barrier) or returns. __shared__ arrays (LLM_SHARED_ARRAY) are one
 // instance per OS thread, reused by each block in turn, with a shadow per
 // element that the race check reads: within one barrier interval, an
 // element written by one thread and read or written by another is a race.

@@ -38,7 +38,11 @@ struct Warp {
   unsigned mask = 0;     // of the barrier under way
   unsigned present = 0;  // lanes the block has
   unsigned live = 0;     // lanes present and not returned
-  alignas(8) unsigned char slots[kWarpSize][8];
+  // Exchange slots, two sets used in turn: a lane past one exchange's
+  // barrier writes the other set, which no lane still reads (none can pass
+  // the next barrier before every lane has read this one).
+  int parity = 0;
+  alignas(8) unsigned char slots[2][kWarpSize][8];
 };
 
 // The calling OS thread's running grid.
@@ -230,6 +234,7 @@ void SyncWarp(unsigned mask) {
   }
   if (++w.arrived == w.expected) {
     w.arrived = 0;
+    w.parity ^= 1;
     for (int l = 0; l < kWarpSize; ++l) {
       if (((w.mask >> l) & 1) && g.threads[base + l].state == State::kWarpBarrier) {
         Wake(g, g.threads[base + l]);
@@ -245,11 +250,11 @@ void WarpExchange(unsigned mask, const void* value, size_t bytes, int src_lane, 
   Grid& g = G();
   const int tid = g.current->tid;
   Warp& w = g.warps[tid / kWarpSize];
-  std::memcpy(w.slots[tid % kWarpSize], value, bytes);
+  const int set = w.parity;
+  std::memcpy(w.slots[set][tid % kWarpSize], value, bytes);
   SyncWarp(mask);
   const bool from_other = src_lane >= 0 && src_lane < kWarpSize && ((mask >> src_lane) & 1);
-  std::memcpy(out, from_other ? w.slots[src_lane] : value, bytes);
-  SyncWarp(mask);  // every lane has read before any slot is written again
+  std::memcpy(out, from_other ? w.slots[set][src_lane] : value, bytes);
 }
 
 bool RaceCheckEnabled() {
