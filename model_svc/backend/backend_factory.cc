@@ -72,6 +72,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaViaPlugin(const BackendOption
   cuda::CudaBackendOptions cuda_options;
   cuda_options.device = options.cuda_device;
   cuda_options.graphs = options.cuda_graphs;
+  cuda_options.quantized_weights = options.cuda_quantized_weights;
   std::unique_ptr<absl::StatusOr<std::unique_ptr<Backend>>> created(
       static_cast<absl::StatusOr<std::unique_ptr<Backend>>*>(plugin.create(&cuda_options)));
   return std::move(*created);

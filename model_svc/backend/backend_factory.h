@@ -20,7 +20,8 @@ struct BackendOptions {
   std::vector<int> cpu_pool_cpus;
   int cuda_device = 0;
   bool cuda_graphs = true;
-  bool cpu_mmap_weights = false;  // CpuBackendOptions::mmap_weights
+  bool cuda_quantized_weights = true;  // CudaBackendOptions::quantized_weights
+  bool cpu_mmap_weights = false;       // CpuBackendOptions::mmap_weights
 };
 
 // InvalidArgument for an unknown name; FailedPrecondition for "cuda" when

@@ -8,11 +8,12 @@
 #include "model_svc/engine/loader.h"
 
 ABSL_DECLARE_FLAG(bool, cuda_graphs);
+ABSL_DECLARE_FLAG(bool, cuda_quantized_weights);
 ABSL_DECLARE_FLAG(bool, mmap_weights);
 
 namespace llm::engine {
 
-// Sets options->cuda_graphs and options->mmap_weights from the flags.
+// Sets options->cuda_graphs, cuda_quantized_weights and mmap_weights from the flags.
 void ApplyBackendFlags(LoadOptions* options);
 
 }  // namespace llm::engine

@@ -45,6 +45,7 @@ absl::StatusOr<std::unique_ptr<Engine>> LoadEngine(const LoadOptions& options) {
   backend_options.threads = options.threads;
   backend_options.cuda_device = options.cuda_device;
   backend_options.cuda_graphs = options.cuda_graphs;
+  backend_options.cuda_quantized_weights = options.cuda_quantized_weights;
   backend_options.cpu_mmap_weights = options.mmap_weights;
   backend_options.cpu_pool_cpus = options.compute_cpus;
   LLM_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,

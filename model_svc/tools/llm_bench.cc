@@ -98,10 +98,14 @@ int64_t DecodeWeightBytes(const llm::gguf::File& file, bool cuda) {
   for (const llm::gguf::TensorInfo& t : file.tensors()) {
     if (t.name == "token_embd.weight" && !tied) continue;
     const auto type = static_cast<TensorType>(t.ggml_type);
-    if (!cuda || type == TensorType::kF32) {
-      bytes += cuda ? t.elements() * 4 : static_cast<int64_t>(t.size_bytes);
+    // The CUDA backend keeps Q8_0, Q4_0 and Q4_1 as they are (with
+    // --cuda_quantized_weights) and holds every other quantized type as fp16.
+    const bool kept =
+        type == TensorType::kQ8_0 || type == TensorType::kQ4_0 || type == TensorType::kQ4_1;
+    if (!cuda || (kept && absl::GetFlag(FLAGS_cuda_quantized_weights))) {
+      bytes += static_cast<int64_t>(t.size_bytes);
     } else {
-      bytes += t.elements() * 2;
+      bytes += t.elements() * (type == TensorType::kF32 ? 4 : 2);
     }
   }
   return bytes;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "model_svc/backend/cuda/kernels.h"
+#include "model_svc/backend/cuda/launch.h"
 
 namespace llm::cuda {
 namespace {
@@ -89,8 +90,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     m = m_new;
   }
 
-  __shared__ float s_max[kWarps], s_sum[kWarps];
-  __shared__ float s_acc[kWarps][256];
+  LLM_SHARED_ARRAY(float, s_max, kWarps);
+  LLM_SHARED_ARRAY(float, s_sum, kWarps);
+  LLM_SHARED_ARRAY2(float, s_acc, kWarps, 256);
   if (lane == 0) {
     s_max[warp] = m;
     s_sum[warp] = l;
@@ -125,9 +127,9 @@ cudaError_t LaunchAttentionTyped(const float* q, int64_t rows, const RowKv& meta
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(shape.head_count));
   const int threads = kWarps * 32;
   switch (shape.head_dim / 32) {
-#define LLM_ATTENTION_CASE(E)                                                               \
-  case E:                                                                                   \
-    AttentionKernel<T, E><<<grid, threads, 0, stream>>>(q, meta, cache, layer, shape, out); \
+#define LLM_ATTENTION_CASE(E)                                                                      \
+  case E:                                                                                          \
+    LaunchKernel<AttentionKernel<T, E>>(grid, threads, stream, q, meta, cache, layer, shape, out); \
     break;
     LLM_ATTENTION_CASE(1)
     LLM_ATTENTION_CASE(2)
@@ -155,9 +157,9 @@ cudaError_t LaunchStoreKv(const float* k, const float* v, int64_t rows, const Ro
   if (rows == 0) return cudaSuccess;
   const unsigned grid = static_cast<unsigned>(rows);
   if (cache.f16) {
-    StoreKvKernel<__half><<<grid, 256, 0, stream>>>(k, v, meta, cache, layer);
+    LaunchKernel<StoreKvKernel<__half>>(grid, 256, stream, k, v, meta, cache, layer);
   } else {
-    StoreKvKernel<float><<<grid, 256, 0, stream>>>(k, v, meta, cache, layer);
+    LaunchKernel<StoreKvKernel<float>>(grid, 256, stream, k, v, meta, cache, layer);
   }
   return cudaGetLastError();
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -21,6 +22,7 @@
 #include "model_svc/backend/cuda/cuda_status.h"
 #include "model_svc/backend/cuda/device_memory.h"
 #include "model_svc/backend/cuda/kernels.h"
+#include "model_svc/backend/cuda/quant_upload.h"
 #include "model_svc/backend/cuda/step_graphs.h"
 #include "model_svc/formats/weight_formats.h"
 #include "model_svc/kernels/quant.h"
@@ -43,17 +45,25 @@ using model::WeightView;
 constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 // Rows dequantized on the host per copy to the device at upload.
 constexpr size_t kUploadChunkElements = size_t{8} << 20;
+// Largest tile of a quantized weight dequantized to fp16 for a cuBLAS GEMM
+// (prefill); smaller weights take one tile of their own size.
+constexpr size_t kDequantTileBytes = size_t{32} << 20;
 
 class CudaWeight : public model::Weight {
  public:
-  CudaWeight(const WeightView& view, std::shared_ptr<DeviceBuffer> data, DType type)
-      : Weight(view), data_(std::move(data)), type_(type) {}
+  // `quant`: kept quantized in quant_layout.h's layout (type is then unused).
+  CudaWeight(const WeightView& view, std::shared_ptr<DeviceBuffer> data, DType type,
+             std::optional<QuantKind> quant)
+      : Weight(view), data_(std::move(data)), type_(type), quant_(quant) {}
   const void* data() const { return data_->get(); }
   DType type() const { return type_; }
+  bool quantized() const { return quant_.has_value(); }
+  QuantMatrix quant() const { return {data_->as<uint8_t>(), *quant_, view().rows, view().cols}; }
 
  private:
   std::shared_ptr<DeviceBuffer> data_;  // shared by a tied embedding and LM head
   DType type_;
+  std::optional<QuantKind> quant_;
 };
 
 const CudaWeight& AsCuda(const model::Weight& w) { return static_cast<const CudaWeight&>(w); }
@@ -117,8 +127,13 @@ class CudaBackend : public model::Backend {
 
   std::string name() const override { return "cuda"; }
   std::string description() const override {
-    return StrCat("cuda (", device_name_, ", sm_", sm_major_, sm_minor_, ", ", sm_count_,
-                  " SMs, graphs ",
+    const CudaMemoryUse use = MemoryUse();
+    return StrCat("cuda (", device_name_, ", sm_", sm_major_, sm_minor_, ", ", sm_count_, " SMs, ",
+                  use.total() >> 20, " MiB on device: weights ", use.weights >> 20, ", KV ",
+                  use.kv_cache >> 20, ", activations and scratch ",
+                  (use.activations + use.scratch) >> 20, "; ", kept_quantized_,
+                  " quantized matrices kept quantized, ", dequantized_,
+                  " dequantized to fp16; graphs ",
                   options_.graphs ? StrCat("on, ", graphs_.captured(), " captured") : "off", ")");
   }
 
@@ -133,6 +148,20 @@ class CudaBackend : public model::Backend {
   }
 
   // --- Memory ----------------------------------------------------------------
+
+  CudaMemoryUse MemoryUse() const {
+    CudaMemoryUse use;
+    for (const auto& [key, weak] : uploaded_) {
+      if (std::shared_ptr<DeviceBuffer> b = weak.lock()) use.weights += b->size();
+    }
+    use.kv_cache = cache_.size();
+    for (const DeviceBuffer& t : tensors_) use.activations += t.size();
+    use.scratch = workspace_.size() + meta_dev_.size() + plan_dev_.size() + lse_dev_.size() +
+                  top_dev_.size() + half_dev_.size();
+    for (const DeviceBuffer& a : act_) use.scratch += a.size();
+    use.scratch += dequant_.size();
+    return use;
+  }
 
   absl::StatusOr<std::unique_ptr<model::Weight>> UploadWeight(const WeightView& view) override {
     LLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device), "cudaSetDevice");
@@ -152,12 +181,36 @@ class CudaBackend : public model::Backend {
         view.type != TensorType::kBF16 && !formats::IsSupportedWeightType(view.type)) {
       return absl::UnimplementedError(StrCat("tensor ", view.name, ": unsupported type"));
     }
+    const std::optional<QuantKind> quant =
+        options_.quantized_weights ? QuantKindOf(view.type) : std::nullopt;
     // A tied LM head is the embedding table's view: upload it once.
     const UploadKey key{view.data, view.type, view.rows, view.cols};
     if (auto it = uploaded_.find(key); it != uploaded_.end()) {
       if (std::shared_ptr<DeviceBuffer> buffer = it->second.lock()) {
-        return std::make_unique<CudaWeight>(view, std::move(buffer), type);
+        return std::make_unique<CudaWeight>(view, std::move(buffer), type, quant);
       }
+    }
+    if (quant.has_value()) {
+      const QuantMatrix layout{nullptr, *quant, view.rows, view.cols};
+      std::vector<uint8_t> packed(static_cast<size_t>(layout.bytes()));
+      RepackQuant(view.data, static_cast<int64_t>(view.row_bytes), layout, packed.data());
+      LLM_ASSIGN_OR_RETURN(DeviceBuffer buffer,
+                           DeviceBuffer::Allocate(packed.size(), StrCat("tensor ", view.name)));
+      auto shared = std::make_shared<DeviceBuffer>(std::move(buffer));
+      LLM_RETURN_IF_ERROR(CopyToDevice(shared->get(), packed.data(), packed.size(),
+                                       StrCat("upload of tensor ", view.name)));
+      uploaded_[key] = shared;
+      ++kept_quantized_;
+      gemm_input_[static_cast<int>(DType::kF16)] = true;  // its prefill tiles are fp16
+      // The fp16 tile scratch for prefill GEMMs, sized here for the largest
+      // weight: grown during a step, it would drop the captured graphs.
+      const size_t tile =
+          std::min(kDequantTileBytes, static_cast<size_t>(view.rows * view.cols) * 2);
+      if (dequant_.size() < tile) {
+        dequant_ = DeviceBuffer();  // free first: the device may not hold both
+        LLM_ASSIGN_OR_RETURN(dequant_, DeviceBuffer::Allocate(tile, "dequantized weight tiles"));
+      }
+      return std::make_unique<CudaWeight>(view, std::move(shared), type, quant);
     }
     const size_t elements = static_cast<size_t>(view.rows) * view.cols;
     LLM_ASSIGN_OR_RETURN(DeviceBuffer buffer, DeviceBuffer::Allocate(elements * DTypeBytes(type),
@@ -169,9 +222,11 @@ class CudaBackend : public model::Backend {
                                        StrCat("upload of tensor ", view.name)));
     } else {
       LLM_RETURN_IF_ERROR(UploadDequantized(view, shared->as<uint16_t>()));
+      ++dequantized_;
     }
     uploaded_[key] = shared;
-    return std::make_unique<CudaWeight>(view, std::move(shared), type);
+    if (view.rows > 1) gemm_input_[static_cast<int>(type)] = true;
+    return std::make_unique<CudaWeight>(view, std::move(shared), type, std::nullopt);
   }
 
   using Backend::AllocTensor;
@@ -282,6 +337,11 @@ class CudaBackend : public model::Backend {
   void Embed(const model::Weight& table, Tensor out) override {
     if (Skip("embed", &table, out.data, out.rows, out.cols)) return;
     const CudaWeight& w = AsCuda(table);
+    if (w.quantized()) {
+      Check(LaunchEmbedQuant(w.quant(), Meta(meta_.tokens()), out.rows, out.data, stream_),
+            "embedding");
+      return;
+    }
     Check(LaunchEmbed(w.data(), w.type(), out.cols, Meta(meta_.tokens()), out.rows, out.data,
                       stream_),
           "embedding");
@@ -303,39 +363,39 @@ class CudaBackend : public model::Backend {
     }
     if (skip) return;
     bool converted[3] = {false, false, false};
+    // x in `type` for cuBLAS (converted once per step's MatMul); nullptr
+    // after a failure.
+    auto input = [&](DType type) -> const void* {
+      if (type == DType::kF32) return x.data;
+      const int i = static_cast<int>(type);
+      DeviceBuffer& scratch = act_[i];
+      const size_t need = static_cast<size_t>(x.rows * x.cols) * 2;
+      if (scratch.size() < need) {
+        if (!GrowScratch(scratch, std::max<size_t>(need, max_elements_ * 2),
+                         "converted activations")) {
+          return nullptr;
+        }
+      }
+      if (!converted[i]) {
+        Check(LaunchConvert(x.data, x.rows * x.cols, type, scratch.get(), stream_),
+              "activation conversion");
+        converted[i] = true;
+      }
+      return scratch.get();
+    };
     for (const MatMulTarget& t : targets) {
       const CudaWeight& w = AsCuda(*t.weight);
       const WeightView& v = w.view();
-      const void* b = x.data;
-      if (w.type() != DType::kF32) {
-        const int i = static_cast<int>(w.type());
-        DeviceBuffer& scratch = act_[i];
-        const size_t need = static_cast<size_t>(x.rows * x.cols) * 2;
-        if (scratch.size() < need) {
-          // Only eagerly: a graph captured the old buffer's address.
-          if (mode_ != StepGraphs::Mode::kEager) return Fail("activation scratch too small");
-          graphs_.Clear();
-          scratch = DeviceBuffer();
-          auto buffer = DeviceBuffer::Allocate(std::max<size_t>(need, max_elements_ * 2),
-                                               "converted activations");
-          if (!buffer.ok()) return Fail(buffer.status());
-          scratch = *std::move(buffer);
-        }
-        if (!converted[i]) {
-          Check(LaunchConvert(x.data, x.rows * x.cols, w.type(), scratch.get(), stream_),
-                "activation conversion");
-          converted[i] = true;
-        }
-        b = scratch.get();
+      if (w.quantized() && x.rows <= kMaxMatVecRows) {
+        Check(LaunchMatVecQuant(w.quant(), x.data, x.rows, t.out.data, t.out.cols, stream_),
+              StrCat("matrix-vector product with ", v.name));
+      } else if (w.quantized()) {
+        if (!QuantizedGemm(w, x, input(DType::kF16), t.out)) return;
+      } else {
+        const void* b = input(w.type());
+        if (b == nullptr) return;
+        Gemm(v.name, w.data(), w.type(), v.rows, v.cols, b, x.rows, x.cols, t.out.data, t.out.cols);
       }
-      const float one = 1.0f, zero = 0.0f;
-      const cudaDataType_t type = CublasType(w.type());
-      CheckBlas(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(v.rows),
-                             static_cast<int>(x.rows), static_cast<int>(v.cols), &one, w.data(),
-                             type, static_cast<int>(v.cols), b, type, static_cast<int>(x.cols),
-                             &zero, t.out.data, CUDA_R_32F, static_cast<int>(t.out.cols),
-                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                StrCat("GEMM with ", v.name));
       if (t.bias != nullptr) {
         const CudaWeight& bias = AsCuda(*t.bias);
         if (bias.type() != DType::kF32) return Fail("bias is not F32");
@@ -412,6 +472,10 @@ class CudaBackend : public model::Backend {
 
   absl::Status ReadLogits(const Tensor& logits, std::span<const LogitsSpec> specs,
                           std::vector<Logits>* out) override {
+    if (batch_ == nullptr) {  // BeginStep failed (or was not called): no step to read
+      return error_.ok() ? absl::FailedPreconditionError("ReadLogits without a step begun")
+                         : error_;
+    }
     const int64_t n = static_cast<int64_t>(batch_->tokens.size());
     const int64_t n_out = static_cast<int64_t>(batch_->logit_rows.size());
     batch_ = nullptr;
@@ -464,6 +528,62 @@ class CudaBackend : public model::Backend {
     if (s != CUBLAS_STATUS_SUCCESS) Fail(CublasStatus(s, what));
   }
 
+  // out[r][i] = w[i] . x[r] (weights [out x in] row-major as cuBLAS's
+  // transposed operand; x [rows x in] and out [rows x out_cols], fp32 out).
+  void Gemm(std::string_view name, const void* w, DType type, int64_t out_features,
+            int64_t in_features, const void* x, int64_t rows, int64_t x_cols, float* out,
+            int64_t out_cols) {
+    const float one = 1.0f, zero = 0.0f;
+    const cudaDataType_t t = CublasType(type);
+    CheckBlas(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out_features),
+                           static_cast<int>(rows), static_cast<int>(in_features), &one, w, t,
+                           static_cast<int>(in_features), x, t, static_cast<int>(x_cols), &zero,
+                           out, CUDA_R_32F, static_cast<int>(out_cols), CUBLAS_COMPUTE_32F,
+                           CUBLAS_GEMM_DEFAULT),
+              StrCat("GEMM with ", name));
+  }
+
+  // A quantized weight times many rows: tiles of its rows dequantized to
+  // fp16, each a cuBLAS GEMM into its columns of `out`. False after a
+  // failure (recorded).
+  bool QuantizedGemm(const CudaWeight& w, const Tensor& x, const void* x16, Tensor out) {
+    if (x16 == nullptr) return false;
+    const QuantMatrix q = w.quant();
+    const size_t row_bytes = static_cast<size_t>(q.cols) * 2;
+    if (dequant_.size() < row_bytes) {  // sized at upload (UploadWeight)
+      Fail("no tile scratch for a quantized weight");
+      return false;
+    }
+    const int64_t tile = std::max<int64_t>(1, static_cast<int64_t>(dequant_.size() / row_bytes));
+    for (int64_t r0 = 0; r0 < q.rows; r0 += tile) {
+      const int64_t n = std::min(tile, q.rows - r0);
+      Check(LaunchDequantizeQuant(q, r0, n, dequant_.as<uint16_t>(), stream_),
+            "weight tile dequantization");
+      Gemm(w.view().name, dequant_.get(), DType::kF16, n, q.cols, x16, x.rows, x.cols,
+           out.data + r0, out.cols);
+    }
+    return true;
+  }
+
+  // Grows scratch that kernels address: only eagerly (a captured graph holds
+  // the old buffer's address; the graphs are dropped). False after a
+  // failure (recorded).
+  bool GrowScratch(DeviceBuffer& scratch, size_t bytes, std::string_view what) {
+    if (mode_ != StepGraphs::Mode::kEager) {
+      Fail(StrCat(what, ": scratch too small during a graph capture or replay"));
+      return false;
+    }
+    graphs_.Clear();
+    scratch = DeviceBuffer();  // free first: the device may not hold both
+    auto buffer = DeviceBuffer::Allocate(bytes, what);
+    if (!buffer.ok()) {
+      Fail(buffer.status());
+      return false;
+    }
+    scratch = *std::move(buffer);
+    return true;
+  }
+
   const int32_t* Meta(int64_t offset) const { return meta_dev_.as<int32_t>() + offset; }
 
   // A synchronous host-to-device copy ordered after the stream's work (a
@@ -503,6 +623,16 @@ class CudaBackend : public model::Backend {
     LLM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
     MetaLayout layout{max_rows_, std::max<int64_t>({blocks * 2, meta_.blocks, 1024})};
     const size_t bytes = layout.total() * sizeof(int32_t);
+    // Activations converted for the GEMMs, for every input type a weight
+    // needs, sized for the largest tensor now: allocated later, in the step
+    // that first needs one, they would drop the graphs captured before.
+    for (int i = 1; i < 3; ++i) {
+      const size_t act_bytes = static_cast<size_t>(max_elements_) * 2;
+      if (gemm_input_[i] && act_[i].size() < act_bytes) {
+        act_[i] = DeviceBuffer();
+        LLM_ASSIGN_OR_RETURN(act_[i], DeviceBuffer::Allocate(act_bytes, "converted activations"));
+      }
+    }
     LLM_ASSIGN_OR_RETURN(meta_dev_, DeviceBuffer::Allocate(bytes, "step inputs"));
     LLM_ASSIGN_OR_RETURN(meta_host_, PinnedBuffer::Allocate(bytes, "step inputs"));
     LLM_ASSIGN_OR_RETURN(
@@ -670,7 +800,10 @@ class CudaBackend : public model::Backend {
   absl::flat_hash_map<UploadKey, std::weak_ptr<DeviceBuffer>> uploaded_;
   std::vector<DeviceBuffer> tensors_;
   int64_t max_rows_ = 0, max_elements_ = 0;
-  DeviceBuffer act_[3];  // x converted to fp16 / bf16 for GEMMs, by DType
+  DeviceBuffer act_[3];                         // x converted to fp16 / bf16 for GEMMs, by DType
+  bool gemm_input_[3] = {false, false, false};  // act_ types some weight's GEMM takes
+  DeviceBuffer dequant_;                        // a quantized weight's rows as fp16 (QuantizedGemm)
+  int64_t kept_quantized_ = 0, dequantized_ = 0;  // uploads by kind
   KvCacheShape kv_;
   DeviceBuffer cache_;
 
@@ -705,6 +838,10 @@ absl::Status CudaDeviceStatus() {
     return new absl::Status();
   }();
   return *status;
+}
+
+CudaMemoryUse DeviceMemoryUse(const model::Backend& backend) {
+  return static_cast<const CudaBackend&>(backend).MemoryUse();
 }
 
 absl::StatusOr<std::unique_ptr<model::Backend>> CreateCudaBackend(

@@ -25,12 +25,27 @@ struct CudaBackendOptions {
   // the second time that size is seen.
   bool graphs = true;
   int max_graph_batch = 128;
+  // Q8_0, Q4_0 and Q4_1 matrices stay quantized on the device (quant_layout.h:
+  // decode through the matrix-vector kernel, prefill through fp16 tiles and
+  // cuBLAS); false, or any other quantized type: dequantized to fp16 at load.
+  bool quantized_weights = true;
 };
 
 // FailedPrecondition naming the reason when no CUDA device is usable (no
 // driver, no device, `device` out of range).
 absl::StatusOr<std::unique_ptr<model::Backend>> CreateCudaBackend(
     const CudaBackendOptions& options);
+
+// Device memory that a backend made by CreateCudaBackend holds, in bytes:
+// the weights as uploaded (a tied LM head counted once), the KV cache, the
+// activation tensors, and scratch (cuBLAS's workspace, converted
+// activations, step inputs, the logits readout). Cheap (sums the sizes).
+struct CudaMemoryUse {
+  int64_t weights = 0, kv_cache = 0, activations = 0, scratch = 0;
+  int64_t total() const { return weights + kv_cache + activations + scratch; }
+};
+// `backend` must come from CreateCudaBackend.
+CudaMemoryUse DeviceMemoryUse(const model::Backend& backend);
 
 // OK when a CUDA device is present and usable; otherwise why not. Cheap
 // after the first call (the answer is cached).

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <random>
 #include <span>
@@ -25,6 +26,7 @@
 #include "model_svc/backend/backend.h"
 #include "model_svc/backend/cpu/cpu_backend.h"
 #include "model_svc/backend/cuda/skip_without_cuda.h"
+#include "model_svc/kernels/quant.h"
 #include "model_svc/testing/reference_quant.h"
 
 namespace llm::cuda {
@@ -126,10 +128,37 @@ class OpParity : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s;
   }
 
+  // A weight whose bytes live as long as the fixture: a backend may keep
+  // pointing into a view's bytes or share one upload among views of the
+  // same bytes (the CPU backend's copies are keyed by their address), so
+  // bytes freed and reused by the next weight would alias the last one.
+  const HostWeight& Weight(TensorType type, int64_t rows, int64_t cols, uint64_t seed,
+                           float scale) {
+    return weights_.emplace_back(MakeWeight(type, rows, cols, seed, scale));
+  }
+
+  // A step of one sequence over `blocks`, which live as long as the fixture
+  // (the step's block table is a span).
+  StepBatch Sequence(int64_t n, int64_t start, std::vector<int32_t> blocks);
+
+  // y = x * weight^T on both backends, in a step of x's rows.
+  void MatMulBoth(const model::Weight& on_cpu, const model::Weight& on_cuda, const Pair& x,
+                  const Pair& y) {
+    StepBatch batch = Sequence(x.cpu.rows, 0, {0, 1, 2, 3});
+    Begin(batch);
+    const model::MatMulTarget tc[] = {{&on_cpu, y.cpu}};
+    const model::MatMulTarget tg[] = {{&on_cuda, y.cuda}};
+    cpu_->MatMul(x.cpu, tc);
+    cuda_->MatMul(x.cuda, tg);
+    End();
+  }
+
+  std::deque<HostWeight> weights_;  // before the backends: destroyed after them
+  std::deque<std::vector<int32_t>> block_tables_;
   std::unique_ptr<Backend> cpu_, cuda_;
 };
 
-StepBatch OneSequence(int64_t n, int64_t start, const std::vector<int32_t>& blocks,
+StepBatch OneSequence(int64_t n, int64_t start, std::span<const int32_t> blocks,
                       int64_t vocab = 1000) {
   StepBatch b;
   for (int64_t i = 0; i < n; ++i) {
@@ -140,15 +169,19 @@ StepBatch OneSequence(int64_t n, int64_t start, const std::vector<int32_t>& bloc
   return b;
 }
 
+StepBatch OpParity::Sequence(int64_t n, int64_t start, std::vector<int32_t> blocks) {
+  return OneSequence(n, start, block_tables_.emplace_back(std::move(blocks)));
+}
+
 TEST_F(OpParity, RmsNorm) {
   for (int64_t rows : {1, 7, 64}) {
     for (int64_t cols : {64, 576, 4096}) {
-      HostWeight w = MakeWeight(TensorType::kF32, 1, cols, 3, 0.1f);
+      const HostWeight& w = Weight(TensorType::kF32, 1, cols, 3, 0.1f);
       auto wc = *cpu_->UploadWeight(w.view);
       auto wg = *cuda_->UploadWeight(w.view);
       Pair x = Alloc(rows, cols, RandomValues(rows * cols, rows + cols));
       Pair out = Alloc(rows, cols);
-      StepBatch batch = OneSequence(rows, 0, {0, 1, 2, 3});
+      StepBatch batch = Sequence(rows, 0, {0, 1, 2, 3});
       Begin(batch);
       cpu_->RmsNorm(x.cpu, *wc, 1e-5f, out.cpu);
       cuda_->RmsNorm(x.cuda, *wg, 1e-5f, out.cuda);
@@ -169,18 +202,12 @@ TEST_F(OpParity, MatMulEveryWeightType) {
       for (auto [out_features, in_features] :
            {std::pair<int64_t, int64_t>{256, 256}, {192, 768}, {1536, 512}}) {
         const float scale = 1.0f / std::sqrt(static_cast<float>(in_features));
-        HostWeight w = MakeWeight(type, out_features, in_features, 11, scale);
+        const HostWeight& w = Weight(type, out_features, in_features, 11, scale);
         auto wc = *cpu_->UploadWeight(w.view);
         auto wg = *cuda_->UploadWeight(w.view);
         Pair x = Alloc(rows, in_features, RandomValues(rows * in_features, 5));
         Pair y = Alloc(rows, out_features);
-        StepBatch batch = OneSequence(rows, 0, {0, 1, 2, 3});
-        Begin(batch);
-        const model::MatMulTarget tc[] = {{wc.get(), y.cpu}};
-        const model::MatMulTarget tg[] = {{wg.get(), y.cuda}};
-        cpu_->MatMul(x.cpu, tc);
-        cuda_->MatMul(x.cuda, tg);
-        End();
+        MatMulBoth(*wc, *wg, x, y);
         const double limit = type == TensorType::kF32                                ? 1e-5
                              : type == TensorType::kF16 || type == TensorType::kBF16 ? 1e-2
                                                                                      : 3e-2;
@@ -191,14 +218,58 @@ TEST_F(OpParity, MatMulEveryWeightType) {
   }
 }
 
+// The weights the device keeps quantized (Q8_0, Q4_0, Q4_1), against an
+// exact product with the dequantized weights: the matrix-vector kernel
+// (1..8 rows: fp32 activations, 1e-5) and the fp16 tiles through cuBLAS
+// (more rows: activations rounded to fp16, 2e-3), with row counts that are
+// not multiples of the 32-row groups, and the CPU backend alongside.
+TEST_F(OpParity, QuantizedWeightsAgainstTheirDequantizedProduct) {
+  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_1}) {
+    for (auto [out_features, in_features] :
+         {std::pair<int64_t, int64_t>{200, 96}, {33, 64}, {576, 576}}) {
+      const HostWeight& w =
+          Weight(type, out_features, in_features, 17, 1.0f / std::sqrt(in_features));
+      auto wc = *cpu_->UploadWeight(w.view);
+      auto wg = *cuda_->UploadWeight(w.view);
+      std::vector<float> dense(out_features * in_features);
+      for (int64_t o = 0; o < out_features; ++o) {
+        cpu::DequantizeRow(type, w.view.data + o * w.view.row_bytes, &dense[o * in_features],
+                           in_features);
+      }
+      for (int64_t rows : {1, 3, 8, 9, 40}) {
+        const std::vector<float> xs = RandomValues(rows * in_features, rows);
+        Pair x = Alloc(rows, in_features, xs);
+        Pair y = Alloc(rows, out_features);
+        MatMulBoth(*wc, *wg, x, y);
+        std::vector<float> got(rows * out_features), want(got.size());
+        ASSERT_TRUE(cuda_->ReadTensor(y.cuda, got).ok());
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t o = 0; o < out_features; ++o) {
+            double sum = 0;
+            for (int64_t i = 0; i < in_features; ++i) {
+              sum += static_cast<double>(dense[o * in_features + i]) * xs[r * in_features + i];
+            }
+            want[r * out_features + o] = static_cast<float>(sum);
+          }
+        }
+        const double limit = rows <= 8 ? 1e-5 : 2e-3;
+        EXPECT_LT(NormalizedError(got, want), limit)
+            << "type " << static_cast<int>(type) << " rows " << rows << " " << out_features << "x"
+            << in_features;
+        EXPECT_LT(Error(y), 3e-2) << "against the CPU backend";
+      }
+    }
+  }
+}
+
 TEST_F(OpParity, EmbedEveryTableType) {
   for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0,
                           TensorType::kQ4_1}) {
-    HostWeight table = MakeWeight(type, 1000, 256, 13, 1.0f);
+    const HostWeight& table = Weight(type, 1000, 256, 13, 1.0f);
     auto tc = *cpu_->UploadWeight(table.view);
     auto tg = *cuda_->UploadWeight(table.view);
     Pair out = Alloc(9, 256);
-    StepBatch batch = OneSequence(9, 0, {0});
+    StepBatch batch = Sequence(9, 0, {0});
     Begin(batch);
     cpu_->Embed(*tc, out.cpu);
     cuda_->Embed(*tg, out.cuda);
@@ -212,7 +283,7 @@ TEST_F(OpParity, Rope) {
     const int64_t rows = 40, q_cols = 4 * head_dim, k_cols = 2 * head_dim;
     Pair q = Alloc(rows, q_cols, RandomValues(rows * q_cols, 21));
     Pair k = Alloc(rows, k_cols, RandomValues(rows * k_cols, 22));
-    StepBatch batch = OneSequence(rows, 1000, {});
+    StepBatch batch = Sequence(rows, 1000, {});
     Begin(batch);
     const model::RopeParams p{head_dim, rope_dim, 100000.0f, 1.0f};
     cpu_->Rope(q.cpu, k.cpu, p);
@@ -228,7 +299,7 @@ TEST_F(OpParity, SiluMulAndAdd) {
   Pair gate = Alloc(rows, cols, RandomValues(rows * cols, 31, 3.0f));
   Pair up = Alloc(rows, cols, RandomValues(rows * cols, 32));
   Pair out = Alloc(rows, cols);
-  StepBatch batch = OneSequence(rows, 0, {0, 1});
+  StepBatch batch = Sequence(rows, 0, {0, 1});
   Begin(batch);
   cpu_->SiluMul(gate.cpu, up.cpu, out.cpu);
   cuda_->SiluMul(gate.cuda, up.cuda, out.cuda);
@@ -299,7 +370,7 @@ TEST_F(OpParity, GatherAndReadLogitsInEveryEncoding) {
   const int64_t rows = 6, vocab = 49152;
   Pair x = Alloc(rows, vocab, RandomValues(rows * vocab, 41, 4.0f));
   Pair gathered = Alloc(5, vocab);
-  StepBatch batch = OneSequence(rows, 0, {0});
+  StepBatch batch = Sequence(rows, 0, {0});
   batch.logit_rows = {5, 0, 3, 3, 1};
   const LogitsSpec specs[] = {{LogitsEncoding::kFloat32, 0},
                               {LogitsEncoding::kFloat16, 0},
@@ -331,6 +402,20 @@ TEST(CudaBackend, ClearErrorWithoutADevice) {
   ASSERT_FALSE(backend.ok());
   EXPECT_EQ(backend.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(backend.status().message().find("CUDA"), std::string::npos) << backend.status();
+}
+
+// A step the backend refused leaves nothing to read: ReadLogits says so
+// (it dereferenced the missing step before).
+TEST(CudaBackend, ReadLogitsAfterARefusedStepIsAnError) {
+  SKIP_WITHOUT_CUDA();
+  auto backend = CreateCudaBackend({.graphs = false});
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  ASSERT_TRUE((*backend)->AllocTensor(2, 64).ok());
+  const std::vector<int32_t> blocks = {0};
+  StepBatch batch = OneSequence(8, 0, blocks);  // more rows than any tensor has
+  EXPECT_FALSE((*backend)->BeginStep(batch).ok());
+  std::vector<model::Logits> out;
+  EXPECT_FALSE((*backend)->ReadLogits(Tensor{nullptr, 0, 1}, {}, &out).ok());
 }
 
 TEST(CudaBackend, RejectsAMissingDevice) {

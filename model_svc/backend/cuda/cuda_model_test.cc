@@ -31,6 +31,7 @@
 #include "gtest/gtest.h"
 #include "model_svc/backend/cpu/cpu_backend.h"
 #include "model_svc/backend/cuda/cuda_backend.h"
+#include "model_svc/backend/cuda/quant_upload.h"
 #include "model_svc/backend/cuda/skip_without_cuda.h"
 #include "model_svc/model/llama_model.h"
 #include "model_svc/testing/random_model.h"
@@ -167,9 +168,16 @@ ModelOptions Options() {
   return o;
 }
 
-Runner LoadOn(const std::string& backend, const RandomModelSpec& spec, bool graphs = true) {
+std::shared_ptr<const gguf::File> ModelFile(const RandomModelSpec& spec) {
   auto file = RandomModelFile(spec);
   EXPECT_TRUE(file.ok()) << file.status();
+  return file.ok() ? *std::move(file) : nullptr;
+}
+
+// `file` loaded on a new backend (one file for both sides of a comparison:
+// writing SmolLM2's random weights takes longer than a step).
+Runner LoadOn(const std::string& backend, std::shared_ptr<const gguf::File> file,
+              bool graphs = true) {
   std::unique_ptr<model::Backend> b;
   if (backend == "cpu") {
     b = cpu::CreateCpuBackend({});
@@ -178,14 +186,19 @@ Runner LoadOn(const std::string& backend, const RandomModelSpec& spec, bool grap
     EXPECT_TRUE(cuda.ok()) << cuda.status();
     b = *std::move(cuda);
   }
-  auto m = LlamaModel::Load(*file, std::move(b), Options());
+  auto m = LlamaModel::Load(std::move(file), std::move(b), Options());
   EXPECT_TRUE(m.ok()) << m.status();
   return Runner(*std::move(m));
 }
 
+Runner LoadOn(const std::string& backend, const RandomModelSpec& spec, bool graphs = true) {
+  return LoadOn(backend, ModelFile(spec), graphs);
+}
+
 // Prefill of 40 tokens: every position's logits, CUDA against CPU.
 void ExpectPrefillClose(const RandomModelSpec& spec, double tolerance) {
-  Runner cpu = LoadOn("cpu", spec), gpu = LoadOn("cuda", spec);
+  const std::shared_ptr<const gguf::File> file = ModelFile(spec);
+  Runner cpu = LoadOn("cpu", file), gpu = LoadOn("cuda", file);
   const std::vector<int32_t> tokens = RandomTokens(40, spec.vocab, 3);
   Sequence a, b;
   const LogitRows want = cpu.Step({{&a, tokens}});
@@ -240,22 +253,29 @@ TEST(CudaModel, SmolLm2ShapesLogitsMatchCpu) {
 }
 
 // 64 greedy steps from the same prompt, both backends fed the CPU's token.
-// A step's argmax must agree unless the CPU's best two logits are closer
-// than twice that step's largest CUDA-CPU difference (a near-tie that no
-// tolerance can settle); at least half the steps must be decided ones.
-void ExpectGreedyEqual(const RandomModelSpec& spec) {
-  Runner cpu = LoadOn("cpu", spec), gpu = LoadOn("cuda", spec);
+// Every step's logits are within `tolerance` of the CPU's (normalized
+// error). A step's argmax must agree unless the CPU's best two logits are
+// closer than twice that step's largest CUDA-CPU difference (a near-tie that
+// no tolerance can settle); and it must agree on at least `min_agree` steps.
+// (With random weights and SmolLM2's 49,152 logits, most steps are such
+// near-ties by that measure: 13 of 64 were decided on an H100 and in the
+// emulator alike, so the count of agreeing steps is the stronger check.)
+void ExpectGreedyEqual(const RandomModelSpec& spec, double tolerance, int min_agree) {
+  const std::shared_ptr<const gguf::File> file = ModelFile(spec);
+  Runner cpu = LoadOn("cpu", file), gpu = LoadOn("cuda", file);
   Sequence a, b;
   const std::vector<int32_t> prompt = RandomTokens(8, spec.vocab, 5);
   LogitRows want = cpu.Step({{&a, prompt}});
   LogitRows got = gpu.Step({{&b, prompt}});
-  int decided = 0;
+  int decided = 0, agree = 0;
   for (int step = 0; step < 64; ++step) {
     const std::vector<float>& w = want.back();
     const std::vector<float>& g = got.back();
+    ASSERT_LT(NormalizedError({g}, {w}), tolerance) << "step " << step;
     float max_diff = 0;
     for (size_t i = 0; i < w.size(); ++i) max_diff = std::max(max_diff, std::fabs(g[i] - w[i]));
     const int32_t token = ArgMax(w);
+    agree += ArgMax(g) == token;
     if (Margin(w) >= 2 * max_diff) {
       ASSERT_EQ(ArgMax(g), token) << "step " << step << ", margin " << Margin(w)
                                   << ", largest difference " << max_diff;
@@ -264,17 +284,19 @@ void ExpectGreedyEqual(const RandomModelSpec& spec) {
     want = cpu.Step({{&a, {token}}});
     got = gpu.Step({{&b, {token}}});
   }
-  EXPECT_GE(decided, 32) << "too many near-ties to compare greedy decoding";
+  std::printf("greedy: the argmax agreed on %d of 64 steps (%d decided beyond near-ties)\n", agree,
+              decided);
+  EXPECT_GE(agree, min_agree);
 }
 
 TEST(CudaModel, GreedyTokensEqualFor64StepsF16) {
   SKIP_WITHOUT_CUDA();
-  ExpectGreedyEqual(SmallSpec(TensorType::kF16));
+  ExpectGreedyEqual(SmallSpec(TensorType::kF16), 1e-2, 60);
 }
 
 TEST(CudaModel, GreedyTokensEqualFor64StepsSmolLm2Shapes) {
   SKIP_WITHOUT_CUDA();
-  ExpectGreedyEqual(SmolLm2Spec());
+  ExpectGreedyEqual(SmolLm2Spec(), 5e-2, 48);
 }
 
 TEST(CudaModel, PrefillEqualsPrefillThenDecodes) {
@@ -332,8 +354,9 @@ TEST(CudaModel, BatchedEqualsAlone) {
 TEST(CudaModel, GraphReplayEqualsEager) {
   SKIP_WITHOUT_CUDA();
   const RandomModelSpec spec = SmallSpec(TensorType::kQ4_1);
-  Runner graphs = LoadOn("cuda", spec, /*graphs=*/true);
-  Runner eager = LoadOn("cuda", spec, /*graphs=*/false);
+  const std::shared_ptr<const gguf::File> file = ModelFile(spec);
+  Runner graphs = LoadOn("cuda", file, /*graphs=*/true);
+  Runner eager = LoadOn("cuda", file, /*graphs=*/false);
   auto captured = [&] {
     const std::string d = graphs.model().backend().description();
     const size_t at = d.find("graphs on, ");
@@ -359,6 +382,81 @@ TEST(CudaModel, GraphReplayEqualsEager) {
   }
   // Each batch size was seen 4 times: captured on the second, replayed after.
   EXPECT_EQ(captured(), 5) << graphs.model().backend().description();
+}
+
+// Bytes a tensor of the file takes on the device: F32, F16 and BF16 as
+// they are; Q8_0, Q4_0 and Q4_1 as their blocks (rows padded to groups of
+// 32, quant_layout.h); the other quantized types dequantized to fp16.
+int64_t DeviceBytes(const gguf::TensorInfo& t) {
+  const auto type = static_cast<TensorType>(t.ggml_type);
+  if (QuantKindOf(type).has_value()) {
+    return (t.rows() + kQuantGroup - 1) / kQuantGroup * kQuantGroup *
+           static_cast<int64_t>(t.size_bytes) / t.rows();
+  }
+  return t.elements() * (type == TensorType::kF32 ? 4 : 2);
+}
+
+// The backend's own accounting after loading `spec` with `kv_blocks` KV
+// blocks: the weights as held (each tensor once; a tied LM head shares the
+// embedding's copy) and the KV pool exactly; printed against the GGUF's
+// tensor bytes. Returns the weights' bytes on the device.
+int64_t ExpectDeviceMemoryAccounted(const RandomModelSpec& spec, int32_t kv_blocks) {
+  auto file = RandomModelFile(spec);
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return 0;
+  int64_t gguf_bytes = 0, want_weights = 0;
+  for (const gguf::TensorInfo& t : (*file)->tensors()) {
+    gguf_bytes += static_cast<int64_t>(t.size_bytes);
+    want_weights += DeviceBytes(t);
+  }
+  ModelOptions options = Options();
+  options.kv_blocks = kv_blocks;
+  auto cuda = CreateCudaBackend({});
+  EXPECT_TRUE(cuda.ok()) << cuda.status();
+  if (!cuda.ok()) return 0;
+  auto m = LlamaModel::Load(*file, *std::move(cuda), options);
+  EXPECT_TRUE(m.ok()) << m.status();
+  if (!m.ok()) return 0;
+  const CudaMemoryUse use = DeviceMemoryUse((*m)->backend());
+  const model::KvCacheShape kv{
+      kv_blocks, options.kv_block_size, spec.layers,
+      spec.kv_heads * (spec.head_dim > 0 ? spec.head_dim : spec.d_model / spec.heads),
+      options.kv_type};
+  EXPECT_EQ(use.weights, want_weights);
+  EXPECT_EQ(use.kv_cache, kv.block_bytes() * kv_blocks);
+  std::printf(
+      "%s, %lld layers: GGUF tensors %.1f MiB; on the device %.1f MiB (weights %.1f MiB = "
+      "%.2fx the GGUF's, KV %.1f MiB, activations %.1f MiB, scratch %.1f MiB)\n",
+      spec.name.c_str(), static_cast<long long>(spec.layers), gguf_bytes / 1048576.0,
+      use.total() / 1048576.0, use.weights / 1048576.0,
+      static_cast<double>(use.weights) / static_cast<double>(gguf_bytes), use.kv_cache / 1048576.0,
+      use.activations / 1048576.0, use.scratch / 1048576.0);
+  return use.weights;
+}
+
+TEST(CudaModel, DeviceMemoryAccountingSmolLm2Shapes) {
+  SKIP_WITHOUT_CUDA();
+  ExpectDeviceMemoryAccounted(SmolLm2Spec(), 256);
+}
+
+// Llama-3-8B's shapes, Q4_K matrices and a Q6_K LM head (Q4_K_M's main
+// types), 2 of its 32 layers (the emulator holds device memory in host
+// memory): run by hand, --gtest_also_run_disabled_tests. The full model's
+// weights on the device are the embedding and head plus 32 layers' worth.
+TEST(CudaModel, DISABLED_DeviceMemoryAccountingLlama3_8bShapesQ4K) {
+  SKIP_WITHOUT_CUDA();
+  RandomModelSpec spec = model::testing::Llama3_8bShapes();
+  spec.matrix_type = TensorType::kQ4_K;
+  spec.embd_type = TensorType::kQ4_K;
+  spec.output_type = TensorType::kQ6_K;
+  spec.layers = 1;
+  const int64_t one = ExpectDeviceMemoryAccounted(spec, 64);
+  spec.layers = 2;
+  const int64_t two = ExpectDeviceMemoryAccounted(spec, 64);
+  const int64_t per_layer = two - one, outside = one - per_layer;
+  std::printf("32 layers: weights on the device %.2f GiB (%.1f MiB per layer, %.1f MiB outside)\n",
+              (outside + 32 * per_layer) / 1073741824.0, per_layer / 1048576.0,
+              outside / 1048576.0);
 }
 
 TEST(CudaModel, UnsupportedHeadDimensionIsAClearLoadError) {

@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 
 #include "model_svc/backend/cuda/kernels.h"
+#include "model_svc/backend/cuda/launch.h"
 
 namespace llm::cuda {
 namespace {
@@ -36,7 +37,7 @@ __global__ void EmbedKernel(const void* table, DType type, int64_t cols, const i
 
 // Sum over the block; every thread gets the result.
 __device__ float BlockSum(float v) {
-  __shared__ float partial[32];
+  LLM_SHARED_ARRAY(float, partial, 32);
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (lane == 0) partial[warp] = v;
@@ -161,20 +162,21 @@ __global__ void GatherRowsKernel(const float* x, int64_t cols, const int32_t* ro
 cudaError_t LaunchEmbed(const void* table, DType type, int64_t cols, const int32_t* tokens,
                         int64_t rows, float* out, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  EmbedKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(table, type, cols, tokens, out);
+  LaunchKernel<EmbedKernel>(static_cast<unsigned>(rows), kThreads, stream, table, type, cols,
+                            tokens, out);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchRmsNorm(const float* x, const float* w, float eps, int64_t rows, int64_t cols,
                           float* out, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  RmsNormKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, w, eps, cols, out);
+  LaunchKernel<RmsNormKernel>(static_cast<unsigned>(rows), kThreads, stream, x, w, eps, cols, out);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchConvert(const float* x, int64_t count, DType to, void* out, cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
-  ConvertKernel<<<Blocks(count), kThreads, 0, stream>>>(x, count, to, out);
+  LaunchKernel<ConvertKernel>(Blocks(count), kThreads, stream, x, count, to, out);
   return cudaGetLastError();
 }
 
@@ -186,29 +188,28 @@ cudaError_t LaunchRope(float* q, int64_t q_cols, float* k, int64_t k_cols, int64
   const int64_t q_heads = q_cols / head_dim, k_heads = k_cols / head_dim;
   const int64_t total = rows * (q_heads + k_heads) * pairs;
   if (total == 0) return cudaSuccess;
-  RopeKernel<<<Blocks(total), kThreads, 0, stream>>>(q, q_heads, k, k_heads, rows, positions,
-                                                     head_dim, pairs, theta_scale, freq_scale, neox,
-                                                     freq_factors, scaling);
+  LaunchKernel<RopeKernel>(Blocks(total), kThreads, stream, q, q_heads, k, k_heads, rows, positions,
+                           head_dim, pairs, theta_scale, freq_scale, neox, freq_factors, scaling);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchSiluMul(const float* gate, const float* up, float* out, int64_t count,
                           cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
-  SiluMulKernel<<<Blocks(count), kThreads, 0, stream>>>(gate, up, out, count);
+  LaunchKernel<SiluMulKernel>(Blocks(count), kThreads, stream, gate, up, out, count);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchGeluMul(const float* gate, const float* up, float* out, int64_t count,
                           cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
-  GeluMulKernel<<<Blocks(count), kThreads, 0, stream>>>(gate, up, out, count);
+  LaunchKernel<GeluMulKernel>(Blocks(count), kThreads, stream, gate, up, out, count);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchScale(float* x, float s, int64_t count, cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
-  ScaleKernel<<<Blocks(count), kThreads, 0, stream>>>(x, s, count);
+  LaunchKernel<ScaleKernel>(Blocks(count), kThreads, stream, x, s, count);
   return cudaGetLastError();
 }
 
@@ -216,20 +217,20 @@ cudaError_t LaunchAddRowVector(float* x, const float* b, int64_t rows, int64_t c
                                cudaStream_t stream) {
   const int64_t count = rows * cols;
   if (count == 0) return cudaSuccess;
-  AddRowVectorKernel<<<Blocks(count), kThreads, 0, stream>>>(x, b, cols, count);
+  LaunchKernel<AddRowVectorKernel>(Blocks(count), kThreads, stream, x, b, cols, count);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchAdd(float* x, const float* y, int64_t count, cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
-  AddKernel<<<Blocks(count), kThreads, 0, stream>>>(x, y, count);
+  LaunchKernel<AddKernel>(Blocks(count), kThreads, stream, x, y, count);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchGatherRows(const float* x, int64_t cols, const int32_t* rows, int64_t n,
                              float* out, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  GatherRowsKernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(x, cols, rows, out);
+  LaunchKernel<GatherRowsKernel>(static_cast<unsigned>(n), kThreads, stream, x, cols, rows, out);
   return cudaGetLastError();
 }
 

@@ -16,6 +16,8 @@
 
 #include <cstdint>
 
+#include "model_svc/backend/cuda/quant_layout.h"
+
 namespace llm::cuda {
 
 // Element type of a weight or of converted activations in device memory.
@@ -115,6 +117,29 @@ cudaError_t LaunchAttention(const float* q, int64_t rows, const RowKv& meta,
 
 // True when LaunchAttention supports this head dimension.
 bool AttentionSupportsHeadDim(int64_t head_dim);
+
+// --- Quantized weights (quant_layout.h) ---------------------------------------
+
+// Activation rows up to which a MatMul with a quantized weight runs the
+// matrix-vector kernel (decode); more go through fp16 tiles and cuBLAS.
+inline constexpr int64_t kMaxMatVecRows = 8;
+
+// out[r * out_stride + i] = sum_k w[i][k] * x[r * w.cols + k] for r < rows
+// (<= kMaxMatVecRows) and i < w.rows: one thread per weight row, the
+// block's codes times fp32 activations, times its scale (plus its min times
+// the activations' sum, Q4_1), accumulated in fp32 block by block.
+cudaError_t LaunchMatVecQuant(const QuantMatrix& w, const float* x, int64_t rows, float* out,
+                              int64_t out_stride, cudaStream_t stream);
+
+// out[r * w.cols + c] = half(w[row0 + r][c]) for r < rows: a tile of the
+// weight dequantized for cuBLAS (each element rounded as the reference
+// dequantization computes it, then to fp16).
+cudaError_t LaunchDequantizeQuant(const QuantMatrix& w, int64_t row0, int64_t rows, uint16_t* out,
+                                  cudaStream_t stream);
+
+// out[r] = w[tokens[r]] as fp32 (exact dequantization).
+cudaError_t LaunchEmbedQuant(const QuantMatrix& w, const int32_t* tokens, int64_t rows, float* out,
+                             cudaStream_t stream);
 
 // --- Logits -----------------------------------------------------------------
 

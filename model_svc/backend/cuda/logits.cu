@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "model_svc/backend/cuda/kernels.h"
+#include "model_svc/backend/cuda/launch.h"
 
 namespace llm::cuda {
 namespace {
@@ -13,8 +14,8 @@ static_assert(kTopChunk == 2 * kThreads, "one thread per pair of a chunk");
 
 __global__ void LogSumExpKernel(const float* logits, int64_t vocab, float* out) {
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
-  __shared__ float s_max[32];
-  __shared__ double s_sum[32];
+  LLM_SHARED_ARRAY(float, s_max, 32);
+  LLM_SHARED_ARRAY(double, s_sum, 32);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
 
   float m = -INFINITY;
@@ -52,7 +53,7 @@ __device__ __forceinline__ bool Before(const TopCandidate& a, const TopCandidate
 // rows[i] in shared memory (padding sorts last), then the first `keep` out.
 __global__ void TopCandidatesKernel(const float* logits, int64_t vocab, const int32_t* rows,
                                     int64_t keep, TopCandidate* out) {
-  __shared__ TopCandidate s[kTopChunk];
+  LLM_SHARED_ARRAY(TopCandidate, s, kTopChunk);
   const int64_t i = blockIdx.x, chunk = blockIdx.y;
   const float* row = logits + static_cast<int64_t>(rows[i]) * vocab;
   for (int t = threadIdx.x; t < kTopChunk; t += blockDim.x) {
@@ -94,7 +95,7 @@ __global__ void RowsToHalfKernel(const float* logits, int64_t vocab, const int32
 cudaError_t LaunchLogSumExp(const float* logits, int64_t rows, int64_t vocab, float* out,
                             cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  LogSumExpKernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(logits, vocab, out);
+  LaunchKernel<LogSumExpKernel>(static_cast<unsigned>(rows), 256, stream, logits, vocab, out);
   return cudaGetLastError();
 }
 
@@ -103,7 +104,7 @@ cudaError_t LaunchTopCandidates(const float* logits, int64_t vocab, const int32_
   if (n == 0) return cudaSuccess;
   if (keep < 1 || keep > kTopChunk) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>(TopChunks(vocab)));
-  TopCandidatesKernel<<<grid, kThreads, 0, stream>>>(logits, vocab, rows, keep, out);
+  LaunchKernel<TopCandidatesKernel>(grid, kThreads, stream, logits, vocab, rows, keep, out);
   return cudaGetLastError();
 }
 
@@ -111,7 +112,7 @@ cudaError_t LaunchRowsToHalf(const float* logits, int64_t vocab, const int32_t* 
                              uint16_t* out, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   const dim3 grid(static_cast<unsigned>((vocab + 255) / 256), static_cast<unsigned>(n));
-  RowsToHalfKernel<<<grid, 256, 0, stream>>>(logits, vocab, rows, out);
+  LaunchKernel<RowsToHalfKernel>(grid, 256, stream, logits, vocab, rows, out);
   return cudaGetLastError();
 }
 
