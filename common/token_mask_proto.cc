@@ -1,7 +1,10 @@
 #include "common/token_mask_proto.h"
 
 #include <bit>
+#include <climits>
+#include <cstring>
 #include <span>
+#include <string>
 
 #include "absl/status/status.h"
 #include "common/strings.h"
@@ -48,6 +51,48 @@ void SetList(const TokenMask& mask, bool value, int64_t count, v1::TokenIds* out
   ForEachId(mask, value, [&](uint32_t id) { ids->AddAlreadyReserved(id); });
 }
 
+// TokenMaskToProto, with `allowed` the mask's CountAllowed.
+void ToProto(const TokenMask& mask, TokenMaskEncoding encoding, int64_t allowed,
+             v1::TokenMask* out) {
+  switch (encoding) {
+    case TokenMaskEncoding::kBitset: {
+      std::string* bytes = out->mutable_bitset();
+      bytes->resize(static_cast<size_t>((mask.vocab_size() + 7) / 8));
+      const std::span<const uint64_t> words = mask.words();
+      if constexpr (std::endian::native == std::endian::little) {
+        std::memcpy(bytes->data(), words.data(), bytes->size());
+      } else {
+        for (size_t i = 0; i < bytes->size(); ++i) {
+          (*bytes)[i] = static_cast<char>(words[i / 8] >> (8 * (i % 8)));
+        }
+      }
+      return;
+    }
+    case TokenMaskEncoding::kAllowed:
+      SetList(mask, true, allowed, out->mutable_allowed());
+      return;
+    case TokenMaskEncoding::kDisallowed:
+      SetList(mask, false, mask.vocab_size() - allowed, out->mutable_disallowed());
+      return;
+  }
+}
+
+// CheapestTokenMaskEncoding, with `allowed` the mask's CountAllowed.
+TokenMaskEncoding Cheapest(const TokenMask& mask, int64_t allowed) {
+  TokenMaskEncoding best = TokenMaskEncoding::kBitset;
+  int64_t best_bytes = FieldBytes((mask.vocab_size() + 7) / 8);
+  // A list of more ids than the bitset has bytes is larger: skip counting it.
+  if (const int64_t b = ListBytes(mask, true, allowed, best_bytes); b >= 0 && b < best_bytes) {
+    best = TokenMaskEncoding::kAllowed;
+    best_bytes = b;
+  }
+  if (const int64_t b = ListBytes(mask, false, mask.vocab_size() - allowed, best_bytes);
+      b >= 0 && b < best_bytes) {
+    best = TokenMaskEncoding::kDisallowed;
+  }
+  return best;
+}
+
 }  // namespace
 
 int64_t TokenMaskWireBytes(const TokenMask& mask, TokenMaskEncoding encoding) {
@@ -64,43 +109,16 @@ int64_t TokenMaskWireBytes(const TokenMask& mask, TokenMaskEncoding encoding) {
 }
 
 TokenMaskEncoding CheapestTokenMaskEncoding(const TokenMask& mask) {
-  const int64_t allowed = mask.CountAllowed();
-  TokenMaskEncoding best = TokenMaskEncoding::kBitset;
-  int64_t best_bytes = FieldBytes((mask.vocab_size() + 7) / 8);
-  // A list of more ids than the bitset has bytes is larger: skip counting it.
-  if (const int64_t b = ListBytes(mask, true, allowed, best_bytes); b >= 0 && b < best_bytes) {
-    best = TokenMaskEncoding::kAllowed;
-    best_bytes = b;
-  }
-  if (const int64_t b = ListBytes(mask, false, mask.vocab_size() - allowed, best_bytes);
-      b >= 0 && b < best_bytes) {
-    best = TokenMaskEncoding::kDisallowed;
-  }
-  return best;
+  return Cheapest(mask, mask.CountAllowed());
 }
 
 void TokenMaskToProto(const TokenMask& mask, TokenMaskEncoding encoding, v1::TokenMask* out) {
-  switch (encoding) {
-    case TokenMaskEncoding::kBitset: {
-      std::string* bytes = out->mutable_bitset();
-      bytes->resize(static_cast<size_t>((mask.vocab_size() + 7) / 8));
-      const std::span<const uint64_t> words = mask.words();
-      for (size_t i = 0; i < bytes->size(); ++i) {
-        (*bytes)[i] = static_cast<char>(words[i / 8] >> (8 * (i % 8)));
-      }
-      return;
-    }
-    case TokenMaskEncoding::kAllowed:
-      SetList(mask, true, mask.CountAllowed(), out->mutable_allowed());
-      return;
-    case TokenMaskEncoding::kDisallowed:
-      SetList(mask, false, mask.vocab_size() - mask.CountAllowed(), out->mutable_disallowed());
-      return;
-  }
+  ToProto(mask, encoding, mask.CountAllowed(), out);
 }
 
 void TokenMaskToProto(const TokenMask& mask, v1::TokenMask* out) {
-  TokenMaskToProto(mask, CheapestTokenMaskEncoding(mask), out);
+  const int64_t allowed = mask.CountAllowed();
+  ToProto(mask, Cheapest(mask, allowed), allowed, out);
 }
 
 absl::StatusOr<TokenMask> TokenMaskFromProto(const v1::TokenMask& proto, int64_t vocab_size,
