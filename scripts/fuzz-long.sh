@@ -9,7 +9,7 @@
 # turn it into a test before anything else.
 #
 # Usage: scripts/fuzz-long.sh [--runs N] [--max-time SECONDS] [FUZZER...]
-#   scripts/fuzz-long.sh                       # all seven, 10^7 executions each
+#   scripts/fuzz-long.sh                       # all of them, 10^7 executions each
 #   scripts/fuzz-long.sh --runs 100000 gguf_fuzzer
 #   scripts/fuzz-long.sh --max-time 1800 model_load_fuzzer  # stop after 30 min
 #
@@ -32,7 +32,8 @@ while (($#)); do
   esac
 done
 all=(gguf_fuzzer model_load_fuzzer tokenizer_encode_fuzzer tiktoken_loader_fuzzer
-  pretokenizer_diff_fuzzer gguf_vocab_fuzzer jinja_fuzzer openai_request_fuzzer gateway_fuzzer)
+  pretokenizer_diff_fuzzer gguf_vocab_fuzzer jinja_fuzzer openai_request_fuzzer gateway_fuzzer
+  token_mask_fuzzer)
 ((${#fuzzers[@]})) || fuzzers=("${all[@]}")
 
 declare -A seeds=(
@@ -45,6 +46,7 @@ declare -A seeds=(
   [jinja_fuzzer]=common/jinja/fuzz_seeds
   [openai_request_fuzzer]=gateway/fuzz/seeds/openai_request_fuzzer
   [gateway_fuzzer]=gateway/fuzz/seeds/gateway_fuzzer
+  [token_mask_fuzzer]=common/token_mask_fuzz_seeds
 )
 
 cmake --preset fuzz >/dev/null

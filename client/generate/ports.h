@@ -32,6 +32,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/token_mask.h"
 #include "google/protobuf/repeated_ptr_field.h"
 #include "llm/v1/model.pb.h"
 
@@ -106,6 +107,19 @@ struct StepOptions {
   // Prefill rolls back by itself when the session says so.
   std::vector<int32_t> proposed;
   int64_t truncate_to = -1;
+  // Structured generation: the tokens allowed in the returned logits (a
+  // grammar's next tokens; masked ones come back as -inf, or not at all in
+  // top-N, and log_sum_exp is over the allowed ones), of the model's
+  // vocabulary; null: none. Borrowed: it must stay alive until the call
+  // that takes these options (Prefill, DecodeSteps::Send) has returned.
+  // The transport sends it in its cheapest wire encoding
+  // (common/token_mask_proto.h); a server that does not apply masks
+  // (ModelInfo.token_mask false) gets FAILED_PRECONDITION before any call.
+  const TokenMask* mask = nullptr;
+  // Decode steps with `proposed` and a `mask`: the masks of the proposed
+  // tokens' rows, one per proposed token (borrowed, as `mask`); empty
+  // without a mask.
+  std::span<const TokenMask> proposed_masks;
 };
 
 // What a Prefill returns.

@@ -4,6 +4,7 @@
 
 #include "client/transport/async_call.h"
 #include "common/strings.h"
+#include "common/token_mask_proto.h"
 #include "llm/v1/model.grpc.pb.h"
 
 namespace llm::client::internal {
@@ -37,6 +38,10 @@ class GrpcDecodeSteps : public DecodeSteps {
       });
       if (!send_error_.ok()) return;
     }
+    if (options.mask != nullptr && endpoint_ != nullptr) {
+      send_error_ = pool_.CheckAppliesTokenMasks(endpoint_);
+      if (!send_error_.ok()) return;
+    }
     v1::DecodeTokenRequest request;
     request.set_session_id(session_id_);
     request.set_token(token);
@@ -44,6 +49,10 @@ class GrpcDecodeSteps : public DecodeSteps {
     request.set_lookahead(options.lookahead);
     request.mutable_proposed()->Assign(options.proposed.begin(), options.proposed.end());
     if (options.truncate_to >= 0) request.set_truncate_to(options.truncate_to);
+    if (options.mask != nullptr) TokenMaskToProto(*options.mask, request.mutable_mask());
+    for (const TokenMask& m : options.proposed_masks) {
+      TokenMaskToProto(m, request.add_proposed_masks());
+    }
     send_error_ = stream_->Write(request);
     if (send_error_.ok()) stream_->StartRead();
   }

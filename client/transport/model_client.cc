@@ -10,6 +10,7 @@
 #include "common/grpc/grpc_status.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
+#include "common/token_mask_proto.h"
 
 namespace llm::client {
 namespace {
@@ -155,6 +156,9 @@ grpc::Status ModelClient::PrefillOnce(const v1::PrefillRequest& request,
                                                       ? pool_->ForNewSession()
                                                       : pool_->ForSession(request.session_id());
   if (!endpoint.ok()) return ToGrpcStatus(endpoint.status());
+  if (request.has_mask()) {
+    if (absl::Status s = pool_->CheckAppliesTokenMasks(*endpoint); !s.ok()) return ToGrpcStatus(s);
+  }
   const std::shared_ptr<const ModelPool::Connection> connection = pool_->Connect(*endpoint);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
@@ -219,6 +223,7 @@ absl::StatusOr<PrefillResult> ModelClient::Prefill(Session& session,
       request.mutable_prompt_logprobs()->set_enabled(true);
       request.mutable_prompt_logprobs()->set_top_n(static_cast<uint32_t>(options.prompt_logprobs));
     }
+    if (options.mask != nullptr) TokenMaskToProto(*options.mask, request.mutable_mask());
     v1::PrefillResponse response;
     const grpc::Status s = PrefillOnce(request, &response, cancel);
     if (s.ok()) {
@@ -270,7 +275,8 @@ absl::StatusOr<PrefillResult> ModelClient::Prefill(Session& session,
     // step) it may hold part of `tokens`.
     if (s.error_code() != grpc::StatusCode::INVALID_ARGUMENT &&
         s.error_code() != grpc::StatusCode::OUT_OF_RANGE &&
-        s.error_code() != grpc::StatusCode::ABORTED) {
+        s.error_code() != grpc::StatusCode::ABORTED &&
+        s.error_code() != grpc::StatusCode::FAILED_PRECONDITION) {
       session.unsynced = !session.id.empty();
     }
     return WithContext(FromGrpcStatus(s), StrCat("model service at ", options_.model_address));

@@ -77,6 +77,17 @@ std::shared_ptr<const ModelPool::Connection> ModelPool::Connect(const Endpoint* 
   return endpoint->connection;
 }
 
+absl::Status ModelPool::CheckAppliesTokenMasks(const Endpoint* endpoint) const {
+  {
+    absl::MutexLock lock(&mu_);
+    if (endpoint->info.token_mask()) return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(
+      StrCat("the model server at ", endpoint->address,
+             " does not apply token masks (an older server: ModelInfo.token_mask is false); a "
+             "constrained generation needs one that does"));
+}
+
 void ModelPool::Probe(Endpoint& e) {
   bool was_up;
   std::shared_ptr<const Connection> connection;

@@ -105,6 +105,10 @@ class ModelPool {
 
   // The connection to use for a call to `endpoint`.
   std::shared_ptr<const Connection> Connect(const Endpoint* endpoint) const;
+  // OK when `endpoint`'s last Info says it applies token masks
+  // (ModelInfo.token_mask); FAILED_PRECONDITION naming it otherwise (a
+  // server older than them would ignore a mask).
+  absl::Status CheckAppliesTokenMasks(const Endpoint* endpoint) const;
 
   // The Info of the first endpoint that answered (zero before).
   v1::ModelInfo info() const;

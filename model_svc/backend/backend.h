@@ -219,6 +219,10 @@ class Backend {
   // (top-N is selected on the device by the CUDA backend). Ends the step.
   virtual absl::Status ReadLogits(const Tensor& logits, std::span<const LogitsSpec> specs,
                                   std::vector<Logits>* out) = 0;
+  // Whether ReadLogits applies LogitsSpec::mask (token masks). A backend
+  // that does not is never given one: the model reads masked rows as
+  // float32 and masks and encodes them on the host (LlamaModel::Forward).
+  virtual bool AppliesTokenMasks() const { return false; }
 };
 
 }  // namespace llm::model

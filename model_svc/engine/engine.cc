@@ -18,6 +18,19 @@
 
 namespace llm::engine {
 
+model::LogitsSpec AppendRequest::row_spec(int64_t i) const {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (prompt_logprobs >= 0 && i + 1 < n) {
+    return {model::LogitsEncoding::kTopN, prompt_logprobs, tokens[i + 1]};
+  }
+  model::LogitsSpec spec = logits;
+  // The masks are the last rows': of every token's row, or of the last one.
+  const int64_t rows = every_row() ? n : 1, row = every_row() ? i : 0;
+  const int64_t first_masked = rows - static_cast<int64_t>(masks.size());
+  if (row >= first_masked && row < rows) spec.mask = &masks[row - first_masked];
+  return spec;
+}
+
 // The public API under one mutex, and the step-loop thread: plan, run,
 // apply, deliver. The sessions and requests are a RequestQueue
 // (request_queue.h), the batching window a BatchWindow (batch_window.h),

@@ -19,8 +19,8 @@
 // only the rest. Requests that want every row's logits compute everything.
 //
 // Errors (ARCHITECTURE.md's table): unknown session NOT_FOUND; token id out
-// of range, an empty request or a truncate_to past the session's length
-// INVALID_ARGUMENT; past the context OUT_OF_RANGE; KV pool full, or the
+// of range, an empty request, a truncate_to past the session's length or a
+// bad token mask INVALID_ARGUMENT; past the context OUT_OF_RANGE; KV pool full, or the
 // session limit reached with a request in flight on every session,
 // RESOURCE_EXHAUSTED; a session that already has a request in flight
 // ABORTED; shutting down UNAVAILABLE. The session limit, the KV pool and the
@@ -46,8 +46,12 @@
 // asks for another logits encoding, scores its tokens, or rolls the session
 // back) drops it first. A request that appends the guess and more (a
 // speculative decode of it and proposals) takes its row and computes the
-// rest. A
-// wrong guess costs at most one step of compute. Guesses are scheduled after
+// rest. With token masks (AppendRequest::masks) the guess is the masked
+// argmax and its row is kept raw (float32, unmasked): the request that
+// appends it, masked or not, in any encoding, takes it, masked and encoded
+// as it asks (on the thread that resumes it, under the lock: one encoding
+// of a row); a masked request does not take an unmasked guess's encoded
+// row. A wrong guess costs at most one step of compute. Guesses are scheduled after
 // the callers' requests, never evict a session for KV space, and are the
 // first thing eviction drops.
 //
@@ -66,6 +70,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/token_mask.h"
 #include "model_svc/model/llama_model.h"
 #include "model_svc/model/logits.h"
 
@@ -125,9 +130,22 @@ struct AppendRequest {
   // (see "Lookahead" above). The guess's step shares `cancel`.
   bool lookahead = false;
   CancelFlag cancel;  // may be null
+  // Token masks (structured generation, common/token_mask.h) of the last
+  // masks.size() rows of the result, in order, each applied to its row
+  // before it is encoded (model/logits.h): one for a request's last row (a
+  // Prefill's next-token logits, scored rows before it unmasked), or one
+  // per row of a speculative decode. At most one per row of the result, of
+  // the model's vocabulary, each allowing a token (INVALID_ARGUMENT
+  // otherwise). Empty: none.
+  std::vector<TokenMask> masks;
 
   // Whether the result carries a row per appended token.
   bool every_row() const { return all_logits || prompt_logprobs >= 0; }
+  // How row `i` (of tokens[i]; the last token's for a request without
+  // every_row) is encoded: `logits` with its mask, or for a scored prompt's
+  // rows before the last the top `prompt_logprobs` ids and the next token's
+  // logit. Points into `masks`.
+  model::LogitsSpec row_spec(int64_t i) const;
 };
 
 struct AppendResult {

@@ -43,10 +43,19 @@ absl::Status CheckTruncateTo(const AppendRequest& r, int64_t have, bool has_sess
 // Whether `r` appends the guess's token and can take its logits.
 // A request for every row's logits in that encoding (a speculative decode's
 // all_logits) takes the guess's as its first row; scored rows (prompt
-// logprobs) are encoded otherwise.
+// logprobs) are encoded otherwise. A raw guess's row is encoded as the
+// request asks (its mask too); an encoded one only fits a request without
+// a mask that asks for the same encoding.
 bool TakesGuess(const AppendRequest& r, const Guess& guess) {
   return r.truncate_to < 0 && r.tokens.front() == guess.token && r.prompt_logprobs < 0 &&
-         SameSpec(r.logits, guess.spec);
+         (guess.raw || (r.masks.empty() && SameSpec(r.logits, guess.spec)));
+}
+
+// A raw guess's row (float32 logits) encoded as row 0 of `r`, the request
+// that takes it, asks: its encoding and its mask.
+void EncodeRawGuess(const AppendRequest& r, model::Logits* row) {
+  std::vector<float> values = std::move(row->values);
+  model::EncodeLogitsInPlace(values, r.row_spec(0), row);
 }
 
 }  // namespace
@@ -79,6 +88,22 @@ absl::Status RequestQueue::Validate(const AppendRequest& request, int32_t vocab_
   if (request.prompt_logprobs > vocab_size) {
     return absl::InvalidArgumentError(StrCat("prompt_logprobs ", request.prompt_logprobs,
                                              " is more than the vocabulary's ", vocab_size));
+  }
+  const size_t rows = request.every_row() ? request.tokens.size() : 1;
+  if (request.masks.size() > rows) {
+    return absl::InvalidArgumentError(
+        StrCat(request.masks.size(), " token masks for ", rows, " rows of logits"));
+  }
+  for (size_t i = 0; i < request.masks.size(); ++i) {
+    const TokenMask& m = request.masks[i];
+    if (m.vocab_size() != vocab_size) {
+      return absl::InvalidArgumentError(StrCat("token mask ", i, " is of a vocabulary of ",
+                                               m.vocab_size(), " tokens, not the model's ",
+                                               vocab_size));
+    }
+    if (m.AllowsNone()) {
+      return absl::InvalidArgumentError(StrCat("token mask ", i, " allows no token"));
+    }
   }
   return absl::OkStatus();
 }
@@ -274,11 +299,14 @@ void RequestQueue::Resume(Session* s, std::vector<Completion>* out) {
   stats_.proposed_tokens += r.proposed;
   if (s->guess.has_value()) {
     std::vector<model::Logits> guess_logits = std::move(s->guess->logits);
+    const bool raw = s->guess->raw;
     s->guess.reset();
     ++stats_.lookahead_hits;
     (r.decode ? s->decoded : s->prefilled) += 1;
     (r.decode ? stats_.decode_tokens : stats_.prefill_tokens) += 1;
     p.offset = 1;
+    // The guess's row is the request's first, when it returns one.
+    if (raw && (p.remaining() == 0 || r.every_row())) EncodeRawGuess(r, &guess_logits.back());
     if (p.remaining() == 0) {
       AppendResult result;
       result.session_id = s->id;
@@ -289,7 +317,8 @@ void RequestQueue::Resume(Session* s, std::vector<Completion>* out) {
       Request done = *std::move(s->request);
       s->request.reset();
       if (done.append.lookahead) {
-        StartGuess(s, model::Argmax(result.logits.back()), done.append.logits, done.append.cancel);
+        StartGuess(s, model::Argmax(result.logits.back()), done.append.logits, done.append.cancel,
+                   !done.append.masks.empty());
       }
       out->push_back(Completion{std::move(done.done), std::move(result)});
       return;
@@ -326,15 +355,20 @@ void RequestQueue::ReuseCachedPrefix(Session* s) {
 }
 
 // Queues the computation of `token`, the guess at the next token of the
-// idle session s, whose last request asked for `spec` and had `cancel`.
+// idle session s, whose last request asked for `spec` and had `cancel`; a
+// `raw` guess (after a masked request) keeps float32 logits.
 void RequestQueue::StartGuess(Session* s, int32_t token, const model::LogitsSpec& spec,
-                              const CancelFlag& cancel) {
+                              const CancelFlag& cancel, bool raw) {
   if (token < 0 || s->released || static_cast<int64_t>(s->tokens.size()) >= max_context_ ||
       (cancel != nullptr && cancel->load())) {
     return;
   }
   s->busy = true;
-  s->guess = Guess{.token = token, .state = Guess::State::kQueued, .spec = spec, .cancel = cancel};
+  s->guess = Guess{.token = token,
+                   .state = Guess::State::kQueued,
+                   .spec = raw ? model::LogitsSpec{} : spec,
+                   .raw = raw,
+                   .cancel = cancel};
   ++stats_.lookahead_steps;
   queue_.push_back(s);
   submitted_->fetch_add(1, std::memory_order_release);
@@ -528,8 +562,9 @@ void RequestQueue::Apply(const StepPlan& plan, const absl::Status& status,
       }
       const model::LogitsSpec spec = p.append.logits;
       const CancelFlag cancel = p.append.cancel;
+      const bool masked = !p.append.masks.empty();
       Finish(&s, std::move(result), completions);  // frees s only if it returns no guess
-      if (guess >= 0) StartGuess(&s, guess, spec, cancel);
+      if (guess >= 0) StartGuess(&s, guess, spec, cancel, masked);
     }
   }
   // The Truncates and Forks that waited for a guess in the step, in the

@@ -106,7 +106,7 @@ class RequestQueue {
   void Resume(Session* s, std::vector<Completion>* out);
   void ReuseCachedPrefix(Session* s);
   void StartGuess(Session* s, int32_t token, const model::LogitsSpec& spec,
-                  const CancelFlag& cancel);
+                  const CancelFlag& cancel, bool raw);
   void EndGuess(Session* s, const absl::Status& status, std::vector<model::Logits> logits,
                 std::vector<Completion>* out);
   void DropGuess(Session* s, std::vector<Completion>* out);

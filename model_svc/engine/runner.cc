@@ -3,17 +3,6 @@
 #include <cstdint>
 
 namespace llm::engine {
-namespace {
-
-// The encoding of the logits of row `i` of a request that wants every row:
-// the request's own, or for a scored prompt's rows before the last its top
-// ids and the next token's logit.
-model::LogitsSpec RowSpec(const AppendRequest& r, int64_t i) {
-  if (r.prompt_logprobs < 0 || i + 1 >= static_cast<int64_t>(r.tokens.size())) return r.logits;
-  return {model::LogitsEncoding::kTopN, r.prompt_logprobs, r.tokens[i + 1]};
-}
-
-}  // namespace
 
 void Runner::Prepare(const StepPlan& plan) {
   batch_.tokens.clear();
@@ -43,11 +32,11 @@ void Runner::Prepare(const StepPlan& plan) {
     if (r.append.every_row()) {
       for (int64_t i = 0; i < sc.chunk; ++i) {
         batch_.logit_rows.push_back(seq.first_row + i);
-        specs_.push_back(RowSpec(r.append, r.offset + i));
+        specs_.push_back(r.append.row_spec(r.offset + i));
       }
     } else if (sc.chunk == r.remaining()) {
       batch_.logit_rows.push_back(seq.first_row + sc.chunk - 1);
-      specs_.push_back(r.append.logits);
+      specs_.push_back(r.append.row_spec(static_cast<int64_t>(r.append.tokens.size()) - 1));
     }
     batch_.sequences.push_back(seq);
   }

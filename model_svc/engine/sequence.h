@@ -49,7 +49,11 @@ struct Guess {
   };
   int32_t token = -1;
   State state = State::kQueued;
-  model::LogitsSpec spec;             // its logits' encoding: its request's
+  model::LogitsSpec spec;  // its logits' encoding: its request's, or float32 when raw
+  // It follows a masked request: its row is kept as raw float32 logits, to
+  // be masked and encoded as the request that takes it asks (the client's
+  // next mask is not known before that request comes).
+  bool raw = false;
   CancelFlag cancel;                  // shared with the call that it follows
   std::vector<model::Logits> logits;  // once computed: its row
 };

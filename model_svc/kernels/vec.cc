@@ -104,6 +104,14 @@ double SumExpF32(const float* x, int64_t n, float shift) {
   return sum;
 }
 
+void MaskF32(const float* x, const uint64_t* bits, float* out, int64_t n) {
+  if (HasAvx512()) return vec_internal::MaskF32Avx512(x, bits, out, n);
+  if (HasAvx2()) return vec_internal::MaskF32Avx2(x, bits, out, n);
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = ((bits[i >> 6] >> (i & 63)) & 1) != 0 ? x[i] : -INFINITY;
+  }
+}
+
 void DotRows(const float* q, const uint16_t* k, int64_t stride, int64_t rows, int64_t n,
              float scale, float* out) {
   if (HasAvx2()) return vec_internal::DotRowsAvx2(q, k, stride, rows, n, scale, out);

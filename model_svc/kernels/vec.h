@@ -40,6 +40,9 @@ int64_t FirstAbove(const float* x, int64_t n, float threshold);
 // sum(exp(x[i] - shift)), for x[i] <= shift, in float lanes summed in double.
 // The AVX2 version uses a polynomial exp (relative error < 2e-7).
 double SumExpF32(const float* x, int64_t n, float shift);
+// out[i] = x[i] where bit i of `bits` is set (bit i % 64 of bits[i / 64]),
+// else -inf (a token mask on a logits row). out may be x.
+void MaskF32(const float* x, const uint64_t* bits, float* out, int64_t n);
 
 // Attention over one KV block, `rows` positions whose vectors lie `stride`
 // elements apart:
@@ -99,6 +102,7 @@ void F32ToF16Avx2(const float* x, uint16_t* out, int64_t n);
 float MaxF32Avx2(const float* x, int64_t n);
 int64_t FirstAboveAvx2(const float* x, int64_t n, float threshold);
 double SumExpF32Avx2(const float* x, int64_t n, float shift);
+void MaskF32Avx2(const float* x, const uint64_t* bits, float* out, int64_t n);
 double ExpInPlaceAvx2(float* x, int64_t n, float shift);
 void DotRowsAvx2(const float* q, const uint16_t* k, int64_t stride, int64_t rows, int64_t n,
                  float scale, float* out);
@@ -129,6 +133,8 @@ void ExpLibmAvx512(const float* x, float* out, int64_t n);
 // SumExpF32Avx2's bits, 16 lanes per operation (the log-sum-exp of every
 // logits row: ~0.6 of its time).
 double SumExpF32Avx512(const float* x, int64_t n, float shift);
+// MaskF32, 16 lanes a mask register.
+void MaskF32Avx512(const float* x, const uint64_t* bits, float* out, int64_t n);
 void SiluMulAvx512(const float* gate, const float* up, float* out, int64_t n);
 // DotRowsHeads / AxpyRowsHeads for head dimensions 64 and 128 (false, doing
 // nothing, for any other): a zmm accumulator holds both chains of the AVX2

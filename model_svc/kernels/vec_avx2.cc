@@ -184,6 +184,28 @@ double SumExpF32Avx2(const float* x, int64_t n, float shift) {
   return total;
 }
 
+void MaskF32Avx2(const float* x, const uint64_t* bits, float* out, int64_t n) {
+  // Lane j of a group of 8 takes bit j of the group's byte.
+  const __m256i lane_bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  const __m256 masked = _mm256_set1_ps(-INFINITY);
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const uint64_t w = bits[i >> 6];
+    if (w == ~uint64_t{0}) {
+      if (out != x) std::memcpy(out + i, x + i, 64 * sizeof(float));
+      continue;
+    }
+    for (int g = 0; g < 8; ++g) {
+      const __m256i byte = _mm256_set1_epi32(static_cast<int>((w >> (8 * g)) & 0xff));
+      const __m256 keep =
+          _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(byte, lane_bits), lane_bits));
+      _mm256_storeu_ps(out + i + 8 * g,
+                       _mm256_blendv_ps(masked, _mm256_loadu_ps(x + i + 8 * g), keep));
+    }
+  }
+  for (; i < n; ++i) out[i] = ((bits[i >> 6] >> (i & 63)) & 1) != 0 ? x[i] : -INFINITY;
+}
+
 double ExpInPlaceAvx2(float* x, int64_t n, float shift) {
   const __m256 s = _mm256_set1_ps(shift);
   __m256 acc = _mm256_setzero_ps();

@@ -178,6 +178,20 @@ inline __m512 ExpCephes16(__m512 x) { return x86::ExpCephes<x86::Zmm>(x); }
 
 }  // namespace
 
+void MaskF32Avx512(const float* x, const uint64_t* bits, float* out, int64_t n) {
+  const __m512 masked = _mm512_set1_ps(-INFINITY);
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const uint64_t w = bits[i >> 6];
+    for (int g = 0; g < 4; ++g) {
+      const auto keep = static_cast<__mmask16>(w >> (16 * g));
+      _mm512_storeu_ps(out + i + 16 * g,
+                       _mm512_mask_blend_ps(keep, masked, _mm512_loadu_ps(x + i + 16 * g)));
+    }
+  }
+  for (; i < n; ++i) out[i] = ((bits[i >> 6] >> (i & 63)) & 1) != 0 ? x[i] : -INFINITY;
+}
+
 double SumExpF32Avx512(const float* x, int64_t n, float shift) {
   const __m512 s = _mm512_set1_ps(shift);
   double total = 0;

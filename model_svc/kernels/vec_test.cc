@@ -242,6 +242,36 @@ TEST(VecTest, FirstAboveMatchesALoop) {
   }
 }
 
+// MaskF32 keeps the elements whose bit is set and puts -inf elsewhere, in
+// every version, at every length around the SIMD blocks, with whole words
+// set, clear and mixed, and in place.
+TEST(VecTest, MaskF32KeepsTheSetBits) {
+  std::mt19937 rng(23);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  using Mask = void (*)(const float*, const uint64_t*, float*, int64_t);
+  std::vector<std::pair<const char*, Mask>> versions = {{"dispatch", MaskF32}};
+  if (internal::CpuHasAvx2Fma()) versions.push_back({"avx2", vec_internal::MaskF32Avx2});
+  if (internal::CpuHasAvx512Vnni()) versions.push_back({"avx512", vec_internal::MaskF32Avx512});
+  for (int64_t n = 0; n < 200; n += (n < 70 ? 1 : 13)) {
+    std::vector<float> x(n);
+    for (float& v : x) v = normal(rng);
+    std::vector<uint64_t> bits((n + 63) / 64 + 1);
+    for (size_t w = 0; w < bits.size(); ++w) {
+      bits[w] = w % 3 == 0 ? ~uint64_t{0} : w % 3 == 1 ? 0 : (uint64_t{rng()} << 32 | rng());
+    }
+    for (const auto& [name, mask] : versions) {
+      std::vector<float> out(n, 7.0f), in_place = x;
+      mask(x.data(), bits.data(), out.data(), n);
+      mask(in_place.data(), bits.data(), in_place.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        const bool keep = ((bits[i / 64] >> (i % 64)) & 1) != 0;
+        ASSERT_EQ(out[i], keep ? x[i] : -INFINITY) << name << " n " << n << " i " << i;
+        ASSERT_EQ(in_place[i], out[i]) << name << " in place, n " << n << " i " << i;
+      }
+    }
+  }
+}
+
 // The vectorized expf (AVX2, and AVX-512 where the CPU has it) gives
 // std::exp's bits: on a stride through every float (1 in 61; the whole range
 // was checked once, 2^31 inputs with |x| < 88, and the AVX-512 version

@@ -1,5 +1,6 @@
 #include "model_svc/model/llama_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -189,14 +190,36 @@ absl::Status LlamaModel::Forward(const StepBatch& batch, std::span<const LogitsS
     }
     Observe("l_out", i, x);
   }
-  if (n_out == 0) return b.ReadLogits(logits_.Rows(0), specs, out);
+  if (n_out == 0) return ReadLogits(logits_.Rows(0), specs, out);
   const Tensor last = last_.Rows(n_out), logits = logits_.Rows(n_out);
   b.GatherLogitRows(x, last);
   b.RmsNorm(last, *output_norm_, c.rms_eps, last);
   Observe("result_norm", -1, last);
   const MatMulTarget head[] = {{output_.get(), logits}};
   b.MatMul(last, head);
-  return b.ReadLogits(logits, specs, out);
+  return ReadLogits(logits, specs, out);
+}
+
+absl::Status LlamaModel::ReadLogits(const Tensor& logits, std::span<const LogitsSpec> specs,
+                                    std::vector<Logits>* out) {
+  Backend& b = *backend_;
+  const auto masked = [](const LogitsSpec& s) { return s.mask != nullptr; };
+  if (b.AppliesTokenMasks() || std::none_of(specs.begin(), specs.end(), masked)) {
+    return b.ReadLogits(logits, specs, out);
+  }
+  // Masked rows come back as float32, to be masked and encoded here.
+  read_specs_.assign(specs.begin(), specs.end());
+  for (LogitsSpec& s : read_specs_) {
+    if (masked(s)) s = LogitsSpec{.encoding = LogitsEncoding::kFloat32};
+  }
+  LLM_RETURN_IF_ERROR(b.ReadLogits(logits, read_specs_, out));
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (!masked(specs[i])) continue;
+    Logits& row = (*out)[i];
+    masked_row_.swap(row.values);
+    EncodeLogitsInPlace(masked_row_, specs[i], &row);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace llm::model

@@ -58,8 +58,10 @@ class LlamaModel {
   const gguf::File& file() const { return *file_; }
 
   // Runs one step: writes the KV of every new token and returns the logits
-  // of batch.logit_rows, encoded as specs[i] (specs.size() == logit_rows.size()).
-  // The caller validates token ids, positions and block tables.
+  // of batch.logit_rows, encoded as specs[i] (specs.size() == logit_rows.size()),
+  // token masks applied (on the host when the backend does not apply them:
+  // Backend::AppliesTokenMasks). The caller validates token ids, positions,
+  // block tables and that each mask is of the model's vocabulary.
   absl::Status Forward(const StepBatch& batch, std::span<const LogitsSpec> specs,
                        std::vector<Logits>* out);
 
@@ -89,6 +91,10 @@ class LlamaModel {
   void Observe(std::string_view name, int64_t layer, const Tensor& t) {
     if (observer_) observer_(name, layer, t);
   }
+  // Backend::ReadLogits, with the masks of a backend that does not apply
+  // them applied here.
+  absl::Status ReadLogits(const Tensor& logits, std::span<const LogitsSpec> specs,
+                          std::vector<Logits>* out);
 
   std::shared_ptr<const gguf::File> file_;
   std::unique_ptr<Backend> backend_;
@@ -101,6 +107,10 @@ class LlamaModel {
   std::vector<Layer> layers_;
   // Scratch, max_step_tokens rows each.
   Tensor x_, xn_, q_, k_, v_, attn_, gate_, up_, act_, last_, logits_;
+  // ReadLogits's, kept from step to step: the specs the backend is given, a
+  // masked row's float32 values.
+  std::vector<LogitsSpec> read_specs_;
+  std::vector<float> masked_row_;
   TensorObserver observer_;
 };
 

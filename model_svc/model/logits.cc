@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "common/half.h"
 #include "model_svc/kernels/vec.h"
@@ -40,7 +41,10 @@ int32_t Argmax(const Logits& logits) {
   return -1;
 }
 
-void EncodeLogits(std::span<const float> row, const LogitsSpec& spec, Logits* out) {
+namespace {
+
+// EncodeLogits without the mask.
+void EncodeUnmasked(std::span<const float> row, const LogitsSpec& spec, Logits* out) {
   out->encoding = spec.encoding;
   out->values.clear();
   out->halves.clear();
@@ -89,6 +93,53 @@ void EncodeLogits(std::span<const float> row, const LogitsSpec& spec, Logits* ou
       break;
     }
   }
+}
+
+// A masked row's top-N holds masked ids (-inf, last) only when fewer than
+// top_n are allowed: they go.
+void DropMaskedTop(const TokenMask& mask, Logits* out) {
+  while (!out->top_ids.empty() && !mask.allowed(out->top_ids.back())) {
+    out->top_ids.pop_back();
+    out->top_logits.pop_back();
+  }
+}
+
+// EncodeUnmasked of a row already masked by spec.mask.
+void EncodeMasked(std::span<const float> masked, const LogitsSpec& spec, Logits* out) {
+  LogitsSpec unmasked = spec;
+  unmasked.mask = nullptr;
+  EncodeUnmasked(masked, unmasked, out);
+  DropMaskedTop(*spec.mask, out);
+}
+
+}  // namespace
+
+void ApplyTokenMask(const TokenMask& mask, std::span<const float> row, std::span<float> out) {
+  const size_t n = std::min(row.size(), out.size());
+  const size_t covered = std::min(n, static_cast<size_t>(mask.vocab_size()));
+  cpu::MaskF32(row.data(), mask.words().data(), out.data(), static_cast<int64_t>(covered));
+  // Ids past the mask's vocabulary are not allowed.
+  std::fill(out.begin() + covered, out.begin() + n, -std::numeric_limits<float>::infinity());
+}
+
+void EncodeLogits(std::span<const float> row, const LogitsSpec& spec, Logits* out) {
+  if (spec.mask == nullptr) {
+    EncodeUnmasked(row, spec, out);
+    return;
+  }
+  thread_local std::vector<float> scratch;
+  scratch.resize(row.size());
+  ApplyTokenMask(*spec.mask, row, scratch);
+  EncodeMasked(scratch, spec, out);
+}
+
+void EncodeLogitsInPlace(std::span<float> row, const LogitsSpec& spec, Logits* out) {
+  if (spec.mask == nullptr) {
+    EncodeUnmasked(row, spec, out);
+    return;
+  }
+  ApplyTokenMask(*spec.mask, row, row);
+  EncodeMasked(row, spec, out);
 }
 
 }  // namespace llm::model

@@ -17,6 +17,7 @@
 #include "common/grpc/grpc_status.h"
 #include "common/grpc/request_log.h"
 #include "common/strings.h"
+#include "common/token_mask_proto.h"
 #include "model_svc/engine/limits.h"
 
 namespace llm {
@@ -260,6 +261,46 @@ absl::StatusOr<int64_t> TruncateToOf(const Request& request) {
   return request.truncate_to();
 }
 
+// Decodes a request's `mask` (named `field` in errors) onto `masks`.
+absl::Status AddMask(const v1::TokenMask& mask, int64_t vocab_size, std::string_view field,
+                     std::vector<TokenMask>* masks) {
+  absl::StatusOr<TokenMask> m = TokenMaskFromProto(mask, vocab_size, field);
+  if (!m.ok()) return m.status();
+  masks->push_back(*std::move(m));
+  return absl::OkStatus();
+}
+
+// A Decode's token masks as the engine takes them (one per row, or none),
+// INVALID_ARGUMENT for a bad mask, or proposed_masks that do not match the
+// proposed tokens (all or none, with `mask`).
+absl::Status DecodeMasksOf(const v1::DecodeTokenRequest& request, int64_t vocab_size,
+                           std::vector<TokenMask>* masks) {
+  const int k = request.proposed_size(), m = request.proposed_masks_size();
+  if (m > 0 && m != k) {
+    return absl::InvalidArgumentError(StrCat("proposed_masks has ", m, " masks for ", k,
+                                             " proposed tokens: send none, or one per token"));
+  }
+  if (request.has_mask() && k > 0 && m == 0) {
+    return absl::InvalidArgumentError(
+        StrCat("a masked decode with ", k,
+               " proposed tokens needs proposed_masks, one per proposed token"));
+  }
+  if (m > 0 && !request.has_mask()) {
+    return absl::InvalidArgumentError("proposed_masks needs mask (the token's row) as well");
+  }
+  if (!request.has_mask()) return absl::OkStatus();
+  masks->reserve(1 + m);
+  if (absl::Status s = AddMask(request.mask(), vocab_size, "mask", masks); !s.ok()) return s;
+  for (int i = 0; i < m; ++i) {
+    if (absl::Status s = AddMask(request.proposed_masks(i), vocab_size,
+                                 StrCat("proposed_masks[", i, "]"), masks);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
 // The engine request of a Decode / DecodeStream message.
 absl::StatusOr<engine::AppendRequest> DecodeRequestOf(const v1::DecodeTokenRequest& request,
                                                       int64_t vocab_size, ModelMetrics* metrics,
@@ -280,6 +321,7 @@ absl::StatusOr<engine::AppendRequest> DecodeRequestOf(const v1::DecodeTokenReque
     return s;
   }
   engine::AppendRequest out;
+  if (absl::Status s = DecodeMasksOf(request, vocab_size, &out.masks); !s.ok()) return s;
   out.session_id = request.session_id();
   out.tokens.reserve(1 + request.proposed_size());
   out.tokens.push_back(request.token());
@@ -544,8 +586,14 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Prefill(grpc::CallbackServerContext*
   if (!prompt_logprobs.ok()) return FinishNow(metrics_, &log, context, prompt_logprobs.status());
   absl::StatusOr<int64_t> truncate_to = TruncateToOf(*request);
   if (!truncate_to.ok()) return FinishNow(metrics_, &log, context, truncate_to.status());
-  auto* reactor = new AppendReactor();
   engine::AppendRequest append;
+  if (request->has_mask()) {
+    if (absl::Status s = AddMask(request->mask(), e->config().vocab_size, "mask", &append.masks);
+        !s.ok()) {
+      return FinishNow(metrics_, &log, context, s);
+    }
+  }
+  auto* reactor = new AppendReactor();
   append.session_id = request->session_id();
   append.tokens.assign(request->tokens().begin(), request->tokens().end());
   append.logits = *spec;
@@ -712,6 +760,7 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Info(grpc::CallbackServerContext* co
   response->set_draining(draining_.load(std::memory_order_acquire));
   response->set_prefix_cache(o.prefix_cache);
   response->set_file_name(options_.file_name);
+  response->set_token_mask(true);
   return FinishNow(metrics_, &log, context, absl::OkStatus());
 }
 

@@ -426,14 +426,19 @@ class CpuBackend : public model::Backend {
     }
   }
 
+  // EncodeLogits applies the masks.
+  bool AppliesTokenMasks() const override { return options_.apply_token_masks; }
+
   absl::Status ReadLogits(const Tensor& logits, std::span<const LogitsSpec> specs,
                           std::vector<Logits>* out) override {
     q8_ready_ = {};
     out->resize(logits.rows);
     pool_.ParallelFor(logits.rows, 1, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
-        model::EncodeLogits({logits.data + r * logits.cols, static_cast<size_t>(logits.cols)},
-                            specs[r], &(*out)[r]);
+        LogitsSpec spec = specs[r];
+        if (!options_.apply_token_masks) spec.mask = nullptr;  // as a backend without them
+        model::EncodeLogits({logits.data + r * logits.cols, static_cast<size_t>(logits.cols)}, spec,
+                            &(*out)[r]);
       }
     });
     batch_ = nullptr;

@@ -25,6 +25,10 @@ struct CpuBackendOptions {
   // slower). true: compute from the caller's bytes (the GGUF mapping), which
   // must outlive the backend; no copy, no extra memory.
   bool mmap_weights = false;
+  // true: ReadLogits applies token masks (Backend::AppliesTokenMasks).
+  // false: it says it does not and ignores them, as a backend without them
+  // would, so that the model masks on the host (that path's tests).
+  bool apply_token_masks = true;
 };
 
 // `placement` (may be null) receives ThreadPool::placement(): whether the
