@@ -82,6 +82,24 @@ absl::Status NonFiniteLogit(std::span<const float> logits, std::string_view what
   return InvalidArgument("logits must be finite");
 }
 
+// The largest logit of full logits that may hold -inf: the tokens a token
+// mask (llm.v1.TokenMask) disallowed. NaN and +inf are refused, as is a row
+// that allows nothing. A scalar pass, run only when the vectorized scan saw
+// a non-finite logit.
+absl::StatusOr<float> MaxOfMaskedLogits(std::span<const float> logits) {
+  float max = -kInf;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float v = logits[i];
+    if (std::isnan(v) || v == kInf) {
+      return InvalidArgument("logit ", i, " is ", v,
+                             "; logits must be finite, or -inf for a masked token");
+    }
+    max = std::max(max, v);
+  }
+  if (max == -kInf) return InvalidArgument("every logit is -inf: the token mask allows nothing");
+  return max;
+}
+
 }  // namespace
 
 absl::Status Validate(const SamplingParams& p) {
@@ -406,8 +424,10 @@ absl::StatusOr<Sample> Sampler::SampleFull(std::span<const float> x, const Sampl
   if (n > std::numeric_limits<int32_t>::max()) {
     return InvalidArgument("vocabulary of ", n, " tokens is too large for int32 ids");
   }
-  const internal::MaxScan scan = k.scan_max(x.data(), n);
-  if (!scan.all_finite) return NonFiniteLogit(x, "logit");
+  internal::MaxScan scan = k.scan_max(x.data(), n);
+  if (!scan.all_finite) {  // masked tokens are -inf; anything else is an error
+    LLM_ASSIGN_OR_RETURN(scan.max, MaxOfMaskedLogits(x));
+  }
   LLM_RETURN_IF_ERROR(BuildPatches(p, history, n));
 
   std::span<const float> y = x;

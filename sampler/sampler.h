@@ -203,7 +203,12 @@ class Sampler {
   // they must be ids inside the vocabulary. Uses exactly one rng.Uniform() when
   // temperature > 0 and none for greedy.
   //
-  // InvalidArgument: Validate(params) fails; a logit is NaN or +-inf; an empty
+  // Full logits may hold -inf for tokens a token mask disallowed (they are
+  // never drawn, and the logprob is over the others: the model's
+  // distribution restricted to the allowed tokens).
+  //
+  // InvalidArgument: Validate(params) fails; a logit is NaN or +inf, or every
+  // one is -inf (a top-N input: any non-finite logit); an empty
   // input; a bias or history id outside the vocabulary; top-N input with ids
   // and logits of different lengths, repeated or out-of-range ids, N larger
   // than vocab_size, or a log_sum_exp that is not finite or below the largest
