@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <exception>
 #include <memory>
 #include <new>
@@ -51,12 +52,15 @@ Kind Constraint::kind() const { return impl_->kind; }
 int32_t Constraint::vocab_size() const { return impl_->compiled.GetTokenizerInfo().GetVocabSize(); }
 size_t Constraint::memory_bytes() const { return impl_->compiled.MemorySizeBytes(); }
 double Constraint::compile_ms() const { return impl_->compile_ms; }
+bool Constraint::lazy() const { return impl_->lazy; }
 
 struct Compiler::Impl {
   Impl(xgrammar::TokenizerInfo info, const CompilerOptions& options, int threads)
       : options(options),
         vocab_size(info.GetVocabSize()),
         compiler(info, threads, /*cache_enabled=*/false),
+        lazy_compiler(info, threads, /*cache_enabled=*/false, /*max_memory_bytes=*/-1,
+                      /*enable_dynamic_compilation=*/true),
         cache(options.cache_entries, options.cache_bytes, [](const Compiled& c) -> size_t {
           return c.ok() ? (*c)->memory_bytes() : c.status().message().size();
         }) {}
@@ -66,7 +70,8 @@ struct Compiler::Impl {
 
   const CompilerOptions options;
   const int32_t vocab_size;
-  xgrammar::GrammarCompiler compiler;
+  xgrammar::GrammarCompiler compiler;       // precomputes every state's tokens
+  xgrammar::GrammarCompiler lazy_compiler;  // computes a state's tokens on its first mask
   LruCache<Compiled> cache;
 };
 
@@ -108,6 +113,21 @@ absl::Status CheckIds(const std::vector<int32_t>& ids, int32_t size, std::string
     }
   }
   return absl::OkStatus();
+}
+
+// The size of a grammar for the estimate of its compile time: its EBNF text,
+// plus 16 bytes per repetition its quantifiers allow ("{1, 65535}" builds a
+// state per repetition, which the text does not show).
+double GrammarSize(const std::string& ebnf) {
+  double size = static_cast<double>(ebnf.size());
+  for (size_t i = ebnf.find('{'); i != std::string::npos; i = ebnf.find('{', i + 1)) {
+    long long low = 0;
+    long long high = 0;
+    if (std::sscanf(ebnf.c_str() + i, "{%lld, %lld}", &low, &high) == 2) {
+      size += 16.0 * static_cast<double>(std::max(low, high));
+    }
+  }
+  return size;
 }
 
 }  // namespace
@@ -256,8 +276,12 @@ Compiled Compiler::Impl::CompileUncached(const Spec& spec) {
       return absl::InvalidArgumentError(
           llm::StrCat(prefix, "unsupported: ", llm::StrJoin(distinct, "; ")));
     }
-    auto impl = std::make_unique<Constraint::Impl>(
-        Constraint::Impl{spec.kind, compiler.CompileGrammar(grammar), 0});
+    // Precomputing every state's tokens costs about the grammar's size times
+    // the vocabulary's; past the limit the states are computed on their first
+    // mask instead, so that no compile runs for minutes.
+    const bool lazy = GrammarSize(grammar.ToString()) * vocab_size > options.eager_compile_limit;
+    auto impl = std::make_unique<Constraint::Impl>(Constraint::Impl{
+        spec.kind, (lazy ? lazy_compiler : compiler).CompileGrammar(grammar), 0, lazy});
     impl->compile_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
     return std::make_shared<const Constraint>(std::move(impl));
   } catch (const std::bad_alloc&) {

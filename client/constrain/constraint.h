@@ -20,10 +20,11 @@
 // max_text_bytes (256 KiB), its nesting (JSON brackets of a schema,
 // parentheses of a regex or a grammar) at most max_nesting (64) levels, a
 // choice list at most max_choices entries; beyond them InvalidArgument says
-// which bound, before any compilation. Within them compile time and memory
-// grow with the size of the constraint times the vocabulary (xgrammar
-// precomputes each grammar state's tokens): the largest accepted schemas
-// compile in seconds at a 262k vocabulary (docs/structured_output.md).
+// which bound, before any compilation. Within them the compile time is
+// bounded by compiling large grammars lazily (eager_compile_limit): xgrammar
+// precomputes each grammar state's tokens, which costs the grammar's size
+// times the vocabulary's; a large grammar has them computed on the first
+// mask in each state instead. Measured figures: docs/structured_output.md.
 //
 // Threads: a Compiler is thread-safe; a Constraint is immutable and shared by
 // any number of Matchers on any threads. Cost: the first Compile of a spec
@@ -111,6 +112,12 @@ struct CompilerOptions {
   size_t cache_bytes = 512u << 20;
   // Threads of one compilation (xgrammar's pool); 0: min(8, cores).
   int threads = 0;
+  // A grammar whose size (its EBNF text, plus 16 bytes per repetition a
+  // quantifier allows) times the vocabulary's size passes this is compiled
+  // lazily: each grammar state's tokens are computed on the first mask that
+  // needs them, not all before the first mask. 1e10 is about 40 KB of grammar
+  // at a 262k vocabulary, 200 KB at 49k: a few seconds of eager compile.
+  double eager_compile_limit = 1e10;
 };
 
 class Compiler;
@@ -129,9 +136,11 @@ class Constraint {
   int32_t vocab_size() const;  // bits of a mask
   // xgrammar's estimate of the compiled grammar's memory.
   size_t memory_bytes() const;
-  // The time the compilation took (0 for a cached one's later uses too: it
-  // is the first compilation's).
+  // The time the first compilation took (a cached one keeps it).
   double compile_ms() const;
+  // Compiled lazily (CompilerOptions::eager_compile_limit): the first mask in
+  // each grammar state costs that state's share of the compile.
+  bool lazy() const;
 
   const Impl& impl() const { return *impl_; }
 

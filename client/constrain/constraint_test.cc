@@ -263,6 +263,33 @@ TEST_F(CompilerTest, ThreadsCompilingOneSpecCompileItOnce) {
   EXPECT_EQ(compiler_->cache_stats().misses, 1);
 }
 
+TEST(CompilerLazyTest, LargeGrammarsCompileLazilyToTheSameLanguage) {
+  const Spec spec{.kind = Kind::kJsonSchema,
+                  .text = R"({"type": "object", "properties": {"name": {"type": "string"},
+                     "n": {"type": "integer", "maximum": 99}}, "required": ["n"]})"};
+  auto eager = Compiler::Create(SmallVocabulary(), {.threads = 1});
+  auto lazy = Compiler::Create(SmallVocabulary(), {.threads = 1, .eager_compile_limit = 0});
+  ASSERT_TRUE(eager.ok() && lazy.ok());
+  auto e = (*eager)->Compile(spec);
+  auto l = (*lazy)->Compile(spec);
+  ASSERT_TRUE(e.ok() && l.ok());
+  EXPECT_FALSE((*e)->lazy());
+  EXPECT_TRUE((*l)->lazy());
+  const Vocabulary vocab = SmallVocabulary();
+  for (const char* text : {R"({"name": "abc", "n": 12})", R"({"n": 100})", R"({"name": 1})"}) {
+    Matcher me(*e);
+    Matcher ml(*l);
+    std::vector<uint32_t> mask_e(me.mask_words());
+    std::vector<uint32_t> mask_l(ml.mask_words());
+    for (int32_t id : Tokenize(vocab, text)) {
+      ASSERT_TRUE(me.FillMask(mask_e).ok());
+      ASSERT_TRUE(ml.FillMask(mask_l).ok());
+      EXPECT_EQ(mask_e, mask_l) << text;
+      if (me.Accept(id) != ml.Accept(id)) ADD_FAILURE() << text;
+    }
+  }
+}
+
 TEST(CompilerCacheTest, EvictsTheLeastRecentlyUsed) {
   auto compiler = Compiler::Create(SmallVocabulary(), {.cache_entries = 2, .threads = 1});
   ASSERT_TRUE(compiler.ok());

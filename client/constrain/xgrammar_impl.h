@@ -15,6 +15,7 @@ struct Constraint::Impl {
   Kind kind;
   xgrammar::CompiledGrammar compiled;
   double compile_ms = 0;
+  bool lazy = false;
 };
 
 }  // namespace llm::constrain
