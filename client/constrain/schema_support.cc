@@ -132,6 +132,19 @@ class Walker {
       if (key == "uniqueItems" && value == false) continue;
       return Unsupported(path, key, "xgrammar does not enforce it");
     }
+    if (schema.contains("$ref") && schema["$ref"].is_string()) {
+      const std::string ref = schema["$ref"].get<std::string>();
+      if (ref != "#" && ref.rfind("#/", 0) != 0) {
+        return Unsupported(
+            path, "$ref",
+            StrCat("'", ref, "': only references into this schema (#/...) are supported"));
+      }
+    }
+    if (schema.contains("allOf") && schema["allOf"].is_array() && schema["allOf"].size() > 1) {
+      return Unsupported(path, "allOf",
+                         "members that share keywords (they could not be merged into one schema, "
+                         "and xgrammar does not enforce several)");
+    }
     // xgrammar checks a property against one of the schemas that apply to
     // its name; JSON Schema against all of them (a name in "properties" that
     // a pattern matches too, a name that two patterns match).

@@ -68,6 +68,15 @@ TEST(SchemaSupportTest, RefusesPatternPropertiesXgrammarChecksAgainstOneSchema) 
   EXPECT_TRUE(PrepareSchema(R"({"type": "object", "patternProperties": {"^a": {}}})", false).ok());
 }
 
+TEST(SchemaSupportTest, RefusesRemoteRefsAndAllOfItCannotMerge) {
+  EXPECT_THAT(Refusal(R"({"$ref": "http://example.com/a.json"})"),
+              HasSubstr("'$ref' at /: 'http://example.com/a.json': only references into"));
+  EXPECT_THAT(Refusal(R"({"type": "object", "properties": {"a": {"$ref": "other.json#/x"}}})"),
+              HasSubstr("at /properties/a"));
+  EXPECT_THAT(Refusal(R"({"allOf": [{"maxLength": 3}, {"maxLength": 4}]})"),
+              HasSubstr("'allOf' at /: members that share keywords"));
+}
+
 TEST(SchemaSupportTest, LenientRefusesNothing) {
   EXPECT_TRUE(PrepareSchema(R"({"not": {}, "minimum": 3})", true).ok());
 }

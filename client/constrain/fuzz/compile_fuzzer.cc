@@ -9,7 +9,6 @@
 #include <string_view>
 #include <vector>
 
-#include "absl/strings/str_split.h"
 #include "client/constrain/constraint.h"
 #include "client/constrain/matcher.h"
 #include "client/constrain/testing_vocab.h"
@@ -45,7 +44,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     default:
       spec.kind = Kind::kChoice;
-      spec.choices = absl::StrSplit(text, '\n');
+      for (size_t start = 0; start <= text.size();) {
+        size_t end = text.find('\n', start);
+        if (end == std::string_view::npos) end = text.size();
+        spec.choices.emplace_back(text.substr(start, end - start));
+        start = end + 1;
+      }
       break;
   }
   spec.text = std::string(text);
