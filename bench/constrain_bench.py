@@ -37,9 +37,10 @@ import time
 import types
 from pathlib import Path
 
+import bench_venv
+
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build"
-VENV = BUILD / "bench-venv"
 OUT = BUILD / "bench"
 BENCH_BIN = BUILD / "bin" / "constrain_bench"
 CASES = ROOT / "bench" / "constrain_cases.json"
@@ -54,38 +55,16 @@ XGRAMMAR_DEPS = ["apache-tvm-ffi>=0.1.11", "pydantic", "transformers", "numpy",
 IN_VENV_ENV = "LLM_CONSTRAIN_BENCH_IN_VENV"
 
 
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def die(msg: str, code: int = 2) -> None:
-    log(f"constrain_bench.py: {msg}")
-    sys.exit(code)
+def die(msg: str) -> None:
+    print(f"constrain_bench.py: {msg}", file=sys.stderr, flush=True)
+    sys.exit(2)
 
 
 def ensure_packages() -> None:
     check = ("import importlib.metadata as m; "
              f"assert m.version('xgrammar') == '{XGRAMMAR_VERSION}'; import llguidance, numpy")
-    if subprocess.run([sys.executable, "-c", check], stdout=subprocess.DEVNULL,
-                      stderr=subprocess.DEVNULL).returncode == 0:
-        return
-    if os.environ.get(IN_VENV_ENV) == "1":
-        die(f"xgrammar {XGRAMMAR_VERSION} or llguidance is still not importable in {sys.executable}")
-    py = VENV / "bin" / "python"
-    if not py.exists():
-        log(f"creating venv {VENV}")
-        if subprocess.run([sys.executable, "-m", "venv", str(VENV)]).returncode != 0:
-            die("python3 -m venv failed (Debian: apt-get install python3-venv)")
-    if subprocess.run([str(py), "-c", check], stdout=subprocess.DEVNULL,
-                      stderr=subprocess.DEVNULL).returncode != 0:
-        log("installing xgrammar and llguidance into the venv")
-        pip = [str(py), "-m", "pip", "install", "-q"]
-        if subprocess.run(pip + ["--no-deps", f"xgrammar=={XGRAMMAR_VERSION}"]).returncode != 0:
-            die("pip install xgrammar failed")
-        if subprocess.run(pip + ["llguidance"] + XGRAMMAR_DEPS).returncode != 0:
-            die("pip install llguidance and xgrammar's dependencies failed")
-    env = dict(os.environ, **{IN_VENV_ENV: "1"})
-    os.execve(str(py), [str(py), str(Path(__file__).resolve()), *sys.argv[1:]], env)
+    bench_venv.ensure_packages(check, [["--no-deps", f"xgrammar=={XGRAMMAR_VERSION}"],
+                                       ["llguidance", *XGRAMMAR_DEPS]], IN_VENV_ENV, die)
 
 
 def import_xgrammar():

@@ -77,19 +77,10 @@ struct Compiler::Impl {
 
 namespace {
 
-std::string_view ErrorPrefix(Kind kind) {
-  switch (kind) {
-    case Kind::kJsonSchema:
-    case Kind::kJsonObject:
-      return "JSON schema: ";
-    case Kind::kRegex:
-      return "regex: ";
-    case Kind::kGrammar:
-      return "grammar: ";
-    case Kind::kChoice:
-      return "choice: ";
-  }
-  return "";
+// "JSON schema: ", "regex: ", ...: what an error message starts with.
+std::string ErrorPrefix(Kind kind) {
+  if (kind == Kind::kJsonSchema || kind == Kind::kJsonObject) return "JSON schema: ";
+  return llm::StrCat(KindName(kind), ": ");
 }
 
 // Everything that makes two specs compile differently, with lengths so that
@@ -184,7 +175,7 @@ absl::StatusOr<std::shared_ptr<const Constraint>> Compiler::Compile(const Spec& 
 }
 
 absl::Status Compiler::Impl::CheckBounds(const Spec& spec) const {
-  const std::string_view prefix = ErrorPrefix(spec.kind);
+  const std::string prefix = ErrorPrefix(spec.kind);
   size_t bytes = spec.text.size();
   if (spec.kind == Kind::kChoice) {
     if (spec.choices.empty()) return absl::InvalidArgumentError("choice: no choices");
@@ -251,7 +242,7 @@ xgrammar::Grammar ToGrammar(const Spec& spec, const std::string& text) {
 
 Compiled Compiler::Impl::CompileUncached(const Spec& spec) {
   const absl::Time start = absl::Now();
-  const std::string_view prefix = ErrorPrefix(spec.kind);
+  const std::string prefix = ErrorPrefix(spec.kind);
   std::string text = spec.text;
   if (spec.kind == Kind::kJsonSchema) {
     absl::StatusOr<std::string> prepared = PrepareSchema(spec.text, spec.lenient);
