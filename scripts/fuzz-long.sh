@@ -32,7 +32,8 @@ while (($#)); do
   esac
 done
 all=(gguf_fuzzer model_load_fuzzer tokenizer_encode_fuzzer tiktoken_loader_fuzzer
-  pretokenizer_diff_fuzzer gguf_vocab_fuzzer jinja_fuzzer openai_request_fuzzer gateway_fuzzer)
+  pretokenizer_diff_fuzzer gguf_vocab_fuzzer jinja_fuzzer openai_request_fuzzer gateway_fuzzer
+  constrain_compile_fuzzer)
 ((${#fuzzers[@]})) || fuzzers=("${all[@]}")
 
 declare -A seeds=(
@@ -45,6 +46,7 @@ declare -A seeds=(
   [jinja_fuzzer]=common/jinja/fuzz_seeds
   [openai_request_fuzzer]=gateway/fuzz/seeds/openai_request_fuzzer
   [gateway_fuzzer]=gateway/fuzz/seeds/gateway_fuzzer
+  [constrain_compile_fuzzer]=client/constrain/fuzz/seeds/constrain_compile_fuzzer
 )
 
 cmake --preset fuzz >/dev/null
