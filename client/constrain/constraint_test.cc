@@ -290,6 +290,35 @@ TEST(CompilerLazyTest, LargeGrammarsCompileLazilyToTheSameLanguage) {
   }
 }
 
+TEST(CompilerThreadsTest, SpecsCompileAndMatchOnManyThreadsAtOnce) {
+  // Lazy: the first masks fill the shared constraint's table under its lock.
+  auto compiler = Compiler::Create(SmallVocabulary(), {.threads = 2, .eager_compile_limit = 0});
+  ASSERT_TRUE(compiler.ok());
+  const Vocabulary vocab = SmallVocabulary();
+  std::vector<std::thread> threads;
+  std::vector<int> matched(8, -1);
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      // Two specs, four threads each: compiles of different specs overlap.
+      const std::string bound = std::to_string(10 + i % 2);
+      auto c = (*compiler)->Compile(
+          {.kind = Kind::kJsonSchema,
+           .text = R"({"type": "array", "items": {"type": "integer", "maximum": )" + bound + "}}"});
+      if (!c.ok()) return;
+      Matcher m(*c);
+      std::vector<uint32_t> mask(m.mask_words());
+      int ok = 1;
+      for (int32_t id : Tokenize(vocab, "[1, 2, 10]")) {
+        ok &= m.FillMask(mask).ok() && m.Accept(id);
+      }
+      matched[i] = ok && m.CanEnd();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(matched[i], 1) << i;
+  EXPECT_EQ((*compiler)->cache_stats().misses, 2);
+}
+
 TEST(CompilerCacheTest, EvictsTheLeastRecentlyUsed) {
   auto compiler = Compiler::Create(SmallVocabulary(), {.cache_entries = 2, .threads = 1});
   ASSERT_TRUE(compiler.ok());
