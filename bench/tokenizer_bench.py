@@ -43,9 +43,10 @@ import time
 from array import array
 from pathlib import Path
 
+import bench_venv
+
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build"
-VENV = BUILD / "bench-venv"
 OUT = BUILD / "bench"
 BENCH_BIN = BUILD / "bin" / "tokenizer_bench"
 LLM_BIN = BUILD / "bin" / "llm"
@@ -77,30 +78,7 @@ def die(msg: str, code: int = 2) -> None:
 # tiktoken: import it, or install it into build/bench-venv and re-run there.
 
 def ensure_tiktoken() -> None:
-    try:
-        import tiktoken  # noqa: F401
-        return
-    except ImportError:
-        pass
-    if os.environ.get(IN_VENV_ENV) == "1":
-        die(f"tiktoken is still not importable in {sys.executable}")
-    py = VENV / "bin" / "python"
-    have = py.exists() and subprocess.run(
-        [str(py), "-c", "import tiktoken"], stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL).returncode == 0
-    if not have:
-        if not py.exists():
-            log(f"creating venv {VENV}")
-            r = subprocess.run([sys.executable, "-m", "venv", str(VENV)])
-            if r.returncode != 0:
-                die("python3 -m venv failed (Debian: apt-get install python3-venv, "
-                    "or run scripts/setup.sh)")
-        log("installing tiktoken into the venv")
-        r = subprocess.run([str(py), "-m", "pip", "install", "-q", "tiktoken"])
-        if r.returncode != 0:
-            die("pip install tiktoken failed")
-    env = dict(os.environ, **{IN_VENV_ENV: "1"})
-    os.execve(str(py), [str(py), str(Path(__file__).resolve()), *sys.argv[1:]], env)
+    bench_venv.ensure_packages("import tiktoken", [["tiktoken"]], IN_VENV_ENV, die)
 
 
 def load_tiktoken(vocab: Path, sidecar: dict):

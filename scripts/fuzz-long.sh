@@ -33,7 +33,7 @@ while (($#)); do
 done
 all=(gguf_fuzzer model_load_fuzzer tokenizer_encode_fuzzer tiktoken_loader_fuzzer
   pretokenizer_diff_fuzzer gguf_vocab_fuzzer jinja_fuzzer openai_request_fuzzer gateway_fuzzer
-  token_mask_fuzzer)
+  token_mask_fuzzer constrain_compile_fuzzer)
 ((${#fuzzers[@]})) || fuzzers=("${all[@]}")
 
 declare -A seeds=(
@@ -47,6 +47,7 @@ declare -A seeds=(
   [openai_request_fuzzer]=gateway/fuzz/seeds/openai_request_fuzzer
   [gateway_fuzzer]=gateway/fuzz/seeds/gateway_fuzzer
   [token_mask_fuzzer]=common/token_mask_fuzz_seeds
+  [constrain_compile_fuzzer]=client/constrain/fuzz/seeds/constrain_compile_fuzzer
 )
 
 cmake --preset fuzz >/dev/null

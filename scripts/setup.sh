@@ -8,6 +8,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libpcre2-dev nlohmann-json3-dev prometheus-cpp-dev libcivetweb-dev libssl-dev openssl
   libedit-dev
+  json-schema-test-suite
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-grpcio python3-grpc-tools python3-yaml
   clang-14 libclang-rt-14-dev clang-format
