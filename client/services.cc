@@ -1,5 +1,8 @@
 #include "client/services.h"
 
+#include <algorithm>
+#include <span>
+#include <string>
 #include <utility>
 
 namespace llm::client {
@@ -26,6 +29,38 @@ ModelTemplateInfo Services::template_info() const {
     if (info.has_eos_id() && special.id() == info.eos_id()) model.eos_token = special.text();
   }
   return model;
+}
+
+absl::StatusOr<std::shared_ptr<const constrain::Constraint>> Services::CompileConstraint(
+    const constrain::Spec& spec) {
+  constrain::Compiler* compiler;
+  {
+    absl::MutexLock lock(&compiler_mu_);
+    if (compiler_ == nullptr) {
+      constrain::Vocabulary v;
+      const int64_t tokens = tokenizer_info_.vocab_size();
+      v.token_bytes.reserve(static_cast<size_t>(tokens));
+      for (int64_t id = 0; id < tokens; ++id) {
+        absl::StatusOr<std::string> bytes = tokenizer_->TokenBytes(static_cast<int32_t>(id));
+        v.token_bytes.push_back(bytes.ok() ? *std::move(bytes) : std::string());  // a gap
+      }
+      const std::span<const int32_t> ends = tokenizer_->end_ids();
+      v.end_ids.assign(ends.begin(), ends.end());
+      // Special tokens are markup, never text a grammar spells.
+      for (const auto& special : tokenizer_info_.special_tokens()) {
+        const int32_t id = static_cast<int32_t>(special.id());
+        if (std::find(v.end_ids.begin(), v.end_ids.end(), id) == v.end_ids.end()) {
+          v.special_ids.push_back(id);
+        }
+      }
+      v.size = static_cast<int32_t>(std::max<int64_t>(model_info_.vocab_size(), tokens));
+      absl::StatusOr<std::unique_ptr<constrain::Compiler>> made = constrain::Compiler::Create(v);
+      if (!made.ok()) return made.status();
+      compiler_ = *std::move(made);
+    }
+    compiler = compiler_.get();
+  }
+  return compiler->Compile(spec);  // thread-safe, with its own cache
 }
 
 }  // namespace llm::client

@@ -7,6 +7,8 @@
 namespace llm::gateway {
 namespace {
 
+using nlohmann::json;
+
 uint64_t RandomSeed() {
   thread_local std::mt19937_64 rng(std::random_device{}());
   return rng();
@@ -52,12 +54,15 @@ absl::StatusOr<client::GenerateResult> RunOne(const ChoicesRun& run, const Promp
 nlohmann::json Usage::Annotate(nlohmann::json response) const {
   if (response.contains("usage") && response["usage"].is_object()) {
     response["usage"]["prompt_tokens_details"] = {{"cached_tokens", cached_tokens}};
-    // Speculation's proposals, in the fields OpenAI's predicted outputs use.
+    // Speculation's proposals, in the fields OpenAI's predicted outputs use,
+    // and the tokens a grammar forced (this gateway's own field).
+    json details = json::object();
     if (proposed_tokens > 0) {
-      response["usage"]["completion_tokens_details"] = {
-          {"accepted_prediction_tokens", accepted_tokens},
-          {"rejected_prediction_tokens", proposed_tokens - accepted_tokens}};
+      details["accepted_prediction_tokens"] = accepted_tokens;
+      details["rejected_prediction_tokens"] = proposed_tokens - accepted_tokens;
     }
+    if (forced_tokens > 0) details["forced_tokens"] = forced_tokens;
+    if (!details.empty()) response["usage"]["completion_tokens_details"] = std::move(details);
   }
   return response;
 }
@@ -97,6 +102,7 @@ ChoicesOutcome RunChoices(const ChoicesRun& run) {
         out.usage.cached_tokens += result->cached_tokens;
       }
       out.usage.proposed_tokens += result->proposed_tokens;
+      out.usage.forced_tokens += result->forced_tokens;
       out.usage.accepted_tokens += result->accepted_tokens;
       if (result->stop_reason == client::StopReason::kCancelled) {
         out.cancelled = true;

@@ -47,9 +47,11 @@ struct Usage {
   int64_t cached_tokens = 0;
   int64_t proposed_tokens = 0;  // speculation
   int64_t accepted_tokens = 0;
+  int64_t forced_tokens = 0;  // structured output: tokens a grammar forced (not drawn)
 
   // `response` (a response or a usage chunk) with usage.prompt_tokens_details
-  // and, when the request speculated, usage.completion_tokens_details.
+  // and, when the request speculated or a grammar forced tokens,
+  // usage.completion_tokens_details.
   nlohmann::json Annotate(nlohmann::json response) const;
 };
 

@@ -65,7 +65,13 @@ GatewayMetrics::GatewayMetrics()
                     .Help("Chat and completions requests refused at admission (429): the queue "
                           "was full or the wait ran out.")
                     .Register(*registry_)
-                    .Add({})) {}
+                    .Add({})),
+      forced_(prometheus::BuildCounter()
+                  .Name("llm_gateway_forced_tokens_total")
+                  .Help("Generated tokens that a structured output's grammar forced (fed "
+                        "without a draw, several in one decode step).")
+                  .Register(*registry_)
+                  .Add({})) {}
 
 void GatewayMetrics::Request(std::string_view uri, int code, absl::Duration latency) {
   const std::string endpoint = EndpointLabel(uri);

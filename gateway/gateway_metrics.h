@@ -8,6 +8,8 @@
 //   llm_gateway_requests_queued                 generating requests waiting for admission now
 //   llm_gateway_queue_wait_seconds              how long admitted requests waited
 //   llm_gateway_requests_rejected_total         refused at admission (queue full or wait over: 429)
+//   llm_gateway_forced_tokens_total             structured output: generated tokens a grammar
+//   forced
 // `endpoint` is one of the served paths or "other" (bounded cardinality).
 // Threads: every method may be called concurrently.
 #ifndef LLM_GATEWAY_GATEWAY_METRICS_H_
@@ -38,6 +40,7 @@ class GatewayMetrics {
   void FirstToken(absl::Duration since_arrival);
   void QueueWait(absl::Duration waited);
   void Rejected() { rejected_.Increment(); }
+  void Forced(int64_t tokens) { forced_.Increment(static_cast<double>(tokens)); }
   prometheus::Gauge& active() { return active_; }
   prometheus::Gauge& queued() { return queued_; }
 
@@ -56,6 +59,7 @@ class GatewayMetrics {
   prometheus::Gauge& queued_;
   prometheus::Histogram& queue_wait_;
   prometheus::Counter& rejected_;
+  prometheus::Counter& forced_;
 };
 
 }  // namespace llm::gateway

@@ -365,6 +365,21 @@ std::optional<ApiError> Handler::CheckModel(const GenerationRequest& req) const 
   return std::nullopt;
 }
 
+std::optional<ApiError> Handler::Constrain(GenerationRequest& req) {
+  if (!req.constraint.has_value()) return std::nullopt;
+  absl::StatusOr<std::shared_ptr<const constrain::Constraint>> c =
+      services_->CompileConstraint(*req.constraint);
+  if (!c.ok()) {
+    ApiError e = FromStatus(c.status());
+    e.message = StrCat(req.constraint_param, " (", constrain::KindName(req.constraint->kind),
+                       "): ", c.status().message());
+    if (e.http_status == 400) e.param = req.constraint_param;
+    return e;
+  }
+  req.params.constraint = *std::move(c);
+  return std::nullopt;
+}
+
 std::optional<ApiError> Handler::CheckPromptLength(int64_t tokens, std::string_view param) const {
   if (tokens < context_length_) return std::nullopt;
   ApiError e =
@@ -388,6 +403,7 @@ int Handler::HandleChat(HttpExchange& http) {
   ChatRequest req;
   if (auto e = ParseChatRequest(body, options_.limits, &req)) return SendError(http, *e);
   if (auto e = CheckModel(req)) return SendError(http, *e);
+  if (auto e = Constrain(req)) return SendError(http, *e);
   // A conversation that keeps its model session (X-Session-Id).
   std::optional<Conversations::Lease> conversation;
   if (const std::optional<std::string_view> header = http.header("X-Session-Id")) {
@@ -467,6 +483,7 @@ int Handler::HandleCompletions(HttpExchange& http) {
   CompletionRequest req;
   if (auto e = ParseCompletionRequest(body, options_.limits, &req)) return SendError(http, *e);
   if (auto e = CheckModel(req)) return SendError(http, *e);
+  if (auto e = Constrain(req)) return SendError(http, *e);
   if (!req.has_max_tokens) req.params.max_tokens = 16;  // OpenAI's default for completions
 
   absl::StatusOr<Admission::Ticket> admitted = Admit();
@@ -537,6 +554,7 @@ int Handler::Serve(HttpExchange& http, absl::Time arrival, GenerationRequest& re
   run.on_first_token = [&] { metrics_.FirstToken(absl::Now() - arrival); };
   const ChoicesOutcome out = RunChoices(run);
   metrics_.Tokens(out.usage.prompt_tokens, out.usage.completion_tokens);
+  metrics_.Forced(out.usage.forced_tokens);
   metrics_.active().Decrement();
   done();
   if (!out.error.ok()) {

@@ -130,6 +130,10 @@ class Handler {
   // A place to generate (429 or 503 otherwise).
   absl::StatusOr<Admission::Ticket> Admit();
   std::optional<ApiError> CheckModel(const GenerationRequest& req) const;
+  // Compiles the request's structured output for the model
+  // (req.params.constraint); 400 naming the parameter and what the engine
+  // does not support.
+  std::optional<ApiError> Constrain(GenerationRequest& req);
   // 400 (context_length_exceeded, naming `param`) for a prompt that fills the context.
   std::optional<ApiError> CheckPromptLength(int64_t tokens, std::string_view param) const;
   // Token texts through the services' cache of the vocabulary's bytes.

@@ -118,30 +118,116 @@ std::optional<ApiError> ParseObject(std::string_view body, json* out) {
   return std::nullopt;
 }
 
-// response_format: {"type": "text"} (the default, which some clients send
-// on every call) is what this gateway writes; the structured outputs
-// ("json_object", "json_schema") are not there yet.
-std::optional<ApiError> ReadResponseFormat(const json& j) {
-  const json* format = Field(j, "response_format");
-  if (format == nullptr) return std::nullopt;
-  const json* type = format->is_object() ? Field(*format, "type") : nullptr;
-  if (type == nullptr || !type->is_string()) {
-    return BadParam("response_format",
-                    "response_format must be an object with a string \"type\" ({\"type\": "
-                    "\"text\"})");
+// A JSON schema given as an object (or, from some clients, as its JSON
+// text), as the constraint's text.
+std::optional<ApiError> SchemaText(const json& schema, std::string_view param, std::string* out) {
+  if (schema.is_string()) {
+    *out = schema.get<std::string>();
+  } else if (schema.is_object() || schema.is_boolean()) {
+    *out = schema.dump();  // bounded: the body's nesting is at most 64 levels
+  } else {
+    return BadParam(param, StrCat(param, " must be a JSON schema (an object)"));
   }
-  const std::string& t = type->get_ref<const std::string&>();
-  if (t == "text") return std::nullopt;
-  if (t == "json_object" || t == "json_schema") {
-    return BadParam("response_format",
-                    StrCat("response_format type '", t,
-                           "' (structured output) is not supported by this gateway yet; only "
-                           "'text' is"));
+  return std::nullopt;
+}
+
+// Structured output, the three ways clients ask for it (one per request):
+//   OpenAI's response_format: {"type": "text"} (the default: nothing),
+//     {"type": "json_object"}, {"type": "json_schema", "json_schema":
+//     {"name", "schema", "strict"}};
+//   vLLM's structured_outputs: {"json": SCHEMA} | {"json_object": true} |
+//     {"regex": RE} | {"grammar": GBNF} | {"choice": [A, B, ...]};
+//   llama.cpp's server: "json_schema": SCHEMA, "grammar": GBNF.
+std::optional<ApiError> ReadConstraint(const json& j, GenerationRequest* r) {
+  const auto set = [&](std::string param, constrain::Spec spec) -> std::optional<ApiError> {
+    if (r->constraint.has_value()) {
+      return BadParam(param, StrCat(param, " and ", r->constraint_param,
+                                    " both ask for structured output: give one"));
+    }
+    r->constraint = std::move(spec);
+    r->constraint_param = std::move(param);
+    return std::nullopt;
+  };
+  if (const json* format = Field(j, "response_format")) {
+    const json* type = format->is_object() ? Field(*format, "type") : nullptr;
+    if (type == nullptr || !type->is_string()) {
+      return BadParam("response_format",
+                      "response_format must be an object with a string \"type\" ({\"type\": "
+                      "\"text\"})");
+    }
+    const std::string& t = type->get_ref<const std::string&>();
+    if (t == "json_object") {
+      if (auto e = set("response_format", {.kind = constrain::Kind::kJsonObject})) return e;
+    } else if (t == "json_schema") {
+      const json* spec = Field(*format, "json_schema");
+      const json* schema = spec != nullptr && spec->is_object() ? Field(*spec, "schema") : nullptr;
+      if (schema == nullptr) {
+        return BadParam("response_format",
+                        "response_format json_schema needs {\"json_schema\": {\"name\": ..., "
+                        "\"schema\": {...}}}");
+      }
+      constrain::Spec c{.kind = constrain::Kind::kJsonSchema};
+      if (auto e = SchemaText(*schema, "response_format.json_schema.schema", &c.text)) return e;
+      bool strict = false;
+      if (auto e = ReadBool(*spec, "strict", &strict)) {
+        e->param = "response_format.json_schema.strict";
+        return e;
+      }
+      c.strict = strict;
+      if (auto e = set("response_format", std::move(c))) return e;
+    } else if (t != "text") {
+      return BadParam(
+          "response_format",
+          StrCat("response_format type must be 'text', 'json_object' or 'json_schema', got ",
+                 QuoteForError(t)));
+    }
   }
-  return BadParam(
-      "response_format",
-      StrCat("response_format type must be 'text', 'json_object' or 'json_schema', got ",
-             QuoteForError(t)));
+  if (const json* so = Field(j, "structured_outputs")) {
+    if (!so->is_object()) return BadParam("structured_outputs", "must be an object");
+    for (const auto& [key, value] : so->items()) {
+      const std::string param = StrCat("structured_outputs.", key);
+      constrain::Spec c;
+      if (key == "json") {
+        c.kind = constrain::Kind::kJsonSchema;
+        if (auto e = SchemaText(value, param, &c.text)) return e;
+      } else if (key == "json_object") {
+        if (!value.is_boolean()) return BadParam(param, "must be a boolean");
+        if (!value.get<bool>()) continue;
+        c.kind = constrain::Kind::kJsonObject;
+      } else if (key == "regex" || key == "grammar") {
+        if (!value.is_string()) return BadParam(param, "must be a string");
+        c.kind = key == "regex" ? constrain::Kind::kRegex : constrain::Kind::kGrammar;
+        c.text = value.get<std::string>();
+      } else if (key == "choice") {
+        if (!value.is_array() || value.empty()) {
+          return BadParam(param, "must be a non-empty array of strings");
+        }
+        c.kind = constrain::Kind::kChoice;
+        for (const json& one : value) {
+          if (!one.is_string()) return BadParam(param, "must be a non-empty array of strings");
+          c.choices.push_back(one.get<std::string>());
+        }
+      } else {
+        return BadParam(param, StrCat("structured_outputs takes json, json_object, regex, "
+                                      "grammar or choice, not ",
+                                      QuoteForError(key)));
+      }
+      if (auto e = set(param, std::move(c))) return e;
+    }
+  }
+  if (const json* schema = Field(j, "json_schema")) {  // llama.cpp's server
+    constrain::Spec c{.kind = constrain::Kind::kJsonSchema};
+    if (auto e = SchemaText(*schema, "json_schema", &c.text)) return e;
+    if (auto e = set("json_schema", std::move(c))) return e;
+  }
+  if (const json* grammar = Field(j, "grammar")) {
+    if (!grammar->is_string()) return BadParam("grammar", "grammar must be a string (GBNF)");
+    if (!grammar->get_ref<const std::string&>().empty()) {
+      constrain::Spec c{.kind = constrain::Kind::kGrammar, .text = grammar->get<std::string>()};
+      if (auto e = set("grammar", std::move(c))) return e;
+    }
+  }
+  return std::nullopt;
 }
 
 // The fields chat and completions share: the model, sampling, stopping and
@@ -258,7 +344,7 @@ std::optional<ApiError> ReadGeneration(const json& j, const RequestLimits& limit
       return BadParam(unsupported, StrCat(unsupported, " is not supported by this gateway"));
     }
   }
-  return ReadResponseFormat(j);
+  return ReadConstraint(j, r);
 }
 
 // `messages`: a non-empty array of {role, content} (roles system,

@@ -51,6 +51,11 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   int n = 1;
+  // Structured output (response_format, structured_outputs, or llama.cpp's
+  // json_schema / grammar), to be compiled for the model; and the parameter
+  // that asked for it (errors name it).
+  std::optional<constrain::Spec> constraint;
+  std::string constraint_param;
 };
 
 // POST /v1/chat/completions, parsed.

@@ -328,27 +328,74 @@ TEST(ParseChatRequestTest, StopLimitIsNamed) {
   EXPECT_THAT(e->message, HasSubstr("got 5"));
 }
 
-// {"type": "text"} is the default some clients send every time; structured
-// outputs are refused by name.
+// {"type": "text"} is the default some clients send every time: no
+// constraint. The structured outputs come three ways (OpenAI, vLLM,
+// llama.cpp), one per request.
 TEST(ParseChatRequestTest, ResponseFormatTextIsAccepted) {
   ChatRequest r;
   EXPECT_EQ(Parse(Body(R"("response_format": {"type": "text"})"), &r), std::nullopt);
+  EXPECT_FALSE(r.constraint.has_value());
   CompletionRequest c;
   EXPECT_EQ(ParseCompletionRequest(
                 R"({"model": "m", "prompt": "x", "response_format": {"type": "text"}})",
                 RequestLimits(), &c),
             std::nullopt);
-  for (const char* format :
-       {R"({"type": "json_object"})", R"({"type": "json_schema", "json_schema": {"name": "x"}})"}) {
+  for (const char* format : {R"("text")", R"({"type": "yaml"})", R"({})", R"({"type": 1})",
+                             R"({"type": "json_schema", "json_schema": {"name": "x"}})"}) {
     std::optional<ApiError> e = Parse(Body(StrCat(R"("response_format": )", format)), &r);
     ASSERT_TRUE(e.has_value()) << format;
     EXPECT_EQ(e->param, "response_format");
-    EXPECT_THAT(e->message, HasSubstr("not supported"));
   }
-  for (const char* format : {R"("text")", R"({"type": "yaml"})", R"({})", R"({"type": 1})"}) {
-    std::optional<ApiError> e = Parse(Body(StrCat(R"("response_format": )", format)), &r);
-    ASSERT_TRUE(e.has_value()) << format;
-    EXPECT_EQ(e->param, "response_format");
+}
+
+TEST(ParseChatRequestTest, StructuredOutputsEveryWay) {
+  struct Case {
+    const char* extra;
+    constrain::Kind kind;
+    const char* param;
+  };
+  const Case cases[] = {
+      {R"("response_format": {"type": "json_object"})", constrain::Kind::kJsonObject,
+       "response_format"},
+      {R"("response_format": {"type": "json_schema", "json_schema": {"name": "p", "strict": true,
+          "schema": {"type": "object", "properties": {"a": {"type": "integer"}}}}})",
+       constrain::Kind::kJsonSchema, "response_format"},
+      {R"("structured_outputs": {"json": {"type": "string"}})", constrain::Kind::kJsonSchema,
+       "structured_outputs.json"},
+      {R"("structured_outputs": {"regex": "[ab]+"})", constrain::Kind::kRegex,
+       "structured_outputs.regex"},
+      {R"("structured_outputs": {"grammar": "root ::= \"x\""})", constrain::Kind::kGrammar,
+       "structured_outputs.grammar"},
+      {R"("structured_outputs": {"choice": ["yes", "no"]})", constrain::Kind::kChoice,
+       "structured_outputs.choice"},
+      {R"("json_schema": {"type": "object"})", constrain::Kind::kJsonSchema, "json_schema"},
+      {R"("grammar": "root ::= \"x\"")", constrain::Kind::kGrammar, "grammar"},
+  };
+  for (const Case& c : cases) {
+    ChatRequest r;
+    ASSERT_EQ(Parse(Body(c.extra), &r), std::nullopt) << c.extra;
+    ASSERT_TRUE(r.constraint.has_value()) << c.extra;
+    EXPECT_EQ(r.constraint->kind, c.kind) << c.extra;
+    EXPECT_EQ(r.constraint_param, c.param);
+  }
+  ChatRequest strict;
+  ASSERT_EQ(Parse(Body(cases[1].extra), &strict), std::nullopt);
+  EXPECT_TRUE(strict.constraint->strict);
+  EXPECT_THAT(strict.constraint->text, HasSubstr("\"integer\""));
+  ChatRequest choice;
+  ASSERT_EQ(Parse(Body(cases[5].extra), &choice), std::nullopt);
+  EXPECT_THAT(choice.constraint->choices, ::testing::ElementsAre("yes", "no"));
+  // Two at once, or a bad shape: 400 naming the parameter.
+  ChatRequest r;
+  std::optional<ApiError> two =
+      Parse(Body(R"("response_format": {"type": "json_object"}, "grammar": "root ::= \"x\"")"), &r);
+  ASSERT_TRUE(two.has_value());
+  EXPECT_THAT(two->message, HasSubstr("give one"));
+  for (const char* bad :
+       {R"("structured_outputs": {"xml": "a"})", R"("structured_outputs": {"choice": []})",
+        R"("json_schema": 5)", R"("grammar": 5)"}) {
+    ChatRequest b;
+    EXPECT_TRUE(Parse(Body(bad), &b).has_value()) << bad;
   }
 }
 

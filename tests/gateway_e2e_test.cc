@@ -1055,6 +1055,58 @@ TEST_F(GatewayE2ETest, IdleConversationsGiveWayAtTheModelServersSessionLimit) {
             alone.Json()["choices"][0]["message"]["content"]);
 }
 
+// Structured output through the gateway with the real model: a JSON schema
+// (OpenAI's response_format), choices (vLLM's structured_outputs), a regex;
+// and a schema the engine does not support is a 400 naming the keyword.
+TEST_F(GatewayE2ETest, StructuredOutputFollowsItsConstraint) {
+  const json schema = {{"type", "object"},
+                       {"properties",
+                        {{"name", {{"type", "string"}, {"maxLength", 20}}},
+                         {"age", {{"type", "integer"}, {"minimum", 0}, {"maximum", 120}}}}},
+                       {"required", {"name", "age"}},
+                       {"additionalProperties", false}};
+  const HttpResponse r = PostChat(Chat(
+      "Describe a person as JSON.",
+      {{"max_tokens", 64},
+       {"response_format",
+        {{"type", "json_schema"}, {"json_schema", {{"name", "person"}, {"schema", schema}}}}}}));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json answer =
+      json::parse(r.Json()["choices"][0]["message"]["content"].get<std::string>(), nullptr, false);
+  ASSERT_TRUE(answer.is_object()) << r.body;
+  EXPECT_TRUE(answer["name"].is_string()) << answer;
+  ASSERT_TRUE(answer["age"].is_number_integer()) << answer;
+  EXPECT_GE(answer["age"].get<int>(), 0);
+  EXPECT_LE(answer["age"].get<int>(), 120);
+  EXPECT_EQ(answer.size(), 2u) << answer;
+  EXPECT_EQ(r.Json()["choices"][0]["finish_reason"], "stop");
+
+  const HttpResponse choice =
+      PostChat(Chat("Is Paris in France?", {{"structured_outputs", {{"choice", {"yes", "no"}}}}}));
+  ASSERT_EQ(choice.status, 200) << choice.body;
+  EXPECT_THAT(choice.Json()["choices"][0]["message"]["content"].get<std::string>(),
+              AnyOf("yes", "no"));
+
+  const HttpResponse regex = Http(port(), "POST", "/v1/completions",
+                                  json{{"model", *model_id_},
+                                       {"prompt", "The year is"},
+                                       {"max_tokens", 8},
+                                       {"temperature", 0},
+                                       {"structured_outputs", {{"regex", " [12][0-9]{3}"}}}}
+                                      .dump());
+  ASSERT_EQ(regex.status, 200) << regex.body;
+  const std::string year = regex.Json()["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(year.size(), 5u) << year;
+
+  const HttpResponse refused = PostChat(
+      Chat(kQuestion,
+           {{"response_format",
+             {{"type", "json_schema"},
+              {"json_schema", {{"name", "n"}, {"schema", {{"not", {{"type", "string"}}}}}}}}}}));
+  ExpectError(refused, 400, "response_format");
+  EXPECT_THAT(refused.Json()["error"]["message"].get<std::string>(), HasSubstr("not"));
+}
+
 TEST_F(GatewayE2ETest, ServicesDownIs503) {
   std::string error;
   std::unique_ptr<ServerProcess> model =

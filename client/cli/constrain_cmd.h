@@ -14,6 +14,7 @@
 #define LLM_CLIENT_CLI_CONSTRAIN_CMD_H_
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +40,14 @@ absl::StatusOr<ConstrainArgs> ConstrainArgsFromFlags(const std::vector<std::stri
 // The contents of the file at `path`; InvalidArgument "cannot read <what>
 // <path>".
 absl::StatusOr<std::string> ReadFile(const std::string& path, std::string_view what);
+
+// The constraint the flags of generate, chat and constrain ask for:
+// --json-schema FILE, --json-object, --regex RE, --grammar FILE or `choices`
+// (every --choice), with --strict, --any-order, --lenient, --compact-json and
+// --max-whitespace; nullopt when none is given. InvalidArgument for two
+// kinds at once or a file that cannot be read.
+absl::StatusOr<std::optional<constrain::Spec>> ConstraintSpecFromFlags(
+    const std::vector<std::string>& choices, bool json_object);
 
 // Runs the command, JSON lines to `out`, messages to `err`; the exit status.
 int RunConstrain(const ConstrainArgs& args, std::FILE* out, std::FILE* err);

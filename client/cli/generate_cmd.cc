@@ -17,10 +17,12 @@
 #include <utility>
 #include <vector>
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
+#include "client/cli/constrain_cmd.h"
 #include "client/cli/line_reader.h"
 #include "client/generate/chat_session.h"
 #include "client/generate/chat_template.h"
@@ -88,6 +90,8 @@ ABSL_FLAG(double, wait_ready, 120,
           "generate/chat: wait up to this many seconds for a service that is still loading (the "
           "model server while it reads its weights), showing the time waited on stderr; 0: do "
           "not wait.");
+
+ABSL_DECLARE_FLAG(bool, json_object);  // constrain_flags.cc
 
 namespace llm::cli {
 namespace {
@@ -291,6 +295,7 @@ class Printer {
       j["session_rebuilds"] = r.session_rebuilds;
       j["proposed_tokens"] = r.proposed_tokens;
       j["accepted_tokens"] = r.accepted_tokens;
+      j["forced_tokens"] = r.forced_tokens;
       WriteLine(j);
       return;
     }
@@ -399,7 +404,25 @@ std::string WhyNotServing(const absl::Status& status, const std::string& address
 
 }  // namespace
 
-int RunGenerate(const std::vector<std::string>& stop) {
+// The constraint the flags ask for, compiled for the connected model
+// (params->constraint); false, with the error said and *exit_code set, when
+// it cannot be (2: a usage error or a spec the engine refuses, naming why).
+bool ConstrainOrFail(const std::optional<constrain::Spec>& spec, Generator& g,
+                     GenerateParams* params, int* exit_code) {
+  if (!spec.has_value()) return true;
+  absl::StatusOr<std::shared_ptr<const constrain::Constraint>> c =
+      g.services().CompileConstraint(*spec);
+  if (!c.ok()) {
+    Fail(absl::Status(c.status().code(), StrCat("the ", constrain::KindName(spec->kind),
+                                                " constraint: ", c.status().message())));
+    *exit_code = absl::IsInvalidArgument(c.status()) ? 2 : 1;
+    return false;
+  }
+  params->constraint = *std::move(c);
+  return true;
+}
+
+int RunGenerate(const std::vector<std::string>& stop, const std::vector<std::string>& choices) {
   if (absl::GetFlag(FLAGS_chat) && absl::GetFlag(FLAGS_raw)) {
     std::fprintf(stderr, "llm generate: give --chat or --raw, not both\n");
     return 2;
@@ -407,6 +430,12 @@ int RunGenerate(const std::vector<std::string>& stop) {
   absl::StatusOr<GenerateParams> params = ParamsFromFlags(stop);
   if (!params.ok()) {
     Fail(params.status());
+    return 2;
+  }
+  absl::StatusOr<std::optional<constrain::Spec>> spec =
+      ConstraintSpecFromFlags(choices, absl::GetFlag(FLAGS_json_object));
+  if (!spec.ok()) {
+    Fail(spec.status());
     return 2;
   }
   std::string prompt = absl::GetFlag(FLAGS_prompt);
@@ -420,6 +449,7 @@ int RunGenerate(const std::vector<std::string>& stop) {
   std::optional<Connection> connection = ConnectOrFail(&exit_code);
   if (!connection) return exit_code;
   auto& [g, tmpl] = *connection;
+  if (!ConstrainOrFail(*spec, *g, &*params, &exit_code)) return exit_code;
   Printer printer(absl::GetFlag(FLAGS_json));
   const auto on_token = [&](const TokenEvent& e) { printer.OnToken(e); };
   InstallInterruptHandler();
@@ -448,16 +478,23 @@ int RunGenerate(const std::vector<std::string>& stop) {
   return 0;
 }
 
-int RunChat(const std::vector<std::string>& stop) {
+int RunChat(const std::vector<std::string>& stop, const std::vector<std::string>& choices) {
   absl::StatusOr<GenerateParams> params = ParamsFromFlags(stop);
   if (!params.ok()) {
     Fail(params.status());
+    return 2;
+  }
+  absl::StatusOr<std::optional<constrain::Spec>> spec =
+      ConstraintSpecFromFlags(choices, absl::GetFlag(FLAGS_json_object));
+  if (!spec.ok()) {
+    Fail(spec.status());
     return 2;
   }
   int exit_code = 0;
   std::optional<Connection> connection = ConnectOrFail(&exit_code);
   if (!connection) return exit_code;
   auto& [g, tmpl] = *connection;
+  if (!ConstrainOrFail(*spec, *g, &*params, &exit_code)) return exit_code;
   LineReader reader;
   const bool interactive = reader.interactive();
   if (interactive) {

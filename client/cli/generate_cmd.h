@@ -12,8 +12,8 @@ namespace llm::cli {
 
 // `stop`: the values of every --stop flag, in order (collected from argv by
 // main, since an absl flag keeps only its last value).
-int RunGenerate(const std::vector<std::string>& stop);
-int RunChat(const std::vector<std::string>& stop);
+int RunGenerate(const std::vector<std::string>& stop, const std::vector<std::string>& choices);
+int RunChat(const std::vector<std::string>& stop, const std::vector<std::string>& choices);
 int RunHealth();
 
 }  // namespace llm::cli

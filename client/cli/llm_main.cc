@@ -56,10 +56,12 @@ std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<st
 }
 
 const std::vector<std::string> kGenerateFlags = {
-    "prompt",         "tokenizer",  "model",      "max_tokens", "temperature", "top_k",
-    "top_p",          "min_p",      "seed",       "stop",       "chat",        "raw",
-    "template",       "system",     "json",       "logits",     "timeout",     "wait_ready",
-    "repeat_penalty", "ignore_eos", "detokenize", "lookahead",  "speculate"};
+    "prompt", "tokenizer", "model", "max_tokens", "temperature", "top_k", "top_p", "min_p", "seed",
+    "stop", "chat", "raw", "template", "system", "json", "logits", "timeout", "wait_ready",
+    "repeat_penalty", "ignore_eos", "detokenize", "lookahead", "speculate",
+    // Structured output (constrain_flags.cc).
+    "json_schema", "json_object", "regex", "grammar", "choice", "strict", "any_order", "lenient",
+    "compact_json", "max_whitespace"};
 
 const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = {
@@ -71,13 +73,17 @@ const std::vector<Command>& Commands() {
        "built-in one when the model has none (said on stderr); --raw sends the prompt as\n"
        "it is. --json prints {\"text\",\"token\",\"logprob\"} per token and a summary\n"
        "{\"tokens\",\"prompt_tokens\",\"time_to_first_token_ms\",\"tokens_per_second\",\n"
-       "\"stop_reason\",\"session_rebuilds\",\"proposed_tokens\",\"accepted_tokens\"};\n"
+       "\"stop_reason\",\"session_rebuilds\",\"proposed_tokens\",\"accepted_tokens\",\n"
+       "\"forced_tokens\"};\n"
        "stop_reason is eos, stop, length, context (the model's context is full) or cancelled.\n"
        "--speculate N proposes up to N tokens per decode step from n-gram matches in the\n"
        "conversation (speculative decoding: the same output, fewer steps when the answer\n"
        "repeats its input; the counts are the summary's proposed and accepted tokens).\n"
        "--stop takes the escapes \\n, \\r, \\t, \\\\, \\\" and \\' (--stop \"\\n\\n\" stops at a\n"
-       "blank line) and may be repeated. Ctrl-C stops the answer; a second Ctrl-C exits\n"
+       "blank line) and may be repeated. Structured output: --json-schema FILE,\n"
+       "--json-object, --regex RE, --grammar FILE (GBNF) or --choice A --choice B ... make\n"
+       "the answer follow it (docs/structured_output.md; a constraint the engine refuses\n"
+       "exits 2 naming why). Ctrl-C stops the answer; a second Ctrl-C exits\n"
        "(status 130). Exit status: 0 done; 1 a service failed or cannot be reached; 2 bad\n"
        "usage or values.",
        Concat(kGenerateFlags, kSecurityFlags)},
@@ -118,11 +124,12 @@ const std::vector<Command>& Commands() {
        "errors and exit status as for 'llm tokenize'.",
        Concat({"vocab", "server", "jsonl", "timeout", "deadline_ms"}, kSecurityFlags)},
       {"constrain",
-       "Usage: llm constrain --vocab PATH (--json-schema FILE | --json | --regex RE |\n"
+       "Usage: llm constrain --vocab PATH (--json-schema FILE | --json-object | --regex RE |\n"
        "                     --grammar FILE | --choice A [--choice B ...]) [--check FILE]\n"
        "\n"
        "Compiles a constraint for structured generation against the vocabulary file (.gguf or\n"
-       ".tiktoken), without a model service: a JSON schema, any JSON object (--json), a regex,\n"
+       ".tiktoken), without a model service: a JSON schema, any JSON object (--json-object, or\n"
+       "--json), a regex,\n"
        "a GBNF grammar (llama.cpp's format) or a list of choices. With --check, each line of\n"
        "FILE ('-': stdin) is an instance, its text as it stands, tokenized with the vocabulary\n"
        "and fed to the constraint token by token; it prints {\"index\": i, \"accepted\":\n"
@@ -132,8 +139,8 @@ const std::vector<Command>& Commands() {
        "exits 0 all the same. JSON may have up to --max-whitespace whitespace characters\n"
        "between tokens (json.dumps' output passes). Exit status: 0 done; 2 bad usage or an\n"
        "unreadable file.",
-       {"vocab", "json_schema", "json", "regex", "grammar", "choice", "check", "strict",
-        "any_order", "lenient", "compact_json", "max_whitespace"}},
+       {"vocab", "json_schema", "json_object", "json", "regex", "grammar", "choice", "check",
+        "strict", "any_order", "lenient", "compact_json", "max_whitespace"}},
   };
   return commands;
 }
@@ -225,12 +232,12 @@ int main(int argc, char** argv) {
     }
     return llm::cli::RunConstrain(*constrain_args, stdout, stderr);
   }
+  if (name == "generate") return llm::cli::RunGenerate(stop, choices);
+  if (name == "chat") return llm::cli::RunChat(stop, choices);
   if (!choices.empty()) {
-    std::fprintf(stderr, "llm %s: --choice is for constrain\n", command->name);
+    std::fprintf(stderr, "llm %s: --choice is for generate, chat and constrain\n", command->name);
     return 2;
   }
-  if (name == "generate") return llm::cli::RunGenerate(stop);
-  if (name == "chat") return llm::cli::RunChat(stop);
   if (!stop.empty()) {
     std::fprintf(stderr, "llm %s: --stop is for generate and chat\n", command->name);
     return 2;

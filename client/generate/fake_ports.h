@@ -7,7 +7,9 @@
 // can be made to fail (fail_step, fail_with), which for a lost session also
 // drops it, and a test may drop sessions itself (a restarted server): a
 // step on one is NOT_FOUND, and a Prefill rebuilds it from the history, as
-// ModelClient does. Every Send ("send T", "+P,Q" for proposals, "@N" for
+// ModelClient does. Token masks (StepOptions::mask, proposed_masks) are
+// applied as the model service applies them: -inf at the masked ids of the
+// float32 rows. Every Send ("send T", "+P,Q" for proposals, "@N" for
 // truncate_to) and text Add is logged, in order, unless the log is null.
 //
 // Threads: one test's. Ownership: the model owns its sessions; streams
@@ -17,8 +19,10 @@
 
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +32,18 @@
 #include "common/strings.h"
 
 namespace llm::client::testing {
+
+// A float32 row with -inf where `mask` (if any) disallows a token.
+inline v1::Logits Masked(v1::Logits logits, const TokenMask* mask) {
+  if (mask == nullptr) return logits;
+  std::string& bytes = *logits.mutable_float32();
+  for (size_t i = 0; i * 4 < bytes.size(); ++i) {
+    if (mask->allowed(static_cast<int64_t>(i))) continue;
+    const float inf = -std::numeric_limits<float>::infinity();
+    std::memcpy(bytes.data() + 4 * i, &inf, 4);
+  }
+  return logits;
+}
 
 inline constexpr int32_t kFakeVocab = 16;
 inline constexpr int32_t kFakeEos = 9;
@@ -111,7 +127,7 @@ class FakeModel : public ModelPort {
     session.overhang = false;
     held.insert(held.end(), sent.begin(), sent.end());
     session.tokens.insert(session.tokens.end(), tokens.begin(), tokens.end());
-    PrefillResult result{LogitsAfter(held), {}};
+    PrefillResult result{Masked(LogitsAfter(held), options.mask), {}};
     if (options.prompt_logprobs >= 0) {  // token t scores -t / 100
       for (size_t i = 1; i < tokens.size(); ++i) {
         v1::TokenLogprob& score = result.prompt_logprobs.emplace_back();
@@ -172,6 +188,10 @@ class FakeSteps : public DecodeSteps {
     if (model_.log_ != nullptr) model_.log_->push_back(line);
     token_ = token;
     options_ = options;
+    // The masks are borrowed for the call only: keep copies.
+    mask_.reset();
+    if (options.mask != nullptr) mask_ = *options.mask;
+    proposed_masks_.assign(options.proposed_masks.begin(), options.proposed_masks.end());
     if (!model_.speculates) {
       options_.proposed.clear();
       options_.truncate_to = -1;
@@ -199,11 +219,12 @@ class FakeSteps : public DecodeSteps {
     }
     held.resize(kept);
     held.push_back(token_);
-    logits_ = model_.LogitsAfter(held);
+    logits_ = Masked(model_.LogitsAfter(held), mask_ ? &*mask_ : nullptr);
     proposed_logits_.Clear();
-    for (int32_t p : options_.proposed) {
-      held.push_back(p);
-      *proposed_logits_.Add() = model_.LogitsAfter(held);
+    for (size_t i = 0; i < options_.proposed.size(); ++i) {
+      held.push_back(options_.proposed[i]);
+      *proposed_logits_.Add() = Masked(model_.LogitsAfter(held),
+                                       i < proposed_masks_.size() ? &proposed_masks_[i] : nullptr);
     }
     return &logits_;
   }
@@ -220,6 +241,8 @@ class FakeSteps : public DecodeSteps {
   const std::string id_;
   int32_t token_ = -1;
   StepOptions options_;
+  std::optional<TokenMask> mask_;
+  std::vector<TokenMask> proposed_masks_;
   v1::Logits logits_;
   google::protobuf::RepeatedPtrField<v1::Logits> proposed_logits_;
 };

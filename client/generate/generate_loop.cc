@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "client/constrain/matcher.h"
 #include "client/generate/stop_strings.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
@@ -73,16 +74,21 @@ class GenerateLoop::Run {
   absl::StatusOr<PrefillResult> Prefill(std::span<const int32_t> tokens, bool score = false) {
     StepOptions step = NextStep();
     if (score) step.prompt_logprobs = params_.prompt_logprobs;
+    if (grammar_ != nullptr) {
+      LLM_RETURN_IF_ERROR(FillMask(mask_));
+      step.mask = &mask_;
+    }
     return model_.Prefill(session_, tokens, step, loop_.cancel_, &result_.session_rebuilds);
   }
   // Sends `token` on the step stream (opening it if needed), with the
   // proposals that follow `history` (which ends with it) when speculating,
   // and a rollback of the session's overhang. A failure is left for
   // AwaitStep to handle.
-  void SendStep(int32_t token, std::span<const int32_t> history);
-  // How many tokens the next step may propose: GenerateParams::speculate,
-  // within max_tokens and the context.
-  int32_t ProposalRoom() const;
+  absl::Status SendStep(int32_t token, std::span<const int32_t> history);
+  // How many tokens the next step may propose: GenerateParams::speculate
+  // (or kMaxProposedTokens for `forced` tokens), within max_tokens and the
+  // context.
+  int32_t ProposalRoom(bool forced = false) const;
   // Decodes the logits after the i-th proposal of the last step.
   absl::Status DecodeProposedRow(size_t i);
   // Completes the step of `token`: on success the token joins the session
@@ -114,7 +120,111 @@ class GenerateLoop::Run {
   std::vector<int32_t> proposed_;
   size_t accepted_ = 0;
   bool speculation_unsupported_ = false;  // the server ignored proposals
+
+  // Structured generation (GenerateParams::constraint).
+  // The grammar's state after every token generated so far (and after the
+  // forced tokens of the step in flight); null without a constraint.
+  std::unique_ptr<constrain::Matcher> grammar_;
+  TokenMask mask_;                         // the next logits' allowed tokens
+  TokenMask allow_all_;                    // rows whose logits are not drawn from
+  std::vector<TokenMask> proposed_masks_;  // the proposals' rows
+  // The last step fed these tokens after its token as proposals that the
+  // grammar forced: they join the output without a draw.
+  bool forced_step_ = false;
+  // Fills `mask` with the tokens the grammar allows now.
+  absl::Status FillMask(TokenMask& mask);
+  // A token drawn or fed: the grammar takes it (a token it does not allow
+  // means the model service did not apply the mask).
+  absl::Status AcceptToken(int32_t token);
+  // The tokens the grammar forces now, at most `room`.
+  std::vector<int32_t> Forced(int64_t room) const;
+  // Sets up the masks of a step that feeds `proposed_` after its token:
+  // forced ones (accepted into the grammar) or speculative ones (the
+  // grammar's state after each, then rolled back; cut at the first it does
+  // not allow).
+  absl::Status MaskProposals(StepOptions& step);
+  // Emits the forced tokens the step fed (in the model session now): their
+  // text, one event each (logprob 0: the grammar allows nothing else).
+  // Sets *stop at a stop string, max_tokens or a cancel.
+  absl::Status EmitForced(std::span<const int32_t> forced, std::optional<StopReason>& stop);
 };
+
+absl::Status GenerateLoop::Run::FillMask(TokenMask& mask) {
+  const int64_t vocab = model_.vocab_size();
+  if (mask.vocab_size() != vocab) mask = TokenMask::AllowNone(vocab);
+  std::span<uint64_t> words = mask.mutable_words();
+  // The matcher writes 32-bit words, the same bits on a little-endian host.
+  return grammar_->FillMask(
+      std::span<uint32_t>(reinterpret_cast<uint32_t*>(words.data()), grammar_->mask_words()));
+}
+
+absl::Status GenerateLoop::Run::AcceptToken(int32_t token) {
+  if (grammar_ == nullptr || grammar_->Accept(token)) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      StrCat("the model service returned logits that allow token ", token,
+             ", which the constraint does not (did it apply the token mask?)"));
+}
+
+std::vector<int32_t> GenerateLoop::Run::Forced(int64_t room) const {
+  std::vector<int32_t> forced;
+  if (grammar_ == nullptr || room <= 0 || grammar_->IsTerminated()) return forced;
+  forced = grammar_->ForcedTokens();
+  if (static_cast<int64_t>(forced.size()) > room) forced.resize(static_cast<size_t>(room));
+  return forced;
+}
+
+absl::Status GenerateLoop::Run::MaskProposals(StepOptions& step) {
+  proposed_masks_.resize(proposed_.size());
+  if (forced_step_) {
+    // Only the last row is drawn from; the others' tokens are forced.
+    for (int32_t f : proposed_) LLM_RETURN_IF_ERROR(AcceptToken(f));
+    if (allow_all_.vocab_size() != model_.vocab_size()) {
+      allow_all_ = TokenMask::AllowAll(model_.vocab_size());
+    }
+    for (size_t i = 0; i + 1 < proposed_.size(); ++i) proposed_masks_[i] = allow_all_;
+    LLM_RETURN_IF_ERROR(FillMask(proposed_masks_.back()));
+    step.mask = &allow_all_;
+  } else {
+    LLM_RETURN_IF_ERROR(FillMask(mask_));
+    step.mask = &mask_;
+    size_t kept = 0;
+    while (kept < proposed_.size() && grammar_->Accept(proposed_[kept])) {
+      if (grammar_->IsTerminated()) {  // an end token: nothing after it
+        LLM_RETURN_IF_ERROR(grammar_->Rollback(1));
+        break;
+      }
+      LLM_RETURN_IF_ERROR(FillMask(proposed_masks_[kept]));
+      ++kept;
+    }
+    LLM_RETURN_IF_ERROR(grammar_->Rollback(static_cast<int>(kept)));
+    proposed_.resize(kept);
+    proposed_masks_.resize(kept);
+  }
+  step.proposed = proposed_;
+  step.proposed_masks = proposed_masks_;
+  return absl::OkStatus();
+}
+
+absl::Status GenerateLoop::Run::EmitForced(std::span<const int32_t> forced,
+                                           std::optional<StopReason>& stop) {
+  for (int32_t token : forced) {
+    ++result_.forced_tokens;
+    result_.tokens.push_back(token);
+    LLM_ASSIGN_OR_RETURN(std::string text, Detokenize(token));
+    const StopStringMatcher::Step step = matcher_.Feed(text);
+    top_.assign(params_.top_logprobs > 0 ? 1 : 0, TopLogprob{token, 0.0f});
+    Emit(step.released, token, 0.0f, top_);
+    if (step.stopped) {
+      stop = StopReason::kStopString;
+    } else if (static_cast<int32_t>(result_.tokens.size()) >= params_.max_tokens) {
+      stop = StopReason::kMaxTokens;
+    } else if (loop_.cancel_requested()) {
+      stop = StopReason::kCancelled;
+    }
+    if (stop) return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
 
 void GenerateLoop::Run::Emit(std::string_view text, int32_t token, float logprob,
                              std::span<const TopLogprob> top) {
@@ -126,12 +236,13 @@ void GenerateLoop::Run::Emit(std::string_view text, int32_t token, float logprob
   on_token_(event);
 }
 
-int32_t GenerateLoop::Run::ProposalRoom() const {
+int32_t GenerateLoop::Run::ProposalRoom(bool forced) const {
   // Proposals become tokens after the one sent: within max_tokens, and
   // within the context together with it.
   if (speculation_unsupported_) return 0;
-  int64_t room = std::min<int64_t>(
-      params_.speculate, params_.max_tokens - static_cast<int64_t>(result_.tokens.size()));
+  int64_t room =
+      std::min<int64_t>(forced ? kMaxProposedTokens : params_.speculate,
+                        params_.max_tokens - static_cast<int64_t>(result_.tokens.size()));
   if (const int64_t n = model_.context_length(); n > 0) {
     room = std::min<int64_t>(room, n - static_cast<int64_t>(session_.tokens.size()) - 1);
   }
@@ -146,12 +257,19 @@ int32_t GenerateLoop::Run::ProposalRoom() const {
   return static_cast<int32_t>(std::max<int64_t>(room, 0));
 }
 
-void GenerateLoop::Run::SendStep(int32_t token, std::span<const int32_t> history) {
+absl::Status GenerateLoop::Run::SendStep(int32_t token, std::span<const int32_t> history) {
   if (steps_ == nullptr) steps_ = model_.OpenSteps(session_.id, params_.max_tokens);
   StepOptions step = NextStep();
   proposed_.clear();
   accepted_ = 0;
-  if (const int32_t room = ProposalRoom(); room > 0) {
+  forced_step_ = false;
+  // Tokens the grammar forces after this one are fed in this step, as
+  // proposals that are sure to be kept (within the room proposals have).
+  if (grammar_ != nullptr) {
+    proposed_ = Forced(ProposalRoom(/*forced=*/true));
+    forced_step_ = !proposed_.empty();
+  }
+  if (const int32_t room = ProposalRoom(); room > 0 && !forced_step_) {
     if (loop_.options_.propose) {
       loop_.options_.propose(history, room, &proposed_);
       if (static_cast<int32_t>(proposed_.size()) > room) proposed_.resize(room);
@@ -159,10 +277,12 @@ void GenerateLoop::Run::SendStep(int32_t token, std::span<const int32_t> history
       ProposeByNgram(history, room, loop_.options_.min_ngram, &proposed_);
     }
   }
+  if (grammar_ != nullptr) LLM_RETURN_IF_ERROR(MaskProposals(step));
   step.proposed = proposed_;
   if (!proposed_.empty()) step.lookahead = false;
   if (session_.overhang) step.truncate_to = static_cast<int64_t>(session_.tokens.size());
   steps_->Send(token, step);
+  return absl::OkStatus();
 }
 
 absl::Status GenerateLoop::Run::DecodeProposedRow(size_t i) {
@@ -181,12 +301,18 @@ absl::Status GenerateLoop::Run::AwaitStep(int32_t token, bool need_logits) {
     // back.
     if (!proposed_.empty() && steps_->proposed_logits().empty()) {
       // A server that predates speculation ignored the proposals (and
-      // appended the token alone): go on without.
+      // appended the token alone): go on without. (Forced tokens cannot:
+      // the logits of this row were not masked.)
+      if (forced_step_) {
+        return absl::FailedPreconditionError(
+            "the model service ignored the tokens a constraint forced (it predates "
+            "speculation)");
+      }
       proposed_.clear();
       speculation_unsupported_ = true;
     }
     session_.overhang = !proposed_.empty();
-    result_.proposed_tokens += static_cast<int64_t>(proposed_.size());
+    if (!forced_step_) result_.proposed_tokens += static_cast<int64_t>(proposed_.size());
     if (steps_->proposed_logits().size() != static_cast<int>(proposed_.size())) {
       return absl::FailedPreconditionError(
           StrCat("the model service answered ", steps_->proposed_logits().size(),
@@ -195,7 +321,10 @@ absl::Status GenerateLoop::Run::AwaitStep(int32_t token, bool need_logits) {
     if (!need_logits) return absl::OkStatus();
     return logits_.Decode(**logits, model_.vocab_size());
   }
-  // The request changed nothing (or left the session unsynced, below).
+  // The request changed nothing (or left the session unsynced, below): the
+  // forced tokens it carried are not in the session.
+  if (forced_step_) LLM_RETURN_IF_ERROR(grammar_->Rollback(static_cast<int>(proposed_.size())));
+  forced_step_ = false;
   proposed_.clear();
   accepted_ = 0;
   steps_.reset();  // a failed step ends the stream
@@ -272,10 +401,32 @@ absl::StatusOr<GenerateResult> GenerateLoop::Run::PrefillAndDecode(
   std::vector<int32_t> append = session_.pending;
   append.insert(append.end(), new_tokens.begin(), new_tokens.end());
   if (append.empty()) return absl::InvalidArgumentError("nothing to prefill: no new tokens");
+  const int64_t prompt_tokens = static_cast<int64_t>(append.size());
+  // The tokens a constraint forces at the start (a schema's `{"name": "`)
+  // are prefilled with the prompt (not when the prompt is scored).
+  std::vector<int32_t> forced;
+  if (params_.constraint != nullptr) {
+    grammar_ = std::make_unique<constrain::Matcher>(params_.constraint);
+    if (grammar_->vocab_size() != model_.vocab_size()) {
+      return absl::InvalidArgumentError(StrCat("the constraint was compiled for a vocabulary of ",
+                                               grammar_->vocab_size(), " tokens, the model has ",
+                                               model_.vocab_size()));
+    }
+    if (params_.prompt_logprobs < 0) {
+      int64_t room = params_.max_tokens;
+      if (const int64_t n = model_.context_length(); n > 0) {
+        room = std::min<int64_t>(
+            room, n - static_cast<int64_t>(session_.tokens.size()) - prompt_tokens - 1);
+      }
+      forced = Forced(room);
+      for (int32_t f : forced) LLM_RETURN_IF_ERROR(AcceptToken(f));
+      append.insert(append.end(), forced.begin(), forced.end());
+    }
+  }
   LLM_ASSIGN_OR_RETURN(PrefillResult prefill,
                        Prefill(append, /*score=*/params_.prompt_logprobs >= 0));
   session_.pending.clear();
-  result_.prompt_tokens = static_cast<int64_t>(append.size());
+  result_.prompt_tokens = prompt_tokens;
   result_.prompt_logprobs = std::move(prefill.prompt_logprobs);
   result_.cached_tokens = std::min<int64_t>(prefill.cached_tokens, result_.prompt_tokens);
   LLM_RETURN_IF_ERROR(logits_.Decode(prefill.logits, model_.vocab_size()));
@@ -284,6 +435,14 @@ absl::StatusOr<GenerateResult> GenerateLoop::Run::PrefillAndDecode(
   sampler::Rng rng(params_.sampling.seed);
   absl::Time first_token, last_token;
   std::optional<StopReason> stop;
+  if (!forced.empty()) {
+    first_token = last_token = absl::Now();
+    result_.time_to_first_token = first_token - start;
+    if (absl::Status s = EmitForced(forced, stop); !s.ok()) {
+      CloseStreams().IgnoreError();
+      return s;
+    }
+  }
   while (!stop) {
     absl::StatusOr<sampler::Sample> sample =
         loop_.sampler_.SampleToken(logits_.input(), params_.sampling, history, rng);
@@ -293,6 +452,10 @@ absl::StatusOr<GenerateResult> GenerateLoop::Run::PrefillAndDecode(
     }
     if (!sample->exact) ++result_.inexact_samples;
     const int32_t token = sample->id;
+    if (absl::Status s = AcceptToken(token); !s.ok()) {
+      CloseStreams().IgnoreError();
+      return s;
+    }
     // Speculation: the last step fed proposed_[accepted_] after the token
     // before this one, whose row this was. Drawing it accepts it (already
     // in the model session); any other draw rejects it and the rest.
@@ -328,7 +491,12 @@ absl::StatusOr<GenerateResult> GenerateLoop::Run::PrefillAndDecode(
     // The model computes the next logits while the token is detokenized (a
     // fed token's are here already).
     const bool send = !fed && !last && !full;
-    if (send) SendStep(token, history);
+    if (send) {
+      if (absl::Status s = SendStep(token, history); !s.ok()) {
+        CloseStreams().IgnoreError();
+        return s;
+      }
+    }
     absl::StatusOr<std::string> text = Detokenize(token);
     if (!text.ok()) {
       if (send) AwaitStep(token, /*need_logits=*/false).IgnoreError();
@@ -366,6 +534,33 @@ absl::StatusOr<GenerateResult> GenerateLoop::Run::PrefillAndDecode(
         return s;
       }
       if (context_ended_ && !stop) stop = StopReason::kContext;
+      if (forced_step_ && !stop) {
+        // The grammar's forced tokens followed the token in this step: they
+        // are output without a draw, and the logits after the last are the
+        // next to draw from.
+        const std::vector<int32_t> fed_forced = std::exchange(proposed_, {});
+        forced_step_ = false;
+        const size_t before = result_.tokens.size();
+        if (absl::Status e = EmitForced(fed_forced, stop); !e.ok()) {
+          CloseStreams().IgnoreError();
+          return e;
+        }
+        const size_t emitted = result_.tokens.size() - before;
+        history.insert(history.end(), fed_forced.begin(), fed_forced.begin() + emitted);
+        session_.tokens.insert(session_.tokens.end(), fed_forced.begin(),
+                               fed_forced.begin() + emitted);
+        session_.overhang = emitted < fed_forced.size();  // a stop inside them
+        last_token = absl::Now();
+        if (!stop) {
+          if (absl::Status e =
+                  logits_.Decode(steps_->proposed_logits()[static_cast<int>(fed_forced.size()) - 1],
+                                 model_.vocab_size());
+              !e.ok()) {
+            CloseStreams().IgnoreError();
+            return e;
+          }
+        }
+      }
     }
   }
   if (!result_.tokens.empty()) result_.decode_time = last_token - first_token;

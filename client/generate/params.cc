@@ -23,6 +23,10 @@ absl::Status ValidateParams(const GenerateParams& params) {
     return absl::InvalidArgumentError(
         StrCat("speculate must be in [0, ", kMaxProposedTokens, "], got ", params.speculate));
   }
+  if (params.constraint != nullptr && params.ignore_eos) {
+    return absl::InvalidArgumentError(
+        "ignore_eos cannot be combined with a constraint (the end of a grammar is its EOS)");
+  }
   return ValidateStopStrings(params.stop);
 }
 

@@ -3,10 +3,12 @@
 #define LLM_CLIENT_GENERATE_PARAMS_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "client/constrain/constraint.h"
 #include "sampler/sampler.h"
 
 namespace llm::client {
@@ -30,6 +32,14 @@ struct GenerateParams {
   // the output is the same, token for token, only faster when proposals
   // are accepted). 0..kMaxProposedTokens (16); 0: off.
   int32_t speculate = 0;
+  // Structured generation: the tokens generated are those this compiled
+  // constraint (a JSON schema, a regex, a grammar, choices:
+  // client/constrain/constraint.h) allows, drawn exactly from the model's
+  // distribution restricted to them (the model service masks the logits:
+  // StepOptions::mask); where the grammar admits one continuation only, its
+  // tokens are fed without sampling (GenerateResult::forced_tokens). Null:
+  // none. The constraint must be compiled for the model's vocabulary.
+  std::shared_ptr<const constrain::Constraint> constraint;
 };
 
 // The most alternatives a position may list (the model service's limit for

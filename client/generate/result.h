@@ -57,6 +57,10 @@ struct GenerateResult {
   // and how many of them the generation kept.
   int64_t proposed_tokens = 0;
   int64_t accepted_tokens = 0;
+  // Structured generation (GenerateParams::constraint): generated tokens the
+  // grammar forced (the only continuation it admits), fed without sampling,
+  // several in one step.
+  int64_t forced_tokens = 0;
   v1::LogitsOptions logits;  // the encoding used
   // With GenerateParams::prompt_logprobs >= 0: the scores of the prefilled
   // tokens after the first (PrefillResult::prompt_logprobs).
