@@ -114,14 +114,8 @@ std::optional<ApiError> ReadMessages(const json& j, const ordered_json& o,
     if (auto e = ReadText(*system, "system", &s.content)) return e;
     out.push_back(std::move(s));
   }
-  const json* messages = Field(j, "messages");
-  if (messages == nullptr) return BadParam("messages", "messages: Field required");
-  if (!messages->is_array() || messages->empty()) {
-    return BadParam("messages", "messages must be a non-empty array");
-  }
-  if (messages->size() > static_cast<size_t>(limits.max_messages)) {
-    return BadParam("messages", StrCat("at most ", limits.max_messages, " messages"));
-  }
+  const json* messages = nullptr;
+  if (auto e = ReadMessageArray(j, limits.max_messages, &messages)) return e;
   for (size_t i = 0; i < messages->size(); ++i) {
     const json& m = (*messages)[i];
     const std::string p = StrCat("messages[", i, "]");

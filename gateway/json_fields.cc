@@ -97,4 +97,17 @@ std::optional<ApiError> ReadContent(const json& content, const std::string& para
   return std::nullopt;
 }
 
+std::optional<ApiError> ReadMessageArray(const json& j, int max, const json** out) {
+  const json* messages = Field(j, "messages");
+  if (messages == nullptr) return BadParam("messages", "messages is required");
+  if (!messages->is_array() || messages->empty()) {
+    return BadParam("messages", "messages must be a non-empty array");
+  }
+  if (messages->size() > static_cast<size_t>(max)) {
+    return BadParam("messages", StrCat("at most ", max, " messages"));
+  }
+  *out = messages;
+  return std::nullopt;
+}
+
 }  // namespace llm::gateway

@@ -36,6 +36,11 @@ std::optional<ApiError> ReadBool(const nlohmann::json& body, const char* name, b
 std::optional<ApiError> ReadOptionalString(const nlohmann::json& j, const char* name,
                                            std::optional<std::string>* out);
 
+// The body's "messages": a non-empty array of at most `max` entries into
+// *out; the error (param "messages") otherwise.
+std::optional<ApiError> ReadMessageArray(const nlohmann::json& j, int max,
+                                         const nlohmann::json** out);
+
 // A message's content: a string, or an array of {"type": "text", "text": ...}
 // parts (joined). `param` names it in errors.
 std::optional<ApiError> ReadContent(const nlohmann::json& content, const std::string& param,

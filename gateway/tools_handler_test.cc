@@ -43,13 +43,8 @@ std::unique_ptr<client::testing::FakeModel> ScriptModel(std::string header, Scri
     const size_t start = at == std::string::npos ? text.size() : at + header.size();
     const std::string answer = script(text.substr(0, start));
     const size_t n = text.size() - start;
-    std::vector<float> values(testing::kVocab, 0.0f);
-    values[n < answer.size() ? static_cast<unsigned char>(answer[n]) : testing::kEos] = 10.0f;
-    v1::Logits logits;
-    logits.set_encoding(v1::LogitsOptions::LOGITS_FLOAT32);
-    logits.set_float32(
-        std::string(reinterpret_cast<const char*>(values.data()), 4 * values.size()));
-    return logits;
+    return testing::ArgmaxLogits(n < answer.size() ? static_cast<unsigned char>(answer[n])
+                                                   : testing::kEos);
   };
   return model;
 }

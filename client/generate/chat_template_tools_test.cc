@@ -80,44 +80,46 @@ TEST(ChatTemplateToolsTest, RealTemplatesRenderToolsAsTransformersDoes) {
   EXPECT_EQ(checked, static_cast<int>(refs["cases"].size()));
 }
 
+// A template written for a test.
+ChatTemplate Inline(std::string_view source) {
+  absl::StatusOr<ChatTemplate> t = ChatTemplate::FromJinja(source, "test", "", "");
+  EXPECT_TRUE(t.ok()) << t.status();
+  return *std::move(t);
+}
+
 TEST(ChatTemplateToolsTest, ArgumentsThatAreNotAnObjectReachTheTemplateAsText) {
-  absl::StatusOr<ChatTemplate> t = ChatTemplate::FromJinja(
+  const ChatTemplate t = Inline(
       "{% for m in messages %}{% for c in m.tool_calls %}{{ c.function.arguments is string }}:"
-      "{{ c.function.arguments | tojson }};{% endfor %}{% endfor %}",
-      "test", "", "");
-  ASSERT_TRUE(t.ok());
+      "{{ c.function.arguments | tojson }};{% endfor %}{% endfor %}");
   ChatMessage m{"assistant", ""};
   m.tool_calls = {{"a", "f", "{\"x\": [1, 2.5, null]}"}, {"b", "f", "not json"}, {"c", "f", "[1]"}};
   const std::vector<ChatMessage> messages = {m};
-  absl::StatusOr<std::string> out = t->Render(messages, false);
+  absl::StatusOr<std::string> out = t.Render(messages, false);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(*out, "False:{\"x\": [1, 2.5, null]};True:\"not json\";True:\"[1]\";");
 }
 
 TEST(ChatTemplateToolsTest, KeysOnlyWhenTheMessageHasThem) {
-  absl::StatusOr<ChatTemplate> t = ChatTemplate::FromJinja(
+  const ChatTemplate t = Inline(
       "{% for m in messages %}{{ 'tool_calls' in m }},{{ m.tool_call_id is defined }},"
-      "{{ m.name is defined }},{{ m.tools is defined }};{% endfor %}{{ tools is none }}",
-      "test", "", "");
-  ASSERT_TRUE(t.ok());
+      "{{ m.name is defined }},{{ m.tools is defined }};{% endfor %}{{ tools is none }}");
   ChatMessage tool{"tool", "42"};
   tool.tool_call_id = "call_1";
   tool.name = "f";
   ChatMessage system{"system", "s"};
   system.tools = "[]";
   const std::vector<ChatMessage> messages = {{"user", "hi"}, tool, system};
-  absl::StatusOr<std::string> out = t->Render(messages, false);
+  absl::StatusOr<std::string> out = t.Render(messages, false);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(*out, "False,False,False,False;False,True,True,False;False,False,False,True;True");
 }
 
 TEST(ChatTemplateToolsTest, ToolsMustBeAJsonArray) {
-  absl::StatusOr<ChatTemplate> t = ChatTemplate::FromJinja("{{ tools | length }}", "test", "", "");
-  ASSERT_TRUE(t.ok());
+  const ChatTemplate t = Inline("{{ tools | length }}");
   const std::vector<ChatMessage> messages = {{"user", "hi"}};
-  EXPECT_EQ(*t->Render(messages, false, R"([{"type": "function"}, {}])"), "2");
-  EXPECT_FALSE(t->Render(messages, false, R"({"type": "function"})").ok());
-  EXPECT_FALSE(t->Render(messages, false, "[").ok());
+  EXPECT_EQ(*t.Render(messages, false, R"([{"type": "function"}, {}])"), "2");
+  EXPECT_FALSE(t.Render(messages, false, R"({"type": "function"})").ok());
+  EXPECT_FALSE(t.Render(messages, false, "[").ok());
 }
 
 TEST(JinjaJsonTest, KeepsKeyOrderAndPythonsRepeatedKeyRule) {

@@ -300,14 +300,10 @@ Attempt Done(size_t consumed, std::vector<RawCall> calls) {
   return {Attempt::kDone, consumed, std::move(calls)};
 }
 
-// A JSON call (or array of calls) at s[i], then `close` (may be empty):
-// Hermes' <tool_call>, <|tool_call|>, Mistral's [TOOL_CALLS] (no close).
-// With `close` missing at the end of the generation the call is still whole.
-Attempt JsonThenClose(std::string_view s, size_t i, std::string_view close, bool final) {
-  i = SkipSpace(s, i);
-  if (i == s.size()) return More();
-  size_t end = 0;
-  switch (ScanValue(s, i, /*python=*/false, &end)) {
+// The value at s[i] scanned to its end (*end); or what to answer at once
+// when it is not whole (more text) or not a value (not a call).
+std::optional<Attempt> Scanned(std::string_view s, size_t i, bool python, size_t* end) {
+  switch (ScanValue(s, i, python, end)) {
     case Scan::kIncomplete:
       return More();
     case Scan::kInvalid:
@@ -315,14 +311,34 @@ Attempt JsonThenClose(std::string_view s, size_t i, std::string_view close, bool
     case Scan::kComplete:
       break;
   }
+  return std::nullopt;
+}
+
+// `calls` end at s[end], then (after whitespace) `close`: done past it; at
+// the end of the generation a missing or partial `close` still ends them.
+Attempt Closed(std::string_view s, size_t end, std::string_view close, bool final,
+               std::vector<RawCall> calls) {
+  const size_t j = SkipSpace(s, end);
+  const std::string_view rest = s.substr(j);
+  if (rest.substr(0, close.size()) == close) return Done(j + close.size(), std::move(calls));
+  if (IsPrefixOf(rest, close)) return final ? Done(s.size(), std::move(calls)) : More();
+  return Failed();
+}
+
+// A JSON call (or array of calls) at s[i], then `close` (may be empty):
+// Hermes' <tool_call>, <|tool_call|>, Mistral's [TOOL_CALLS] (no close).
+// With `close` missing at the end of the generation the call is still whole.
+Attempt JsonThenClose(std::string_view s, size_t i, std::string_view close, bool final) {
+  i = SkipSpace(s, i);
+  if (i == s.size()) return More();
+  size_t end = 0;
+  if (std::optional<Attempt> stop = Scanned(s, i, /*python=*/false, &end)) {
+    return *std::move(stop);
+  }
   std::optional<std::vector<RawCall>> calls = CallsFromJson(s.substr(i, end - i));
   if (!calls) return Failed();
   if (close.empty()) return Done(end, *std::move(calls));
-  const size_t j = SkipSpace(s, end);
-  const std::string_view rest = s.substr(j);
-  if (rest.substr(0, close.size()) == close) return Done(j + close.size(), *std::move(calls));
-  if (IsPrefixOf(rest, close)) return final ? Done(s.size(), *std::move(calls)) : More();
-  return Failed();
+  return Closed(s, end, close, final, *std::move(calls));
 }
 
 // Llama 3: {"name", "parameters"} objects separated by ";" at s[i].
@@ -330,13 +346,8 @@ Attempt Llama3Json(std::string_view s, size_t i, bool final) {
   std::vector<RawCall> calls;
   while (true) {
     size_t end = 0;
-    switch (ScanValue(s, i, /*python=*/false, &end)) {
-      case Scan::kIncomplete:
-        return More();
-      case Scan::kInvalid:
-        return Failed();
-      case Scan::kComplete:
-        break;
+    if (std::optional<Attempt> stop = Scanned(s, i, /*python=*/false, &end)) {
+      return *std::move(stop);
     }
     const Json j = Json::parse(s.substr(i, end - i), nullptr, /*allow_exceptions=*/false);
     // A call names its arguments: a plain JSON answer ({"name": "Bob"}) is not one.
@@ -368,13 +379,8 @@ Attempt Llama3Builtin(std::string_view s, size_t i, bool final) {
     return IsPrefixOf(after, kCall) && !final ? More() : Failed();
   }
   size_t end = 0;
-  switch (ScanValue(s, k + kCall.size() - 1, /*python=*/true, &end)) {
-    case Scan::kIncomplete:
-      return More();
-    case Scan::kInvalid:
-      return Failed();
-    case Scan::kComplete:
-      break;
+  if (std::optional<Attempt> stop = Scanned(s, k + kCall.size() - 1, /*python=*/true, &end)) {
+    return *std::move(stop);
   }
   std::string text = StrCat(s.substr(i, k - i), s.substr(k + kCall.size() - 1, end - k - 5));
   PythonReader reader(text);
@@ -395,13 +401,8 @@ Attempt MistralArgs(std::string_view s, size_t i, bool final) {
   const size_t j = SkipSpace(s, k + kArgs.size());
   if (j == s.size()) return More();
   size_t end = 0;
-  switch (ScanValue(s, j, /*python=*/false, &end)) {
-    case Scan::kIncomplete:
-      return More();
-    case Scan::kInvalid:
-      return Failed();
-    case Scan::kComplete:
-      break;
+  if (std::optional<Attempt> stop = Scanned(s, j, /*python=*/false, &end)) {
+    return *std::move(stop);
   }
   const Json args = Json::parse(s.substr(j, end - j), nullptr, /*allow_exceptions=*/false);
   std::optional<std::string> arguments = args.is_discarded() ? std::nullopt : ArgumentsText(&args);
@@ -448,13 +449,8 @@ Attempt Pythonic(std::string_view s, size_t i, bool final, const std::vector<std
     if (!known) return Failed();
   }
   size_t end = 0;
-  switch (ScanValue(s, list ? i : k, /*python=*/true, &end)) {
-    case Scan::kIncomplete:
-      return More();
-    case Scan::kInvalid:
-      return Failed();
-    case Scan::kComplete:
-      break;
+  if (std::optional<Attempt> stop = Scanned(s, list ? i : k, /*python=*/true, &end)) {
+    return *std::move(stop);
   }
   const std::string_view body = list ? s.substr(i + 1, end - i - 2) : s.substr(i, end - i);
   PythonReader reader(body);
@@ -466,12 +462,7 @@ Attempt Pythonic(std::string_view s, size_t i, bool final, const std::vector<std
   } while (reader.Eat(','));
   if (!reader.AtEnd()) return Failed();
   if (!fenced) return Done(end, std::move(calls));
-  constexpr std::string_view kClose = "```";
-  const size_t j = SkipSpace(s, end);
-  const std::string_view rest = s.substr(j);
-  if (rest.substr(0, kClose.size()) == kClose) return Done(j + kClose.size(), std::move(calls));
-  if (IsPrefixOf(rest, kClose)) return final ? Done(s.size(), std::move(calls)) : More();
-  return Failed();
+  return Closed(s, end, "```", final, std::move(calls));
 }
 
 // The markers that open a call anywhere in the answer.
