@@ -1,5 +1,6 @@
 #include "client/tools/tool_prompt.h"
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -88,6 +89,24 @@ std::vector<ChatMessage> RewriteHistory(std::span<const ChatMessage> messages, T
   return out;
 }
 
+// Mistral's template refuses ids that are not 9 letters and digits (its
+// own form); others (OpenAI's "call_...") become 9 characters derived from
+// them (FNV-1a), the same every time, so that a call and its result still
+// match and a conversation's prompt renders alike turn after turn.
+std::string MistralId(const std::string& id) {
+  bool ok = id.size() == 9;
+  for (char c : id) {
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'));
+  }
+  if (ok) return id;
+  static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : id) h = (h ^ c) * 1099511628211ull;
+  std::string out;
+  for (int i = 0; i < 9; ++i, h /= 62) out.push_back(kChars[h % 62]);
+  return out;
+}
+
 }  // namespace
 
 std::string HermesToolBlock(std::span<const ToolSpec> tools) {
@@ -168,6 +187,12 @@ absl::StatusOr<ToolPrompt> PrepareToolPrompt(const ToolFormat& format,
   switch (format.prompt) {
     case ToolPromptStyle::kTemplate: {
       out.messages.assign(messages.begin(), messages.end());
+      if (format.syntax == ToolSyntax::kMistral) {
+        for (ChatMessage& m : out.messages) {
+          for (ToolCall& c : m.tool_calls) c.id = MistralId(c.id);
+          if (m.role == "tool") m.tool_call_id = MistralId(m.tool_call_id);
+        }
+      }
       if (!tools.empty()) {
         out.tools_json = "[";
         for (size_t i = 0; i < tools.size(); ++i) {

@@ -2,7 +2,10 @@
 // (tool_format.h says which way each family takes them):
 //
 // kTemplate: the messages as they are, and the tools as the template's
-//   `tools` (a JSON array of OpenAI tool objects).
+//   `tools` (a JSON array of OpenAI tool objects). Mistral's template takes
+//   call ids of 9 letters and digits only: other ids (OpenAI's "call_...")
+//   become 9 characters derived from them, the same for a call and its
+//   result.
 // kSystemMessageTools (Phi-4-mini): the tools as the system message's
 //   `tools` field (a JSON array of the functions), a system message added
 //   when there is none; earlier calls become the assistant's text in the

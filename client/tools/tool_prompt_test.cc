@@ -135,6 +135,27 @@ TEST(ToolPromptTest, TemplatesWithToolsGetThemAsTheyAre) {
   EXPECT_EQ(p->tools_json, "");
 }
 
+// Mistral Nemo's template raises on ids that are not 9 letters and digits:
+// OpenAI-style ids are mapped, the same for the call and its result.
+TEST(ToolPromptTest, MistralGetsNineCharacterIds) {
+  const ChatTemplate nemo = Real("mistralai-Mistral-Nemo-Instruct-2407", "<s>", "</s>");
+  const std::vector<ChatMessage> messages = {
+      {"user", "Weather?"},
+      Call("", {{"call_Xy12abcDEF34ghij56klm7890", "get_weather", R"({"city": "Paris"})"},
+                {"abcDEF123", "get_time", "{}"}}),
+      Result("call_Xy12abcDEF34ghij56klm7890", "18 C"),
+      Result("abcDEF123", "noon")};
+  const std::string out = Render(nemo, kTools, messages);
+  EXPECT_THAT(out, HasSubstr("\"id\": \"abcDEF123\"}]</s>"));
+  absl::StatusOr<ToolPrompt> p = PrepareToolPrompt(DetectToolFormat(nemo), kTools, messages);
+  ASSERT_TRUE(p.ok());
+  const std::string mapped = p->messages[1].tool_calls[0].id;
+  EXPECT_EQ(mapped.size(), 9u);
+  EXPECT_EQ(p->messages[2].tool_call_id, mapped);
+  EXPECT_EQ(p->messages[3].tool_call_id, "abcDEF123");
+  EXPECT_THAT(out, HasSubstr("\"call_id\": \"" + mapped + "\"}[/TOOL_RESULTS]"));
+}
+
 TEST(ToolPromptTest, PhiFourMiniToolsInTheSystemMessage) {
   ToolFormat phi4;
   phi4.syntax = ToolSyntax::kToolCall;
