@@ -33,11 +33,13 @@ class DepthBoundedBuilder {
 
   bool null() { return Add(nullptr) != nullptr; }
   bool boolean(bool v) { return Add(v) != nullptr; }
-  bool number_integer(json::number_integer_t v) { return Add(v) != nullptr; }
-  bool number_unsigned(json::number_unsigned_t v) { return Add(v) != nullptr; }
-  bool number_float(json::number_float_t v, const std::string&) { return Add(v) != nullptr; }
+  bool number_integer(typename json::number_integer_t v) { return Add(v) != nullptr; }
+  bool number_unsigned(typename json::number_unsigned_t v) { return Add(v) != nullptr; }
+  bool number_float(typename json::number_float_t v, const std::string&) {
+    return Add(v) != nullptr;
+  }
   bool string(std::string& v) { return Add(std::move(v)) != nullptr; }
-  bool binary(json::binary_t& v) { return Add(json::binary(std::move(v))) != nullptr; }
+  bool binary(typename json::binary_t& v) { return Add(json::binary(std::move(v))) != nullptr; }
   bool start_object(std::size_t) { return Open(json::object()); }
   bool key(std::string& k) {
     key_ = std::move(k);
