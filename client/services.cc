@@ -46,10 +46,13 @@ absl::StatusOr<std::shared_ptr<const constrain::Constraint>> Services::CompileCo
       }
       const std::span<const int32_t> ends = tokenizer_->end_ids();
       v.end_ids.assign(ends.begin(), ends.end());
-      // Special tokens are markup, never text a grammar spells.
+      // Control tokens (<|im_start|>, ...) are markup, never text a grammar
+      // spells. User-defined ones (Qwen's <tool_call>) keep their text: a
+      // tool call's structural tag starts with them.
       for (const auto& special : tokenizer_info_.special_tokens()) {
         const int32_t id = static_cast<int32_t>(special.id());
-        if (std::find(v.end_ids.begin(), v.end_ids.end(), id) == v.end_ids.end()) {
+        if (special.kind() == "control" &&
+            std::find(v.end_ids.begin(), v.end_ids.end(), id) == v.end_ids.end()) {
           v.special_ids.push_back(id);
         }
       }

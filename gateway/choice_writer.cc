@@ -23,11 +23,16 @@ TokenScore ScoreOf(const client::TokenEvent& e, const TokenText& text) {
 
 class ChatWriter final : public ChoiceWriter {
  public:
-  ChatWriter(ResponseInfo info, bool logprobs, TokenText text)
-      : info_(std::move(info)), logprobs_(logprobs), text_(std::move(text)) {}
+  ChatWriter(ResponseInfo info, bool logprobs, TokenText text, ToolParserFactory tools)
+      : info_(std::move(info)),
+        logprobs_(logprobs),
+        text_(std::move(text)),
+        tools_(std::move(tools)) {}
 
   void Begin(int index, const ChoicePrompt&, Events* events) override {
     entries_ = json::array();
+    pending_ = json::array();
+    if (tools_) parser_ = tools_();
     if (info_.stream) {
       events->push_back(Chunk(index, {{"role", "assistant"}, {"content", ""}}, "", nullptr));
     }
@@ -38,6 +43,17 @@ class ChatWriter final : public ChoiceWriter {
     if (logprobs_ && e.token >= 0) entry = ChatLogprobEntry(ScoreOf(e, text_));
     if (!info_.stream) {
       if (!entry.is_null()) entries_.push_back(std::move(entry));
+      if (parser_ != nullptr) {
+        parser_->Feed(e.text, &tool_events_);
+        tool_events_.clear();  // the whole answer is read from the parser at the end
+      }
+      return;
+    }
+    if (parser_ != nullptr) {
+      if (!entry.is_null()) pending_.push_back(std::move(entry));
+      tool_events_.clear();
+      parser_->Feed(e.text, &tool_events_);
+      Send(index, events);
       return;
     }
     // A token whose text is held back, without logprobs, sends nothing
@@ -48,12 +64,22 @@ class ChatWriter final : public ChoiceWriter {
   }
 
   void End(int index, const client::GenerateResult& r, Events* events) override {
+    json calls;
+    if (parser_ != nullptr) {
+      tool_events_.clear();
+      parser_->Finish(&tool_events_);
+      calls = json::array();
+      for (const client::ToolCall& c : parser_->calls()) calls.push_back(ToolCallJson(c));
+    }
     if (info_.stream) {
-      events->push_back(Chunk(index, json::object(), FinishReason(r.stop_reason), nullptr));
+      Send(index, events);
+      if (!pending_.empty()) events->push_back(Chunk(index, json::object(), "", TakePending()));
+      events->push_back(
+          Chunk(index, json::object(), ChatFinishReason(r.stop_reason, !calls.empty()), nullptr));
       return;
     }
-    choices_.push_back(
-        {r.text, r.stop_reason, logprobs_ ? ChatLogprobs(std::move(entries_)) : json()});
+    choices_.push_back({parser_ != nullptr ? parser_->content() : r.text, r.stop_reason,
+                        logprobs_ ? ChatLogprobs(std::move(entries_)) : json(), calls});
   }
 
   json Response(int64_t prompt_tokens, int64_t completion_tokens) override {
@@ -70,11 +96,43 @@ class ChatWriter final : public ChoiceWriter {
                          info_.include_usage, std::move(logprobs));
   }
 
+  // The logprobs waiting for a chunk (null: none).
+  json TakePending() {
+    if (pending_.empty()) return json();
+    json out = ChatLogprobs(std::move(pending_));
+    pending_ = json::array();
+    return out;
+  }
+
+  // The parser's tool_events_ as chunks.
+  void Send(int index, Events* events) {
+    for (const client::ToolCallEvent& t : tool_events_) {
+      if (t.index < 0) {
+        events->push_back(Chunk(index, {{"content", t.content}}, "", TakePending()));
+        continue;
+      }
+      const json opening = {{"index", t.index},
+                            {"id", t.call.id},
+                            {"type", "function"},
+                            {"function", {{"name", t.call.name}, {"arguments", ""}}}};
+      const json arguments = {{"index", t.index}, {"function", {{"arguments", t.call.arguments}}}};
+      events->push_back(Chunk(index, {{"tool_calls", json::array({opening})}}, "", TakePending()));
+      events->push_back(Chunk(index, {{"tool_calls", json::array({arguments})}}, "", nullptr));
+    }
+    tool_events_.clear();
+  }
+
   const ResponseInfo info_;
   const bool logprobs_;
   const TokenText text_;
+  const ToolParserFactory tools_;
   json entries_ = json::array();  // the current choice's logprobs.content
   std::vector<ChatChoice> choices_;
+  // Tool calling: the current choice's parser, what it released last, and
+  // (streamed) the logprobs entries not sent yet.
+  std::unique_ptr<client::ToolCallParser> parser_;
+  std::vector<client::ToolCallEvent> tool_events_;
+  json pending_ = json::array();
 };
 
 // How many leading bytes of the tokens' texts (`bytes` in all) the echoed
@@ -197,8 +255,9 @@ class CompletionWriter final : public ChoiceWriter {
 
 }  // namespace
 
-std::unique_ptr<ChoiceWriter> NewChatWriter(ResponseInfo info, bool logprobs, TokenText text) {
-  return std::make_unique<ChatWriter>(std::move(info), logprobs, std::move(text));
+std::unique_ptr<ChoiceWriter> NewChatWriter(ResponseInfo info, bool logprobs, TokenText text,
+                                            ToolParserFactory tools) {
+  return std::make_unique<ChatWriter>(std::move(info), logprobs, std::move(text), std::move(tools));
 }
 
 std::unique_ptr<ChoiceWriter> NewCompletionWriter(ResponseInfo info, bool echo, int logprobs,

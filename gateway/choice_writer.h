@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "client/generate/result.h"
+#include "client/tools/tool_call_parser.h"
 
 namespace llm::gateway {
 
@@ -55,9 +56,24 @@ class ChoiceWriter {
   virtual nlohmann::json UsageChunk(int64_t prompt_tokens, int64_t completion_tokens) = 0;
 };
 
+// A new parser of a choice's answer for tool calls (one per choice).
+using ToolParserFactory = std::function<std::unique_ptr<client::ToolCallParser>()>;
+
 // Chat: `logprobs` adds each generated token's logprob and the
 // TokenEvent::top alternatives (logprobs.content).
-std::unique_ptr<ChoiceWriter> NewChatWriter(ResponseInfo info, bool logprobs, TokenText text);
+//
+// `tools` (not null): each answer goes through a tool-call parser
+// (tool_call_parser.h): its content is the text outside calls, its calls
+// message.tool_calls, finish_reason "tool_calls" when it called tools and
+// ended by itself. Streamed, content deltas come as the parser releases
+// them, and each call as two chunks once it is complete: {"tool_calls":
+// [{"index", "id", "type": "function", "function": {"name", "arguments":
+// ""}}]}, then {"tool_calls": [{"index", "function": {"arguments"}}]}
+// (OpenAI's shape: the first names it, the next carry its arguments); a
+// token's logprobs ride on the next chunk sent (on a chunk of their own
+// before the last when nothing follows).
+std::unique_ptr<ChoiceWriter> NewChatWriter(ResponseInfo info, bool logprobs, TokenText text,
+                                            ToolParserFactory tools = nullptr);
 
 // Completions: `echo` puts the prompt first in each choice (streamed: its
 // own first event); `logprobs` >= 0 lists each token's logprob with that

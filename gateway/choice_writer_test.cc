@@ -213,3 +213,95 @@ TEST(ChoiceWriterTest, TokenStringWritesBytesAsOpenAiDoes) {
 
 }  // namespace
 }  // namespace llm::gateway
+
+namespace llm::gateway {
+namespace {
+
+ToolParserFactory Hermes() {
+  return [] {
+    client::ToolParserOptions o;
+    auto n = std::make_shared<int>(0);
+    o.new_id = [n] { return "call_" + std::to_string((*n)++); };
+    return std::make_unique<client::ToolCallParser>(client::ToolSyntax::kHermes, std::move(o));
+  };
+}
+
+// The answer's text in pieces, as tokens (id i for piece i).
+void Feed(ChoiceWriter& w, const std::vector<std::string>& pieces, ChoiceWriter::Events* events) {
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    w.Token(0, {pieces[i], static_cast<int32_t>(i), -0.5f, {}, {}}, events);
+  }
+}
+
+const std::vector<std::string> kCallPieces = {
+    "Let me check", ".\n", "<tool", "_call>\n{\"name\": \"get_weather\", ",
+    "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"};
+
+TEST(ChoiceWriterToolsTest, NonStreamedMessageHasToolCalls) {
+  auto w = NewChatWriter(Info(false), false, Text, Hermes());
+  ChoiceWriter::Events events;
+  w->Begin(0, {}, &events);
+  Feed(*w, kCallPieces, &events);
+  w->End(0, Result("ignored", client::StopReason::kEos), &events);
+  const json m = w->Response(3, 5)["choices"][0];
+  EXPECT_EQ(m["finish_reason"], "tool_calls");
+  EXPECT_EQ(m["message"]["content"], "Let me check.");
+  ASSERT_EQ(m["message"]["tool_calls"].size(), 1u);
+  EXPECT_EQ(m["message"]["tool_calls"][0],
+            json({{"id", "call_0"},
+                  {"type", "function"},
+                  {"function", {{"name", "get_weather"}, {"arguments", "{\"city\":\"Paris\"}"}}}}));
+}
+
+TEST(ChoiceWriterToolsTest, NoCallIsAPlainAnswer) {
+  auto w = NewChatWriter(Info(false), false, Text, Hermes());
+  ChoiceWriter::Events events;
+  w->Begin(0, {}, &events);
+  Feed(*w, {"Paris", " is <b>big</b>."}, &events);
+  w->End(0, Result("", client::StopReason::kMaxTokens), &events);
+  const json m = w->Response(3, 2)["choices"][0];
+  EXPECT_EQ(m["finish_reason"], "length");
+  EXPECT_EQ(m["message"], json({{"role", "assistant"}, {"content", "Paris is <b>big</b>."}}));
+  // A call cut off by max_tokens is content, never a call.
+  auto cut = NewChatWriter(Info(false), false, Text, Hermes());
+  cut->Begin(0, {}, &events);
+  Feed(*cut, {"<tool_call>\n{\"name\": \"f\", \"argum"}, &events);
+  cut->End(0, Result("", client::StopReason::kMaxTokens), &events);
+  const json c = cut->Response(3, 2)["choices"][0];
+  EXPECT_EQ(c["finish_reason"], "length");
+  EXPECT_EQ(c["message"]["content"], "<tool_call>\n{\"name\": \"f\", \"argum");
+  EXPECT_FALSE(c["message"].contains("tool_calls"));
+}
+
+TEST(ChoiceWriterToolsTest, StreamedToolCallDeltas) {
+  auto w = NewChatWriter(Info(true), /*logprobs=*/true, Text, Hermes());
+  ChoiceWriter::Events events;
+  w->Begin(0, {}, &events);
+  Feed(*w, kCallPieces, &events);
+  w->End(0, Result("", client::StopReason::kEos), &events);
+  std::vector<json> deltas;
+  size_t logprobs = 0;
+  for (const json& e : events) {
+    deltas.push_back(e["choices"][0]["delta"]);
+    if (e["choices"][0]["logprobs"].is_object()) {
+      logprobs += e["choices"][0]["logprobs"]["content"].size();
+    }
+  }
+  ASSERT_EQ(deltas.size(), 6u) << json(deltas).dump();
+  EXPECT_EQ(deltas[0], json({{"role", "assistant"}, {"content", ""}}));
+  EXPECT_EQ(deltas[1], json({{"content", "Let me check"}}));
+  EXPECT_EQ(deltas[2], json({{"content", "."}}));
+  EXPECT_EQ(deltas[3]["tool_calls"][0],
+            json({{"index", 0},
+                  {"id", "call_0"},
+                  {"type", "function"},
+                  {"function", {{"name", "get_weather"}, {"arguments", ""}}}}));
+  EXPECT_EQ(deltas[4]["tool_calls"][0],
+            json({{"index", 0}, {"function", {{"arguments", "{\"city\":\"Paris\"}"}}}}));
+  EXPECT_EQ(deltas[5], json::object());
+  EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(logprobs, kCallPieces.size());  // every token's logprob was sent
+}
+
+}  // namespace
+}  // namespace llm::gateway

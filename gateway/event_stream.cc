@@ -17,13 +17,20 @@ bool EventStream::Write(std::string_view data) {
 }
 
 bool EventStream::Send(std::vector<nlohmann::json>& events) {
-  for (const nlohmann::json& j : events) Write(StrCat("data: ", Dump(j), "\n\n"));
+  for (const nlohmann::json& j : events) {
+    if (named_events_ && j.contains("type") && j["type"].is_string()) {
+      Write(
+          StrCat("event: ", j["type"].get_ref<const std::string&>(), "\ndata: ", Dump(j), "\n\n"));
+    } else {
+      Write(StrCat("data: ", Dump(j), "\n\n"));
+    }
+  }
   events.clear();
   return alive_;
 }
 
 bool EventStream::Ping() { return Write(": \n\n"); }
 
-bool EventStream::Done() { return Write("data: [DONE]\n\n"); }
+bool EventStream::Done() { return named_events_ ? alive_ : Write("data: [DONE]\n\n"); }
 
 }  // namespace llm::gateway

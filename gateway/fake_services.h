@@ -74,6 +74,16 @@ class ByteTokenizer : public client::TokenizerPort {
   const std::vector<int32_t> end_ids_ = {kEos};
 };
 
+// Logits over the fake vocabulary whose argmax is `token` (10 against 0).
+inline v1::Logits ArgmaxLogits(int32_t token) {
+  std::vector<float> values(kVocab, 0.0f);
+  values[token] = 10.0f;
+  v1::Logits logits;
+  logits.set_encoding(v1::LogitsOptions::LOGITS_FLOAT32);
+  logits.set_float32(std::string(reinterpret_cast<const char*>(values.data()), 4 * values.size()));
+  return logits;
+}
+
 // A model whose greedy answer continues the alphabet: the argmax after token
 // t is (t + 1) % 256, and kEos once a session holds `eos_after` tokens
 // (client/generate/fake_ports.h's FakeModel over this vocabulary).
@@ -84,14 +94,8 @@ inline std::unique_ptr<client::testing::FakeModel> ChainModel(int64_t context = 
   model->context = context;
   model->capacity = context;
   model->logits_after = [eos_after](const std::vector<int32_t>& held) {
-    std::vector<float> values(kVocab, 0.0f);
     const int32_t last = held.empty() ? 0 : held.back();
-    values[static_cast<int64_t>(held.size()) >= eos_after ? kEos : (last + 1) % 256] = 10.0f;
-    v1::Logits logits;
-    logits.set_encoding(v1::LogitsOptions::LOGITS_FLOAT32);
-    logits.set_float32(
-        std::string(reinterpret_cast<const char*>(values.data()), 4 * values.size()));
-    return logits;
+    return ArgmaxLogits(static_cast<int64_t>(held.size()) >= eos_after ? kEos : (last + 1) % 256);
   };
   return model;
 }

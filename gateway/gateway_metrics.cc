@@ -9,9 +9,15 @@ namespace {
 
 // The label of a request path: a served endpoint, else "other".
 std::string EndpointLabel(std::string_view uri) {
-  static constexpr std::array<std::string_view, 7> kEndpoints = {
-      "/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/tokenize",
-      "/detokenize",          "/metrics"};
+  static constexpr std::array<std::string_view, 9> kEndpoints = {"/v1/chat/completions",
+                                                                 "/v1/completions",
+                                                                 "/v1/models",
+                                                                 "/health",
+                                                                 "/tokenize",
+                                                                 "/detokenize",
+                                                                 "/metrics",
+                                                                 "/v1/messages",
+                                                                 "/v1/messages/count_tokens"};
   for (std::string_view e : kEndpoints) {
     if (uri == e) return std::string(e);
   }

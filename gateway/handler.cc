@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "client/generate/conversation.h"
 #include "common/strings.h"
+#include "gateway/anthropic_api.h"
 #include "gateway/event_stream.h"
 #include "gateway/model_id.h"
 
@@ -62,14 +63,21 @@ int SendJson(HttpExchange& http, int status, const json& body,
   return status;
 }
 
+// The error object in `api`'s shape.
+json ErrorBody(const ApiError& e, ChatApi api) {
+  return api == ChatApi::kAnthropic ? AnthropicErrorJson(e) : ErrorJson(e);
+}
+
 // A 429 says when to come back (RFC 9110's Retry-After, in seconds): the
 // queue moves as fast as generations end, about a second here.
-int SendError(HttpExchange& http, const ApiError& e) {
+int SendError(HttpExchange& http, const ApiError& e, ChatApi api = ChatApi::kOpenAi) {
   static constexpr HttpHeader kRetryAfter[] = {{"Retry-After", "1"}};
-  return SendJson(http, e.http_status, ErrorJson(e),
+  return SendJson(http, e.http_status, ErrorBody(e, api),
                   e.http_status == 429 ? std::span<const HttpHeader>(kRetryAfter)
                                        : std::span<const HttpHeader>());
 }
+
+bool IsAnthropicPath(std::string_view path) { return path.starts_with("/v1/messages"); }
 
 ApiError NotFound(std::string_view what) {
   ApiError e;
@@ -99,9 +107,9 @@ std::string NewId(std::string_view prefix) {
 // assistant header is dropped without add_generation_prompt.
 absl::StatusOr<std::string> RenderChat(const client::ChatTemplate& t,
                                        std::span<const client::ChatMessage> messages,
-                                       bool add_generation_prompt) {
+                                       bool add_generation_prompt, std::string_view tools_json) {
   if (t.kind() == client::ChatTemplate::Kind::kJinja) {
-    return t.Render(messages, add_generation_prompt);
+    return t.Render(messages, add_generation_prompt, tools_json);
   }
   std::string text = t.FormatTurn(messages, /*first=*/true);
   if (!add_generation_prompt) {
@@ -135,9 +143,17 @@ Handler::Handler(HandlerOptions options, std::shared_ptr<client::Services> servi
       context_length_(services_->model_info().context_length()),
       vocab_size_(services_->model_info().vocab_size()),
       add_bos_(services_->tokenizer_info().add_bos()),
+      tool_format_(client::DetectToolFormat(template_)),
+      default_system_(template_.kind() == client::ChatTemplate::Kind::kJinja
+                          ? client::ExtractChatMlDefaultSystem(template_.source())
+                          : template_.default_system()),
       created_(static_cast<int64_t>(std::time(nullptr))),
       admission_(options_.admission),
-      conversations_(options_.max_conversations, options_.conversation_ttl) {}
+      conversations_(options_.max_conversations, options_.conversation_ttl) {
+  for (const v1::SpecialToken& t : services_->tokenizer_info().special_tokens()) {
+    if (t.kind() == "control") control_tokens_.emplace(t.text(), static_cast<int32_t>(t.id()));
+  }
+}
 
 void Handler::Stop() {
   stopping_.store(true, std::memory_order_release);
@@ -147,13 +163,21 @@ void Handler::Stop() {
 int Handler::Handle(HttpExchange& http) {
   const absl::Time start = absl::Now();
   int code;
-  const std::optional<std::string_view> authorization = http.header("Authorization");
+  std::optional<std::string> authorization;
+  if (const std::optional<std::string_view> h = http.header("Authorization")) {
+    authorization.emplace(*h);
+  } else if (const std::optional<std::string_view> key = http.header("x-api-key")) {
+    authorization = StrCat("Bearer ", *key);  // the key as Anthropic's clients send it
+  }
   const std::string path(http.path());
-  if (std::optional<ApiError> denied = auth_.Check(
-          path, authorization.has_value() ? std::string(*authorization).c_str() : nullptr)) {
+  if (std::optional<ApiError> denied =
+          auth_.Check(path, authorization.has_value() ? authorization->c_str() : nullptr)) {
     static constexpr HttpHeader kChallenge[] = {{"WWW-Authenticate", "Bearer"}};
     http.CloseAfterResponse();  // its body unread; no idle connection without the key
-    code = SendJson(http, denied->http_status, ErrorJson(*denied), kChallenge);
+    code =
+        SendJson(http, denied->http_status,
+                 ErrorBody(*denied, IsAnthropicPath(path) ? ChatApi::kAnthropic : ChatApi::kOpenAi),
+                 kChallenge);
   } else {
     code = Route(http);
   }
@@ -178,16 +202,25 @@ int Handler::HandleAdmin(HttpExchange& http) {
 int Handler::Route(HttpExchange& http) {
   const std::string_view method = http.method();
   const std::string path(http.path());
-  if (path == "/v1/chat/completions" || path == "/v1/completions") {
-    if (method != "POST") return SendError(http, WrongMethod(StrCat("use POST for ", path)));
+  if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/messages") {
+    const ChatApi api = path == "/v1/messages" ? ChatApi::kAnthropic : ChatApi::kOpenAi;
+    if (method != "POST") return SendError(http, WrongMethod(StrCat("use POST for ", path)), api);
     // Counted from here, so that a drain waits for a request that has passed
     // the check below however far it has got.
     InFlight counted(in_flight_);
     if (draining_.load(std::memory_order_acquire)) {
       return SendError(
-          http, Unavailable("the gateway is shutting down (draining): retry on another replica"));
+          http, Unavailable("the gateway is shutting down (draining): retry on another replica"),
+          api);
     }
+    if (path == "/v1/messages") return HandleMessages(http, /*count_tokens=*/false);
     return path == "/v1/completions" ? HandleCompletions(http) : HandleChat(http);
+  }
+  if (path == "/v1/messages/count_tokens") {
+    if (method != "POST") {
+      return SendError(http, WrongMethod(StrCat("use POST for ", path)), ChatApi::kAnthropic);
+    }
+    return HandleMessages(http, /*count_tokens=*/true);
   }
   if (path == "/v1/models" || absl::StartsWith(path, "/v1/models/")) {
     if (method == "GET") return HandleModels(http);
@@ -285,13 +318,13 @@ int Handler::HandleTokenize(HttpExchange& http, bool detokenize) {
   encode.allow_special = tokenize.add_special_tokens;
   encode.add_bos = tokenize.add_special_tokens && add_bos_;
   if (!tokenize.messages.empty()) {
-    absl::StatusOr<std::string> rendered =
-        RenderChat(template_, tokenize.messages, tokenize.add_generation_prompt);
-    if (!rendered.ok()) {
-      return SendError(http, BadParam("messages", StrCat("the model's chat template: ",
-                                                         rendered.status().message())));
+    ChatRequest chat;
+    chat.messages = std::move(tokenize.messages);
+    ChatToolPlan plan;
+    if (auto e =
+            RenderPrompt(chat, tokenize.add_generation_prompt, ChatApi::kOpenAi, &prompt, &plan)) {
+      return SendError(http, *e);
     }
-    prompt = *std::move(rendered);
     encode.allow_special = true;
     encode.add_bos = add_bos_ && (tokenize.add_special_tokens ||
                                   template_.kind() == client::ChatTemplate::Kind::kRaw);
@@ -402,16 +435,70 @@ int Handler::HandleChat(HttpExchange& http) {
   if (auto e = ReadBody(http, &body)) return SendError(http, *e);
   ChatRequest req;
   if (auto e = ParseChatRequest(body, options_.limits, &req)) return SendError(http, *e);
-  if (auto e = CheckModel(req)) return SendError(http, *e);
-  if (auto e = Constrain(req)) return SendError(http, *e);
+  return ServeChat(http, arrival, req, ChatApi::kOpenAi);
+}
+
+int Handler::HandleMessages(HttpExchange& http, bool count_tokens) {
+  const absl::Time arrival = absl::Now();
+  constexpr ChatApi kApi = ChatApi::kAnthropic;
+  std::string body;
+  if (auto e = ReadBody(http, &body)) return SendError(http, *e, kApi);
+  AnthropicRequest req;
+  if (auto e = ParseAnthropicRequest(body, options_.limits, count_tokens, &req)) {
+    return SendError(http, *e, kApi);
+  }
+  if (!count_tokens) return ServeChat(http, arrival, req.chat, kApi, req.prefill);
+  // count_tokens: the prompt this request would prefill, tools included.
+  if (auto e = CheckModel(req.chat)) return SendError(http, *e, kApi);
+  std::string prompt;
+  ChatToolPlan plan;
+  if (auto e = RenderPrompt(req.chat, true, kApi, &prompt, &plan)) {
+    return SendError(http, *e, kApi);
+  }
+  prompt += req.prefill;
+  client::EncodeOptions encode;
+  encode.allow_special = true;
+  encode.add_bos = template_.kind() == client::ChatTemplate::Kind::kRaw && add_bos_;
+  absl::StatusOr<std::vector<int32_t>> ids = services_->tokenizer().Encode(prompt, encode);
+  if (!ids.ok()) return SendError(http, FromStatus(ids.status()), kApi);
+  return SendJson(http, 200, json{{"input_tokens", ids->size()}});
+}
+
+std::optional<ApiError> Handler::RenderPrompt(const ChatRequest& req, bool add_generation_prompt,
+                                              ChatApi api, std::string* prompt,
+                                              ChatToolPlan* plan) const {
+  ChatToolInput in;
+  in.format = &tool_format_;
+  in.tools = &req.tools;
+  in.choice = req.tool_choice;
+  in.messages = &req.messages;
+  in.default_system = default_system_;
+  in.control_token_id = [this](std::string_view text) -> std::optional<int32_t> {
+    const auto it = control_tokens_.find(std::string(text));
+    return it == control_tokens_.end() ? std::nullopt : std::optional<int32_t>(it->second);
+  };
+  in.id_prefix = api == ChatApi::kAnthropic ? "toolu_" : "call_";
+  if (auto e = PlanChatTools(in, plan)) return e;
+  absl::StatusOr<std::string> rendered =
+      RenderChat(template_, plan->messages, add_generation_prompt, plan->tools_json);
+  if (!rendered.ok()) {
+    return BadParam("messages", StrCat("the model's chat template: ", rendered.status().message()));
+  }
+  *prompt = *std::move(rendered);
+  return std::nullopt;
+}
+
+int Handler::ServeChat(HttpExchange& http, absl::Time arrival, ChatRequest& req, ChatApi api,
+                       const std::string& prefill) {
+  if (auto e = CheckModel(req)) return SendError(http, *e, api);
   // A conversation that keeps its model session (X-Session-Id).
   std::optional<Conversations::Lease> conversation;
   if (const std::optional<std::string_view> header = http.header("X-Session-Id")) {
     if (absl::Status s = CheckConversationId(*header); !s.ok()) {
-      return SendError(http, BadParam("x-session-id", std::string(s.message())));
+      return SendError(http, BadParam("x-session-id", std::string(s.message())), api);
     }
     if (req.n != 1) {
-      return SendError(http, BadParam("n", "a conversation (X-Session-Id) needs n = 1"));
+      return SendError(http, BadParam("n", "a conversation (X-Session-Id) needs n = 1"), api);
     }
     absl::StatusOr<Conversations::Lease> taken = conversations_.Take(std::string(*header));
     if (!taken.ok()) {
@@ -420,20 +507,40 @@ int Handler::HandleChat(HttpExchange& http) {
       e.message = std::string(taken.status().message());
       e.param = "x-session-id";
       e.code = "session_busy";
-      return SendError(http, e);
+      return SendError(http, e, api);
     }
     conversation.emplace(*std::move(taken));
   }
-  // The prompt's text: the whole conversation, rendered.
-  absl::StatusOr<std::string> rendered = RenderChat(template_, req.messages, true);
-  if (!rendered.ok()) {
-    return SendError(http, BadParam("messages", StrCat("the model's chat template: ",
-                                                       rendered.status().message())));
+  // The prompt's text: the whole conversation, rendered (with the tools).
+  std::string prompt;
+  ChatToolPlan tools;
+  if (auto e = RenderPrompt(req, true, api, &prompt, &tools)) return SendError(http, *e, api);
+  prompt += prefill;
+  // Tool calls follow the tools' schemas: the structural tag that keeps the
+  // answer to tool_choice (required, a named function, and auto where the
+  // family's calls open with a marker) constrains the generation.
+  if (!tools.constraint_error.ok()) {
+    ApiError e = FromStatus(tools.constraint_error);
+    e.param = "tool_choice";
+    return SendError(http, e, api);
   }
-  const std::string prompt = *std::move(rendered);
+  if (tools.constraint.has_value()) {
+    if (req.constraint.has_value()) {
+      return SendError(
+          http,
+          BadParam(req.constraint_param,
+                   StrCat(req.constraint_param, " and tool calls (tools with tool_choice ",
+                          "required, a named function, or auto) cannot both constrain an answer")),
+          api);
+    }
+    req.constraint = constrain::Spec{.kind = constrain::Kind::kStructuralTag,
+                                     .text = *tools.constraint};
+    req.constraint_param = "tools";
+  }
+  if (auto e = Constrain(req)) return SendError(http, *e, api);
 
   absl::StatusOr<Admission::Ticket> admitted = Admit();
-  if (!admitted.ok()) return SendError(http, FromStatus(admitted.status()));
+  if (!admitted.ok()) return SendError(http, FromStatus(admitted.status()), api);
   std::optional<Admission::Ticket> ticket(*std::move(admitted));
   client::Generator g(services_);
   client::EncodeOptions encode;
@@ -448,7 +555,7 @@ int Handler::HandleChat(HttpExchange& http) {
     session = &conversation->session();
     absl::StatusOr<client::Turn> turn =
         client::ReuseSession(services_->tokenizer(), services_->model(), prompt, encode, *session);
-    if (!turn.ok()) return SendError(http, FromStatus(turn.status()));
+    if (!turn.ok()) return SendError(http, FromStatus(turn.status()), api);
     p.ids = std::move(turn->ids);
     p.held = turn->held;
     // What a session found lost (a restarted server) holds is the client's
@@ -459,21 +566,25 @@ int Handler::HandleChat(HttpExchange& http) {
     }
   } else {
     absl::StatusOr<std::vector<int32_t>> ids = g.Encode(prompt, encode);
-    if (!ids.ok()) return SendError(http, FromStatus(ids.status()));
+    if (!ids.ok()) return SendError(http, FromStatus(ids.status()), api);
     p.ids = *std::move(ids);
   }
-  if (p.ids.empty()) return SendError(http, BadParam("messages", "the prompt has no tokens"));
+  if (p.ids.empty()) return SendError(http, BadParam("messages", "the prompt has no tokens"), api);
   if (auto e = CheckPromptLength(static_cast<int64_t>(p.ids.size()), "messages")) {
-    return SendError(http, *e);
+    return SendError(http, *e, api);
   }
-  ResponseInfo info{NewId("chatcmpl-"), static_cast<int64_t>(std::time(nullptr)), model_id_,
-                    req.stream, req.include_usage};
-  std::unique_ptr<ChoiceWriter> writer = NewChatWriter(std::move(info), req.logprobs, TextOf());
+  const bool anthropic = api == ChatApi::kAnthropic;
+  ResponseInfo info{NewId(anthropic ? "msg_" : "chatcmpl-"),
+                    static_cast<int64_t>(std::time(nullptr)), model_id_, req.stream,
+                    req.include_usage};
+  std::unique_ptr<ChoiceWriter> writer =
+      anthropic ? NewAnthropicWriter(std::move(info), tools.ParserFactory())
+                : NewChatWriter(std::move(info), req.logprobs, TextOf(), tools.ParserFactory());
   const auto done = [&] {
     conversation.reset();
     ticket.reset();
   };
-  return Serve(http, arrival, req, prompts, *writer, g, done, session);
+  return Serve(http, arrival, req, prompts, *writer, g, done, session, api);
 }
 
 int Handler::HandleCompletions(HttpExchange& http) {
@@ -534,13 +645,14 @@ int Handler::HandleCompletions(HttpExchange& http) {
 int Handler::Serve(HttpExchange& http, absl::Time arrival, GenerationRequest& req,
                    const std::vector<PromptIds>& prompts, ChoiceWriter& writer,
                    client::Generator& g, const std::function<void()>& done,
-                   client::Session* conversation) {
+                   client::Session* conversation, ChatApi api) {
   // The request's parameters were validated once, by its parser
   // (openai_request.h), whose ranges are OpenAI's and within the library's
   // (ParseChatRequestTest.WhatTheParserAcceptsTheLibraryAccepts).
   if (!req.has_speculate) req.params.speculate = options_.speculate;
   metrics_.active().Increment();
-  EventStream stream(http);
+  // Anthropic's events are named ("event: <type>") and end without [DONE].
+  EventStream stream(http, /*named_events=*/api == ChatApi::kAnthropic);
   if (req.stream) stream.Start();
   ChoicesRun run;
   run.generator = &g;
@@ -559,16 +671,16 @@ int Handler::Serve(HttpExchange& http, absl::Time arrival, GenerationRequest& re
   done();
   if (!out.error.ok()) {
     const ApiError e = FromStatus(out.error);
-    if (!req.stream) return SendError(http, e);
-    std::vector<json> error = {ErrorJson(e)};
+    if (!req.stream) return SendError(http, e, api);
+    std::vector<json> error = {ErrorBody(e, api)};
     stream.Send(error);
     return 200;
   }
   if (!req.stream) {
-    if (out.cancelled) return SendError(http, Unavailable("the gateway is shutting down"));
-    return SendJson(
-        http, 200,
-        out.usage.Annotate(writer.Response(out.usage.prompt_tokens, out.usage.completion_tokens)));
+    if (out.cancelled) return SendError(http, Unavailable("the gateway is shutting down"), api);
+    json response = writer.Response(out.usage.prompt_tokens, out.usage.completion_tokens);
+    return SendJson(http, 200,
+                    api == ChatApi::kOpenAi ? out.usage.Annotate(std::move(response)) : response);
   }
   if (out.cancelled) return 200;
   if (req.include_usage) {

@@ -11,6 +11,11 @@
 //   GET  /health                200 when the tokenizer and a model replica are SERVING
 //   POST /tokenize, /detokenize text <-> token ids (vLLM's shape)
 //   GET  /metrics               Prometheus text format (gateway_metrics.h)
+//   POST /v1/messages           Anthropic's Messages API (anthropic_api.h), on the
+//                               chat path; /v1/messages/count_tokens
+//
+// Tool calling (chat and messages): tool_calling.h, with the family of the
+// served template (client/tools/tool_format.h).
 //
 // A generating request (chat, completions) enters admission (admission.h:
 // --max_concurrent at once, --max_queued waiting, else 429 with
@@ -40,6 +45,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -47,6 +53,7 @@
 #include "client/generate/chat_template.h"
 #include "client/generator.h"
 #include "client/services.h"
+#include "client/tools/tool_format.h"
 #include "gateway/admission.h"
 #include "gateway/choices.h"
 #include "gateway/conversations.h"
@@ -54,8 +61,13 @@
 #include "gateway/http_auth.h"
 #include "gateway/http_exchange.h"
 #include "gateway/openai_api.h"
+#include "gateway/tool_calling.h"
 
 namespace llm::gateway {
+
+// Which API a chat request speaks: OpenAI's chat completions or Anthropic's
+// messages (its answer, events and errors).
+enum class ChatApi { kOpenAi, kAnthropic };
 
 struct HandlerOptions {
   std::string served_model_name;    // the model's id; "": from its file's name (model_id.h)
@@ -112,6 +124,17 @@ class Handler {
  private:
   int Route(HttpExchange& http);
   int HandleChat(HttpExchange& http);
+  // POST /v1/messages, or /v1/messages/count_tokens.
+  int HandleMessages(HttpExchange& http, bool count_tokens);
+  // A parsed chat request, answered in `api`'s shape: the conversation,
+  // the prompt (with `prefill`, Anthropic's last assistant text, after it),
+  // admission, generation.
+  int ServeChat(HttpExchange& http, absl::Time arrival, ChatRequest& req, ChatApi api,
+                const std::string& prefill = "");
+  // The prompt text of a chat (tools and tool history as the template takes
+  // them: tool_calling.h) and the plan for its answer; the 400 otherwise.
+  std::optional<ApiError> RenderPrompt(const ChatRequest& req, bool add_generation_prompt,
+                                       ChatApi api, std::string* prompt, ChatToolPlan* plan) const;
   int HandleCompletions(HttpExchange& http);
   int HandleModels(HttpExchange& http);
   int HandleHealth(HttpExchange& http);
@@ -126,7 +149,8 @@ class Handler {
   // that sends its next request the moment it has the answer finds them free.
   int Serve(HttpExchange& http, absl::Time arrival, GenerationRequest& req,
             const std::vector<PromptIds>& prompts, ChoiceWriter& writer, client::Generator& g,
-            const std::function<void()>& done, client::Session* conversation = nullptr);
+            const std::function<void()>& done, client::Session* conversation = nullptr,
+            ChatApi api = ChatApi::kOpenAi);
   // A place to generate (429 or 503 otherwise).
   absl::StatusOr<Admission::Ticket> Admit();
   std::optional<ApiError> CheckModel(const GenerationRequest& req) const;
@@ -147,7 +171,12 @@ class Handler {
   const std::string model_id_;
   const int64_t context_length_;
   const int64_t vocab_size_;
-  const bool add_bos_;     // raw template only: the vocabulary's BOS first
+  const bool add_bos_;  // raw template only: the vocabulary's BOS first
+  // Tool calling: the template's family, its own system message (kept
+  // ahead of a tools block), and the vocabulary's control tokens by text.
+  const client::ToolFormat tool_format_;
+  const std::string default_system_;
+  std::unordered_map<std::string, int32_t> control_tokens_;
   const int64_t created_;  // the model's "created": when the gateway started
   Admission admission_;
   Conversations conversations_;

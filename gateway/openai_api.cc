@@ -20,6 +20,20 @@ std::string_view FinishReason(client::StopReason reason) {
   return "cancelled";
 }
 
+std::string_view ChatFinishReason(client::StopReason reason, bool called_tools) {
+  if (called_tools &&
+      (reason == client::StopReason::kEos || reason == client::StopReason::kStopString)) {
+    return "tool_calls";
+  }
+  return FinishReason(reason);
+}
+
+nlohmann::json ToolCallJson(const client::ToolCall& call) {
+  return json{{"id", call.id},
+              {"type", "function"},
+              {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
 nlohmann::json UsageJson(int64_t prompt_tokens, int64_t completion_tokens) {
   return json{{"prompt_tokens", prompt_tokens},
               {"completion_tokens", completion_tokens},
@@ -31,10 +45,16 @@ nlohmann::json ChatCompletionJson(std::string_view id, int64_t created, std::str
                                   int64_t completion_tokens) {
   json out_choices = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
-    out_choices.push_back({{"index", i},
-                           {"message", {{"role", "assistant"}, {"content", choices[i].text}}},
-                           {"logprobs", choices[i].logprobs},
-                           {"finish_reason", std::string(FinishReason(choices[i].stop_reason))}});
+    const ChatChoice& c = choices[i];
+    const bool called = c.tool_calls.is_array() && !c.tool_calls.empty();
+    json message = {{"role", "assistant"},
+                    {"content", called && c.text.empty() ? json() : json(c.text)}};
+    if (called) message["tool_calls"] = c.tool_calls;
+    out_choices.push_back(
+        {{"index", i},
+         {"message", std::move(message)},
+         {"logprobs", c.logprobs},
+         {"finish_reason", std::string(ChatFinishReason(c.stop_reason, called))}});
   }
   return json{{"id", id},
               {"object", "chat.completion"},

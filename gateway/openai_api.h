@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "client/generate/chat_template.h"
 #include "client/generate/result.h"
 #include "gateway/api_error.h"
 #include "gateway/openai_request.h"
@@ -24,12 +25,23 @@ std::string_view FinishReason(client::StopReason reason);
 // {"prompt_tokens", "completion_tokens", "total_tokens"}.
 nlohmann::json UsageJson(int64_t prompt_tokens, int64_t completion_tokens);
 
+// A chat answer's finish_reason: "tool_calls" when it called tools and
+// ended by itself (EOS, a stop string), FinishReason otherwise.
+std::string_view ChatFinishReason(client::StopReason reason, bool called_tools);
+
+// A tool call as OpenAI writes it: {"id", "type": "function", "function":
+// {"name", "arguments"}}.
+nlohmann::json ToolCallJson(const client::ToolCall& call);
+
 // One choice of a non-streamed chat.completion or text_completion.
 // `logprobs` is the choice's logprobs object (null when not asked for).
+// Chat with tools: `tool_calls`, the calls the answer made (an array of
+// ToolCallJson; null: none); with calls, an empty text is a null content.
 struct ChatChoice {
   std::string text;
   client::StopReason stop_reason = client::StopReason::kEos;
   nlohmann::json logprobs;
+  nlohmann::json tool_calls;
 };
 nlohmann::json ChatCompletionJson(std::string_view id, int64_t created, std::string_view model,
                                   const std::vector<ChatChoice>& choices, int64_t prompt_tokens,

@@ -6,63 +6,13 @@
 #include <utility>
 
 #include "common/strings.h"
+#include "gateway/json_fields.h"
+#include "gateway/openai_tools.h"
 
 namespace llm::gateway {
 namespace {
 
 using nlohmann::json;
-
-// The field's value, or null when absent or null.
-const json* Field(const json& object, const char* name) {
-  auto it = object.find(name);
-  if (it == object.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-// A number field in [lo, hi] ((lo, hi] when `above_lo`) into *out; an error
-// naming it otherwise. With `above_lo`, a value that float rounds down to
-// lo (top_p 1e-300) becomes the next float above it.
-std::optional<ApiError> ReadNumber(const json& body, const char* name, double lo, double hi,
-                                   float* out, bool above_lo = false) {
-  const json* v = Field(body, name);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_number()) return BadParam(name, StrCat(name, " must be a number"));
-  const double d = v->get<double>();
-  if (!std::isfinite(d) || d < lo || (above_lo && d == lo) || d > hi) {
-    return BadParam(name, StrCat(name, " must be in ", above_lo ? "(" : "[", lo, ", ", hi,
-                                 "], got ", v->dump()));
-  }
-  *out = static_cast<float>(d);
-  if (above_lo && *out <= static_cast<float>(lo)) {
-    *out = std::nextafter(static_cast<float>(lo), std::numeric_limits<float>::infinity());
-  }
-  return std::nullopt;
-}
-
-// An integer field in [lo, hi] into *out.
-std::optional<ApiError> ReadInt(const json& body, const char* name, int64_t lo, int64_t hi,
-                                int64_t* out, bool* present = nullptr) {
-  const json* v = Field(body, name);
-  if (present != nullptr) *present = v != nullptr;
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_number_integer()) return BadParam(name, StrCat(name, " must be an integer"));
-  const int64_t i = v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
-                        ? INT64_MAX
-                        : v->get<int64_t>();
-  if (i < lo || i > hi) {
-    return BadParam(name, StrCat(name, " must be in [", lo, ", ", hi, "], got ", v->dump()));
-  }
-  *out = i;
-  return std::nullopt;
-}
-
-std::optional<ApiError> ReadBool(const json& body, const char* name, bool* out) {
-  const json* v = Field(body, name);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_boolean()) return BadParam(name, StrCat(name, " must be a boolean"));
-  *out = v->get<bool>();
-  return std::nullopt;
-}
 
 // A logit_bias key: a token id in decimal digits only (strtol would take
 // " 5", "+5" and "5 "), at most int32's maximum.
@@ -75,32 +25,6 @@ std::optional<int32_t> TokenIdKey(std::string_view key) {
   }
   if (id > std::numeric_limits<int32_t>::max()) return std::nullopt;
   return static_cast<int32_t>(id);
-}
-
-// A message's content: a string, or an array of {"type": "text", "text": ...}
-// parts (joined).
-std::optional<ApiError> ReadContent(const json& content, const std::string& param,
-                                    std::string* out) {
-  if (content.is_string()) {
-    *out = content.get<std::string>();
-    return std::nullopt;
-  }
-  if (!content.is_array()) {
-    return BadParam(param, "content must be a string or an array of text parts");
-  }
-  out->clear();
-  for (size_t i = 0; i < content.size(); ++i) {
-    const json& part = content[i];
-    const std::string p = StrCat(param, "[", i, "]");
-    if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") ||
-        !part["text"].is_string()) {
-      return BadParam(p,
-                      "only text content parts ({\"type\": \"text\", \"text\": ...}) are "
-                      "supported");
-    }
-    *out += part["text"].get<std::string>();
-  }
-  return std::nullopt;
 }
 
 }  // namespace
@@ -338,27 +262,24 @@ std::optional<ApiError> ReadGeneration(const json& j, const RequestLimits& limit
     return e;
   }
   r->params.speculate = static_cast<int32_t>(speculate);
-  for (const char* unsupported : {"tools", "functions"}) {
-    const json* v = Field(j, unsupported);
-    if (v != nullptr && !(v->is_array() && v->empty())) {
-      return BadParam(unsupported, StrCat(unsupported, " is not supported by this gateway"));
+  for (const char* unsupported : {"functions", "function_call"}) {
+    if (Field(j, unsupported) != nullptr) {
+      return BadParam(unsupported, StrCat(unsupported,
+                                          " (OpenAI's deprecated function calling) is not "
+                                          "supported by this gateway: use tools and tool_choice"));
     }
   }
   return ReadConstraint(j, r);
 }
 
 // `messages`: a non-empty array of {role, content} (roles system,
-// developer = system, user, assistant).
+// developer = system, user, assistant, tool), with their tool fields
+// (openai_tools.h); an assistant message with tool_calls may have no
+// content.
 std::optional<ApiError> ReadMessages(const json& j, const RequestLimits& limits,
                                      std::vector<client::ChatMessage>* out) {
-  const json* messages = Field(j, "messages");
-  if (messages == nullptr) return BadParam("messages", "messages is required");
-  if (!messages->is_array() || messages->empty()) {
-    return BadParam("messages", "messages must be a non-empty array");
-  }
-  if (messages->size() > static_cast<size_t>(limits.max_messages)) {
-    return BadParam("messages", StrCat("at most ", limits.max_messages, " messages"));
-  }
+  const json* messages = nullptr;
+  if (auto e = ReadMessageArray(j, limits.max_messages, &messages)) return e;
   for (size_t i = 0; i < messages->size(); ++i) {
     const json& m = (*messages)[i];
     const std::string p = StrCat("messages[", i, "]");
@@ -369,16 +290,22 @@ std::optional<ApiError> ReadMessages(const json& j, const RequestLimits& limits,
     }
     std::string r_role = role->get<std::string>();
     if (r_role == "developer") r_role = "system";  // OpenAI's newer name
-    if (r_role != "system" && r_role != "user" && r_role != "assistant") {
+    if (r_role != "system" && r_role != "user" && r_role != "assistant" && r_role != "tool") {
       return BadParam(StrCat(p, ".role"),
-                      StrCat("role must be system, developer, user or assistant, got ",
+                      StrCat("role must be system, developer, user, assistant or tool, got ",
                              QuoteForError(role->get_ref<const std::string&>())));
     }
     client::ChatMessage message;
     message.role = std::move(r_role);
+    if (auto e = ReadMessageToolFields(m, p, &message)) return e;
     const json* content = Field(m, "content");
-    if (content == nullptr) return BadParam(StrCat(p, ".content"), "content is required");
-    if (auto e = ReadContent(*content, StrCat(p, ".content"), &message.content)) return e;
+    if (content == nullptr) {
+      if (message.tool_calls.empty()) {
+        return BadParam(StrCat(p, ".content"), "content is required");
+      }
+    } else if (auto e = ReadContent(*content, StrCat(p, ".content"), &message.content)) {
+      return e;
+    }
     out->push_back(std::move(message));
   }
   return std::nullopt;
@@ -407,16 +334,6 @@ std::optional<ApiError> ReadIds(const json& array, const std::string& param,
   return std::nullopt;
 }
 
-// An optional string field (/tokenize's model).
-std::optional<ApiError> ReadOptionalString(const json& j, const char* name,
-                                           std::optional<std::string>* out) {
-  const json* v = Field(j, name);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_string()) return BadParam(name, StrCat(name, " must be a string"));
-  *out = v->get<std::string>();
-  return std::nullopt;
-}
-
 // Parses `body` as a JSON object (ParseObject) and reads it into a new
 // Request with `read`; *out is set only on success.
 template <class Request, class Read>
@@ -429,10 +346,11 @@ std::optional<ApiError> ParseInto(std::string_view body, Request* out, Read read
   return std::nullopt;
 }
 
-std::optional<ApiError> ReadChatRequest(const json& j, const RequestLimits& limits,
-                                        ChatRequest* r) {
+std::optional<ApiError> ReadChatRequest(const json& j, std::string_view body,
+                                        const RequestLimits& limits, ChatRequest* r) {
   if (auto e = ReadGeneration(j, limits, /*zero_max_tokens=*/false, r)) return e;
   if (auto e = ReadMessages(j, limits, &r->messages)) return e;
+  if (auto e = ReadTools(j, body, &r->tools, &r->tool_choice)) return e;
   if (auto e = ReadBool(j, "logprobs", &r->logprobs)) return e;
   int64_t top_logprobs = 0;
   if (auto e = ReadInt(j, "top_logprobs", 0, client::kMaxTopLogprobs, &top_logprobs)) return e;
@@ -536,8 +454,9 @@ std::optional<ApiError> ReadDetokenizeRequest(const json& j, DetokenizeRequest* 
 
 std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLimits& limits,
                                          ChatRequest* out) {
-  return ParseInto(body, out,
-                   [&](const json& j, ChatRequest* r) { return ReadChatRequest(j, limits, r); });
+  return ParseInto(body, out, [&](const json& j, ChatRequest* r) {
+    return ReadChatRequest(j, body, limits, r);
+  });
 }
 
 std::optional<ApiError> ParseCompletionRequest(std::string_view body, const RequestLimits& limits,

@@ -24,6 +24,7 @@
 
 #include "client/generate/chat_template.h"
 #include "client/generate/params.h"
+#include "client/tools/tool_constraint.h"
 #include "gateway/api_error.h"
 
 namespace llm::gateway {
@@ -58,11 +59,16 @@ struct GenerationRequest {
   std::string constraint_param;
 };
 
-// POST /v1/chat/completions, parsed.
+// POST /v1/chat/completions, parsed. Messages have roles system (and
+// developer), user, assistant (with tool_calls) and tool (openai_tools.h).
 struct ChatRequest : GenerationRequest {
   std::vector<client::ChatMessage> messages;
   bool logprobs = false;  // each generated token's logprob (and top_logprobs alternatives)
   int top_logprobs = 0;   // 0..20; needs logprobs
+  // Tool calling: the functions the model may call (tools), and
+  // tool_choice with parallel_tool_calls (mode kNone without tools).
+  std::vector<client::ToolSpec> tools;
+  client::ToolChoice tool_choice{client::ToolChoiceMode::kNone, "", true};
 };
 
 // Parses `body` (JSON); nullopt on success, the error (400, naming the

@@ -128,7 +128,45 @@ TEST(ParseChatRequestTest, BadValuesNameTheirParameter) {
       {Body(R"("stream_options": {"include_usage": true})"), "stream_options"},
       {Body(R"("top_logprobs": 2)"), "top_logprobs"},
       {Body(R"("logprobs": true, "top_logprobs": 21)"), "top_logprobs"},
-      {Body(R"("tools": [{"type": "function"}])"), "tools"},
+      {Body(R"("tools": [{"type": "function"}])"), "tools[0].function"},
+      {Body(R"("tools": {"type": "function"})"), "tools"},
+      {Body(R"("tools": [{"type": "retrieval", "function": {"name": "f"}}])"), "tools[0]"},
+      {Body(R"("tools": [{"type": "function", "function": {"name": "a b"}}])"),
+       "tools[0].function.name"},
+      {Body(R"("tools": [{"type": "function", "function": {"name": ""}}])"),
+       "tools[0].function.name"},
+      {Body(R"("tools": [{"type": "function", "function": {"name": "f", "parameters": 3}}])"),
+       "tools[0].function.parameters"},
+      {Body(R"("tools": [{"type": "function", "function": {"name": "f", "parameters":)"
+            R"( {"type": "string"}}}])"),
+       "tools[0].function.parameters"},
+      {Body(R"("tools": [{"type": "function", "function": {"name": "f", "description": 1}}])"),
+       "tools[0].function.description"},
+      {Body(R"("tools": [{"type": "function", "function": {"name": "f"}}, )"
+            R"({"type": "function", "function": {"name": "f"}}])"),
+       "tools[1].function.name"},
+      {Body(R"("tools": [{"type": "function", "function": {"name": "f"}}], )"
+            R"("tool_choice": "sometimes")"),
+       "tool_choice"},
+      {Body(R"("tool_choice": "required")"), "tool_choice"},
+      {Body(R"("tools": [{"type": "function", "function": {"name": "f"}}], )"
+            R"("tool_choice": {"type": "function", "function": {"name": "g"}})"),
+       "tool_choice"},
+      {Body(R"("tools": [{"type": "function", "function": {"name": "f"}}], )"
+            R"("tool_choice": {"type": "function"})"),
+       "tool_choice"},
+      {Body(R"("parallel_tool_calls": "yes")"), "parallel_tool_calls"},
+      {Body(R"("functions": [])"), "functions"},
+      {R"({"model": "m", "messages": [{"role": "tool", "content": "42"}]})",
+       "messages[0].tool_call_id"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x", "tool_calls": []}]})",
+       "messages[0].tool_calls"},
+      {R"({"model": "m", "messages": [{"role": "assistant", "tool_calls": [{"id": "c"}]}]})",
+       "messages[0].tool_calls[0]"},
+      {R"({"model": "m", "messages": [{"role": "assistant", "tool_calls": [{"id": "c", )"
+       R"("function": {"name": "f", "arguments": 5}}]}]})",
+       "messages[0].tool_calls[0].function.arguments"},
+      {R"({"model": "m", "messages": [{"role": "assistant"}]})", "messages[0].content"},
       {Body(R"("speculate": 17)"), "speculate"},
       {Body(R"("speculate": -1)"), "speculate"},
       {Body(R"("speculate": 2.5)"), "speculate"},
@@ -141,6 +179,81 @@ TEST(ParseChatRequestTest, BadValuesNameTheirParameter) {
     EXPECT_EQ(e->param, param) << body;
     EXPECT_EQ(e->type, "invalid_request_error") << body;
   }
+}
+
+TEST(ParseChatRequestTest, ToolsKeepTheClientsKeyOrder) {
+  ChatRequest r;
+  ASSERT_EQ(
+      Parse(Body(R"("tools": [{"type": "function", "function": {"name": "get_weather", )"
+                 R"("description": "Weather.", "parameters": {"type": "object", "properties": )"
+                 R"({"zeta": {"type": "string"}, "alpha": {"type": "integer"}}, )"
+                 R"("required": ["zeta"]}, "strict": true}}], "parallel_tool_calls": false)"),
+            &r),
+      std::nullopt);
+  ASSERT_EQ(r.tools.size(), 1u);
+  EXPECT_EQ(r.tools[0].name, "get_weather");
+  EXPECT_EQ(r.tools[0].description, "Weather.");
+  EXPECT_EQ(r.tools[0].parameters,
+            R"({"type":"object","properties":{"zeta":{"type":"string"},"alpha":)"
+            R"({"type":"integer"}},"required":["zeta"]})");
+  EXPECT_EQ(r.tools[0].json,
+            R"({"type":"function","function":{"name":"get_weather","description":"Weather.",)"
+            R"("parameters":{"type":"object","properties":{"zeta":{"type":"string"},"alpha":)"
+            R"({"type":"integer"}},"required":["zeta"]},"strict":true}})");
+  EXPECT_EQ(r.tool_choice.mode, client::ToolChoiceMode::kAuto);  // the default with tools
+  EXPECT_FALSE(r.tool_choice.parallel);
+}
+
+TEST(ParseChatRequestTest, ToolChoices) {
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "f"}}])";
+  ChatRequest r;
+  ASSERT_EQ(Parse(Body(""), &r), std::nullopt);
+  EXPECT_EQ(r.tool_choice.mode, client::ToolChoiceMode::kNone);
+  EXPECT_TRUE(r.tools.empty());
+  ASSERT_EQ(Parse(Body(R"("tool_choice": "none")"), &r), std::nullopt);
+  EXPECT_EQ(r.tool_choice.mode, client::ToolChoiceMode::kNone);
+  ASSERT_EQ(Parse(Body(tools + R"(, "tool_choice": "none")"), &r), std::nullopt);
+  EXPECT_EQ(r.tool_choice.mode, client::ToolChoiceMode::kNone);
+  ASSERT_EQ(Parse(Body(tools + R"(, "tool_choice": "required")"), &r), std::nullopt);
+  EXPECT_EQ(r.tool_choice.mode, client::ToolChoiceMode::kRequired);
+  EXPECT_TRUE(r.tool_choice.parallel);
+  ASSERT_EQ(
+      Parse(Body(tools + R"(, "tool_choice": {"type": "function", "function": {"name": "f"}})"),
+            &r),
+      std::nullopt);
+  EXPECT_EQ(r.tool_choice.mode, client::ToolChoiceMode::kFunction);
+  EXPECT_EQ(r.tool_choice.function, "f");
+  // tools: [] is no tools.
+  ASSERT_EQ(Parse(Body(R"("tools": [])"), &r), std::nullopt);
+  EXPECT_EQ(r.tool_choice.mode, client::ToolChoiceMode::kNone);
+}
+
+TEST(ParseChatRequestTest, ToolMessages) {
+  ChatRequest r;
+  ASSERT_EQ(Parse(R"({"model": "m", "messages": [{"role": "user", "content": "Weather?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+       "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+       {"id": "call_2", "type": "function", "function": {"name": "now", "arguments": {"z": 1}}}]},
+      {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "18 C"},
+      {"role": "tool", "tool_call_id": "call_2", "content": [{"type": "text", "text": "noon"}]}]})",
+                  &r)
+                .value_or(ApiError{0, "ok"})
+                .message,
+            "ok");
+  ASSERT_EQ(r.messages.size(), 4u);
+  const client::ChatMessage& a = r.messages[1];
+  EXPECT_EQ(a.content, "");
+  ASSERT_EQ(a.tool_calls.size(), 2u);
+  EXPECT_EQ(a.tool_calls[0].id, "call_1");
+  EXPECT_EQ(a.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(a.tool_calls[0].arguments, R"({"city": "Paris"})");
+  EXPECT_EQ(a.tool_calls[1].arguments, R"({"z":1})");
+  EXPECT_EQ(r.messages[2].role, "tool");
+  EXPECT_EQ(r.messages[2].tool_call_id, "call_1");
+  EXPECT_EQ(r.messages[2].name, "get_weather");
+  EXPECT_EQ(r.messages[2].content, "18 C");
+  EXPECT_EQ(r.messages[3].content, "noon");
+  EXPECT_EQ(r.messages[3].name, "");
 }
 
 TEST(ParseChatRequestTest, Logprobs) {

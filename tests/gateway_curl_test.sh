@@ -189,8 +189,10 @@ req POST /v1/chat/completions -d "$(chat "$Q" '"temperature": "warm"')"
 expect_error "400 bad parameter names it (temperature)" 400 temperature
 req POST /v1/chat/completions -d "{\"model\": \"$model_id\", \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"wizard\", \"content\": \"x\"}]}"
 expect_error "400 bad parameter names it (messages[1].role)" 400 'messages[1].role'
+req POST /v1/chat/completions -d "$(chat "$Q" '"functions": [{"name": "f"}]')"
+expect_error "400 a refused field names it (functions)" 400 functions
 req POST /v1/chat/completions -d "$(chat "$Q" '"tools": [{"type": "function"}]')"
-expect_error "400 a refused field names it (tools)" 400 tools
+expect_error "400 a bad tool names it (tools[0].function)" 400 'tools[0].function'
 req POST /detokenize -d '{"tokens": [-1]}'
 expect_error "400 bad token id (detokenize)" 400 tokens
 long=$(python3 -c 'print(" cat" * 10000)')

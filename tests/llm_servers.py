@@ -68,10 +68,12 @@ class Server:
         self._log_file.close()
 
 
-def http_json(url: str, body: dict | None = None, timeout: float = 60) -> tuple[int, dict]:
+def http_json(url: str, body: dict | None = None, timeout: float = 60,
+              headers: dict | None = None) -> tuple[int, dict]:
     """(status, parsed JSON body) of a GET (body None) or a JSON POST."""
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(url, data=data,
+                                 headers={"Content-Type": "application/json", **(headers or {})})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return r.status, json.loads(r.read() or b"null")
@@ -82,15 +84,17 @@ def http_json(url: str, body: dict | None = None, timeout: float = 60) -> tuple[
 class GatewayServices:
     """tokenizer_server, model_server (--kv_cache_mb kv_cache_mb) and
     llm_gateway (gateway_flags added) over `model`; waits until the gateway's
-    /health answers 200."""
+    /health answers 200. `api_key`: the gateway requires it
+    (--http_auth_token_file)."""
 
     def __init__(self, build_dir: Path, model: Path = DEFAULT_MODEL, *,
                  gateway_flags: list[str] = (), kv_cache_mb: int = 64,
-                 model_flags: list[str] = ()):
+                 model_flags: list[str] = (), api_key: str = ""):
         self.bin_dir = Path(build_dir).resolve() / "bin"
         self.model = Path(model)
         self.gateway_flags = list(gateway_flags)
         self.model_flags = ["--kv_cache_mb", str(kv_cache_mb), *model_flags]
+        self.api_key = api_key
         self.servers: list[Server] = []
 
     def __enter__(self) -> "GatewayServices":
@@ -98,6 +102,11 @@ class GatewayServices:
             raise ServerError(f"{self.model} missing (run scripts/fetch-model.sh)")
         self._tmp = tempfile.TemporaryDirectory(prefix="llm_gateway_test_")
         log_dir = Path(self._tmp.name)
+        gateway_flags = list(self.gateway_flags)
+        if self.api_key:
+            key_file = log_dir / "api.key"
+            key_file.write_text(self.api_key + "\n")
+            gateway_flags += ["--http_auth_token_file", str(key_file)]
         try:
             self.tokenizer = self._start(log_dir, "tokenizer_server", ["--vocab", str(self.model)])
             self.model_server = self._start(log_dir, "model_server",
@@ -105,7 +114,7 @@ class GatewayServices:
             self.gateway = self._start(log_dir, "llm_gateway",
                                        ["--tokenizer", self.tokenizer.address,
                                         "--model", self.model_server.address,
-                                        *self.gateway_flags])
+                                        *gateway_flags])
             self.url = f"http://127.0.0.1:{self.gateway.port}"
             deadline = time.monotonic() + 120
             while True:
@@ -119,7 +128,8 @@ class GatewayServices:
                     raise ServerError(f"the gateway's /health is {status} after 120 s:\n"
                                       + self.logs())
                 time.sleep(0.1)
-            _, models = http_json(self.url + "/v1/models")
+            auth = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+            _, models = http_json(self.url + "/v1/models", headers=auth)
             self.model_id = models["data"][0]["id"]
         except BaseException:
             self.__exit__(None, None, None)

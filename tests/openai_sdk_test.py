@@ -8,7 +8,11 @@ Answer in one word." with Paris, streamed and not, the same text both ways,
 finish_reason and usage alike; n = 2 with a seed repeats with that seed;
 stop strings; max_tokens -> finish_reason "length"; extension parameters
 through extra_body; errors as the SDK's exception types (404 -> NotFoundError,
-400 -> BadRequestError with its param and code, 429 -> RateLimitError).
+400 -> BadRequestError with its param and code, 429 -> RateLimitError); tools:
+an answer with tools offered (text or calls), streamed and not alike, tool
+results in the next turn, tool_choice none, bad tools as BadRequestError;
+tool_choice required / a named function calling the tool (skipped until the
+generation loop applies the tool-call constraint: CONSTRAINTS_WIRED).
 
 The SDK (tests/openai_sdk_requirements.txt, every version pinned) is installed
 from PyPI into BUILD_DIR/openai-venv on the first run and reused after; the
@@ -17,67 +21,31 @@ saying so (as scripts/fetch-model.sh needs PyPI for the model).
 
     python3 tests/openai_sdk_test.py [--build-dir build] [--model PATH] [-k NAME]
 
-Cases are functions marked @case, run in order on one set of servers; a new
-endpoint's cases (e.g. /v1/completions) are added the same way. Prints each
-case and "N passed, N failed"; exit status 0 when all pass.
+Cases are functions marked @case, run in order on one set of servers
+(tests/sdk_harness.py); a new endpoint's cases (e.g. /v1/completions) are added
+the same way. Prints each case and "N passed, N failed, N skipped"; exit status 0
+when none fails.
 """
 
 from __future__ import annotations
 
-import argparse
-import fcntl
-import hashlib
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from pathlib import Path
+
+from sdk_harness import Cases, Skip, check, main, raises, run_cases
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUIREMENTS = ROOT / "tests/openai_sdk_requirements.txt"
 QUESTION = "What is the capital of France? Answer in one word."
 
 
-# -- the venv --------------------------------------------------------------------
-
-def ensure_venv(venv: Path) -> Path:
-    """BUILD_DIR/openai-venv with REQUIREMENTS installed (made once, under a
-    lock; remade when the requirements change). Returns its python."""
-    python = venv / "bin/python"
-    stamp = venv / "requirements.sha256"
-    want = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(venv.parent / "openai-venv.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if python.exists() and stamp.exists() and stamp.read_text().strip() == want:
-            return python
-        print(f"openai_sdk_test: making {venv} (pip install -r {REQUIREMENTS.name}, from PyPI)",
-              flush=True)
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-        r = subprocess.run([str(python), "-m", "pip", "install", "--quiet",
-                            "--disable-pip-version-check", "--no-input", "--timeout", "30",
-                            "-r", str(REQUIREMENTS)], capture_output=True, text=True)
-        if r.returncode != 0:
-            tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-15:])
-            sys.exit(f"openai_sdk_test: FAILED to install the openai SDK from PyPI into {venv}: "
-                     f"this test needs PyPI once (like scripts/fetch-model.sh), then reuses the "
-                     f"venv. pip said:\n{tail}\n0 passed, 1 failed")
-        stamp.write_text(want + "\n")
-        return python
-
-
 # -- cases -----------------------------------------------------------------------
 
-CASES = []
-
-
-def case(fn):
-    """Marks a test case: fn(t) with t a Context; fails by raising."""
-    CASES.append(fn)
-    return fn
+case = Cases()
 
 
 class Context:
@@ -96,22 +64,7 @@ class Context:
             model=self.model, messages=[{"role": "user", "content": content}], **kwargs)
 
     def raises(self, exc_type, fn, **attrs):
-        """Calls fn, which must raise exc_type with the given attributes."""
-        try:
-            fn()
-        except exc_type as e:
-            for k, v in attrs.items():
-                check(getattr(e, k) == v, f"{exc_type.__name__}.{k} is {getattr(e, k)!r}, "
-                                          f"not {v!r} ({e})")
-            return e
-        except Exception as e:  # noqa: BLE001 - report what came instead
-            raise AssertionError(f"expected {exc_type.__name__}, got {type(e).__name__}: {e}")
-        raise AssertionError(f"expected {exc_type.__name__}, nothing raised")
-
-
-def check(cond, message: str) -> None:
-    if not cond:
-        raise AssertionError(message)
+        return raises(exc_type, fn, **attrs)
 
 
 def collect_stream(stream) -> tuple[dict[int, str], dict[int, str], object]:
@@ -321,48 +274,142 @@ def chat_logprobs_list_the_greedy_token_first(t: Context):
     check("Paris" in text, f"tokens {text!r}")
 
 
+# -- tool calling ----------------------------------------------------------------
+
+# tool_choice "required" and a named function need the constraint that keeps the
+# answer to a call (gateway/tool_calling.h, ChatToolPlan::constraint): the 135M
+# model does not call a tool on its own. Set True once the generation loop applies
+# it; the cases below then run.
+CONSTRAINTS_WIRED = True
+
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "The current weather in a city.",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "The city, e.g. Paris"}},
+        "required": ["city"]}}}
+TOOL_QUESTION = "What is the weather in Paris? Use the tool."
+
+
+def answer_of_stream(stream) -> tuple[str, list[dict], str]:
+    """Content, tool calls ({id, name, arguments} by index) and finish_reason of
+    a one-choice chunk stream, accumulated as the SDK's users do."""
+    content, calls, finish = "", {}, None
+    for chunk in stream:
+        for c in chunk.choices:
+            if c.delta.content:
+                content += c.delta.content
+            for d in c.delta.tool_calls or []:
+                call = calls.setdefault(d.index, {"id": None, "name": "", "arguments": ""})
+                if d.id:
+                    call["id"] = d.id
+                if d.function and d.function.name:
+                    call["name"] += d.function.name
+                if d.function and d.function.arguments:
+                    call["arguments"] += d.function.arguments
+            if c.finish_reason is not None:
+                finish = c.finish_reason
+    return content, [calls[i] for i in sorted(calls)], finish
+
+
+def check_answer_with_tools(r, tools: list[dict]) -> None:
+    """A chat.completion answered with tools offered: a text answer, or calls
+    to those tools with JSON-object arguments and finish_reason tool_calls."""
+    m = r.choices[0].message
+    names = {t["function"]["name"] for t in tools}
+    if m.tool_calls:
+        check(r.choices[0].finish_reason == "tool_calls", f"finish {r.choices[0].finish_reason}")
+        for call in m.tool_calls:
+            check(call.type == "function" and call.function.name in names, f"call {call}")
+            check(isinstance(json.loads(call.function.arguments), dict), f"arguments {call}")
+    else:
+        check(isinstance(m.content, str) and m.content, f"no calls and no content: {m}")
+        check(r.choices[0].finish_reason in ("stop", "length"),
+              f"finish {r.choices[0].finish_reason}")
+
+
+@case
+def tools_auto_answers_streamed_and_not_alike(t: Context):
+    r = t.chat(TOOL_QUESTION, tools=[WEATHER_TOOL], max_tokens=48)
+    check_answer_with_tools(r, [WEATHER_TOOL])
+    m = r.choices[0].message
+    content, calls, finish = answer_of_stream(
+        t.chat(TOOL_QUESTION, tools=[WEATHER_TOOL], max_tokens=48, stream=True))
+    check(finish == r.choices[0].finish_reason, f"streamed finish {finish}")
+    check(content == (m.content or ""), f"streamed content {content!r} vs {m.content!r}")
+    want = [{"name": c.function.name, "arguments": c.function.arguments}
+            for c in m.tool_calls or []]
+    check([{"name": c["name"], "arguments": c["arguments"]} for c in calls] == want,
+          f"streamed calls {calls} vs {want}")
+    print(f"     (the model {'called ' + str(want) if want else 'answered ' + repr(m.content)})")
+
+
+@case
+def tool_results_reach_the_next_turn(t: Context):
+    messages = [
+        {"role": "user", "content": "What is the weather in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_abc", "type": "function",
+             "function": {"name": "get_weather", "arguments": json.dumps({"city": "Paris"})}}]},
+        {"role": "tool", "tool_call_id": "call_abc", "content": "18 degrees and sunny"},
+    ]
+    r = t.client.chat.completions.create(model=t.model, messages=messages, tools=[WEATHER_TOOL],
+                                         temperature=0, max_tokens=32)
+    check_answer_with_tools(r, [WEATHER_TOOL])
+    # tool_choice "none": no tools in the prompt, a text answer.
+    r = t.client.chat.completions.create(model=t.model, messages=messages, tools=[WEATHER_TOOL],
+                                         tool_choice="none", temperature=0, max_tokens=32)
+    check(r.choices[0].message.tool_calls is None and r.choices[0].message.content,
+          f"tool_choice none: {r.choices[0].message}")
+
+
+@case
+def bad_tools_are_bad_requests(t: Context):
+    bad = {"type": "function", "function": {"name": "f", "parameters": {"type": "string"}}}
+    t.raises(t.openai.BadRequestError, lambda: t.chat(tools=[bad]), status_code=400,
+             param="tools[0].function.parameters")
+    t.raises(t.openai.BadRequestError, lambda: t.chat(
+        tools=[WEATHER_TOOL], tool_choice={"type": "function", "function": {"name": "nope"}}),
+        param="tool_choice")
+
+
+@case
+def tool_choice_required_and_named_call_the_tool(t: Context):
+    if not CONSTRAINTS_WIRED:
+        raise Skip("needs the tool-call constraint in the generation loop "
+                   "(CONSTRAINTS_WIRED; gateway/tool_calling.h)")
+    time_tool = {"type": "function", "function": {
+        "name": "get_time", "parameters": {"type": "object", "properties": {
+            "zone": {"type": "string"}}, "required": ["zone"]}}}
+    for choice, name in (("required", None), ({"type": "function",
+                                               "function": {"name": "get_time"}}, "get_time")):
+        r = t.chat(TOOL_QUESTION, tools=[WEATHER_TOOL, time_tool], tool_choice=choice,
+                   max_tokens=64)
+        calls = r.choices[0].message.tool_calls
+        check(calls and r.choices[0].finish_reason == "tool_calls", f"{choice}: {r}")
+        for call in calls:
+            args = json.loads(call.function.arguments)
+            check(call.function.name == (name or call.function.name), f"{choice}: {call}")
+            required = {"get_weather": "city", "get_time": "zone"}[call.function.name]
+            check(isinstance(args.get(required), str), f"{choice}: arguments {args}")
+        content, streamed, finish = answer_of_stream(
+            t.chat(TOOL_QUESTION, tools=[WEATHER_TOOL, time_tool], tool_choice=choice,
+                   max_tokens=64, stream=True))
+        check(finish == "tool_calls" and [c["arguments"] for c in streamed]
+              == [c.function.arguments for c in calls], f"{choice} streamed: {streamed}")
+
+
 # -- main --------------------------------------------------------------------------
 
 def run(args) -> int:
-    sys.path.insert(0, str(ROOT / "tests"))
     import openai
     from llm_servers import GatewayServices
 
     print(f"openai {openai.__version__}")
-    cases = [c for c in CASES if not args.k or args.k in c.__name__]
-    failed = 0
     with GatewayServices(args.build_dir, args.model,
                          gateway_flags=["--max_concurrent", "1", "--max_queued", "0"]) as services:
-        t = Context(services, openai)
-        for c in cases:
-            start = time.monotonic()
-            try:
-                c(t)
-                print(f"ok   {c.__name__} ({time.monotonic() - start:.1f} s)", flush=True)
-            except Exception:  # noqa: BLE001
-                failed += 1
-                print(f"FAIL {c.__name__}\n{traceback.format_exc()}", flush=True)
-        if failed:
-            print(services.logs())
-    print(f"{len(cases) - failed} passed, {failed} failed")
+        failed = run_cases(case, Context(services, openai), services, args.k)
     return 0 if failed == 0 else 1
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--build-dir", type=Path, default=ROOT / "build")
-    ap.add_argument("--model", type=Path, default=ROOT / "models/SmolLM2-135M-Instruct.Q4_1.gguf")
-    ap.add_argument("-k", default="", help="run only the cases whose name contains this")
-    ap.add_argument("--in-venv", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    args.build_dir = args.build_dir.resolve()
-    if not args.model.exists():
-        sys.exit(f"openai_sdk_test: {args.model} missing (run scripts/fetch-model.sh)")
-    if args.in_venv:
-        return run(args)
-    python = ensure_venv(args.build_dir / "openai-venv")
-    os.execv(str(python), [str(python), __file__, "--in-venv", *sys.argv[1:]])
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(__file__, __doc__, REQUIREMENTS, "openai-venv", run))

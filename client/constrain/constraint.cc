@@ -42,6 +42,8 @@ std::string_view KindName(Kind kind) {
       return "grammar";
     case Kind::kChoice:
       return "choice";
+    case Kind::kStructuralTag:
+      return "structural_tag";
   }
   return "unknown";
 }
@@ -58,6 +60,7 @@ struct Compiler::Impl {
   Impl(xgrammar::TokenizerInfo info, const CompilerOptions& options, int threads)
       : options(options),
         vocab_size(info.GetVocabSize()),
+        tokenizer_info(info),
         compiler(info, threads, /*cache_enabled=*/false),
         lazy_compiler(info, threads, /*cache_enabled=*/false, /*max_memory_bytes=*/-1,
                       /*enable_dynamic_compilation=*/true),
@@ -70,6 +73,7 @@ struct Compiler::Impl {
 
   const CompilerOptions options;
   const int32_t vocab_size;
+  const xgrammar::TokenizerInfo tokenizer_info;  // structural tags name tokens in it
   xgrammar::GrammarCompiler compiler;       // precomputes every state's tokens
   xgrammar::GrammarCompiler lazy_compiler;  // computes a state's tokens on its first mask
   LruCache<Compiled> cache;
@@ -200,6 +204,7 @@ absl::Status Compiler::Impl::CheckBounds(const Spec& spec) const {
   absl::Status nesting;
   switch (spec.kind) {
     case Kind::kJsonSchema:
+    case Kind::kStructuralTag:
       nesting = CheckJsonNesting(spec.text, options.max_nesting);
       break;
     case Kind::kRegex:
@@ -233,6 +238,7 @@ xgrammar::Grammar ToGrammar(const Spec& spec, const std::string& text) {
       return xgrammar::Grammar::FromRegex(text);
     case Kind::kGrammar:
     case Kind::kChoice:
+    case Kind::kStructuralTag:  // CompileUncached
       break;
   }
   return xgrammar::Grammar::FromEBNF(text, "root");
@@ -257,7 +263,16 @@ Compiled Compiler::Impl::CompileUncached(const Spec& spec) {
   }
   WarningCapture warnings;
   try {
-    const xgrammar::Grammar grammar = ToGrammar(spec, text);
+    std::optional<xgrammar::Grammar> tagged;
+    if (spec.kind == Kind::kStructuralTag) {
+      auto made = xgrammar::Grammar::FromStructuralTag(text, tokenizer_info);
+      if (const auto* error = std::get_if<xgrammar::StructuralTagError>(&made)) {
+        return absl::InvalidArgumentError(llm::StrCat(
+            prefix, std::visit([](const auto& e) { return std::string(e.what()); }, *error)));
+      }
+      tagged = std::get<xgrammar::Grammar>(std::move(made));
+    }
+    const xgrammar::Grammar grammar = tagged ? *std::move(tagged) : ToGrammar(spec, text);
     // What xgrammar says it ignored of the schema.
     if (spec.kind == Kind::kJsonSchema && !spec.lenient && !warnings.warnings().empty()) {
       std::vector<std::string> distinct;

@@ -51,9 +51,13 @@ enum class Kind : uint8_t {
   kRegex,       // text: a regular expression the whole output must match
   kGrammar,     // text: a GBNF grammar (llama.cpp's format) with a rule named root
   kChoice,      // choices: the output is exactly one of them
+  // text: an xgrammar structural tag (JSON): free text with tagged regions
+  // (a tool call between its family's markers) whose contents follow their
+  // schemas; client/tools/tool_constraint.h builds them.
+  kStructuralTag,
 };
 
-// "json_schema", "json_object", "regex", "grammar", "choice".
+// "json_schema", "json_object", "regex", "grammar", "choice", "structural_tag".
 std::string_view KindName(Kind kind);
 
 // What to compile.

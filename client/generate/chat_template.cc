@@ -1,5 +1,8 @@
 #include "client/generate/chat_template.h"
 
+#include <utility>
+
+#include "client/generate/jinja_json.h"
 #include "common/strings.h"
 
 namespace llm::client {
@@ -17,6 +20,34 @@ std::string_view Trim(std::string_view s) {
   const size_t b = s.find_first_not_of(ws);
   if (b == std::string_view::npos) return {};
   return s.substr(b, s.find_last_not_of(ws) - b + 1);
+}
+
+// A tool call's arguments as a template sees them: the JSON object as a
+// dict, anything else as the text itself.
+jinja::Value ArgumentsValue(const std::string& arguments) {
+  absl::StatusOr<jinja::Value> v = JinjaFromJson(arguments);
+  if (v.ok() && v->is_dict()) return *std::move(v);
+  return jinja::Value(arguments);
+}
+
+jinja::Value MessageValue(const ChatMessage& m) {
+  jinja::Dict d = {{"role", jinja::Value(m.role)}, {"content", jinja::Value(m.content)}};
+  if (!m.tool_calls.empty()) {
+    jinja::List calls;
+    for (const ToolCall& c : m.tool_calls) {
+      calls.emplace_back(jinja::Dict{
+          {"id", jinja::Value(c.id)},
+          {"type", jinja::Value("function")},
+          {"function", jinja::Value(jinja::Dict{{"name", jinja::Value(c.name)},
+                                                {"arguments", ArgumentsValue(c.arguments)}})},
+      });
+    }
+    d.emplace_back("tool_calls", jinja::Value(std::move(calls)));
+  }
+  if (!m.tool_call_id.empty()) d.emplace_back("tool_call_id", jinja::Value(m.tool_call_id));
+  if (!m.name.empty()) d.emplace_back("name", jinja::Value(m.name));
+  if (!m.tools.empty()) d.emplace_back("tools", jinja::Value(m.tools));
+  return jinja::Value(std::move(d));
 }
 
 void AppendChatMl(std::string& out, std::string_view role, std::string_view content) {
@@ -76,28 +107,46 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromJinja(std::string_view source, st
   out.name_ = std::move(name);
   out.bos_token_ = std::move(bos_token);
   out.eos_token_ = std::move(eos_token);
+  out.source_ = std::string(source);
   return out;
 }
 
 absl::StatusOr<std::string> ChatTemplate::Render(std::span<const ChatMessage> messages,
-                                                 bool add_generation_prompt) const {
+                                                 bool add_generation_prompt,
+                                                 std::string_view tools_json) const {
+  return RenderAt(messages, add_generation_prompt, tools_json, absl::InfiniteFuture());
+}
+
+absl::StatusOr<std::string> ChatTemplate::RenderAt(std::span<const ChatMessage> messages,
+                                                   bool add_generation_prompt,
+                                                   std::string_view tools_json,
+                                                   absl::Time now) const {
   if (kind_ != Kind::kJinja) {
     return absl::FailedPreconditionError("Render needs a Jinja chat template");
   }
-  jinja::List list;
-  for (const ChatMessage& m : messages) {
-    list.emplace_back(
-        jinja::Dict{{"role", jinja::Value(m.role)}, {"content", jinja::Value(m.content)}});
+  jinja::Value tools = jinja::Value::None();
+  if (!tools_json.empty()) {
+    absl::StatusOr<jinja::Value> parsed = JinjaFromJson(tools_json);
+    if (!parsed.ok()) return parsed.status();
+    if (!parsed->is_list()) return absl::InvalidArgumentError("tools must be a JSON array");
+    tools = *std::move(parsed);
   }
+  jinja::List list;
+  for (const ChatMessage& m : messages) list.push_back(MessageValue(m));
   const jinja::Dict vars = {
       {"messages", jinja::Value(std::move(list))},
       {"add_generation_prompt", jinja::Value(add_generation_prompt)},
       {"bos_token", jinja::Value(bos_token_)},
       {"eos_token", jinja::Value(eos_token_)},
-      {"tools", jinja::Value::None()},
+      {"tools", std::move(tools)},
       {"documents", jinja::Value::None()},
   };
-  return jinja_->Render(vars);
+  jinja::RenderOptions options;
+  if (now != absl::InfiniteFuture()) {
+    options.now = now;
+    options.zone = absl::UTCTimeZone();
+  }
+  return jinja_->Render(vars, options);
 }
 
 std::string_view ChatTemplate::name() const {

@@ -36,15 +36,33 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/jinja/template.h"
 
 namespace llm::client {
 
+// A call an assistant message made (OpenAI's tool_calls[i]).
+struct ToolCall {
+  std::string id;
+  std::string name;       // the function's
+  std::string arguments;  // JSON text, as OpenAI sends it (an object, as a string)
+};
+
+// A message of a conversation. Tool calling: an assistant message may carry
+// the calls it made (tool_calls, its content then often empty); a "tool"
+// message answers one of them (tool_call_id; name: the function's, when the
+// client gives it). `tools`: a system message's own tool list as JSON text,
+// for templates that read it there (Phi-4-mini's); "" = none.
 struct ChatMessage {
-  std::string role;  // "system", "user" or "assistant"
+  std::string role;  // "system", "user", "assistant" or "tool"
   std::string content;
+  std::vector<ToolCall> tool_calls;
+  std::string tool_call_id;
+  std::string name;
+  std::string tools;
 };
 
 class ChatTemplate {
@@ -87,12 +105,35 @@ class ChatTemplate {
 
   // kJinja: the whole conversation's text, with the assistant header at the
   // end when add_generation_prompt, as transformers renders it (variables
-  // messages, add_generation_prompt, bos_token, eos_token, tools=None).
+  // messages, add_generation_prompt, bos_token, eos_token, tools, documents
+  // None).
+  //
+  // Tools, as transformers passes them: `tools_json` is a JSON array of
+  // OpenAI tool objects ({"type": "function", "function": {"name",
+  // "description", "parameters"}}), given to the template as `tools` (keys
+  // in their order in the text); "" gives None. Each message is a dict with
+  // role and content; an assistant message's calls are `tool_calls`, a list
+  // of {"id", "type": "function", "function": {"name", "arguments"}} with
+  // the arguments parsed into a dict (templates write them with tojson; text
+  // that is not a JSON object stays a string); a tool message has
+  // `tool_call_id` and `name`; a system message's `tools` is its text.
+  // Each of these keys is present only when the message has it (templates
+  // test `'tool_calls' in message`).
+  //
   // Errors: the template's (raise_exception: roles that do not alternate, a
-  // system role it does not support, ...), InvalidArgument; a limit,
-  // ResourceExhausted. Cost: one rendering of the whole conversation.
+  // system role it does not support, ...), InvalidArgument; tools_json that
+  // is not a JSON array, InvalidArgument; a limit, ResourceExhausted. Cost:
+  // one rendering of the whole conversation.
   absl::StatusOr<std::string> Render(std::span<const ChatMessage> messages,
-                                     bool add_generation_prompt) const;
+                                     bool add_generation_prompt,
+                                     std::string_view tools_json = {}) const;
+  // As above, with strftime_now's clock fixed at `now` (UTC): for tests.
+  absl::StatusOr<std::string> RenderAt(std::span<const ChatMessage> messages,
+                                       bool add_generation_prompt, std::string_view tools_json,
+                                       absl::Time now) const;
+
+  // kJinja: the template's text ("" for the written-out formats).
+  const std::string& source() const { return source_; }
 
  private:
   ChatTemplate(Kind kind, std::string default_system)
@@ -105,6 +146,7 @@ class ChatTemplate {
   std::string name_;
   std::string bos_token_;
   std::string eos_token_;
+  std::string source_;
 };
 
 // A literal system message written in a ChatML template text, e.g.

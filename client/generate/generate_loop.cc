@@ -565,12 +565,14 @@ absl::StatusOr<GenerateResult> GenerateLoop::Run::PrefillAndDecode(
   }
   if (!result_.tokens.empty()) result_.decode_time = last_token - first_token;
   result_.stop_reason = *stop;
+  result_.stop_string = matcher_.matched();
   absl::StatusOr<std::string> held = CloseStreams();
   if (!held.ok()) return held.status();
   if (*stop != StopReason::kStopString) {
     std::string tail = matcher_.Feed(*held).released;
     if (matcher_.stopped()) {
       result_.stop_reason = StopReason::kStopString;
+      result_.stop_string = matcher_.matched();
     } else {
       tail += matcher_.Finish();
     }

@@ -137,12 +137,13 @@ TEST_F(GenerateLoopTest, StopStringAcrossTokensNeverReachesTheOutput) {
   tokenizer_.bytes[4] = "lo wo";
   tokenizer_.bytes[5] = "rld";
   GenerateParams p = Greedy(100);
-  p.stop = {"lo world"};
+  p.stop = {"zzz", "lo world"};
   std::string streamed;
   absl::StatusOr<GenerateResult> r =
       Generate(p, {1}, [&](const TokenEvent& e) { streamed += e.text; });
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->stop_reason, StopReason::kStopString);
+  EXPECT_EQ(r->stop_string, "lo world");
   EXPECT_EQ(r->text, "<2>hel");
   EXPECT_EQ(streamed, r->text);
   EXPECT_THAT(r->tokens, ElementsAre(2, 3, 4, 5));

@@ -47,6 +47,7 @@ struct GenerateResult {
   std::vector<int32_t> tokens;  // generated, without the EOS / EOT that ended it
   std::string text;             // all released text (what the callback got)
   StopReason stop_reason = StopReason::kMaxTokens;
+  std::string stop_string;             // kStopString: the stop string that ended it
   int64_t prompt_tokens = 0;           // new tokens prefilled by this call
   int64_t cached_tokens = 0;           // of them, found in the model server's prefix cache
   absl::Duration time_to_first_token;  // Generate's start to the first sampled token

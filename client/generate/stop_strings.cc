@@ -57,7 +57,13 @@ StopStringMatcher::Step StopStringMatcher::Feed(std::string_view delta) {
   held_.append(delta);
   // The earliest stop string occurrence in the unreleased text.
   size_t first = std::string::npos;
-  for (const std::string& s : stop_) first = std::min(first, held_.find(s));
+  for (const std::string& s : stop_) {
+    const size_t at = held_.find(s);
+    if (at < first) {
+      first = at;
+      matched_ = s;
+    }
+  }
   if (first != std::string::npos) {
     step.released = held_.substr(0, first);
     step.stopped = stopped_ = true;

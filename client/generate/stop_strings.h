@@ -54,11 +54,15 @@ class StopStringMatcher {
   // Bytes held back now.
   size_t held_bytes() const { return held_.size(); }
   bool stopped() const { return stopped_; }
+  // After a stop: the stop string found (the earliest in the text; of two
+  // at the same place, the first given); "" before.
+  const std::string& matched() const { return matched_; }
 
  private:
   std::vector<std::string> stop_;
   std::string held_;
   bool stopped_ = false;
+  std::string matched_;
 };
 
 }  // namespace llm::client

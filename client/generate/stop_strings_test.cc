@@ -73,6 +73,18 @@ TEST(StopStringsTest, EarliestOfSeveralStopStringsWins) {
   EXPECT_EQ(FeedAll({"xyz", "b"}, {"aab"}), std::make_pair(std::string("aa"), true));
 }
 
+TEST(StopStringsTest, MatchedSaysWhichStopStringEndedIt) {
+  StopStringMatcher m({"cde", "ab", "b"});
+  EXPECT_EQ(m.matched(), "");
+  EXPECT_FALSE(m.Feed("xa").stopped);
+  EXPECT_EQ(m.matched(), "");
+  EXPECT_TRUE(m.Feed("bcde").stopped);
+  EXPECT_EQ(m.matched(), "ab");  // earliest; "b" starts later
+  StopStringMatcher tie({"b", "bc"});
+  EXPECT_TRUE(tie.Feed("abc").stopped);
+  EXPECT_EQ(tie.matched(), "b");  // same place: the first given
+}
+
 TEST(StopStringsTest, LongestPrefixIsHeld) {
   // "aab" could still become "aabc" (the second stop string).
   StopStringMatcher m({"ab!", "aabc"});

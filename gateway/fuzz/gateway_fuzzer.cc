@@ -1,8 +1,8 @@
 // libFuzzer target: the gateway's request handling (handler.h) over
 // in-memory services (fake_services.h), as a client's bytes reach it.
 //
-// Input: one byte picks the method and path (every endpoint, a few wrong
-// methods, an unknown path), one byte whether the request names a
+// Input: one byte picks the method and path (every endpoint, Anthropic's
+// included, a few wrong methods, an unknown path), one byte whether the request names a
 // conversation (X-Session-Id, from a small set, so that turns meet) and
 // whether the streamed client goes away after a few writes; the rest is the
 // body. Each request runs on a thread with a bounded stack, as civetweb's
@@ -50,6 +50,9 @@ constexpr Route kRoutes[] = {
     {"TRACE", "/v1/completions"},
     {"POST", "/v1/nothing"},
     {"HEAD", "/health"},
+    {"POST", "/v1/messages"},
+    {"POST", "/v1/messages/count_tokens"},
+    {"GET", "/v1/messages"},
 };
 
 llm::gateway::Handler& TheHandler() {
@@ -59,9 +62,12 @@ llm::gateway::Handler& TheHandler() {
     options.limits.max_n = 2;
     options.limits.max_prompts = 4;
     options.max_conversations = 4;
+    // A template with tools (Hermes syntax: <tool_call>), showing calls and results.
     absl::StatusOr<llm::client::ChatTemplate> tmpl = llm::client::ChatTemplate::FromJinja(
-        "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
-        "{% if add_generation_prompt %}<assistant>{% endif %}",
+        "{# <tool_call> #}{% if tools %}{{ tools | tojson }}{% endif %}"
+        "{% for m in messages %}<{{ m.role }}>{{ m.content }}"
+        "{% for c in m.tool_calls or [] %}{{ c.function.arguments | tojson }}{% endfor %}"
+        "{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}",
         "fuzz", "", "</s>");
     if (!tmpl.ok()) std::abort();
     return new llm::gateway::Handler(
