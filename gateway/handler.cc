@@ -533,8 +533,8 @@ int Handler::ServeChat(HttpExchange& http, absl::Time arrival, ChatRequest& req,
                           "required, a named function, or auto) cannot both constrain an answer")),
           api);
     }
-    req.constraint = constrain::Spec{.kind = constrain::Kind::kStructuralTag,
-                                     .text = *tools.constraint};
+    req.constraint =
+        constrain::Spec{.kind = constrain::Kind::kStructuralTag, .text = *tools.constraint};
     req.constraint_param = "tools";
   }
   if (auto e = Constrain(req)) return SendError(http, *e, api);

@@ -74,8 +74,8 @@ struct Compiler::Impl {
   const CompilerOptions options;
   const int32_t vocab_size;
   const xgrammar::TokenizerInfo tokenizer_info;  // structural tags name tokens in it
-  xgrammar::GrammarCompiler compiler;       // precomputes every state's tokens
-  xgrammar::GrammarCompiler lazy_compiler;  // computes a state's tokens on its first mask
+  xgrammar::GrammarCompiler compiler;            // precomputes every state's tokens
+  xgrammar::GrammarCompiler lazy_compiler;       // computes a state's tokens on its first mask
   LruCache<Compiled> cache;
 };
 
