@@ -12,9 +12,7 @@ with the sequence; max_tokens -> "max_tokens"; count_tokens equals a message's
 usage.input_tokens; the key as Authorization: Bearer too; errors as the SDK's
 exception types (404 NotFoundError, 400 BadRequestError, 401
 AuthenticationError); a tool result in the conversation answered; a tool round
-trip (tool_use forced with tool_choice {"type": "tool"}, then tool_result)
-skipped until the generation loop applies the tool-call constraint
-(CONSTRAINTS_WIRED).
+trip (tool_use forced with tool_choice {"type": "tool"}, then tool_result).
 
 The SDK (tests/anthropic_sdk_requirements.txt, every version pinned) is installed
 from PyPI into BUILD_DIR/anthropic-venv on the first run and reused after
@@ -28,7 +26,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from sdk_harness import Cases, Skip, check, main, raises, run_cases
+from sdk_harness import Cases, check, main, raises, run_cases
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUIREMENTS = ROOT / "tests/anthropic_sdk_requirements.txt"
@@ -38,10 +36,9 @@ API_KEY = "sk-ant-test-key"
 # the API still reads temperature, top_p and top_k from the body.
 GREEDY = {"temperature": 0}
 
-# The tool round trip needs tool_choice {"type": "tool"} to make the 135M model
-# call the tool, which needs the tool-call constraint (gateway/tool_calling.h,
-# ChatToolPlan::constraint). Set True once the generation loop applies it.
-CONSTRAINTS_WIRED = True
+# The tool round trip makes the 135M model call the tool with tool_choice
+# {"type": "tool"}: the tool-call constraint (gateway/tool_calling.h,
+# ChatToolPlan::constraint) keeps its answer to the call.
 
 WEATHER_TOOL = {
     "name": "get_weather",
@@ -180,9 +177,6 @@ def a_tool_result_in_the_conversation_is_answered(t: Context):
 
 @case
 def tool_round_trip(t: Context):
-    if not CONSTRAINTS_WIRED:
-        raise Skip("tool_choice {\"type\": \"tool\"} needs the tool-call constraint in the "
-                   "generation loop (CONSTRAINTS_WIRED; gateway/tool_calling.h)")
     question = {"role": "user", "content": "What is the weather in Paris?"}
     m = t.client.messages.create(model=t.model, max_tokens=64, extra_body=GREEDY,
                                  tools=[WEATHER_TOOL],

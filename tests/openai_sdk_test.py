@@ -11,8 +11,10 @@ through extra_body; errors as the SDK's exception types (404 -> NotFoundError,
 400 -> BadRequestError with its param and code, 429 -> RateLimitError); tools:
 an answer with tools offered (text or calls), streamed and not alike, tool
 results in the next turn, tool_choice none, bad tools as BadRequestError;
-tool_choice required / a named function calling the tool (skipped until the
-generation loop applies the tool-call constraint: CONSTRAINTS_WIRED).
+tool_choice required / a named function calling the tool, streamed as
+deltas; structured output the SDK's way: chat.completions.parse (and
+beta.chat.completions.parse) with a Pydantic model as response_format, and
+pydantic_function_tool tools whose parsed_arguments come back as the model.
 
 The SDK (tests/openai_sdk_requirements.txt, every version pinned) is installed
 from PyPI into BUILD_DIR/openai-venv on the first run and reused after; the
@@ -36,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from sdk_harness import Cases, Skip, check, main, raises, run_cases
+from sdk_harness import Cases, check, main, raises, run_cases
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUIREMENTS = ROOT / "tests/openai_sdk_requirements.txt"
@@ -276,12 +278,9 @@ def chat_logprobs_list_the_greedy_token_first(t: Context):
 
 # -- tool calling ----------------------------------------------------------------
 
-# tool_choice "required" and a named function need the constraint that keeps the
-# answer to a call (gateway/tool_calling.h, ChatToolPlan::constraint): the 135M
-# model does not call a tool on its own. Set True once the generation loop applies
-# it; the cases below then run.
-CONSTRAINTS_WIRED = True
-
+# tool_choice "required" and a named function are kept to a call by the
+# constraint gateway/tool_calling.h builds (ChatToolPlan::constraint): the 135M
+# model does not call a tool on its own.
 WEATHER_TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "The current weather in a city.",
     "parameters": {"type": "object", "properties": {
@@ -374,9 +373,6 @@ def bad_tools_are_bad_requests(t: Context):
 
 @case
 def tool_choice_required_and_named_call_the_tool(t: Context):
-    if not CONSTRAINTS_WIRED:
-        raise Skip("needs the tool-call constraint in the generation loop "
-                   "(CONSTRAINTS_WIRED; gateway/tool_calling.h)")
     time_tool = {"type": "function", "function": {
         "name": "get_time", "parameters": {"type": "object", "properties": {
             "zone": {"type": "string"}}, "required": ["zone"]}}}
@@ -396,6 +392,60 @@ def tool_choice_required_and_named_call_the_tool(t: Context):
                    max_tokens=64, stream=True))
         check(finish == "tool_calls" and [c["arguments"] for c in streamed]
               == [c.function.arguments for c in calls], f"{choice} streamed: {streamed}")
+
+
+# -- structured output the SDK's way ----------------------------------------------
+
+def parse_methods(t: Context):
+    """The SDK's parse entry points: chat.completions.parse, and the older
+    beta.chat.completions.parse where this version still has it."""
+    methods = [("chat.completions.parse", t.client.chat.completions.parse)]
+    beta = getattr(getattr(t.client, "beta", None), "chat", None)
+    if beta is not None and hasattr(beta.completions, "parse"):
+        methods.append(("beta.chat.completions.parse", beta.completions.parse))
+    return methods
+
+
+@case
+def parse_with_a_pydantic_model(t: Context):
+    from pydantic import BaseModel, Field
+
+    class Capital(BaseModel):
+        country: str
+        city: str
+        population_millions: float = Field(ge=0)
+        landmarks: list[str] = Field(max_length=3)
+
+    messages = [{"role": "user", "content": "Describe the capital of France as JSON."}]
+    for name, parse in parse_methods(t):
+        r = parse(model=t.model, messages=messages, response_format=Capital, temperature=0,
+                  max_tokens=160)
+        m = r.choices[0].message
+        check(r.choices[0].finish_reason == "stop", f"{name}: finish {r.choices[0]}")
+        check(isinstance(m.parsed, Capital), f"{name}: parsed {m.parsed!r} from {m.content!r}")
+        check(Capital.model_validate_json(m.content) == m.parsed, f"{name}: {m.content!r}")
+        check(m.refusal is None, f"{name}: refusal {m.refusal!r}")
+
+
+@case
+def parse_with_pydantic_function_tools(t: Context):
+    from pydantic import BaseModel
+
+    class GetWeather(BaseModel):
+        """The current weather in a city."""
+        city: str
+        unit: str
+
+    for name, parse in parse_methods(t):
+        r = parse(model=t.model, messages=[{"role": "user", "content": TOOL_QUESTION}],
+                  tools=[t.openai.pydantic_function_tool(GetWeather)], tool_choice="required",
+                  temperature=0, max_tokens=64)
+        calls = r.choices[0].message.tool_calls
+        check(calls and r.choices[0].finish_reason == "tool_calls", f"{name}: {r}")
+        for call in calls:
+            check(call.function.name == "GetWeather", f"{name}: {call}")
+            check(isinstance(call.function.parsed_arguments, GetWeather),
+                  f"{name}: parsed_arguments {call.function.parsed_arguments!r}")
 
 
 # -- main --------------------------------------------------------------------------
