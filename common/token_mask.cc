@@ -20,6 +20,21 @@ absl::Status CheckVocabSize(int64_t vocab_size, std::string_view field) {
       StrCat(field, ": no mask fits a vocabulary of ", vocab_size, " tokens"));
 }
 
+int64_t VarintBytes(uint64_t v) { return v < 128 ? 1 : (std::bit_width(v) + 6) / 7; }
+
+// The bytes of a length-delimited field of `payload` bytes (a one-byte tag).
+int64_t FieldBytes(int64_t payload) { return 1 + VarintBytes(payload) + payload; }
+
+// The bytes of a TokenMask holding the ids whose bit is `value` as a list,
+// or -1 when it would be larger than `limit` bytes.
+int64_t ListBytes(const TokenMask& mask, bool value, int64_t count, int64_t limit) {
+  if (count > limit) return -1;  // a varint is at least a byte
+  int64_t payload = 0;
+  mask.ForEachId(value, [&](uint32_t id) { payload += VarintBytes(id); });
+  const int64_t ids = payload > 0 ? FieldBytes(payload) : 0;  // TokenIds: empty when no id
+  return FieldBytes(ids);
+}
+
 absl::Status AllowsNothing(std::string_view field) {
   return absl::InvalidArgumentError(
       StrCat(field, " allows no token (a masked step needs at least one allowed token)"));
@@ -116,6 +131,35 @@ absl::StatusOr<TokenMask> TokenMask::FromDisallowed(std::span<const uint32_t> id
   TokenMask mask = AllowAll(vocab_size);
   for (uint32_t id : ids) mask.Disallow(id);
   return mask;
+}
+
+int64_t TokenMaskWireBytes(const TokenMask& mask, TokenMaskEncoding encoding) {
+  const int64_t allowed = mask.CountAllowed();
+  switch (encoding) {
+    case TokenMaskEncoding::kBitset:
+      return FieldBytes((mask.vocab_size() + 7) / 8);
+    case TokenMaskEncoding::kAllowed:
+      return ListBytes(mask, true, allowed, INT64_MAX);
+    case TokenMaskEncoding::kDisallowed:
+      return ListBytes(mask, false, mask.vocab_size() - allowed, INT64_MAX);
+  }
+  return 0;
+}
+
+TokenMaskEncoding CheapestTokenMaskEncoding(const TokenMask& mask) {
+  const int64_t allowed = mask.CountAllowed();
+  TokenMaskEncoding best = TokenMaskEncoding::kBitset;
+  int64_t best_bytes = FieldBytes((mask.vocab_size() + 7) / 8);
+  // A list of more ids than the bitset has bytes is larger: skip counting it.
+  if (const int64_t b = ListBytes(mask, true, allowed, best_bytes); b >= 0 && b < best_bytes) {
+    best = TokenMaskEncoding::kAllowed;
+    best_bytes = b;
+  }
+  if (const int64_t b = ListBytes(mask, false, mask.vocab_size() - allowed, best_bytes);
+      b >= 0 && b < best_bytes) {
+    best = TokenMaskEncoding::kDisallowed;
+  }
+  return best;
 }
 
 }  // namespace llm

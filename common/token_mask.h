@@ -16,6 +16,7 @@
 #ifndef LLM_COMMON_TOKEN_MASK_H_
 #define LLM_COMMON_TOKEN_MASK_H_
 
+#include <bit>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -71,6 +72,20 @@ class TokenMask {
   std::span<const uint64_t> words() const { return words_; }
   std::span<uint64_t> mutable_words() { return words_; }
 
+  // Calls f(id) (id a uint32_t) for every allowed id (`allowed` true), or
+  // every disallowed id of the vocabulary (false), in increasing order.
+  // O(vocab_size / 64 + ids).
+  template <typename F>
+  void ForEachId(bool allowed, F f) const {
+    for (size_t i = 0; i < words_.size(); ++i) {
+      uint64_t w = allowed ? words_[i] : ~words_[i];
+      if (!allowed && i + 1 == words_.size() && vocab_size_ % 64 != 0) {
+        w &= (uint64_t{1} << (vocab_size_ % 64)) - 1;  // not the ids past the vocabulary
+      }
+      for (; w != 0; w &= w - 1) f(static_cast<uint32_t>(i * 64 + std::countr_zero(w)));
+    }
+  }
+
   friend bool operator==(const TokenMask& a, const TokenMask& b) = default;
 
  private:
@@ -79,6 +94,20 @@ class TokenMask {
   int64_t vocab_size_ = 0;
   std::vector<uint64_t> words_;
 };
+
+// The wire's three encodings of a mask (llm.v1.TokenMask: a bitset, a list
+// of the allowed ids, a list of the disallowed ids), and their sizes; the
+// messages themselves are written by common/token_mask_proto.h (protobuf),
+// the sizes are here for code without protobuf (the C interface of the
+// grammar engine, client/constrain/c_api.h).
+enum class TokenMaskEncoding { kBitset, kAllowed, kDisallowed };
+
+// The serialized size of `mask` as a v1::TokenMask in `encoding`.
+int64_t TokenMaskWireBytes(const TokenMask& mask, TokenMaskEncoding encoding);
+// The encoding with the fewest bytes (on a tie the first of bitset,
+// allowed, disallowed). O(vocab_size / 64), plus the ids of a list that is
+// no larger than the bitset.
+TokenMaskEncoding CheapestTokenMaskEncoding(const TokenMask& mask);
 
 }  // namespace llm
 

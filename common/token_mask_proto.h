@@ -16,13 +16,8 @@
 
 namespace llm {
 
-enum class TokenMaskEncoding { kBitset, kAllowed, kDisallowed };
-
-// The serialized size of `mask` as a v1::TokenMask in `encoding`.
-int64_t TokenMaskWireBytes(const TokenMask& mask, TokenMaskEncoding encoding);
-// The encoding with the fewest bytes (on a tie the first of bitset,
-// allowed, disallowed).
-TokenMaskEncoding CheapestTokenMaskEncoding(const TokenMask& mask);
+// TokenMaskEncoding, TokenMaskWireBytes and CheapestTokenMaskEncoding (the
+// sizes of the encodings) are in common/token_mask.h.
 
 // Writes `mask` into *out (replacing what it held) in `encoding`, or in the
 // cheapest one.

@@ -8,7 +8,8 @@ model_server and llm_gateway on free loopback ports (stdlib only).
 Each server runs with --listen 127.0.0.1:0; its "listening on port N" line
 (stdout) gives the port, its stderr goes to a log file that log_tail() shows
 when a test fails. Leaving the block stops all three (SIGTERM, then SIGKILL
-after 15 s).
+after 15 s). report(checks) prints a test's named checks and gives its exit
+status.
 """
 
 from __future__ import annotations
@@ -28,6 +29,16 @@ DEFAULT_MODEL = ROOT / "models/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 class ServerError(RuntimeError):
     pass
+
+
+def report(checks: dict[str, bool]) -> int:
+    """Prints each check ("ok  " or "FAIL" and its name), then "N passed, N
+    failed"; returns the exit status (0 when all passed)."""
+    for name, ok in checks.items():
+        print(f"{'ok  ' if ok else 'FAIL'} {name}")
+    failed = sum(not ok for ok in checks.values())
+    print(f"{len(checks) - failed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
 
 
 class Server:

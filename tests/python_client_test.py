@@ -24,6 +24,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from llm_servers import report
+
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "The three primary colors are"
 MAX_TOKENS = 24
@@ -145,11 +147,7 @@ def main() -> int:
         "a bad parameter raises InvalidArgument naming it":
             py["bad"] is not None and py["bad"].param == "top_p",
     }
-    for name, ok in checks.items():
-        print(f"{'ok  ' if ok else 'FAIL'} {name}")
-    failed = sum(not ok for ok in checks.values())
-    print(f"{len(checks) - failed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    return report(checks)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,14 @@ class SessionNotFound(LlmError):
     (NOT_FOUND)."""
 
 
+class Unsupported(LlmError):
+    """What was asked needs what this installation or these services lack:
+    structured output without the grammar engine's library
+    (libllm_constrain.so: llm_client/constrain.py), from a model service that
+    does not apply token masks (ModelInfo.token_mask) or a tokenizer service
+    that does not return token pieces."""
+
+
 class Cancelled(LlmError):
     """The call was cancelled (CANCELLED)."""
 
@@ -74,6 +82,13 @@ _BY_CODE = {
 }
 
 
+def error_of_code(code: str, details: str, *, method: str | None = None,
+                  address: str | None = None, param: str | None = None) -> LlmError:
+    """The LlmError subclass of a status code's name ("INVALID_ARGUMENT")."""
+    return _BY_CODE.get(code, LlmError)(details, code=code, method=method, address=address,
+                                        param=param)
+
+
 def from_rpc_error(error, method: str, address: str | None) -> LlmError:
     """The LlmError for a grpc.RpcError raised by `method` at `address`."""
     try:
@@ -81,5 +96,4 @@ def from_rpc_error(error, method: str, address: str | None) -> LlmError:
         details = error.details() or ""
     except AttributeError:  # not a call's error (e.g. a channel's)
         code, details = "UNKNOWN", str(error)
-    cls = _BY_CODE.get(code, LlmError)
-    return cls(details, code=code, method=method, address=address)
+    return error_of_code(code, details, method=method, address=address)

@@ -7,8 +7,11 @@ BUILD_DIR/pip-install-venv (--clear), pip-installs the copy into it (from PyPI:
 setuptools and grpcio-tools to build, grpcio and protobuf to run; pip's cache
 makes later runs quick), and checks in that venv: llm_client and its stubs
 import, the stubs are those of the current protos (ModelInfo.file_name), a
-message round-trips, and the package requires grpcio and protobuf. Without
-PyPI it fails, saying so.
+message round-trips, and the package requires grpcio and protobuf; it has no
+grammar engine library, so structured output raises Unsupported saying how to
+give one, and with LLM_CONSTRAIN_LIBRARY pointing at the build's
+(BUILD_DIR/bin/libllm_constrain.so, where it was built) it compiles and matches
+a constraint. Without PyPI it fails, saying so.
 
     python3 clients/python/tests/pip_install_test.py [--build-dir build]
 """
@@ -16,6 +19,7 @@ PyPI it fails, saying so.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -36,6 +40,23 @@ assert hasattr(model_pb2_grpc, "ModelStub") and hasattr(tokenizer_pb2_grpc, "Tok
 requires = " ".join(importlib.metadata.requires("llm-inference-client") or [])
 assert "grpcio" in requires and "protobuf" in requires, requires
 print("imported llm_client from", llm_client.__file__, "requires:", requires)
+"""
+
+# Structured output: the installed package has no library of its own.
+CONSTRAIN_CHECK = r"""
+import os
+from llm_client import Unsupported
+from llm_client.constrain import Compiler, ConstraintSpec
+try:
+    compiler = Compiler([b"", b"a", b"b"], end_ids=[0])
+    assert os.environ.get("LLM_CONSTRAIN_LIBRARY"), "a library without LLM_CONSTRAIN_LIBRARY"
+    m = compiler.compile(ConstraintSpec("regex", text="ab")).matcher()
+    assert m.forced_tokens() == [1, 2], m.forced_tokens()
+    print("structured output with LLM_CONSTRAIN_LIBRARY:", os.environ["LLM_CONSTRAIN_LIBRARY"])
+except Unsupported as e:
+    assert not os.environ.get("LLM_CONSTRAIN_LIBRARY"), e
+    assert "LLM_CONSTRAIN_LIBRARY" in str(e), e
+    print("without a library: Unsupported, naming LLM_CONSTRAIN_LIBRARY")
 """
 
 
@@ -62,11 +83,19 @@ def main() -> None:
              "--no-input", "--timeout", "30", str(src / "clients/python")],
             "pip install ./clients/python (needs PyPI for grpcio, protobuf and, to build, "
             "setuptools and grpcio-tools)")
-    r = subprocess.run([str(python), "-c", CHECK], capture_output=True, text=True, cwd=tempfile.gettempdir())
-    print(r.stdout + r.stderr, end="")
-    if r.returncode != 0:
-        sys.exit("pip_install_test: FAILED: the installed package does not work\n0 passed, 1 failed")
-    print("1 passed, 0 failed")
+    env = {k: v for k, v in os.environ.items() if k != "LLM_CONSTRAIN_LIBRARY"}
+    library = Path(args.build_dir).resolve() / "bin/libllm_constrain.so"
+    runs = [(CHECK, env), (CONSTRAIN_CHECK, env)]
+    if library.exists():
+        runs.append((CONSTRAIN_CHECK, dict(env, LLM_CONSTRAIN_LIBRARY=str(library))))
+    for code, run_env in runs:
+        r = subprocess.run([str(python), "-c", code], capture_output=True, text=True,
+                           cwd=tempfile.gettempdir(), env=run_env)
+        print(r.stdout + r.stderr, end="")
+        if r.returncode != 0:
+            sys.exit("pip_install_test: FAILED: the installed package does not work\n"
+                     f"0 passed, {len(runs)} failed")
+    print(f"{len(runs)} passed, 0 failed")
 
 
 if __name__ == "__main__":

@@ -361,14 +361,19 @@ class CycleModel(FakeModel):
     """Speculation: the greedy token after a position depends on the history
     (mostly 1 -> 2 -> 3 -> 1, but a 2 after every 5th position), so n-gram
     proposals are often right and sometimes wrong. Holds each session's
-    tokens; applies proposed and truncate_to as the model service does."""
+    tokens; applies proposed and truncate_to as the model service does, and
+    records the requests, each one's session length before its token (bases)
+    and after its proposals (lengths). A subclass's after() makes each row
+    (with its mask, None when the request has none)."""
 
     def __init__(self, context_length=200):
         super().__init__([], context_length=context_length)
         self.held = {}
         self.requests = []
+        self.bases = []
+        self.lengths = []
 
-    def after(self, history, options):
+    def after(self, history, options, mask=None):
         best = 2 if len(history) % 5 == 0 else 1 + history[-1] % 3
         self.script = [best]
         return self.logits(options)
@@ -376,8 +381,10 @@ class CycleModel(FakeModel):
     def Prefill(self, req, timeout=None, metadata=None):
         sid = f"s{len(self.held)}"
         self.held[sid] = list(req.tokens)
-        return model_pb2.PrefillResponse(session_id=sid, num_tokens=len(req.tokens),
-                                         logits=self.after(self.held[sid], req.logits))
+        return model_pb2.PrefillResponse(
+            session_id=sid, num_tokens=len(req.tokens),
+            logits=self.after(self.held[sid], req.logits,
+                              req.mask if req.HasField("mask") else None))
 
     def DecodeStream(self, requests, timeout=None, metadata=None):
         model = self
@@ -389,12 +396,16 @@ class CycleModel(FakeModel):
                 held = model.held[req.session_id]
                 if req.HasField("truncate_to"):
                     del held[req.truncate_to:]
+                model.bases.append(len(held))
                 held.append(req.token)
-                r = model_pb2.DecodeTokenResponse(logits=model.after(held, req.logits))
-                for p in req.proposed:
+                r = model_pb2.DecodeTokenResponse(logits=model.after(
+                    held, req.logits, req.mask if req.HasField("mask") else None))
+                for i, p in enumerate(req.proposed):
                     held.append(p)
-                    r.proposed_logits.append(model.after(held, req.logits))
+                    mask = req.proposed_masks[i] if req.proposed_masks else None
+                    r.proposed_logits.append(model.after(held, req.logits, mask))
                 r.num_tokens = len(held)
+                model.lengths.append(len(held))
                 return r
         return Call(self, requests)
 
