@@ -15,9 +15,15 @@
 # GGUF models of SmolLM2's exact shapes and types, and of Llama-3-8B's shapes
 # (4 of its 32 layers), with build-device/bin/llm-random-model.
 #
+# llama.cpp, the side-by-side anchor, comes in .device-deps too (its CUDA
+# backend from the llama-cpp-python sdist that bench/model_bench.py builds for
+# the CPU): built in the background while this project builds and tests, then
+# benchmarked with llama-bench on the same random files, if it finished in
+# time.
+#
 # Files in $OUT (the device tool returns at most 8): steps.log (what ran, with
 # times), nvidia-smi.txt, build.log, tests.log, sanitizer.log, bench.log,
-# summary.json.
+# llamacpp.log, summary.json.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/device-out}
@@ -100,6 +106,22 @@ summary["targets"] = {
         get("llama3-8b-4l-cuda", "decode_roofline_fraction"),
     "sessions_64_over_1 (>= 20)": round(many / one, 2) if one and many else None,
 }
+# The anchor: llama-bench's rows (pp512, tg128) on the same files.
+def llama(name, prompt):
+    rows = b.get("llamacpp-" + name)
+    for row in rows if isinstance(rows, list) else []:
+        if (row.get("n_prompt", 0) > 0) == prompt and (row.get("n_gen", 0) > 0) != prompt:
+            return row.get("avg_ts")
+    return None
+def ratio(ours, theirs):
+    return round(ours / theirs, 3) if ours and theirs else None
+for name, ours in (("smollm2", "smollm2-cuda"), ("llama3-8b-4l", "llama3-8b-4l-cuda")):
+    summary["targets"][f"{name}_llamacpp_prefill_tok_s"] = llama(name, True)
+    summary["targets"][f"{name}_llamacpp_decode_tok_s"] = llama(name, False)
+    summary["targets"][f"{name}_prefill_over_llamacpp"] = ratio(
+        get(ours, "prefill_tok_s"), llama(name, True))
+    summary["targets"][f"{name}_decode_over_llamacpp"] = ratio(
+        get(ours, "decode_tok_s"), llama(name, False))
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
 print(json.dumps({k: summary[k] for k in ("gpu", "sanitizer", "targets")}, indent=1))
 PY
@@ -110,6 +132,9 @@ step "machine: $(nproc) cores; $(nvidia-smi --query-gpu=name,driver_version,memo
 nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
 step "$(cmake --version | head -1); $(g++ --version | head -1); $(nvcc --version 2>/dev/null | tail -1)"
 
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+SANITIZER=$(command -v compute-sanitizer || echo "$(dirname "$NVCC")/compute-sanitizer")
+
 # 1. Dependencies from .device-deps (Debian 12 packages, unpacked, not installed).
 PREFIX=/tmp/llm-device-deps
 if compgen -G ".device-deps/*.deb" >/dev/null; then
@@ -119,8 +144,36 @@ else
   step "no .device-deps: using the machine's own Abseil, GoogleTest and nlohmann_json"
 fi
 export LD_LIBRARY_PATH="$PREFIX/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-SANITIZER=$(command -v compute-sanitizer || echo "$(dirname "$NVCC")/compute-sanitizer")
+
+# 1b. llama.cpp, the anchor: its llama-bench with the CUDA backend, built in
+#     its own session (so that a build still running at the end can be
+#     stopped whole) with half the cores, niced, while the rest runs.
+LLAMA_TGZ=$(ls .device-deps/llama.cpp-*.tar.gz 2>/dev/null | head -1)
+LLAMA_DIR=/tmp/llamacpp
+LLAMA_PID=
+if [ -n "$LLAMA_TGZ" ]; then
+  case "$GPU_NAME" in
+    *H100* | *H200*) LLAMA_ARCH=90 ;;
+    *A100*) LLAMA_ARCH=80 ;;
+    *) LLAMA_ARCH=native ;;
+  esac
+  step "llama.cpp: building llama-bench from $(basename "$LLAMA_TGZ") in the background" \
+    "(CUDA architecture $LLAMA_ARCH, $((JOBS / 2)) jobs; llamacpp.log)"
+  LLAMA_TGZ=$LLAMA_TGZ LLAMA_DIR=$LLAMA_DIR LLAMA_ARCH=$LLAMA_ARCH NVCC=$NVCC \
+    LLAMA_JOBS=$((JOBS / 2)) setsid bash -c '
+    set -e
+    mkdir -p "$LLAMA_DIR"
+    tar xzf "$LLAMA_TGZ" -C "$LLAMA_DIR"
+    cmake -S "$LLAMA_DIR/llama.cpp" -B "$LLAMA_DIR/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$LLAMA_ARCH" -DCMAKE_CUDA_COMPILER="$NVCC" \
+      -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
+      -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF
+    nice cmake --build "$LLAMA_DIR/build" -j"$LLAMA_JOBS" --target llama-bench
+    echo "llama.cpp: built"' >"$OUT/llamacpp.log" 2>&1 &
+  LLAMA_PID=$!
+else
+  step "llama.cpp: no .device-deps/llama.cpp-*.tar.gz (run scripts/fetch-device-deps.sh): no anchor"
+fi
 
 # 2. Configure and build only what this run needs, with every core.
 step "configure (cuda-device preset, nvcc $NVCC)"
@@ -194,7 +247,9 @@ bench() {  # name, then llm-bench flags
 }
 ROOF_FLAG=()
 ((ROOF > 0)) && ROOF_FLAG=(--roofline_gb_s "$ROOF")
-"$BIN/llm-random-model" --shape smollm2 --out "$MODELS/smollm2.gguf" >>"$OUT/bench.log" 2>&1
+# --vocab placeholder: llama-bench draws random token ids below the
+# vocabulary's size, so the anchor needs one.
+"$BIN/llm-random-model" --shape smollm2 --vocab placeholder --out "$MODELS/smollm2.gguf" >>"$OUT/bench.log" 2>&1
 bench smollm2-cuda --model "$MODELS/smollm2.gguf" --backend cuda -p 512 -n 128 \
   --repetitions 2 --sessions 1,16,64 --kv_cache_mb 1024 "${ROOF_FLAG[@]}"
 # What keeping Q4_1 / Q8_0 quantized buys: the same file dequantized to fp16.
@@ -212,10 +267,36 @@ EIGHT_B_TYPE=${EIGHT_B_TYPE:-q4_0}
 if have 100; then
   step "write the 8B-shaped model (4 of 32 layers, $EIGHT_B_TYPE)"
   timeout "$(budget 90)" "$BIN/llm-random-model" --shape llama3-8b --layers 4 \
-    --type "$EIGHT_B_TYPE" --out "$MODELS/llama3-8b-4l.gguf" >>"$OUT/bench.log" 2>&1
+    --type "$EIGHT_B_TYPE" --vocab placeholder --out "$MODELS/llama3-8b-4l.gguf" >>"$OUT/bench.log" 2>&1
 fi
 bench llama3-8b-4l-cuda --model "$MODELS/llama3-8b-4l.gguf" --backend cuda -p 512 -n 64 \
   --repetitions 2 --kv_cache_mb 1024 "${ROOF_FLAG[@]}"
+
+# 6. The anchor on the same files: llama-bench, every layer on the GPU, its
+#    defaults otherwise (flash attention: auto). Waits for its build while
+#    time is left for both runs.
+llama_bench() {  # name, model file
+  if ! have 40; then
+    step "llama.cpp $1: skipped, out of time"
+    return
+  fi
+  step "llama.cpp $1: llama-bench -m $2 -ngl 99 -p 512 -n 128 -r 2"
+  timeout "$(budget 100)" "$LLAMA_DIR/build/bin/llama-bench" -m "$2" -ngl 99 -p 512 -n 128 \
+    -r 2 -o json >"/tmp/bench-llamacpp-$1.json" 2>>"$OUT/llamacpp.log" ||
+    echo "llamacpp-$1 FAILED" >>"$OUT/bench.log"
+}
+if [ -n "$LLAMA_PID" ]; then
+  while kill -0 "$LLAMA_PID" 2>/dev/null && have 100; do sleep 5; done
+  if kill -0 "$LLAMA_PID" 2>/dev/null; then
+    kill -- -"$LLAMA_PID" 2>/dev/null
+    step "llama.cpp: its build did not finish in time (llamacpp.log); no anchor"
+  elif [ -x "$LLAMA_DIR/build/bin/llama-bench" ]; then
+    llama_bench smollm2 "$MODELS/smollm2.gguf"
+    [ -f "$MODELS/llama3-8b-4l.gguf" ] && llama_bench llama3-8b-4l "$MODELS/llama3-8b-4l.gguf"
+  else
+    step "llama.cpp: build FAILED (llamacpp.log); no anchor"
+  fi
+fi
 rm -rf "$MODELS"
 
 step "done; tests $([ $TESTS_OK = 1 ] && echo passed || echo FAILED)"

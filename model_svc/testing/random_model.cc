@@ -73,6 +73,30 @@ class Normal {
   float spare_ = 0;
 };
 
+// SentencePiece's token types, as GGUF stores them.
+constexpr int32_t kNormalToken = 1, kUnknownToken = 2, kControlToken = 3, kByteToken = 6;
+
+// See RandomModelSpec::placeholder_vocab.
+void WritePlaceholderVocab(int64_t vocab, GgufBuilder& b) {
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<int32_t> types = {kUnknownToken, kControlToken, kControlToken};
+  tokens.reserve(vocab);
+  types.reserve(vocab);
+  for (int byte = 0; byte < 256; ++byte) {
+    constexpr char kHex[] = "0123456789ABCDEF";
+    tokens.push_back(StrCat("<0x", std::string{kHex[byte >> 4], kHex[byte & 15]}, ">"));
+    types.push_back(kByteToken);
+  }
+  for (int64_t id = static_cast<int64_t>(tokens.size()); id < vocab; ++id) {
+    tokens.push_back(StrCat("t", id));
+    types.push_back(kNormalToken);
+  }
+  b.AddString("tokenizer.ggml.model", "llama");
+  b.AddStringArray("tokenizer.ggml.tokens", tokens);
+  b.AddFloat32Array("tokenizer.ggml.scores", std::vector<float>(vocab, 0.0f));
+  b.AddInt32Array("tokenizer.ggml.token_type", types);
+}
+
 class Writer {
  public:
   Writer(const RandomModelSpec& spec, GgufBuilder* b) : spec_(spec), b_(b), normal_(spec.seed) {}
@@ -243,7 +267,15 @@ absl::StatusOr<std::string> RandomModelGguf(const RandomModelSpec& spec) {
     w.Uint32(p + "rope.scaling.original_context_length", spec.rope_orig_context);
   }
   w.Uint32("general.file_type", FileType(spec.matrix_type));
-  if (spec.no_vocab_key) w.String("tokenizer.ggml.model", "none");
+  if (spec.placeholder_vocab) {
+    if (spec.vocab < 259) {
+      return absl::InvalidArgumentError(StrCat(
+          "random model: a placeholder vocabulary needs at least 259 tokens, not ", spec.vocab));
+    }
+    WritePlaceholderVocab(spec.vocab, b);
+  } else if (spec.no_vocab_key) {
+    w.String("tokenizer.ggml.model", "none");
+  }
   w.Uint32("general.quantization_version", 2);
 
   if (spec.config_only) {

@@ -83,6 +83,12 @@ struct RandomModelSpec {
   // Writes tokenizer.ggml.model = "none", which llama.cpp needs to load a
   // file without a vocabulary (llm-random-model sets it).
   bool no_vocab_key = false;
+  // Writes a placeholder SentencePiece vocabulary of `vocab` tokens instead
+  // ("<unk>", "<s>", "</s>", the 256 byte tokens "<0x00>".., then "t<id>";
+  // scores 0): llama-bench draws random ids below the vocabulary's size and
+  // divides by zero on a file without one (the device check's llama.cpp
+  // anchor). Needs vocab >= 259.
+  bool placeholder_vocab = false;
 
   // For malformed-file tests.
   std::vector<std::string> omit;          // metadata keys and tensor names left out

@@ -10,7 +10,8 @@
 // --architecture (llama, qwen2, qwen3, gemma3, phi3) writes that family's
 // tensors and keys (testing::ArchitectureSpec); with --shape small, also its
 // toy hyperparameters (--shape tiny: a few KB, for fuzz seeds). The file says tokenizer.ggml.model
-// = "none" so that llama.cpp loads it.
+// = "none" so that llama.cpp loads it; --vocab placeholder writes a vocabulary
+// of placeholder tokens instead, for llama-bench (the device check's anchor).
 //
 // Shapes: smollm2 (SmolLM2-135M-Instruct.Q4_1.gguf's shapes and types: Q4_1
 // matrices, Q8_0 embedding tied to the LM head), llama3-8b (Llama-3-8B's
@@ -34,6 +35,9 @@ ABSL_FLAG(std::string, shape, "smollm2", "smollm2, llama3-8b, llama3.2-1b, small
 ABSL_FLAG(std::string, type, "",
           "Matrix type (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q6_k); "
           "empty: the shape's own.");
+ABSL_FLAG(std::string, vocab, "none",
+          "none (tokenizer.ggml.model = \"none\") or placeholder (a SentencePiece vocabulary "
+          "of placeholder tokens, which llama-bench needs: it draws random token ids).");
 ABSL_FLAG(int, layers, 0, "Number of layers; 0: the shape's own.");
 ABSL_FLAG(int, d_model, 0, "Hidden size; 0: the shape's own (K-quants need multiples of 256).");
 ABSL_FLAG(int, ff, 0, "Feed-forward size; 0: the shape's own.");
@@ -107,7 +111,14 @@ int main(int argc, char** argv) {
     spec.long_short_factors = spec.rope_scaling_type.empty();
     spec.rope_orig_context = absl::GetFlag(FLAGS_rope_orig_context);
   }
+  const std::string vocab = absl::GetFlag(FLAGS_vocab);
+  if (vocab != "none" && vocab != "placeholder") {
+    std::fprintf(stderr, "llm-random-model: --vocab is none or placeholder, not %s\n",
+                 vocab.c_str());
+    return 2;
+  }
   spec.no_vocab_key = true;
+  spec.placeholder_vocab = vocab == "placeholder";
   if (!absl::GetFlag(FLAGS_type).empty()) {
     const std::optional<TensorType> type =
         llm::gguf::FindTensorTypeByName(absl::GetFlag(FLAGS_type));
