@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "model_svc/backend/backend.h"
 #include "model_svc/backend/cpu/cpu_backend.h"
 #include "model_svc/backend/cuda/skip_without_cuda.h"
+#include "model_svc/core/backend.h"
 #include "model_svc/kernels/quant.h"
 #include "model_svc/testing/reference_quant.h"
 

@@ -1,4 +1,4 @@
-#include "model_svc/model/logits.h"
+#include "model_svc/core/logits.h"
 
 #include <algorithm>
 #include <cmath>

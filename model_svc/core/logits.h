@@ -8,8 +8,8 @@
 // masked logits become -infinity, so the full encodings carry -inf there,
 // top-N picks allowed ids only and log_sum_exp is over the allowed ones,
 // exact over the allowed set in every encoding.
-#ifndef LLM_MODEL_SVC_MODEL_LOGITS_H_
-#define LLM_MODEL_SVC_MODEL_LOGITS_H_
+#ifndef LLM_MODEL_SVC_CORE_LOGITS_H_
+#define LLM_MODEL_SVC_CORE_LOGITS_H_
 
 #include <cstdint>
 #include <span>
@@ -70,4 +70,4 @@ float LogSumExp(std::span<const float> row);
 
 }  // namespace llm::model
 
-#endif  // LLM_MODEL_SVC_MODEL_LOGITS_H_
+#endif  // LLM_MODEL_SVC_CORE_LOGITS_H_
