@@ -56,7 +56,7 @@ void EncodeLogitsInPlace(std::span<float> row, const LogitsSpec& spec, Logits* o
 // out[i] = row[i] where `mask` allows token i, else -infinity, for i <
 // row.size() (== out.size(); ids past the mask's vocabulary are masked);
 // `out` may be `row`.
-// Cost: one pass (cpu::MaskF32: a blend of 8 or 16 lanes at a time).
+// Cost: one pass (kernels::MaskF32: a blend of 8 or 16 lanes at a time).
 void ApplyTokenMask(const TokenMask& mask, std::span<const float> row, std::span<float> out);
 
 // The id of the largest logit (ties: the lowest id), the token a greedy

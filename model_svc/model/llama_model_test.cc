@@ -232,7 +232,7 @@ TEST_P(QuantRoundTripTest, RoundTripsThroughDequantizeRow) {
   double err = 0, sum = 0;
   std::vector<float> out(cols);
   for (int64_t r = 0; r < rows; ++r) {
-    cpu::DequantizeRow(type, bytes->data() + r * row_bytes, out.data(), cols);
+    kernels::DequantizeRow(type, bytes->data() + r * row_bytes, out.data(), cols);
     for (int64_t i = 0; i < cols; ++i) {
       err += std::pow(out[i] - values[r * cols + i], 2);
       sum += std::pow(values[r * cols + i], 2);
