@@ -28,7 +28,7 @@
 #include "common/half.h"
 #include "model_svc/kernels/vec.h"
 
-namespace llm::cpu {
+namespace llm::kernels {
 namespace {
 
 constexpr int kBlock = 16;
@@ -147,6 +147,6 @@ BENCHMARK(BM_Item<Mode::kHeads, 4, 256>)->Name("BM_HeadsGemma3")->Apply(Args);
 BENCHMARK(BM_Item<Mode::kHeadsAvx2, 4, 256>)->Name("BM_HeadsAvx2Gemma3")->Apply(Args);
 
 }  // namespace
-}  // namespace llm::cpu
+}  // namespace llm::kernels
 
 BENCHMARK_MAIN();

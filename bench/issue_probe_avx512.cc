@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace llm::cpu {
+namespace llm::kernels {
 namespace {
 
 enum IssueMix { kDpOnly, kDpFma, kDpMul, kDpAdd, kDpCvt };
@@ -57,4 +57,4 @@ void IssueRoundsAvx512(int mix, int64_t rounds) {
   }
 }
 
-}  // namespace llm::cpu
+}  // namespace llm::kernels

@@ -20,7 +20,7 @@
 
 #include "common/token_mask.h"
 #include "common/token_mask_proto.h"
-#include "model_svc/model/logits.h"
+#include "model_svc/core/logits.h"
 
 namespace llm {
 namespace {

@@ -30,13 +30,13 @@
 #include "model_svc/kernels/quant_internal.h"
 #include "model_svc/kernels/vec.h"
 
-namespace llm::cpu {
+namespace llm::kernels {
 // issue_probe_avx512.cc: `rounds` rounds of 8 vpdpbusd plus 8 instructions of
 // mix `mix` (BM_IssueMix). AVX-512 VNNI only.
 void IssueRoundsAvx512(int mix, int64_t rounds);
-}  // namespace llm::cpu
+}  // namespace llm::kernels
 
-namespace llm::cpu {
+namespace llm::kernels {
 namespace {
 
 // Random weights: random quant bytes with sane fp16 scales, or N(0, 1) floats.
@@ -313,6 +313,6 @@ void BM_IssueMix(benchmark::State& state) {
 BENCHMARK(BM_IssueMix)->DenseRange(0, 4);
 
 }  // namespace
-}  // namespace llm::cpu
+}  // namespace llm::kernels
 
 BENCHMARK_MAIN();

@@ -3,7 +3,7 @@
 // fills one per step and sends it with the step (llm.v1.TokenMask, in the
 // cheapest of three wire encodings: common/token_mask_proto.h); the model
 // service decodes it with the validating constructors below and applies it
-// to the logits before it encodes them (model_svc/model/logits.h).
+// to the logits before it encodes them (model_svc/core/logits.h).
 //
 // Layout: bit i of words()[i / 64] (bit i % 64, least significant first) is
 // token i; bits at and past vocab_size() are always zero. On a

@@ -13,7 +13,7 @@
 #include "common/mapped_file.h"
 #include "common/test_paths.h"
 #include "gtest/gtest.h"
-#include "model_svc/model/logits.h"
+#include "model_svc/core/logits.h"
 #include "nlohmann/json.hpp"
 
 namespace llm::testing {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "model_svc/backend/backend.h"
+#include "model_svc/core/backend.h"
 
 namespace llm::model {
 

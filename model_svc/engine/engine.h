@@ -71,8 +71,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/token_mask.h"
+#include "model_svc/core/logits.h"
 #include "model_svc/model/llama_model.h"
-#include "model_svc/model/logits.h"
 
 namespace llm::engine {
 
@@ -132,7 +132,7 @@ struct AppendRequest {
   CancelFlag cancel;  // may be null
   // Token masks (structured generation, common/token_mask.h) of the last
   // masks.size() rows of the result, in order, each applied to its row
-  // before it is encoded (model/logits.h): one for a request's last row (a
+  // before it is encoded (core/logits.h): one for a request's last row (a
   // Prefill's next-token logits, scored rows before it unmasked), or one
   // per row of a speculative decode. At most one per row of the result, of
   // the model's vocabulary, each allowing a token (INVALID_ARGUMENT

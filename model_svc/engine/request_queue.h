@@ -28,12 +28,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "model_svc/core/logits.h"
 #include "model_svc/engine/engine.h"
 #include "model_svc/engine/scheduler.h"
 #include "model_svc/engine/sequence.h"
 #include "model_svc/engine/session_table.h"
 #include "model_svc/kv/block_manager.h"
-#include "model_svc/model/logits.h"
 
 namespace llm::engine {
 

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "model_svc/core/logits.h"
 #include "model_svc/engine/scheduler.h"
 #include "model_svc/model/llama_model.h"
-#include "model_svc/model/logits.h"
 
 namespace llm::engine {
 

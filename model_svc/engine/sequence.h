@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "model_svc/core/logits.h"
 #include "model_svc/engine/engine.h"
 #include "model_svc/kv/block_manager.h"
-#include "model_svc/model/logits.h"
 
 namespace llm::engine {
 

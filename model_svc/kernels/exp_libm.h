@@ -25,7 +25,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace llm::cpu::vec_internal::exp_libm {
+namespace llm::kernels::vec_internal::exp_libm {
 namespace {
 
 inline constexpr double kInvLn2N = 0x1.71547652b82fep+0 * 32;
@@ -90,6 +90,6 @@ inline void SiluMulLoop(const float* gate, const float* up, float* out, int64_t 
 }
 
 }  // namespace
-}  // namespace llm::cpu::vec_internal::exp_libm
+}  // namespace llm::kernels::vec_internal::exp_libm
 
 #endif  // LLM_MODEL_SVC_KERNELS_EXP_LIBM_H_

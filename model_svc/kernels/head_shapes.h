@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-namespace llm::cpu::vec_internal {
+namespace llm::kernels::vec_internal {
 namespace {  // NOLINT(build/namespaces): one copy per kernel file, see above
 
 // Calls kernel.template operator()<kN, G>() for head dimensions kN of 64,
@@ -44,6 +44,6 @@ bool WithHeadShape(int64_t n, int g, Kernel kernel) {
 }
 
 }  // namespace
-}  // namespace llm::cpu::vec_internal
+}  // namespace llm::kernels::vec_internal
 
 #endif  // LLM_MODEL_SVC_KERNELS_HEAD_SHAPES_H_

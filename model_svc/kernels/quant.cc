@@ -18,11 +18,11 @@
 #include "model_svc/formats/dequantize.h"
 #include "model_svc/kernels/quant_internal.h"
 
-namespace llm::cpu {
+namespace llm::kernels {
 namespace internal {
 
 [[noreturn]] void Fatal(const char* what) {
-  std::fprintf(stderr, "llm::cpu kernels: %s\n", what);
+  std::fprintf(stderr, "llm::kernels: %s\n", what);
   std::abort();
 }
 
@@ -347,4 +347,4 @@ uint64_t internal::CurrentActivationsScope() { return current_scope; }
 
 std::string_view KernelIsa() { return internal::Active().isa; }
 
-}  // namespace llm::cpu
+}  // namespace llm::kernels

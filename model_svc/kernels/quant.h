@@ -6,7 +6,8 @@
 // weight row is dotted with them using integer multiply-adds. F32, F16 and
 // BF16 weights are dotted with the fp32 activations directly. Which types
 // and row lengths they take: formats/weight_formats.h; their block layouts:
-// formats/blocks.h.
+// formats/blocks.h. Namespace llm::kernels: the CPU backend calls these, and
+// the CUDA backend dequantizes with DequantizeRow at upload.
 //
 // Kernels are chosen once at startup from the CPU's features: AVX-512 VNNI
 // (multi-token products of the common formats and one-token products of the
@@ -60,7 +61,7 @@
 
 #include "common/gguf/gguf.h"
 
-namespace llm::cpu {
+namespace llm::kernels {
 
 using gguf::TensorType;
 
@@ -132,6 +133,6 @@ class SameActivationsScope {
 // Which kernel set is active: "avx512vnni", "avx2" or "scalar".
 std::string_view KernelIsa();
 
-}  // namespace llm::cpu
+}  // namespace llm::kernels
 
 #endif  // LLM_MODEL_SVC_KERNELS_QUANT_H_

@@ -59,7 +59,7 @@
 #include "model_svc/kernels/tile_drivers.h"
 #include "model_svc/kernels/x86_simd.h"
 
-namespace llm::cpu::internal {
+namespace llm::kernels::internal {
 namespace {
 
 // ---------------------------------------------------------------------------
@@ -890,4 +890,4 @@ float DotRowAvx2(TensorType type, const void* w, const ActRow& x, int64_t n) {
   return out;
 }
 
-}  // namespace llm::cpu::internal
+}  // namespace llm::kernels::internal

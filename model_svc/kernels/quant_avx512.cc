@@ -48,7 +48,7 @@
 #include "model_svc/kernels/quant_x86_formats.h"
 #include "model_svc/kernels/tile_drivers.h"
 
-namespace llm::cpu::internal {
+namespace llm::kernels::internal {
 namespace {
 
 // ---------------------------------------------------------------------------
@@ -749,4 +749,4 @@ float DotRowAvx512Vnni(TensorType type, const void* w, const ActRow& x, int64_t 
   return out;
 }
 
-}  // namespace llm::cpu::internal
+}  // namespace llm::kernels::internal

@@ -32,7 +32,7 @@
 #include "model_svc/kernels/quant_internal.h"
 #include "model_svc/kernels/quant_x86_formats.h"
 
-namespace llm::cpu::internal {
+namespace llm::kernels::internal {
 namespace {
 
 constexpr int kTileRows = 16;
@@ -430,4 +430,4 @@ int64_t MatVecAvx512Vnni(TensorType type, const uint8_t* w, size_t row_bytes, in
   }
 }
 
-}  // namespace llm::cpu::internal
+}  // namespace llm::kernels::internal

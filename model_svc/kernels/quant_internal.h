@@ -19,7 +19,7 @@
 #include "model_svc/formats/blocks.h"
 #include "model_svc/kernels/quant.h"
 
-namespace llm::cpu::internal {
+namespace llm::kernels::internal {
 
 // The block layouts (formats/blocks.h), by the short names the kernels use.
 using formats::Half;
@@ -99,6 +99,6 @@ uint64_t CurrentActivationsScope();
 // Aborts with `what` (a broken precondition, e.g. an unsupported type).
 [[noreturn]] void Fatal(const char* what);
 
-}  // namespace llm::cpu::internal
+}  // namespace llm::kernels::internal
 
 #endif  // LLM_MODEL_SVC_KERNELS_QUANT_INTERNAL_H_

@@ -22,7 +22,7 @@
 #include "model_svc/formats/weight_formats.h"
 #include "model_svc/kernels/quant_internal.h"
 
-namespace llm::cpu {
+namespace llm::kernels {
 namespace {
 
 using formats::RowBytes;
@@ -999,4 +999,4 @@ TEST(KernelIsaTest, MatchesCpu) {
 }
 
 }  // namespace
-}  // namespace llm::cpu
+}  // namespace llm::kernels

@@ -18,7 +18,7 @@
 
 #include "model_svc/kernels/quant_internal.h"
 
-namespace llm::cpu::internal {
+namespace llm::kernels::internal {
 namespace {  // NOLINT(build/namespaces): one copy per kernel file, see above
 
 // ---------------------------------------------------------------------------
@@ -530,6 +530,6 @@ constexpr int Passes() {
 }
 
 }  // namespace
-}  // namespace llm::cpu::internal
+}  // namespace llm::kernels::internal
 
 #endif  // LLM_MODEL_SVC_KERNELS_QUANT_X86_FORMATS_H_

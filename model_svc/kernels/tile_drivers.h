@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace llm::cpu::internal {
+namespace llm::kernels::internal {
 namespace {  // NOLINT(build/namespaces): one copy per kernel file, see above
 
 // Rows [r_begin, r_end) as tiles of R rows, then of the next sizes in Rest
@@ -46,6 +46,6 @@ int64_t ChunkRows(size_t row_bytes) {
 }
 
 }  // namespace
-}  // namespace llm::cpu::internal
+}  // namespace llm::kernels::internal
 
 #endif  // LLM_MODEL_SVC_KERNELS_TILE_DRIVERS_H_

@@ -6,7 +6,7 @@
 #include "common/half.h"
 #include "model_svc/kernels/quant_internal.h"
 
-namespace llm::cpu {
+namespace llm::kernels {
 namespace {
 
 bool HasAvx2() {
@@ -231,4 +231,4 @@ double ExpInPlace(float* x, int64_t n, float shift) {
   return sum;
 }
 
-}  // namespace llm::cpu
+}  // namespace llm::kernels

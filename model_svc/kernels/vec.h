@@ -1,5 +1,6 @@
 // Small vector kernels for the CPU backend's attention and norms: fp32 dot
-// products, and fp32 x fp16 products over the fp16 KV cache.
+// products, and fp32 x fp16 products over the fp16 KV cache; the host's
+// logits encodings (core/logits.h) use them too.
 //
 // Chosen once at startup like quant.h's kernels: AVX2+FMA+F16C when the CPU
 // has them, else portable loops. Every function is pure over its arguments.
@@ -8,7 +9,7 @@
 
 #include <cstdint>
 
-namespace llm::cpu {
+namespace llm::kernels {
 
 // sum(a[i] * b[i]).
 float DotF32(const float* a, const float* b, int64_t n);
@@ -150,6 +151,6 @@ bool AxpyRowsHeadsAvx512(const float* const* w, int g, const float* v, int64_t s
                          int64_t n, float* const* acc);
 }  // namespace vec_internal
 
-}  // namespace llm::cpu
+}  // namespace llm::kernels
 
 #endif  // LLM_MODEL_SVC_KERNELS_VEC_H_

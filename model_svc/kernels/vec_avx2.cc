@@ -12,7 +12,7 @@
 #include "model_svc/kernels/vec.h"
 #include "model_svc/kernels/x86_simd.h"
 
-namespace llm::cpu::vec_internal {
+namespace llm::kernels::vec_internal {
 namespace {
 
 using x86::HorizontalSum;
@@ -523,4 +523,4 @@ void RoundThroughF16Avx2(const float* x, float* out, int64_t n) {
   for (; i < n; ++i) out[i] = HalfToFloat(FloatToHalf(x[i]));
 }
 
-}  // namespace llm::cpu::vec_internal
+}  // namespace llm::kernels::vec_internal

@@ -10,7 +10,7 @@
 #include "model_svc/kernels/vec.h"
 #include "model_svc/kernels/x86_simd.h"
 
-namespace llm::cpu::vec_internal {
+namespace llm::kernels::vec_internal {
 namespace {
 
 // exp of 8 floats with libm's bits: exp_libm's algorithm in eight double
@@ -249,4 +249,4 @@ void SiluMulAvx512(const float* gate, const float* up, float* out, int64_t n) {
   exp_libm::SiluMulLoop(gate, up, out, n, Exp8Libm);
 }
 
-}  // namespace llm::cpu::vec_internal
+}  // namespace llm::kernels::vec_internal

@@ -19,7 +19,7 @@
 #include "gtest/gtest.h"
 #include "model_svc/kernels/quant_internal.h"
 
-namespace llm::cpu {
+namespace llm::kernels {
 namespace {
 
 constexpr int64_t kRows = 16;
@@ -367,4 +367,4 @@ TEST(VecTest, SiluMulAvx512MatchesAvx2) {
 }
 
 }  // namespace
-}  // namespace llm::cpu
+}  // namespace llm::kernels

@@ -14,7 +14,7 @@
 
 #include <immintrin.h>
 
-namespace llm::cpu::x86 {
+namespace llm::kernels::x86 {
 namespace {  // NOLINT(build/namespaces): one copy per kernel file, see above
 
 // Sum of the 8 lanes: ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)),
@@ -87,6 +87,6 @@ inline typename V::F ExpCephes(typename V::F x) {
 }
 
 }  // namespace
-}  // namespace llm::cpu::x86
+}  // namespace llm::kernels::x86
 
 #endif  // LLM_MODEL_SVC_KERNELS_X86_SIMD_H_

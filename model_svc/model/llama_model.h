@@ -20,9 +20,9 @@
 
 #include "absl/status/statusor.h"
 #include "common/gguf/gguf.h"
-#include "model_svc/backend/backend.h"
+#include "model_svc/core/backend.h"
+#include "model_svc/core/logits.h"
 #include "model_svc/model/config.h"
-#include "model_svc/model/logits.h"
 #include "model_svc/model/weights.h"
 
 namespace llm::model {

@@ -42,10 +42,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model_svc/backend/cpu/cpu_backend.h"
+#include "model_svc/core/logits.h"
 #include "model_svc/formats/weight_formats.h"
 #include "model_svc/kernels/quant.h"
 #include "model_svc/model/config.h"
-#include "model_svc/model/logits.h"
 #include "model_svc/testing/random_model.h"
 #include "model_svc/testing/reference_forward.h"
 #include "model_svc/testing/reference_quant.h"
@@ -232,7 +232,7 @@ TEST_P(QuantRoundTripTest, RoundTripsThroughDequantizeRow) {
   double err = 0, sum = 0;
   std::vector<float> out(cols);
   for (int64_t r = 0; r < rows; ++r) {
-    cpu::DequantizeRow(type, bytes->data() + r * row_bytes, out.data(), cols);
+    kernels::DequantizeRow(type, bytes->data() + r * row_bytes, out.data(), cols);
     for (int64_t i = 0; i < cols; ++i) {
       err += std::pow(out[i] - values[r * cols + i], 2);
       sum += std::pow(values[r * cols + i], 2);

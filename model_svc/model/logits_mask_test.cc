@@ -1,4 +1,4 @@
-// Token masks on the logits (model/logits.h, LogitsSpec::mask): every
+// Token masks on the logits (core/logits.h, LogitsSpec::mask): every
 // encoding of a masked row equals the unmasked row restricted to the
 // allowed tokens (float32 bit for bit, -inf elsewhere; top-N allowed ids
 // only; log_sum_exp over the allowed ones), and a model whose backend does
@@ -18,8 +18,8 @@
 #include "common/token_mask_testing.h"
 #include "gtest/gtest.h"
 #include "model_svc/backend/cpu/cpu_backend.h"
+#include "model_svc/core/logits.h"
 #include "model_svc/model/llama_model.h"
-#include "model_svc/model/logits.h"
 #include "model_svc/testing/random_model.h"
 
 namespace llm::model {

@@ -8,45 +8,14 @@
 #ifndef LLM_MODEL_SVC_MODEL_WEIGHTS_H_
 #define LLM_MODEL_SVC_MODEL_WEIGHTS_H_
 
-#include <cstddef>
-#include <cstdint>
-#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/gguf/gguf.h"
+#include "model_svc/core/weight_view.h"
 #include "model_svc/model/config.h"
 
 namespace llm::model {
-
-// One matrix (or vector, rows == 1) as stored: `rows` rows of `cols`
-// elements, row-major, in GGUF tensor type `type`.
-struct WeightView {
-  std::string_view name;
-  gguf::TensorType type = gguf::TensorType::kF32;
-  int64_t rows = 0;  // ne[1]: output features
-  int64_t cols = 0;  // ne[0]: input features
-  const uint8_t* data = nullptr;
-  size_t row_bytes = 0;
-
-  // False for an optional tensor the file does not have.
-  bool present() const { return data != nullptr; }
-  // Rows [first, first + count) as a matrix of their own.
-  WeightView RowRange(int64_t first, int64_t count) const {
-    WeightView v = *this;
-    v.rows = count;
-    v.data = data + first * row_bytes;
-    return v;
-  }
-  // Elements [first, first + count) of an F32 vector (rows == 1).
-  WeightView VectorSlice(int64_t first, int64_t count) const {
-    WeightView v = *this;
-    v.cols = count;
-    v.data = data + first * sizeof(float);
-    v.row_bytes = count * sizeof(float);
-    return v;
-  }
-};
 
 // Vectors ([n], F32) are views with rows == 1. Optional ones may be absent
 // (present() false) as the family allows.

@@ -37,8 +37,8 @@
 #include "absl/status/statusor.h"
 #include "common/grpc/security.h"
 #include "llm/v1/model.grpc.pb.h"
+#include "model_svc/core/logits.h"
 #include "model_svc/engine/engine.h"
-#include "model_svc/model/logits.h"
 #include "model_svc/server/model_metrics.h"
 
 namespace llm {

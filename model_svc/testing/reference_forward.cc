@@ -36,8 +36,8 @@ Matrix Load(const gguf::File& file, const std::string& name) {
   m.w.resize(m.rows * m.cols);
   const size_t row_bytes = t->size_bytes / m.rows;
   for (int64_t r = 0; r < m.rows; ++r) {
-    cpu::DequantizeRow(static_cast<gguf::TensorType>(t->ggml_type), t->data + r * row_bytes,
-                       m.w.data() + r * m.cols, m.cols);
+    kernels::DequantizeRow(static_cast<gguf::TensorType>(t->ggml_type), t->data + r * row_bytes,
+                           m.w.data() + r * m.cols, m.cols);
   }
   return m;
 }

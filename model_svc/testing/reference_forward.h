@@ -2,7 +2,7 @@
 // model, to check the real one (model/llama_model.cc over a backend) against.
 //
 // Plain loops over one token at a time: every weight is dequantized to fp32
-// with cpu::DequantizeRow, activations and sums are fp64, attention recomputes
+// with kernels::DequantizeRow, activations and sums are fp64, attention recomputes
 // every position's keys and values (no KV cache, no batching, no paging). It
 // reads the hyperparameters from the metadata itself rather than through
 // ModelConfig. RoPE is the adjacent-pair ("normal", GGUF llama) form: pairs

@@ -3,7 +3,7 @@
 // quantize_row_*_ref), used to write random models in every supported type.
 //
 // It only has to produce valid blocks whose dequantized values are close to
-// the input; what the blocks mean is checked through cpu::DequantizeRow.
+// the input; what the blocks mean is checked through kernels::DequantizeRow.
 //
 // Threads: pure functions.
 #ifndef LLM_MODEL_SVC_TESTING_REFERENCE_QUANT_H_

@@ -90,8 +90,8 @@ class CpuWeight : public model::Weight {
   explicit CpuWeight(const WeightView& view) : Weight(view) {}
 };
 
-bool IsFloatType(TensorType t) {
-  return t == TensorType::kF32 || t == TensorType::kF16 || t == TensorType::kBF16;
+bool IsFloatType(gguf::TensorType t) {
+  return t == gguf::TensorType::kF32 || t == gguf::TensorType::kF16 || t == gguf::TensorType::kBF16;
 }
 
 class CpuBackend : public model::Backend {
@@ -103,7 +103,7 @@ class CpuBackend : public model::Backend {
 
   std::string name() const override { return "cpu"; }
   std::string description() const override {
-    return StrCat("cpu (", KernelIsa(), ", ", pool_.num_threads(), " threads)");
+    return StrCat("cpu (", kernels::KernelIsa(), ", ", pool_.num_threads(), " threads)");
   }
 
   absl::StatusOr<std::unique_ptr<model::Weight>> UploadWeight(const WeightView& view) override {
@@ -125,9 +125,9 @@ class CpuBackend : public model::Backend {
     Tensor t{storage->get(), rows, cols};
     tensors_.push_back(*std::move(storage));
     // Size the q8 scratch for the largest tensor that may feed a MatMul.
-    const int64_t blocks = rows * ((cols + kQ8Block - 1) / kQ8Block);
+    const int64_t blocks = rows * ((cols + kernels::kQ8Block - 1) / kernels::kQ8Block);
     if (matmul_input && blocks > q8_capacity_) {
-      auto q8 = AllocAligned<BlockQ8>(blocks, "quantized activations");
+      auto q8 = AllocAligned<kernels::BlockQ8>(blocks, "quantized activations");
       if (!q8.ok()) return q8.status();
       q8_ = *std::move(q8);
       q8_capacity_ = blocks;
@@ -174,8 +174,8 @@ class CpuBackend : public model::Backend {
 
   absl::Status CheckModel(const AttentionParams& attention, const RopeParams&) override {
     if (attention.head_count_kv > 0) {
-      row_heads_ =
-          std::clamp<int64_t>(attention.head_count / attention.head_count_kv, 1, kMaxRowHeads);
+      row_heads_ = std::clamp<int64_t>(attention.head_count / attention.head_count_kv, 1,
+                                       kernels::kMaxRowHeads);
     }
     return absl::OkStatus();
   }
@@ -195,7 +195,7 @@ class CpuBackend : public model::Backend {
     pool_.ParallelFor(out.rows, 8, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const uint8_t* row = w.data + batch_->tokens[r] * w.row_bytes;
-        DequantizeRow(w.type, row, out.data + r * out.cols, out.cols);
+        kernels::DequantizeRow(w.type, row, out.data + r * out.cols, out.cols);
       }
     });
   }
@@ -220,7 +220,7 @@ class CpuBackend : public model::Backend {
       for (int64_t r = begin; r < end; ++r) {
         float* xr = x.data + r * x.cols;
         const float* yr = y.data + r * y.cols;
-        AddF32(xr, yr, x.cols);
+        kernels::AddF32(xr, yr, x.cols);
         NormRow(xr, w, x.cols, eps, out.data + r * out.cols);
         if (quantize) QuantizeOutput(out, r * out.cols, (r + 1) * out.cols);
       }
@@ -232,20 +232,20 @@ class CpuBackend : public model::Backend {
     const int64_t n = x.rows;
     bool need_q8 = false;
     for (const MatMulTarget& t : targets) need_q8 |= !IsFloatType(t.weight->view().type);
-    const int64_t blocks_per_row = x.cols / kQ8Block;
+    const int64_t blocks_per_row = x.cols / kernels::kQ8Block;
     const bool q8_ready =
         q8_ready_.data == x.data && q8_ready_.rows >= x.rows && q8_ready_.cols == x.cols;
     q8_ready_ = {};  // the targets may overwrite x's memory
     if (need_q8 && !q8_ready) {
       pool_.ParallelFor(n, 8, [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
-          QuantizeQ8(x.data + r * x.cols, q8_.get() + r * blocks_per_row, x.cols);
+          kernels::QuantizeQ8(x.data + r * x.cols, q8_.get() + r * blocks_per_row, x.cols);
         }
       });
     }
     for (int64_t r = 0; r < n; ++r) {
       act_rows_[r] =
-          ActRow{x.data + r * x.cols, need_q8 ? q8_.get() + r * blocks_per_row : nullptr};
+          kernels::ActRow{x.data + r * x.cols, need_q8 ? q8_.get() + r * blocks_per_row : nullptr};
     }
     // Work is split by rows of the targets' concatenated output features; the
     // kernels' results do not depend on the split (batch invariance).
@@ -261,13 +261,14 @@ class CpuBackend : public model::Backend {
         if (lo < hi) {
           for (int64_t t0 = 0; t0 < n; t0 += kTokenTile) {
             const int64_t tokens = std::min(kTokenTile, n - t0);
-            MatMulTile(w.type, w.data, w.row_bytes, w.cols, lo - base, hi - base,
-                       act_rows_.data() + t0, tokens, t.out.data + t0 * t.out.cols, t.out.cols);
+            kernels::MatMulTile(w.type, w.data, w.row_bytes, w.cols, lo - base, hi - base,
+                                act_rows_.data() + t0, tokens, t.out.data + t0 * t.out.cols,
+                                t.out.cols);
           }
           if (t.bias != nullptr) {
             const float* b = reinterpret_cast<const float*>(t.bias->view().data) + (lo - base);
             for (int64_t r = 0; r < n; ++r)
-              AddF32(t.out.data + r * t.out.cols + (lo - base), b, hi - lo);
+              kernels::AddF32(t.out.data + r * t.out.cols + (lo - base), b, hi - lo);
           }
         }
         base += w.rows;
@@ -296,7 +297,7 @@ class CpuBackend : public model::Backend {
       };
       std::atomic<int64_t> next{0};
       pool_.Run([&](int, int) {
-        const SameActivationsScope same;  // x stays as it is until Run returns
+        const kernels::SameActivationsScope same;  // x stays as it is until Run returns
         for (int64_t c = next.fetch_add(1); c < chunks; c = next.fetch_add(1)) {
           run_rows(bound(c), bound(c + 1));
         }
@@ -339,7 +340,7 @@ class CpuBackend : public model::Backend {
     const int64_t num_pieces = (total_rows + piece - 1) / piece;
     claims_.Reset(num_pieces, threads);
     pool_.Run([&](int thread, int) {
-      const SameActivationsScope same;  // x stays as it is until Run returns
+      const kernels::SameActivationsScope same;  // x stays as it is until Run returns
       for (int64_t p = claims_.Next(thread); p >= 0; p = claims_.Next(thread)) {
         run_rows(p * piece, std::min(total_rows, (p + 1) * piece));
       }
@@ -354,7 +355,7 @@ class CpuBackend : public model::Backend {
       const float* cs = cs_all + r * pairs * 2;
       for (int64_t h = 0; h < t.cols / p.head_dim; ++h) {
         float* head = t.data + r * t.cols + h * p.head_dim;
-        p.neox ? RotateHalves(head, cs, pairs) : RotatePairs(head, cs, pairs);
+        p.neox ? kernels::RotateHalves(head, cs, pairs) : kernels::RotatePairs(head, cs, pairs);
       }
     };
     pool_.ParallelFor(q.rows, RowGrain(q.cols + k.cols), [&](int64_t begin, int64_t end) {
@@ -369,7 +370,7 @@ class CpuBackend : public model::Backend {
                  const AttentionParams& p, Tensor out) override {
     // Each item quantizes its heads' outputs for the output projection when
     // they are whole activation blocks. The sequences cover rows [0, rows).
-    const bool quantize = BeginQuantizedOutput(out) && p.head_dim % kQ8Block == 0;
+    const bool quantize = BeginQuantizedOutput(out) && p.head_dim % kernels::kQ8Block == 0;
     if (kv_.type == model::KvType::kF16) {
       AttentionImpl<uint16_t>(layer, q, k, v, p, quantize, out);
     } else {
@@ -386,20 +387,20 @@ class CpuBackend : public model::Backend {
 
   void SiluMul(const Tensor& gate, const Tensor& up, Tensor out) override {
     // The ranges start at multiples of kElementGrain, whole activation blocks.
-    static_assert(kElementGrain % kQ8Block == 0);
+    static_assert(kElementGrain % kernels::kQ8Block == 0);
     const bool quantize = BeginQuantizedOutput(out);
     pool_.ParallelFor(gate.rows * gate.cols, kElementGrain, [&](int64_t begin, int64_t end) {
-      llm::cpu::SiluMul(gate.data + begin, up.data + begin, out.data + begin, end - begin);
+      kernels::SiluMul(gate.data + begin, up.data + begin, out.data + begin, end - begin);
       if (quantize) QuantizeOutput(out, begin, end);
     });
     EndQuantizedOutput(out, gate.rows, quantize);
   }
 
   void GeluMul(const Tensor& gate, const Tensor& up, Tensor out) override {
-    static_assert(kElementGrain % kQ8Block == 0);
+    static_assert(kElementGrain % kernels::kQ8Block == 0);
     const bool quantize = BeginQuantizedOutput(out);
     pool_.ParallelFor(gate.rows * gate.cols, kElementGrain, [&](int64_t begin, int64_t end) {
-      llm::cpu::GeluMul(gate.data + begin, up.data + begin, out.data + begin, end - begin);
+      kernels::GeluMul(gate.data + begin, up.data + begin, out.data + begin, end - begin);
       if (quantize) QuantizeOutput(out, begin, end);
     });
     EndQuantizedOutput(out, gate.rows, quantize);
@@ -408,14 +409,14 @@ class CpuBackend : public model::Backend {
   void Scale(Tensor x, float s) override {
     q8_ready_ = {};
     pool_.ParallelFor(x.rows * x.cols, kElementGrain, [&](int64_t begin, int64_t end) {
-      ScaleF32(x.data + begin, s, end - begin);
+      kernels::ScaleF32(x.data + begin, s, end - begin);
     });
   }
 
   void Add(Tensor x, const Tensor& y) override {
     q8_ready_ = {};
     pool_.ParallelFor(x.rows * x.cols, kElementGrain, [&](int64_t begin, int64_t end) {
-      AddF32(x.data + begin, y.data + begin, end - begin);
+      kernels::AddF32(x.data + begin, y.data + begin, end - begin);
     });
   }
 
@@ -507,9 +508,9 @@ class CpuBackend : public model::Backend {
 
   // One row of RmsNorm: the same bits from RmsNorm and AddRmsNorm.
   static void NormRow(const float* in, const float* w, int64_t cols, float eps, float* o) {
-    const float ms = DotF32(in, in, cols) / static_cast<float>(cols);
+    const float ms = kernels::DotF32(in, in, cols) / static_cast<float>(cols);
     const float scale = 1.0f / std::sqrt(ms + eps);
-    ScaleMulF32(in, scale, w, o, cols);
+    kernels::ScaleMulF32(in, scale, w, o, cols);
   }
 
   // The ops whose output usually feeds a MatMul (RmsNorm, AddRmsNorm,
@@ -523,7 +524,7 @@ class CpuBackend : public model::Backend {
   // that writes memory forgets it.
   bool BeginQuantizedOutput(const Tensor& out) {
     q8_ready_ = {};
-    return quantized_weights_ && out.cols % kQ8Block == 0;
+    return quantized_weights_ && out.cols % kernels::kQ8Block == 0;
   }
   void EndQuantizedOutput(const Tensor& out, int64_t rows, bool quantized) {
     if (quantized) q8_ready_ = {out.data, rows, out.cols};
@@ -531,7 +532,7 @@ class CpuBackend : public model::Backend {
   // Elements [begin, end) of out (whole blocks) into their q8_ blocks: row r's
   // blocks start at r * out.cols / kQ8Block, as MatMul lays them out.
   void QuantizeOutput(const Tensor& out, int64_t begin, int64_t end) {
-    QuantizeQ8(out.data + begin, q8_.get() + begin / kQ8Block, end - begin);
+    kernels::QuantizeQ8(out.data + begin, q8_.get() + begin / kernels::kQ8Block, end - begin);
   }
 
   // The cache holds, per (block, layer), the keys then the values, each
@@ -584,7 +585,7 @@ class CpuBackend : public model::Backend {
   }
 
   static void Store(const float* x, float* out, int64_t n) { std::memcpy(out, x, n * 4); }
-  static void Store(const float* x, uint16_t* out, int64_t n) { F32ToF16(x, out, n); }
+  static void Store(const float* x, uint16_t* out, int64_t n) { kernels::F32ToF16(x, out, n); }
 
   // Attention over a cache of element type T (float or fp16 bits);
   // `quantize`: also into q8_ (QuantizeOutput).
@@ -700,15 +701,15 @@ class CpuBackend : public model::Backend {
           for (int64_t h0 = item.head_begin, g = 0; h0 < item.head_end; h0 += g) {
             const int64_t kv_head = h0 / kv_group;
             g = std::min({score_rows_, item.head_end - h0, (kv_head + 1) * kv_group - h0});
-            const float* qs[kMaxRowHeads];
-            float* sc[kMaxRowHeads];
-            float* os[kMaxRowHeads];
+            const float* qs[kernels::kMaxRowHeads];
+            float* sc[kernels::kMaxRowHeads];
+            float* os[kernels::kMaxRowHeads];
             // With an fp16 cache the query is rounded to fp16 as well, as
             // llama.cpp does (its K·Q product runs in fp16 x fp16); the g
             // heads' queries are adjacent, so one call rounds them all.
             constexpr bool kF16 = std::is_same_v<T, uint16_t>;
             const float* qrow = q.data + row * q.cols + h0 * hd;
-            if constexpr (kF16) RoundThroughF16(qrow, qh, g * hd);
+            if constexpr (kF16) kernels::RoundThroughF16(qrow, qh, g * hd);
             for (int h = 0; h < g; ++h) {
               qs[h] = (kF16 ? qh : qrow) + h * hd;
               sc[h] = scores + h * max_positions;
@@ -727,23 +728,23 @@ class CpuBackend : public model::Backend {
               if (j + count < n_pos)
                 Prefetch(KeyAt<T>(s.blocks[j / bs + 1], layer, kv_head, hd), head_bytes);
               Prefetch(ValueAt<T>(s.blocks[j / bs], layer, kv_head, hd), head_bytes);
-              float* scj[kMaxRowHeads];
+              float* scj[kernels::kMaxRowHeads];
               for (int h = 0; h < g; ++h) scj[h] = sc[h] + (j - first);
-              DotRowsHeads(qs, static_cast<int>(g), kj, hd, count, hd, p.scale, scj);
+              kernels::DotRowsHeads(qs, static_cast<int>(g), kj, hd, count, hd, p.scale, scj);
               j += count;
             }
             for (int h = 0; h < g; ++h) {
-              const float max = MaxF32(sc[h], n_att);
-              const float inv = static_cast<float>(1.0 / ExpInPlace(sc[h], n_att, max));
+              const float max = kernels::MaxF32(sc[h], n_att);
+              const float inv = static_cast<float>(1.0 / kernels::ExpInPlace(sc[h], n_att, max));
               for (int64_t j = 0; j < n_att; ++j) sc[h][j] *= inv;
               std::fill(os[h], os[h] + hd, 0.0f);
             }
             for (int64_t j = first; j < n_pos;) {
               const int64_t slot = j % bs, count = std::min(bs - slot, n_pos - j);
               const T* vj = ValueAt<T>(s.blocks[j / bs], layer, kv_head, hd) + slot * hd;
-              const float* wj[kMaxRowHeads];
+              const float* wj[kernels::kMaxRowHeads];
               for (int h = 0; h < g; ++h) wj[h] = sc[h] + (j - first);
-              AxpyRowsHeads(wj, static_cast<int>(g), vj, hd, count, hd, os);
+              kernels::AxpyRowsHeads(wj, static_cast<int>(g), vj, hd, count, hd, os);
               j += count;
             }
             if (quantize) {
@@ -764,11 +765,11 @@ class CpuBackend : public model::Backend {
   size_t arena_left_ = 0;
   absl::flat_hash_map<const uint8_t*, const uint8_t*> copies_;  // file bytes -> copy
   std::vector<AlignedArray<float>> tensors_;
-  AlignedArray<BlockQ8> q8_;
+  AlignedArray<kernels::BlockQ8> q8_;
   int64_t q8_capacity_ = 0;
   Q8Ready q8_ready_;
   bool quantized_weights_ = false;  // some weight is not F32 / F16 / BF16
-  std::vector<ActRow> act_rows_;
+  std::vector<kernels::ActRow> act_rows_;
   KvCacheShape kv_;
   AlignedArray<uint8_t> cache_;
   // Query heads an attention item computes together: the model's heads per
@@ -776,7 +777,7 @@ class CpuBackend : public model::Backend {
   // kMaxRowHeads; score_rows_: its value when AllocKvCache sized, per thread,
   // that many rows of one score per cached position and that many query
   // heads (kv_dim is at least a head's dimension).
-  int64_t row_heads_ = kMaxRowHeads;
+  int64_t row_heads_ = kernels::kMaxRowHeads;
   int64_t score_rows_ = 0;
   std::vector<std::vector<float>> scores_;
   std::vector<std::vector<float>> qh_;

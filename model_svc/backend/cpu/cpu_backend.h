@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "model_svc/backend/backend.h"
+#include "model_svc/core/backend.h"
 
 namespace llm::cpu {
 

@@ -17,7 +17,7 @@
 #include "common/gguf/gguf.h"
 #include "common/strings.h"
 #include "gtest/gtest.h"
-#include "model_svc/backend/backend.h"
+#include "model_svc/core/backend.h"
 #include "model_svc/testing/reference_quant.h"
 
 namespace llm::cpu {

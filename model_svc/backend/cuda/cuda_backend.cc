@@ -605,7 +605,8 @@ class CudaBackend : public model::Backend {
     for (int64_t r0 = 0; r0 < view.rows; r0 += chunk_rows) {
       const int64_t rows = std::min(chunk_rows, view.rows - r0);
       for (int64_t r = 0; r < rows; ++r) {
-        cpu::DequantizeRow(view.type, view.data + (r0 + r) * view.row_bytes, row.data(), view.cols);
+        kernels::DequantizeRow(view.type, view.data + (r0 + r) * view.row_bytes, row.data(),
+                               view.cols);
         uint16_t* h = halves.data() + r * view.cols;
         for (int64_t c = 0; c < view.cols; ++c) h[c] = FloatToHalf(row[c]);
       }

@@ -14,7 +14,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "model_svc/backend/backend.h"
+#include "model_svc/core/backend.h"
 
 namespace llm::cuda {
 

@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "model_svc/backend/backend.h"
 #include "model_svc/backend/cpu/cpu_backend.h"
 #include "model_svc/backend/cuda/skip_without_cuda.h"
+#include "model_svc/core/backend.h"
 #include "model_svc/kernels/quant.h"
 #include "model_svc/testing/reference_quant.h"
 
@@ -233,8 +233,8 @@ TEST_F(OpParity, QuantizedWeightsAgainstTheirDequantizedProduct) {
       auto wg = *cuda_->UploadWeight(w.view);
       std::vector<float> dense(out_features * in_features);
       for (int64_t o = 0; o < out_features; ++o) {
-        cpu::DequantizeRow(type, w.view.data + o * w.view.row_bytes, &dense[o * in_features],
-                           in_features);
+        kernels::DequantizeRow(type, w.view.data + o * w.view.row_bytes, &dense[o * in_features],
+                               in_features);
       }
       for (int64_t rows : {1, 3, 8, 9, 40}) {
         const std::vector<float> xs = RandomValues(rows * in_features, rows);

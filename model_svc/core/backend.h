@@ -1,6 +1,8 @@
 // The operations a transformer forward pass needs, implemented once per
-// device (cpu/, cuda/). The forward itself (model/llama_model.cc) is written
-// once over this interface.
+// device (backend/cpu/, backend/cuda/). The forward itself
+// (model/llama_model.cc) is written once over this interface, which lives in
+// core/ with the types it speaks in (tensor.h, weight_view.h, step_batch.h,
+// kv_cache_shape.h, logits.h): below both the model and the backends.
 //
 // Memory: tensors and weights live in backend memory (host memory for the
 // CPU, device memory for CUDA); the backend owns them and frees them when it
@@ -13,8 +15,8 @@
 // synchronizes in ReadLogits.
 //
 // Threads: one thread drives a backend at a time (the engine's step loop).
-#ifndef LLM_MODEL_SVC_BACKEND_BACKEND_H_
-#define LLM_MODEL_SVC_BACKEND_BACKEND_H_
+#ifndef LLM_MODEL_SVC_CORE_BACKEND_H_
+#define LLM_MODEL_SVC_CORE_BACKEND_H_
 
 #include <cstdint>
 #include <memory>
@@ -24,20 +26,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "model_svc/model/logits.h"
-#include "model_svc/model/weights.h"
+#include "model_svc/core/kv_cache_shape.h"
+#include "model_svc/core/logits.h"
+#include "model_svc/core/step_batch.h"
+#include "model_svc/core/tensor.h"
+#include "model_svc/core/weight_view.h"
 
 namespace llm::model {
-
-// A row-major fp32 matrix in backend memory.
-struct Tensor {
-  float* data = nullptr;
-  int64_t rows = 0;
-  int64_t cols = 0;
-
-  // The first `n` rows (n <= rows).
-  Tensor Rows(int64_t n) const { return Tensor{data, n, cols}; }
-};
 
 // A weight uploaded to (or wrapped by) a backend.
 class Weight {
@@ -50,46 +45,6 @@ class Weight {
 
  private:
   WeightView view_;  // on the CUDA backend, data may be released after upload
-};
-
-// How the KV cache stores keys and values.
-enum class KvType {
-  kF16,  // IEEE half: half the memory; llama.cpp's default
-  kF32,
-};
-
-// The shape of the KV cache pool.
-struct KvCacheShape {
-  int32_t num_blocks = 0;
-  int32_t block_size = 16;  // positions per block
-  int64_t layers = 0;
-  int64_t kv_dim = 0;  // head_count_kv * head_dim
-  KvType type = KvType::kF16;
-
-  int64_t element_bytes() const { return type == KvType::kF16 ? 2 : 4; }
-  // Bytes of one block (keys and values of every layer).
-  int64_t block_bytes() const { return 2 * layers * block_size * kv_dim * element_bytes(); }
-};
-
-// One sequence's part of a step: `num_new` tokens at rows [first_row,
-// first_row + num_new) of the step's activations, at positions [start_pos,
-// start_pos + num_new). Its block table covers positions [0, start_pos +
-// num_new): position p lives in block blocks[p / block_size], slot
-// p % block_size. Blocks written by this step must not be shared.
-struct SequenceStep {
-  int64_t first_row = 0;
-  int64_t num_new = 0;
-  int64_t start_pos = 0;
-  std::span<const int32_t> blocks;
-};
-
-// Everything one forward step computes: the new tokens of several sequences,
-// flattened, and which rows' logits are wanted.
-struct StepBatch {
-  std::vector<int32_t> tokens;     // one per row
-  std::vector<int32_t> positions;  // one per row
-  std::vector<SequenceStep> sequences;
-  std::vector<int64_t> logit_rows;  // rows whose logits the step returns, in this order
 };
 
 // out_i = x · W_iᵀ for several weights sharing the same input (Q, K and V; or
@@ -227,4 +182,4 @@ class Backend {
 
 }  // namespace llm::model
 
-#endif  // LLM_MODEL_SVC_BACKEND_BACKEND_H_
+#endif  // LLM_MODEL_SVC_CORE_BACKEND_H_

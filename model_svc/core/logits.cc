@@ -1,4 +1,4 @@
-#include "model_svc/model/logits.h"
+#include "model_svc/core/logits.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,9 +10,9 @@
 namespace llm::model {
 
 float LogSumExp(std::span<const float> row) {
-  const float max = cpu::MaxF32(row.data(), static_cast<int64_t>(row.size()));
+  const float max = kernels::MaxF32(row.data(), static_cast<int64_t>(row.size()));
   if (!std::isfinite(max)) return max;
-  const double sum = cpu::SumExpF32(row.data(), static_cast<int64_t>(row.size()), max);
+  const double sum = kernels::SumExpF32(row.data(), static_cast<int64_t>(row.size()), max);
   return static_cast<float>(max + std::log(sum));
 }
 
@@ -81,7 +81,7 @@ void EncodeUnmasked(std::span<const float> row, const LogitsSpec& spec, Logits* 
         std::push_heap(heap.begin(), heap.end(), greater);
       }
       while (i < size &&
-             (i += cpu::FirstAbove(row.data() + i, size - i, row[heap.front()])) < size) {
+             (i += kernels::FirstAbove(row.data() + i, size - i, row[heap.front()])) < size) {
         std::pop_heap(heap.begin(), heap.end(), greater);
         heap.back() = static_cast<int32_t>(i);
         std::push_heap(heap.begin(), heap.end(), greater);
@@ -117,7 +117,7 @@ void EncodeMasked(std::span<const float> masked, const LogitsSpec& spec, Logits*
 void ApplyTokenMask(const TokenMask& mask, std::span<const float> row, std::span<float> out) {
   const size_t n = std::min(row.size(), out.size());
   const size_t covered = std::min(n, static_cast<size_t>(mask.vocab_size()));
-  cpu::MaskF32(row.data(), mask.words().data(), out.data(), static_cast<int64_t>(covered));
+  kernels::MaskF32(row.data(), mask.words().data(), out.data(), static_cast<int64_t>(covered));
   // Ids past the mask's vocabulary are not allowed.
   std::fill(out.begin() + covered, out.begin() + n, -std::numeric_limits<float>::infinity());
 }

@@ -8,8 +8,8 @@
 // masked logits become -infinity, so the full encodings carry -inf there,
 // top-N picks allowed ids only and log_sum_exp is over the allowed ones,
 // exact over the allowed set in every encoding.
-#ifndef LLM_MODEL_SVC_MODEL_LOGITS_H_
-#define LLM_MODEL_SVC_MODEL_LOGITS_H_
+#ifndef LLM_MODEL_SVC_CORE_LOGITS_H_
+#define LLM_MODEL_SVC_CORE_LOGITS_H_
 
 #include <cstdint>
 #include <span>
@@ -56,7 +56,7 @@ void EncodeLogitsInPlace(std::span<float> row, const LogitsSpec& spec, Logits* o
 // out[i] = row[i] where `mask` allows token i, else -infinity, for i <
 // row.size() (== out.size(); ids past the mask's vocabulary are masked);
 // `out` may be `row`.
-// Cost: one pass (cpu::MaskF32: a blend of 8 or 16 lanes at a time).
+// Cost: one pass (kernels::MaskF32: a blend of 8 or 16 lanes at a time).
 void ApplyTokenMask(const TokenMask& mask, std::span<const float> row, std::span<float> out);
 
 // The id of the largest logit (ties: the lowest id), the token a greedy
@@ -70,4 +70,4 @@ float LogSumExp(std::span<const float> row);
 
 }  // namespace llm::model
 
-#endif  // LLM_MODEL_SVC_MODEL_LOGITS_H_
+#endif  // LLM_MODEL_SVC_CORE_LOGITS_H_
