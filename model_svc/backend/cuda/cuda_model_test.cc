@@ -430,8 +430,9 @@ int64_t DeviceBytes(const gguf::TensorInfo& t) {
 }
 
 struct Accounted {
-  int64_t weights = 0;     // on the device
-  int64_t gguf_bytes = 0;  // the file's tensors
+  int64_t weights = 0;      // on the device
+  int64_t gguf_bytes = 0;   // the file's tensors
+  std::string description;  // the backend's, after the load
 };
 
 // The backend's own accounting after loading `spec` with `kv_blocks` KV
@@ -469,7 +470,7 @@ Accounted ExpectDeviceMemoryAccounted(const RandomModelSpec& spec, int32_t kv_bl
       use.total() / 1048576.0, use.weights / 1048576.0,
       static_cast<double>(use.weights) / static_cast<double>(gguf_bytes), use.kv_cache / 1048576.0,
       use.activations / 1048576.0, use.scratch / 1048576.0);
-  return {use.weights, gguf_bytes};
+  return {use.weights, gguf_bytes, (*m)->backend().description()};
 }
 
 TEST(CudaModel, DeviceMemoryAccountingSmolLm2Shapes) {
@@ -480,11 +481,16 @@ TEST(CudaModel, DeviceMemoryAccountingSmolLm2Shapes) {
 
 // K-quant matrices, embedding table and LM head: the weights on the device
 // are the GGUF's tensor bytes (every row count a multiple of 32; they were
-// 3.4x as fp16).
+// 3.32x as fp16), and the description says which stayed quantized.
 TEST(CudaModel, DeviceMemoryAccountingKQuants) {
   SKIP_WITHOUT_CUDA();
   const Accounted a = ExpectDeviceMemoryAccounted(KQuantSpec(TensorType::kQ4_K), 64);
   EXPECT_EQ(a.weights, a.gguf_bytes);
+  EXPECT_NE(
+      a.description.find(
+          "quantized matrices kept quantized: 14 Q4_K, 1 Q5_K, 1 Q6_K; dequantized to fp16: none"),
+      std::string::npos)
+      << a.description;
 }
 
 // Llama-3-8B's shapes, Q4_K matrices and a Q6_K LM head (Q4_K_M's main

@@ -32,14 +32,7 @@
 
 namespace llm::cuda {
 
-enum class QuantKind : int32_t {
-  kQ8_0 = 0,
-  kQ4_0 = 1,
-  kQ4_1 = 2,
-  kQ4_K = 3,
-  kQ5_K = 4,
-  kQ6_K = 5,
-};
+enum class QuantKind : int32_t { kQ8_0, kQ4_0, kQ4_1, kQ4_K, kQ5_K, kQ6_K };
 
 inline constexpr int kQuantSubBlock = 32;  // elements per (sub-)block: the kernels' unit
 inline constexpr int kQuantGroup = 32;     // rows per group
