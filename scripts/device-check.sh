@@ -261,8 +261,8 @@ if [ -n "${DEVICE_CHECK_ALL:-}" ]; then
   bench smollm2-cpu --model "$MODELS/smollm2.gguf" --backend cpu --threads "$JOBS" -p 512 \
     -n 128 --repetitions 1
 fi
-# The 8B shape in a type the device keeps quantized (q4_0; bf16 or q4_k:
-# held as 16-bit, as every type but Q8_0 / Q4_0 / Q4_1 is).
+# The 8B shape in a type the device keeps quantized (q4_0; q8_0, q4_1 and
+# q4_k are kept quantized too; bf16 is held as it is).
 EIGHT_B_TYPE=${EIGHT_B_TYPE:-q4_0}
 if have 100; then
   step "write the 8B-shaped model (4 of 32 layers, $EIGHT_B_TYPE)"

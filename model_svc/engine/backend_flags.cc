@@ -4,8 +4,8 @@
 
 ABSL_FLAG(bool, cuda_graphs, true, "CUDA backend: replay decode steps as CUDA graphs.");
 ABSL_FLAG(bool, cuda_quantized_weights, true,
-          "CUDA backend: keep Q8_0, Q4_0 and Q4_1 matrices quantized on the GPU (false: "
-          "dequantize every quantized type to fp16 at load).");
+          "CUDA backend: keep Q8_0, Q4_0, Q4_1, Q4_K, Q5_K and Q6_K matrices quantized on the "
+          "GPU (false: dequantize every quantized type to fp16 at load).");
 ABSL_FLAG(bool, mmap_weights, false,
           "CPU backend: compute from the model file's memory mapping instead of a copy of "
           "the weights on huge pages (no extra memory; decode ~15% slower).");

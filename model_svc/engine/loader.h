@@ -25,7 +25,7 @@ struct LoadOptions {
   std::vector<int> callback_cpus;
   int cuda_device = 0;
   bool cuda_graphs = true;             // decode steps as CUDA graphs
-  bool cuda_quantized_weights = true;  // Q8_0/Q4_0/Q4_1 kept quantized on the GPU
+  bool cuda_quantized_weights = true;  // Q8_0/Q4_0/Q4_1/Q4_K/Q5_K/Q6_K kept quantized on the GPU
   bool mmap_weights = false;           // CPU: compute from the file mapping (no copy)
   int64_t kv_cache_mb = 512;           // KV pool size; blocks = MiB / block bytes
   int32_t kv_block_size = 16;          // positions per KV block

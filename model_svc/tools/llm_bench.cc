@@ -90,7 +90,8 @@ Rate Summarize(const std::vector<double>& rates) {
 
 // Bytes of weights one decode token reads: every matrix except the
 // embedding table (one row of it is read), which counts when it doubles as
-// the LM head. On the CUDA backend quantized matrices are held as fp16.
+// the LM head. On the CUDA backend Q8_0, Q4_0, Q4_1, Q4_K, Q5_K and Q6_K
+// matrices are held as they are, the other quantized types as fp16.
 int64_t DecodeWeightBytes(const llm::gguf::File& file, bool cuda) {
   using llm::gguf::TensorType;
   const bool tied = file.FindTensor("output.weight") == nullptr;
@@ -98,10 +99,12 @@ int64_t DecodeWeightBytes(const llm::gguf::File& file, bool cuda) {
   for (const llm::gguf::TensorInfo& t : file.tensors()) {
     if (t.name == "token_embd.weight" && !tied) continue;
     const auto type = static_cast<TensorType>(t.ggml_type);
-    // The CUDA backend keeps Q8_0, Q4_0 and Q4_1 as they are (with
-    // --cuda_quantized_weights) and holds every other quantized type as fp16.
-    const bool kept =
-        type == TensorType::kQ8_0 || type == TensorType::kQ4_0 || type == TensorType::kQ4_1;
+    // The CUDA backend keeps these as they are (with
+    // --cuda_quantized_weights; cuda/quant_upload.h, QuantKindOf) and holds
+    // every other quantized type as fp16.
+    const bool kept = type == TensorType::kQ8_0 || type == TensorType::kQ4_0 ||
+                      type == TensorType::kQ4_1 || type == TensorType::kQ4_K ||
+                      type == TensorType::kQ5_K || type == TensorType::kQ6_K;
     if (!cuda || (kept && absl::GetFlag(FLAGS_cuda_quantized_weights))) {
       bytes += static_cast<int64_t>(t.size_bytes);
     } else {

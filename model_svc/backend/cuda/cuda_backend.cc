@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -67,6 +68,16 @@ class CudaWeight : public model::Weight {
 };
 
 const CudaWeight& AsCuda(const model::Weight& w) { return static_cast<const CudaWeight&>(w); }
+
+// "30 Q4_1, 1 Q8_0", or "none".
+std::string CountsByType(const std::map<TensorType, int64_t>& counts) {
+  std::vector<std::string> parts;
+  for (const auto& [type, n] : counts) {
+    const gguf::TensorTypeTraits* traits = gguf::FindTensorTypeTraits(static_cast<uint32_t>(type));
+    parts.push_back(StrCat(n, " ", traits != nullptr ? traits->name : "?"));
+  }
+  return parts.empty() ? "none" : StrJoin(parts, ", ");
+}
 
 cudaDataType_t CublasType(DType t) {
   switch (t) {
@@ -131,9 +142,9 @@ class CudaBackend : public model::Backend {
     return StrCat("cuda (", device_name_, ", sm_", sm_major_, sm_minor_, ", ", sm_count_, " SMs, ",
                   use.total() >> 20, " MiB on device: weights ", use.weights >> 20, ", KV ",
                   use.kv_cache >> 20, ", activations and scratch ",
-                  (use.activations + use.scratch) >> 20, "; ", kept_quantized_,
-                  " quantized matrices kept quantized, ", dequantized_,
-                  " dequantized to fp16; graphs ",
+                  (use.activations + use.scratch) >> 20,
+                  "; quantized matrices kept quantized: ", CountsByType(kept_quantized_),
+                  "; dequantized to fp16: ", CountsByType(dequantized_), "; graphs ",
                   options_.graphs ? StrCat("on, ", graphs_.captured(), " captured") : "off", ")");
   }
 
@@ -200,7 +211,7 @@ class CudaBackend : public model::Backend {
       LLM_RETURN_IF_ERROR(CopyToDevice(shared->get(), packed.data(), packed.size(),
                                        StrCat("upload of tensor ", view.name)));
       uploaded_[key] = shared;
-      ++kept_quantized_;
+      ++kept_quantized_[view.type];
       gemm_input_[static_cast<int>(DType::kF16)] = true;  // its prefill tiles are fp16
       // The fp16 tile scratch for prefill GEMMs, sized here for the largest
       // weight: grown during a step, it would drop the captured graphs.
@@ -222,7 +233,7 @@ class CudaBackend : public model::Backend {
                                        StrCat("upload of tensor ", view.name)));
     } else {
       LLM_RETURN_IF_ERROR(UploadDequantized(view, shared->as<uint16_t>()));
-      ++dequantized_;
+      ++dequantized_[view.type];
     }
     uploaded_[key] = shared;
     if (view.rows > 1) gemm_input_[static_cast<int>(type)] = true;
@@ -804,7 +815,8 @@ class CudaBackend : public model::Backend {
   DeviceBuffer act_[3];                         // x converted to fp16 / bf16 for GEMMs, by DType
   bool gemm_input_[3] = {false, false, false};  // act_ types some weight's GEMM takes
   DeviceBuffer dequant_;                        // a quantized weight's rows as fp16 (QuantizedGemm)
-  int64_t kept_quantized_ = 0, dequantized_ = 0;  // uploads by kind
+  // Uploads of quantized matrices by type: kept quantized, dequantized.
+  std::map<TensorType, int64_t> kept_quantized_, dequantized_;
   KvCacheShape kv_;
   DeviceBuffer cache_;
 

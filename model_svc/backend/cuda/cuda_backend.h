@@ -1,6 +1,7 @@
-// The CUDA backend: weights in device memory (quantized GGUF types
-// dequantized to fp16 at upload; F16, BF16 and F32 kept as they are), cuBLAS
-// GEMMs with fp32 accumulation, hand-written kernels for the rest
+// The CUDA backend: weights in device memory (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K
+// and Q6_K kept quantized, the other quantized GGUF types dequantized to
+// fp16 at upload; F16, BF16 and F32 kept as they are), cuBLAS GEMMs with
+// fp32 accumulation, hand-written kernels for the rest
 // (kernels.h), a paged KV cache in device memory, top-N and log-sum-exp on
 // the device, and decode steps replayed as CUDA graphs.
 //
@@ -25,9 +26,10 @@ struct CudaBackendOptions {
   // the second time that size is seen.
   bool graphs = true;
   int max_graph_batch = 128;
-  // Q8_0, Q4_0 and Q4_1 matrices stay quantized on the device (quant_layout.h:
-  // decode through the matrix-vector kernel, prefill through fp16 tiles and
-  // cuBLAS); false, or any other quantized type: dequantized to fp16 at load.
+  // Q8_0, Q4_0, Q4_1, Q4_K, Q5_K and Q6_K matrices stay quantized on the
+  // device (quant_layout.h: decode through the matrix-vector kernel, prefill
+  // through fp16 tiles and cuBLAS); false, or any other quantized type:
+  // dequantized to fp16 at load. description() names both by type.
   bool quantized_weights = true;
 };
 

@@ -26,6 +26,7 @@
 #include "model_svc/backend/cpu/cpu_backend.h"
 #include "model_svc/backend/cuda/skip_without_cuda.h"
 #include "model_svc/core/backend.h"
+#include "model_svc/formats/weight_formats.h"
 #include "model_svc/kernels/quant.h"
 #include "model_svc/testing/reference_quant.h"
 
@@ -218,15 +219,21 @@ TEST_F(OpParity, MatMulEveryWeightType) {
   }
 }
 
-// The weights the device keeps quantized (Q8_0, Q4_0, Q4_1), against an
-// exact product with the dequantized weights: the matrix-vector kernel
-// (1..8 rows: fp32 activations, 1e-5) and the fp16 tiles through cuBLAS
-// (more rows: activations rounded to fp16, 2e-3), with row counts that are
-// not multiples of the 32-row groups, and the CPU backend alongside.
+// The weights the device keeps quantized (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K,
+// Q6_K), against an exact product with the dequantized weights: the
+// matrix-vector kernel (1..8 rows: fp32 activations, 1e-5) and the fp16
+// tiles through cuBLAS (more rows: activations rounded to fp16, 2e-3), with
+// row counts that are not multiples of the 32-row groups, rows of several
+// blocks (K-quants: of several 256-element super-blocks), and the CPU
+// backend alongside.
 TEST_F(OpParity, QuantizedWeightsAgainstTheirDequantizedProduct) {
-  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_1}) {
-    for (auto [out_features, in_features] :
-         {std::pair<int64_t, int64_t>{200, 96}, {33, 64}, {576, 576}}) {
+  using Shape = std::pair<int64_t, int64_t>;
+  const std::vector<Shape> small_blocks = {{200, 96}, {33, 64}, {576, 576}};
+  const std::vector<Shape> super_blocks = {{200, 512}, {33, 256}, {72, 768}};
+  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_1,
+                          TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K}) {
+    const bool k_quant = formats::BlockElements(type) == 256;
+    for (auto [out_features, in_features] : k_quant ? super_blocks : small_blocks) {
       const HostWeight& w =
           Weight(type, out_features, in_features, 17, 1.0f / std::sqrt(in_features));
       auto wc = *cpu_->UploadWeight(w.view);
@@ -236,7 +243,7 @@ TEST_F(OpParity, QuantizedWeightsAgainstTheirDequantizedProduct) {
         kernels::DequantizeRow(type, w.view.data + o * w.view.row_bytes, &dense[o * in_features],
                                in_features);
       }
-      for (int64_t rows : {1, 3, 8, 9, 40}) {
+      for (int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 40}) {
         const std::vector<float> xs = RandomValues(rows * in_features, rows);
         Pair x = Alloc(rows, in_features, xs);
         Pair y = Alloc(rows, out_features);
@@ -263,8 +270,9 @@ TEST_F(OpParity, QuantizedWeightsAgainstTheirDequantizedProduct) {
 }
 
 TEST_F(OpParity, EmbedEveryTableType) {
-  for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0,
-                          TensorType::kQ4_1}) {
+  for (TensorType type :
+       {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0, TensorType::kQ4_0,
+        TensorType::kQ4_1, TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K}) {
     const HostWeight& table = Weight(type, 1000, 256, 13, 1.0f);
     auto tc = *cpu_->UploadWeight(table.view);
     auto tg = *cuda_->UploadWeight(table.view);

@@ -125,9 +125,10 @@ bool AttentionSupportsHeadDim(int64_t head_dim);
 inline constexpr int64_t kMaxMatVecRows = 8;
 
 // out[r * out_stride + i] = sum_k w[i][k] * x[r * w.cols + k] for r < rows
-// (<= kMaxMatVecRows) and i < w.rows: one thread per weight row, the
-// block's codes times fp32 activations, times its scale (plus its min times
-// the activations' sum, Q4_1), accumulated in fp32 block by block.
+// (<= kMaxMatVecRows) and i < w.rows: one thread per weight row; per
+// 32-element sub-block, its codes times fp32 activations, times its scale
+// (Q6_K: one per 16 elements), plus its offset times the activations' sum
+// (Q4_1's m, Q4_K / Q5_K's -dmin * mn), accumulated in fp32.
 cudaError_t LaunchMatVecQuant(const QuantMatrix& w, const float* x, int64_t rows, float* out,
                               int64_t out_stride, cudaStream_t stream);
 

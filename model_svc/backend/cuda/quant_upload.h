@@ -14,7 +14,8 @@
 namespace llm::cuda {
 
 // The layout kind of a GGUF type the device keeps quantized (Q8_0, Q4_0,
-// Q4_1); nullopt for the others (dequantized to fp16 at upload).
+// Q4_1, Q4_K, Q5_K, Q6_K); nullopt for the others (dequantized to fp16 at
+// upload).
 std::optional<QuantKind> QuantKindOf(gguf::TensorType type);
 
 // Writes the rows of `src` (GGUF blocks, `row_bytes` apart) into `dst`,
