@@ -261,9 +261,9 @@ if [ -n "${DEVICE_CHECK_ALL:-}" ]; then
   bench smollm2-cpu --model "$MODELS/smollm2.gguf" --backend cpu --threads "$JOBS" -p 512 \
     -n 128 --repetitions 1
 fi
-# The 8B shape in a type the device keeps quantized (q4_0; q8_0, q4_1 and
-# q4_k are kept quantized too; bf16 is held as it is).
-EIGHT_B_TYPE=${EIGHT_B_TYPE:-q4_0}
+# The 8B shape as Q4_K_M's main type, q4_k (kept quantized, as q4_0, q4_1,
+# q8_0, q5_k and q6_k are; bf16 is held as it is).
+EIGHT_B_TYPE=${EIGHT_B_TYPE:-q4_k}
 if have 100; then
   step "write the 8B-shaped model (4 of 32 layers, $EIGHT_B_TYPE)"
   timeout "$(budget 90)" "$BIN/llm-random-model" --shape llama3-8b --layers 4 \
