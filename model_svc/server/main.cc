@@ -48,6 +48,7 @@
 #include "common/metrics/metrics_http.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
+#include "gateway/model_id.h"
 #include "model_svc/backend/backend_factory.h"
 #include "model_svc/core/backend.h"
 #include "model_svc/engine/backend_flags.h"
@@ -112,6 +113,10 @@ ABSL_FLAG(double, step_watchdog_seconds, 10,
           "Readiness follows a live step loop: health turns NOT_SERVING while requests are "
           "pending and the engine's step loop has not gone round for this many seconds (a hung "
           "step), and SERVING again when it does. 0: off.");
+ABSL_FLAG(std::string, served_model_name, "",
+          "The model_name label of the vllm: metrics (docs/operations.md): the model's id in the "
+          "OpenAI API, as the gateway's --served_model_name. Empty: the gateway's default id, the "
+          "model file's name without .gguf and its quantization.");
 ABSL_FLAG(int, max_message_bytes, 16 << 20,
           "Largest request or response message; a larger request gets RESOURCE_EXHAUSTED "
           "(counted in llm_limit_rejected_total{reason=\"message_size\"}; gRPC itself refuses, "
@@ -328,7 +333,10 @@ int Main() {
       return 1;
     }
     metrics_http = std::move(*m);
-    metrics = std::make_unique<ModelMetrics>(metrics_http->registry());
+    std::string served_name = absl::GetFlag(FLAGS_served_model_name);
+    if (served_name.empty()) served_name = gateway::ModelIdFromFileName(path);
+    metrics = std::make_unique<ModelMetrics>(metrics_http->registry(),
+                                             VllmLabels{served_name, kKvBlockSize});
     metrics_http->Add(metrics->engine_collectable());
   }
 

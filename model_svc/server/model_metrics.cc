@@ -8,8 +8,36 @@
 
 namespace llm {
 
+namespace {
+
+const prometheus::Histogram::BucketBoundaries& TtftBuckets() {
+  static const auto* const buckets = new prometheus::Histogram::BucketBoundaries{
+      0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,
+      0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
+  return *buckets;
+}
+
+const prometheus::Histogram::BucketBoundaries& ItlBuckets() {
+  static const auto* const buckets = new prometheus::Histogram::BucketBoundaries{
+      0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0};
+  return *buckets;
+}
+
+prometheus::Histogram& AddHistogram(prometheus::Registry& registry, const std::string& name,
+                                    const std::string& help, const prometheus::Labels& labels,
+                                    const prometheus::Histogram::BucketBoundaries& buckets) {
+  return prometheus::BuildHistogram().Name(name).Help(help).Register(registry).Add(labels, buckets);
+}
+
+constexpr char kTtftHelp[] = "Latency of a Prefill (prompt in, first logits out), in seconds.";
+constexpr char kItlHelp[] = "Latency of one Decode or DecodeStream step, in seconds.";
+
+}  // namespace
+
 class ModelMetrics::EngineCollector final : public prometheus::Collectable {
  public:
+  explicit EngineCollector(VllmLabels vllm) : vllm_(std::move(vllm)) {}
+
   void SetEngine(const engine::Engine* engine) { engine_.store(engine, std::memory_order_release); }
 
   std::vector<prometheus::MetricFamily> Collect() const override {
@@ -17,13 +45,14 @@ class ModelMetrics::EngineCollector final : public prometheus::Collectable {
     if (e == nullptr) return {};
     const engine::EngineStats s = e->Stats();
     std::vector<prometheus::MetricFamily> out;
-    auto add = [&out](const char* name, const char* help, prometheus::MetricType type,
-                      double value) {
+    auto add = [&out](const char* name, const char* help, prometheus::MetricType type, double value,
+                      std::vector<prometheus::ClientMetric::Label> labels = {}) {
       prometheus::MetricFamily f;
       f.name = name;
       f.help = help;
       f.type = type;
       prometheus::ClientMetric m;
+      m.label = std::move(labels);
       if (type == prometheus::MetricType::Counter) {
         m.counter.value = value;
       } else {
@@ -41,11 +70,11 @@ class ModelMetrics::EngineCollector final : public prometheus::Collectable {
         static_cast<double>(s.running));
     add("llm_num_requests_waiting", "Requests queued for the step loop.", MetricType::Gauge,
         static_cast<double>(s.waiting));
+    const double kv_usage = s.kv_blocks_total > 0 ? 1.0 - static_cast<double>(s.kv_blocks_free) /
+                                                              static_cast<double>(s.kv_blocks_total)
+                                                  : 0.0;
     add("llm_kv_cache_usage_perc", "Fraction of KV cache blocks in use (0 to 1).",
-        MetricType::Gauge,
-        s.kv_blocks_total > 0
-            ? 1.0 - static_cast<double>(s.kv_blocks_free) / static_cast<double>(s.kv_blocks_total)
-            : 0.0);
+        MetricType::Gauge, kv_usage);
     add("llm_sessions", "Sessions held.", MetricType::Gauge, static_cast<double>(s.sessions));
     {
       // One series per reason: for KV space, or for a session slot.
@@ -91,29 +120,44 @@ class ModelMetrics::EngineCollector final : public prometheus::Collectable {
     add("llm_kv_cache_cached_blocks",
         "Free KV cache blocks that still hold a cached prefix (evicted when needed).",
         MetricType::Gauge, static_cast<double>(s.kv_blocks_cached));
+
+    // vLLM's names, for the inference gateway's endpoint picker and vLLM's dashboards.
+    const std::vector<prometheus::ClientMetric::Label> model = {{"model_name", vllm_.model_name}};
+    add("vllm:num_requests_waiting", "Requests queued for the step loop.", MetricType::Gauge,
+        static_cast<double>(s.waiting), model);
+    add("vllm:num_requests_running", "Requests being computed by the step loop.", MetricType::Gauge,
+        static_cast<double>(s.running), model);
+    add("vllm:kv_cache_usage_perc", "Fraction of KV cache blocks in use (0 to 1).",
+        MetricType::Gauge, kv_usage, model);
+    add("vllm:cache_config_info", "The KV cache's configuration, in the labels (value 1).",
+        MetricType::Gauge, 1.0,
+        {{"block_size", std::to_string(vllm_.kv_block_size)},
+         {"num_gpu_blocks", std::to_string(s.kv_blocks_total)}});
+    add("vllm:prefix_cache_queries_total",
+        "Prompt tokens of the prefill requests that looked up the prefix cache.",
+        MetricType::Counter, static_cast<double>(s.prefix_cache_queries), model);
+    add("vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",
+        MetricType::Counter, static_cast<double>(s.prefix_cache_hits), model);
+    add("vllm:prompt_tokens_total", "Prompt tokens prefilled.", MetricType::Counter,
+        static_cast<double>(s.prefill_tokens), model);
+    add("vllm:generation_tokens_total", "Tokens decoded (generated).", MetricType::Counter,
+        static_cast<double>(s.decode_tokens), model);
     return out;
   }
 
  private:
+  const VllmLabels vllm_;
   std::atomic<const engine::Engine*> engine_{nullptr};
 };
 
-ModelMetrics::ModelMetrics(prometheus::Registry& registry)
+ModelMetrics::ModelMetrics(prometheus::Registry& registry, VllmLabels vllm)
     : ttft_(
-          prometheus::BuildHistogram()
-              .Name("llm_time_to_first_token_seconds")
-              .Help("Latency of a Prefill (prompt in, first logits out), in seconds.")
-              .Register(registry)
-              .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.01, 0.02, 0.04, 0.06,
-                                                               0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
-                                                               5.0, 7.5, 10.0, 20.0, 40.0, 80.0})),
-      itl_(prometheus::BuildHistogram()
-               .Name("llm_inter_token_latency_seconds")
-               .Help("Latency of one Decode or DecodeStream step, in seconds.")
-               .Register(registry)
-               .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.01, 0.025, 0.05,
-                                                                0.075, 0.1, 0.15, 0.2, 0.3, 0.4,
-                                                                0.5, 0.75, 1.0, 2.5, 5.0})),
+          AddHistogram(registry, "llm_time_to_first_token_seconds", kTtftHelp, {}, TtftBuckets())),
+      itl_(AddHistogram(registry, "llm_inter_token_latency_seconds", kItlHelp, {}, ItlBuckets())),
+      vllm_ttft_(AddHistogram(registry, "vllm:time_to_first_token_seconds", kTtftHelp,
+                              {{"model_name", vllm.model_name}}, TtftBuckets())),
+      vllm_itl_(AddHistogram(registry, "vllm:inter_token_latency_seconds", kItlHelp,
+                             {{"model_name", vllm.model_name}}, ItlBuckets())),
       reuse_(prometheus::BuildCounter()
                  .Name("llm_session_reuse_total")
                  .Help("Prefills that appended to an existing session (its KV cache reused).")
@@ -134,7 +178,7 @@ ModelMetrics::ModelMetrics(prometheus::Registry& registry)
                             "infinity (broken weights or backend).")
                       .Register(registry)
                       .Add({})),
-      collector_(std::make_shared<EngineCollector>()) {}
+      collector_(std::make_shared<EngineCollector>(std::move(vllm))) {}
 
 std::shared_ptr<prometheus::Collectable> ModelMetrics::engine_collectable() const {
   return collector_;
@@ -144,11 +188,13 @@ void ModelMetrics::SetEngine(const engine::Engine* engine) { collector_->SetEngi
 
 void ModelMetrics::ObservePrefill(absl::Duration latency, bool reused) {
   ttft_.Observe(absl::ToDoubleSeconds(latency));
+  vllm_ttft_.Observe(absl::ToDoubleSeconds(latency));
   if (reused) reuse_.Increment();
 }
 
 void ModelMetrics::ObserveDecodeStep(absl::Duration latency) {
   itl_.Observe(absl::ToDoubleSeconds(latency));
+  vllm_itl_.Observe(absl::ToDoubleSeconds(latency));
 }
 
 void ModelMetrics::CountStatus(absl::StatusCode code) {

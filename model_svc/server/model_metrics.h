@@ -28,6 +28,19 @@
 //       rejected proposals; 1 - rolled back / proposed is about the acceptance rate) (engine)
 // The engine's values are read from Engine::Stats() at scrape time.
 //
+// Beside them, the same values under vLLM's names, which the Gateway API
+// Inference Extension's endpoint picker (EPP) and vLLM's Grafana dashboards
+// read (docs/operations.md, "Behind the Kubernetes inference gateway"); each
+// has a model_name label (the served model's id) but vllm:cache_config_info:
+//   vllm:num_requests_waiting, vllm:num_requests_running, vllm:kv_cache_usage_perc
+//       gauges: llm_num_requests_waiting, _running, llm_kv_cache_usage_perc
+//   vllm:cache_config_info{block_size,num_gpu_blocks}  gauge, 1: the KV cache's
+//       block size in tokens and its block count
+//   vllm:prefix_cache_queries_total, vllm:prefix_cache_hits_total  counters: as llm_'s
+//   vllm:prompt_tokens_total, vllm:generation_tokens_total  counters: as llm_'s
+//   vllm:time_to_first_token_seconds, vllm:inter_token_latency_seconds  histograms:
+//       the same observations as llm_'s
+//
 // Threads: every method may be called concurrently; SetEngine() once.
 #ifndef LLM_MODEL_SVC_SERVER_MODEL_METRICS_H_
 #define LLM_MODEL_SVC_SERVER_MODEL_METRICS_H_
@@ -39,7 +52,9 @@
 #include <prometheus/registry.h>
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -48,9 +63,15 @@
 
 namespace llm {
 
+// What the vllm: metrics say about the server.
+struct VllmLabels {
+  std::string model_name;      // the model_name label: the model's id in the OpenAI API
+  int32_t kv_block_size = 16;  // vllm:cache_config_info's block_size, in tokens
+};
+
 class ModelMetrics {
  public:
-  explicit ModelMetrics(prometheus::Registry& registry);
+  ModelMetrics(prometheus::Registry& registry, VllmLabels vllm);
 
   // The engine whose Stats() the scrape reads; until then its metrics are absent.
   void SetEngine(const engine::Engine* engine);
@@ -73,6 +94,8 @@ class ModelMetrics {
 
   prometheus::Histogram& ttft_;
   prometheus::Histogram& itl_;
+  prometheus::Histogram& vllm_ttft_;
+  prometheus::Histogram& vllm_itl_;
   prometheus::Counter& reuse_;
   prometheus::Family<prometheus::Counter>& rejected_;
   prometheus::Family<prometheus::Counter>& limited_;
