@@ -24,6 +24,13 @@ OVERLAYS = ("cpu", "gpu")
 # check, and cpu-tls (the cpu overlay with mutual TLS and exec probes), which
 # must build and validate.
 ALL_OVERLAYS = OVERLAYS + ("cpu-tls",)
+# The overlay behind the Kubernetes inference gateway: its built-in objects
+# validate as the others do and its containers' flags are checked (steps
+# 1-3 of server_flags_test); its own checks, and its Gateway API and
+# InferencePool objects against their CRDs, are inference_gateway_test's.
+INFERENCE_GATEWAY = "inference-gateway"
+# Its kinds that Kubernetes' own schemas lack (validated against the CRDs).
+CRD_KINDS = ("Gateway", "HTTPRoute", "InferencePool")
 SKIP = 77  # ctest's SKIP_RETURN_CODE for these tests
 VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 

@@ -28,7 +28,9 @@ basename of command[0] (tokenizer_server, model_server or llm_gateway), and:
    within its terminationGracePeriodSeconds; on SIGTERM each server must exit
    0 within its --drain_seconds plus 10 s. (Skipped, with a note, when
    models/ has not been fetched: scripts/fetch-model.sh.) cpu-tls is checked
-   by 1-3 only (its TLS files exist in the cluster only).
+   by 1-3 only (its TLS files exist in the cluster only), and so is
+   inference-gateway (its containers of this project's image: the model
+   server and its gateway sidecar).
 
     python3 deploy/tests/server_flags_test.py --build-dir build
 
@@ -312,12 +314,14 @@ def main() -> None:
     checked = []
     started: dict[str, dict[str, list[str]]] = {}
     gateways: dict[str, dict] = {}
-    for overlay in m.ALL_OVERLAYS:
+    for overlay in m.ALL_OVERLAYS + (m.INFERENCE_GATEWAY,):
         objs = m.objects(TEST, overlay)
         started[overlay] = {}
         for w in m.workloads(objs):
             spec = w["spec"]["template"]["spec"]
             for c in spec.get("initContainers", []) + spec["containers"]:
+                if not c["image"].startswith("llm-inference:"):
+                    continue  # not this project's (the inference gateway's EPP)
                 where = f"overlays/{overlay}: {w['kind']}/{w['metadata']['name']} {c['name']}"
                 command = c.get("command") or []
                 if not command:
