@@ -31,7 +31,7 @@ prometheus::Histogram::BucketBoundaries SecondsBuckets() {
 
 }  // namespace
 
-GatewayMetrics::GatewayMetrics()
+GatewayMetrics::GatewayMetrics(const std::string& model_name)
     : requests_(prometheus::BuildCounter()
                     .Name("llm_gateway_requests_total")
                     .Help("HTTP requests, by endpoint and status code.")
@@ -77,12 +77,22 @@ GatewayMetrics::GatewayMetrics()
                   .Help("Generated tokens that a structured output's grammar forced (fed "
                         "without a draw, several in one decode step).")
                   .Register(*registry_)
-                  .Add({})) {}
+                  .Add({})),
+      e2e_(prometheus::BuildHistogram()
+               .Name("vllm:e2e_request_latency_seconds")
+               .Help("Chat, completions and messages requests answered 200: from arrival to "
+                     "the last byte (streams: the last event), seconds.")
+               .Register(*registry_)
+               .Add({{"model_name", model_name}}, SecondsBuckets())) {}
 
 void GatewayMetrics::Request(std::string_view uri, int code, absl::Duration latency) {
   const std::string endpoint = EndpointLabel(uri);
   requests_.Add({{"endpoint", endpoint}, {"code", std::to_string(code)}}).Increment();
   seconds_.Add({{"endpoint", endpoint}}, SecondsBuckets()).Observe(absl::ToDoubleSeconds(latency));
+  if (code == 200 && (endpoint == "/v1/chat/completions" || endpoint == "/v1/completions" ||
+                      endpoint == "/v1/messages")) {
+    e2e_.Observe(absl::ToDoubleSeconds(latency));
+  }
 }
 
 void GatewayMetrics::Tokens(int64_t prompt, int64_t completion) {

@@ -10,6 +10,9 @@
 //   llm_gateway_requests_rejected_total         refused at admission (queue full or wait over: 429)
 //   llm_gateway_forced_tokens_total             structured output: generated tokens a grammar
 //   forced
+//   vllm:e2e_request_latency_seconds{model_name}  chat, completions and messages requests
+//       answered 200, from arrival to the last byte (vLLM's name, for its Grafana dashboards
+//       and the inference gateway: docs/operations.md; the model server exports the others)
 // `endpoint` is one of the served paths or "other" (bounded cardinality).
 // Threads: every method may be called concurrently.
 #ifndef LLM_GATEWAY_GATEWAY_METRICS_H_
@@ -32,7 +35,8 @@ namespace llm::gateway {
 
 class GatewayMetrics {
  public:
-  GatewayMetrics();
+  // `model_name`: the model's id, the label of the vllm: metric.
+  explicit GatewayMetrics(const std::string& model_name = "");
 
   // One request to `uri` answered with `code` after `latency`.
   void Request(std::string_view uri, int code, absl::Duration latency);
@@ -60,6 +64,7 @@ class GatewayMetrics {
   prometheus::Histogram& queue_wait_;
   prometheus::Counter& rejected_;
   prometheus::Counter& forced_;
+  prometheus::Histogram& e2e_;
 };
 
 }  // namespace llm::gateway

@@ -149,7 +149,8 @@ Handler::Handler(HandlerOptions options, std::shared_ptr<client::Services> servi
                           : template_.default_system()),
       created_(static_cast<int64_t>(std::time(nullptr))),
       admission_(options_.admission),
-      conversations_(options_.max_conversations, options_.conversation_ttl) {
+      conversations_(options_.max_conversations, options_.conversation_ttl),
+      metrics_(model_id_) {
   for (const v1::SpecialToken& t : services_->tokenizer_info().special_tokens()) {
     if (t.kind() == "control") control_tokens_.emplace(t.text(), static_cast<int32_t>(t.id()));
   }

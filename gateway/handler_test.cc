@@ -192,6 +192,21 @@ TEST_F(HandlerTest, AdminServesHealthAndMetricsOnly) {
   EXPECT_EQ(handler_->HandleAdmin(chat), 404);
 }
 
+// vLLM's end-to-end latency, with the model's id as model_name: one
+// observation per generating request answered 200, none for an error.
+TEST_F(HandlerTest, EndToEndLatencyCountsAnsweredGenerations) {
+  Chat({"abc"});
+  Chat({"abc", "def", "ghi"});
+  FakeExchange bad("POST", "/v1/chat/completions", "{}");
+  EXPECT_EQ(handler_->Handle(bad), 400);
+  FakeExchange metrics("GET", "/metrics");
+  EXPECT_EQ(handler_->HandleAdmin(metrics), 200);
+  EXPECT_THAT(metrics.response(), HasSubstr("# TYPE vllm:e2e_request_latency_seconds histogram"));
+  EXPECT_THAT(metrics.response(),
+              HasSubstr(StrCat("\nvllm:e2e_request_latency_seconds_count{model_name=\"",
+                               handler_->model_id(), "\"} 2\n")));
+}
+
 TEST_F(HandlerTest, ABodyThatStopsArrivingIs408) {
   class Stalled : public FakeExchange {
    public:
