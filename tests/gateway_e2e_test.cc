@@ -677,6 +677,10 @@ TEST_F(GatewayE2ETest, MetricsCountRequestsTokensAndFirstTokens) {
       std::max(0.0, Sample(before, R"(llm_gateway_tokens_total{kind="completion"})"));
   const double firsts =
       std::max(0.0, Sample(before, "llm_gateway_time_to_first_token_seconds_count"));
+  // vLLM's end-to-end latency, labelled with the model's id.
+  const std::string e2e =
+      StrCat("vllm:e2e_request_latency_seconds_count{model_name=\"", *model_id_, "\"}");
+  const double e2es = std::max(0.0, Sample(before, e2e));
   const HttpResponse r = PostChat(Chat(kQuestion));
   ASSERT_EQ(r.status, 200) << r.body;
   const int64_t tokens = r.Json()["usage"]["completion_tokens"];
@@ -689,6 +693,7 @@ TEST_F(GatewayE2ETest, MetricsCountRequestsTokensAndFirstTokens) {
   EXPECT_EQ(Sample(m.body, R"(llm_gateway_tokens_total{kind="completion"})"),
             completion + static_cast<double>(tokens));
   EXPECT_EQ(Sample(m.body, "llm_gateway_time_to_first_token_seconds_count"), firsts + 1);
+  EXPECT_EQ(Sample(m.body, e2e), e2es + 1);
   EXPECT_EQ(Sample(m.body, "llm_gateway_generations_active"), 0);
   ExpectError(Http(port(), "POST", "/metrics"), 405);
 }
