@@ -73,7 +73,7 @@ struct Snapshot {
 
 struct DecodeLimits {
   int64_t max_tokens = 0;  // the replica's context length
-  int32_t vocab_size = 0;  // token ids must lie in [0, vocab_size)
+  int64_t vocab_size = 0;  // token ids must lie in [0, vocab_size)
 };
 
 // The bytes of `s` (its kv must hold the tokens' blocks: INVALID_ARGUMENT
