@@ -3,7 +3,8 @@
 // serve one random-weight model file, C another (same shapes, other
 // weights). A session prefilled on A, exported and imported into B decodes
 // to the same float32 logits, bit for bit; B's export of it is the same
-// bytes as A's; C refuses it (FAILED_PRECONDITION); damaged snapshots are
+// bytes as A's, and a lookahead guess stays out of it; C refuses it
+// (FAILED_PRECONDITION); damaged snapshots are
 // DATA_LOSS or INVALID_ARGUMENT.
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
@@ -102,10 +103,12 @@ std::string DecodeLogits(v1::Model::Stub& stub, const std::string& session_id, i
   return response.logits().float32();
 }
 
-v1::PrefillResponse Prefill(v1::Model::Stub& stub, const std::vector<int32_t>& tokens) {
+v1::PrefillResponse Prefill(v1::Model::Stub& stub, const std::vector<int32_t>& tokens,
+                            bool lookahead = false) {
   grpc::ClientContext context;
   context.set_deadline(Deadline());
   v1::PrefillRequest request;
+  request.set_lookahead(lookahead);
   for (int32_t t : tokens) request.add_tokens(t);
   v1::PrefillResponse response;
   const grpc::Status status = stub.Prefill(&context, request, &response);
@@ -184,6 +187,23 @@ TEST_F(SessionSnapshotTest, ImportedSessionDecodesBitForBitAndExportsTheSameByte
   EXPECT_EQ(fresh.cached_tokens(), 0);
   // While A's own prefix cache serves the same prompt.
   EXPECT_EQ(Prefill(a(), Prompt()).cached_tokens(), 32);
+}
+
+TEST_F(SessionSnapshotTest, ExportLeavesTheLookaheadGuessOut) {
+  // A's engine appends its guess of the next token at once; the snapshot
+  // holds the caller's 41 tokens only, and both sides then decode another.
+  const v1::PrefillResponse prefilled = Prefill(a(), Prompt(), /*lookahead=*/true);
+  const Exported exported = Export(a(), prefilled.session_id());
+  ASSERT_TRUE(exported.status.ok()) << exported.status.error_message();
+  v1::ImportSessionResponse imported;
+  const grpc::Status st = Import(b(), exported.bytes, &imported);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(imported.num_tokens(), 41);
+  const std::string on_a = DecodeLogits(a(), prefilled.session_id(), 9);
+  const std::string on_b = DecodeLogits(b(), imported.session_id(), 9);
+  ASSERT_EQ(on_a.size(), 512u * 4);
+  ASSERT_EQ(on_b.size(), on_a.size());
+  EXPECT_EQ(std::memcmp(on_a.data(), on_b.data(), on_a.size()), 0);
 }
 
 TEST_F(SessionSnapshotTest, AnotherModelRefusesTheSnapshot) {

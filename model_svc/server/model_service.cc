@@ -735,7 +735,8 @@ grpc::ServerWriteReactor<v1::SessionChunk>* ModelServiceImpl::ExportSession(
 grpc::ServerReadReactor<v1::SessionChunk>* ModelServiceImpl::ImportSession(
     grpc::CallbackServerContext* context, v1::ImportSessionResponse* response) {
   auto log = std::make_shared<RequestLog>("model", "ImportSession");
-  absl::StatusOr<engine::Engine*> admitted = Admit(*context, v1::ImportSessionResponse());
+  // No request yet: the chunks' total is bounded by MaxSnapshotBytes as they come.
+  absl::StatusOr<engine::Engine*> admitted = Admit(*context, v1::SessionChunk());
   if (admitted.ok()) {
     if (absl::Status s = CheckNotDraining(); !s.ok()) admitted = s;
   }
