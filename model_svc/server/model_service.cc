@@ -741,7 +741,7 @@ grpc::ServerReadReactor<v1::SessionChunk>* ModelServiceImpl::ImportSession(
     if (absl::Status s = CheckNotDraining(); !s.ok()) admitted = s;
   }
   return NewImportReactor(
-      admitted.ok() ? *admitted : nullptr, admitted.status(), response,
+      context, admitted.ok() ? *admitted : nullptr, admitted.status(), response,
       [metrics = metrics_, log](const absl::Status& s) { return Counted(metrics, log.get(), s); },
       &in_flight_);
 }

@@ -85,9 +85,14 @@ class ExportReactor : public grpc::ServerWriteReactor<v1::SessionChunk> {
 
 class ImportReactor : public grpc::ServerReadReactor<v1::SessionChunk> {
  public:
-  ImportReactor(engine::Engine* engine, absl::Status admitted, v1::ImportSessionResponse* response,
-                SnapshotFinisher finish, std::atomic<int64_t>* in_flight)
-      : engine_(engine), response_(response), finish_(std::move(finish)), thread_(in_flight) {
+  ImportReactor(grpc::CallbackServerContext* context, engine::Engine* engine, absl::Status admitted,
+                v1::ImportSessionResponse* response, SnapshotFinisher finish,
+                std::atomic<int64_t>* in_flight)
+      : context_(context),
+        engine_(engine),
+        response_(response),
+        finish_(std::move(finish)),
+        thread_(in_flight) {
     if (!admitted.ok()) {
       Finish(finish_(admitted));
       return;
@@ -108,6 +113,12 @@ class ImportReactor : public grpc::ServerReadReactor<v1::SessionChunk> {
       StartRead(&chunk_);
       return;
     }
+    // The stream ended: by the client's WritesDone, or cancelled (then the
+    // bytes may be whole, but nobody waits for the session).
+    if (context_->IsCancelled()) {
+      Finish(finish_(absl::CancelledError("the client cancelled the import")));
+      return;
+    }
     // The client has sent everything: decode and import off gRPC's threads.
     thread_.Start([this] {
       absl::StatusOr<engine::ImportedSession> s = engine_->ImportSession(bytes_);
@@ -121,6 +132,7 @@ class ImportReactor : public grpc::ServerReadReactor<v1::SessionChunk> {
   void OnDone() override { delete this; }
 
  private:
+  grpc::CallbackServerContext* const context_;
   engine::Engine* const engine_;
   v1::ImportSessionResponse* const response_;
   SnapshotFinisher finish_;
@@ -145,12 +157,11 @@ grpc::ServerWriteReactor<v1::SessionChunk>* NewExportReactor(
   return new ExportReactor(engine, std::move(admitted), request, std::move(finish), in_flight);
 }
 
-grpc::ServerReadReactor<v1::SessionChunk>* NewImportReactor(engine::Engine* engine,
-                                                            absl::Status admitted,
-                                                            v1::ImportSessionResponse* response,
-                                                            SnapshotFinisher finish,
-                                                            std::atomic<int64_t>* in_flight) {
-  return new ImportReactor(engine, std::move(admitted), response, std::move(finish), in_flight);
+grpc::ServerReadReactor<v1::SessionChunk>* NewImportReactor(
+    grpc::CallbackServerContext* context, engine::Engine* engine, absl::Status admitted,
+    v1::ImportSessionResponse* response, SnapshotFinisher finish, std::atomic<int64_t>* in_flight) {
+  return new ImportReactor(context, engine, std::move(admitted), response, std::move(finish),
+                           in_flight);
 }
 
 }  // namespace llm

@@ -42,12 +42,11 @@ grpc::ServerWriteReactor<v1::SessionChunk>* NewExportReactor(
     engine::Engine* engine, absl::Status admitted, const v1::ExportSessionRequest& request,
     SnapshotFinisher finish, std::atomic<int64_t>* in_flight);
 
-// ImportSession: as NewExportReactor; fills `response`.
-grpc::ServerReadReactor<v1::SessionChunk>* NewImportReactor(engine::Engine* engine,
-                                                            absl::Status admitted,
-                                                            v1::ImportSessionResponse* response,
-                                                            SnapshotFinisher finish,
-                                                            std::atomic<int64_t>* in_flight);
+// ImportSession: as NewExportReactor; fills `response`. A stream that ends
+// cancelled imports nothing (CANCELLED).
+grpc::ServerReadReactor<v1::SessionChunk>* NewImportReactor(
+    grpc::CallbackServerContext* context, engine::Engine* engine, absl::Status admitted,
+    v1::ImportSessionResponse* response, SnapshotFinisher finish, std::atomic<int64_t>* in_flight);
 
 }  // namespace llm
 

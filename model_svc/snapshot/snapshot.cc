@@ -158,8 +158,12 @@ absl::StatusOr<Snapshot> Decode(std::string_view bytes, const SnapshotLayout& ex
                absl::Hex(l.fingerprint, absl::kZeroPad16), "; this model server's is ",
                absl::Hex(expect.fingerprint, absl::kZeroPad16), ")"));
   }
-  if (l.kv_type != expect.kv_type)
-    return Mismatch("KV type (0: f16, 1: f32)", l.kv_type, expect.kv_type);
+  if (l.kv_type != expect.kv_type) {
+    auto name = [](uint32_t t) { return t == kKvF16 ? "f16" : t == kKvF32 ? "f32" : "unknown"; };
+    return absl::FailedPreconditionError(StrCat("the snapshot's KV cache type is ", name(l.kv_type),
+                                                "; this model server's is ", name(expect.kv_type),
+                                                " (--kv_cache_type)"));
+  }
   if (l.kv_layout != expect.kv_layout) return Mismatch("KV layout", l.kv_layout, expect.kv_layout);
   if (l.block_size != expect.block_size)
     return Mismatch("KV block size", l.block_size, expect.block_size);

@@ -111,7 +111,8 @@ TEST(SnapshotTest, AnotherModelOrLayoutIsFailedPrecondition) {
   };
   std::vector<Case> cases(5, Case{TestLayout(), ""});
   cases[0].expect.fingerprint = 99, cases[0].names = "another model";
-  cases[1].expect.kv_type = kKvF32, cases[1].names = "KV type";
+  cases[1].expect.kv_type = kKvF32,
+  cases[1].names = "KV cache type is f16; this model server's is f32";
   cases[2].expect.block_size = 8, cases[2].names = "block size";
   cases[3].expect.layers = 3, cases[3].names = "layer count";
   cases[4].expect.kv_dim = 16, cases[4].names = "KV dimension";
