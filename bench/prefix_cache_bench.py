@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import statistics
 import sys
@@ -36,19 +35,10 @@ import threading
 import time
 from pathlib import Path
 
-from servers import BIN, MODEL, ROOT, start  # bench/servers.py
+from servers import BIN, MODEL, ROOT, model_stubs, start  # bench/servers.py
 
 OUT = ROOT / "build" / "bench"
-sys.path.insert(0, str(ROOT / "build" / "python"))
-
-try:
-    import grpc
-except ImportError:  # Debian's python3-grpcio is /usr/bin/python3's (scripts/setup.sh)
-    if sys.executable != "/usr/bin/python3" and Path("/usr/bin/python3").exists():
-        os.execv("/usr/bin/python3", ["/usr/bin/python3", *sys.argv])
-    raise
-
-from llm_client.pb import model_pb2, model_pb2_grpc  # noqa: E402
+grpc, model_pb2, model_pb2_grpc = model_stubs()
 
 QUESTION = 24  # tokens of each session's own part
 TOP1 = model_pb2.LogitsOptions(encoding=model_pb2.LogitsOptions.LOGITS_TOP_N, top_n=1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
 import subprocess
@@ -40,3 +41,18 @@ def start_services(model: str, threads: int, who: str = "bench"
 def spread(values: list[float]) -> str:
     """min / median / max, one decimal each."""
     return f"{min(values):.1f} / {statistics.median(values):.1f} / {max(values):.1f}"
+
+
+def model_stubs():
+    """(grpc, model_pb2, model_pb2_grpc) from build/python (the llm_client_python
+    target). Re-runs the script under /usr/bin/python3 when this Python has no
+    grpc module (Debian's python3-grpcio is that one's: scripts/setup.sh)."""
+    sys.path.insert(0, str(ROOT / "build" / "python"))
+    try:
+        import grpc
+    except ImportError:
+        if sys.executable != "/usr/bin/python3" and Path("/usr/bin/python3").exists():
+            os.execv("/usr/bin/python3", ["/usr/bin/python3", *sys.argv])
+        raise
+    from llm_client.pb import model_pb2, model_pb2_grpc
+    return grpc, model_pb2, model_pb2_grpc

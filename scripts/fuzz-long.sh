@@ -33,12 +33,13 @@ while (($#)); do
 done
 all=(gguf_fuzzer model_load_fuzzer tokenizer_encode_fuzzer tiktoken_loader_fuzzer
   pretokenizer_diff_fuzzer gguf_vocab_fuzzer jinja_fuzzer openai_request_fuzzer gateway_fuzzer
-  token_mask_fuzzer constrain_compile_fuzzer)
+  token_mask_fuzzer constrain_compile_fuzzer snapshot_fuzzer)
 ((${#fuzzers[@]})) || fuzzers=("${all[@]}")
 
 declare -A seeds=(
   [gguf_fuzzer]=common/gguf/fuzz_seeds
   [model_load_fuzzer]=model_svc/fuzz/seeds/model_load_fuzzer
+  [snapshot_fuzzer]=model_svc/fuzz/seeds/snapshot_fuzzer
   [tokenizer_encode_fuzzer]=tokenizer_svc/fuzz/seeds/tokenizer_encode_fuzzer
   [tiktoken_loader_fuzzer]=tokenizer_svc/fuzz/seeds/tiktoken_loader_fuzzer
   [pretokenizer_diff_fuzzer]=tokenizer_svc/fuzz/seeds/pretokenizer_diff_fuzzer

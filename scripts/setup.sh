@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config ccache git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev libpcre2-dev nlohmann-json3-dev prometheus-cpp-dev libcivetweb-dev libssl-dev openssl
+  libabsl-dev libpcre2-dev libzstd-dev nlohmann-json3-dev prometheus-cpp-dev libcivetweb-dev libssl-dev openssl
   libedit-dev
   json-schema-test-suite
   libgtest-dev libgmock-dev libbenchmark-dev

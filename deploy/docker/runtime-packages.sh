@@ -9,7 +9,7 @@
 #       build/bin/model_server build/bin/llm
 #
 # On Debian 12 today: libabsl20220623 libc-ares2 libc6 libgcc-s1 libgrpc++1.51
-# libgrpc29 libpcre2-8-0 libprotobuf32 libre2-9 libssl3 libstdc++6 zlib1g
+# libgrpc29 libpcre2-8-0 libprotobuf32 libre2-9 libssl3 libstdc++6 libzstd1 zlib1g
 # (on Ubuntu 24.04 the same with the t64 suffix where it applies).
 #
 # RUNTIME_PACKAGES_IGNORE, an extended regex, names libraries to leave out

@@ -123,6 +123,22 @@ class Backend {
   // Copies every layer's keys and values of block `src` into `dst`
   // (copy-on-write of a shared block).
   virtual void CopyKvBlock(int32_t src, int32_t dst) = 0;
+  // Session snapshots (snapshot/snapshot.h): how a block's bytes are laid
+  // out, as a snapshot names it (kKvLayoutCpu), or kKvLayoutNone when the
+  // backend cannot read or write blocks (the calls below are then
+  // UNIMPLEMENTED). Called between steps, by the thread that drives the
+  // backend.
+  virtual int32_t KvLayout() const { return kKvLayoutNone; }
+  // Copies block `block` (KvCacheShape::block_bytes() bytes, `out`'s size)
+  // to the host, its slots from `positions` on zeroed (they may hold another
+  // sequence's keys).
+  virtual absl::Status ReadKvBlock(int32_t block, int32_t positions, std::span<uint8_t> out) {
+    return absl::UnimplementedError(name() + " backend: cannot read KV blocks (snapshots)");
+  }
+  // Overwrites block `block` with `in` (block_bytes() bytes).
+  virtual absl::Status WriteKvBlock(int32_t block, std::span<const uint8_t> in) {
+    return absl::UnimplementedError(name() + " backend: cannot write KV blocks (snapshots)");
+  }
 
   // --- One step ----------------------------------------------------------
   // A step is about to start (the scheduler has work): get ready, e.g. wake

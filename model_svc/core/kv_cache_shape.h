@@ -14,6 +14,12 @@ enum class KvType {
   kF32,
 };
 
+// Backend::KvLayout values: how a block's bytes are laid out.
+inline constexpr int32_t kKvLayoutNone = 0;  // not readable (no snapshots)
+// Per layer, the keys then the values, each [KV head][slot][head_dim] (the
+// CPU backend's).
+inline constexpr int32_t kKvLayoutCpu = 1;
+
 // The shape of the KV cache pool.
 struct KvCacheShape {
   int32_t num_blocks = 0;

@@ -5,12 +5,15 @@
 #include <algorithm>
 #include <future>
 #include <random>
+#include <span>
 #include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "common/cpu_set.h"
+#include "common/status_macros.h"
+#include "common/strings.h"
 #include "model_svc/engine/batch_window.h"
 #include "model_svc/engine/request_queue.h"
 #include "model_svc/engine/runner.h"
@@ -121,11 +124,87 @@ class Engine::Impl {
     admitting_ = false;
   }
 
+  snapshot::SnapshotLayout SnapshotLayout() const {
+    snapshot::SnapshotLayout l;
+    l.fingerprint = options_.model_fingerprint;
+    l.kv_type =
+        model_->options().kv_type == model::KvType::kF16 ? snapshot::kKvF16 : snapshot::kKvF32;
+    // Backend::KvLayout's values are the snapshot's (kKvLayoutCpu == 1).
+    l.kv_layout = static_cast<uint32_t>(model_->backend().KvLayout());
+    l.block_size = static_cast<uint32_t>(model_->options().kv_block_size);
+    l.layers = static_cast<uint32_t>(model_->config().block_count);
+    l.kv_dim = static_cast<uint64_t>(model_->config().kv_dim());
+    return l;
+  }
+
+  // The caller's tokens of session `id` and their KV, copied on the loop.
+  absl::StatusOr<snapshot::Snapshot> Export(const std::string& id) {
+    snapshot::Snapshot s;
+    s.layout = SnapshotLayout();
+    const int64_t block_bytes = s.layout.block_bytes();
+    absl::Status st = BetweenSteps([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      std::vector<int32_t> blocks;
+      LLM_RETURN_IF_ERROR(queue_.ExportView(id, &s.tokens, &blocks));
+      const int64_t n = static_cast<int64_t>(s.tokens.size());
+      s.kv.resize(blocks.size() * block_bytes);
+      for (size_t i = 0; i < blocks.size(); ++i) {
+        const int64_t positions = std::min<int64_t>(
+            s.layout.block_size, n - static_cast<int64_t>(i) * s.layout.block_size);
+        LLM_RETURN_IF_ERROR(model_->backend().ReadKvBlock(
+            blocks[i], static_cast<int32_t>(positions),
+            std::span<uint8_t>(reinterpret_cast<uint8_t*>(s.kv.data()) + i * block_bytes,
+                               block_bytes)));
+      }
+      return absl::OkStatus();
+    });
+    if (!st.ok()) return st;
+    return s;
+  }
+
+  // A new session from a decoded snapshot, its KV written on the loop.
+  absl::StatusOr<ImportedSession> Import(snapshot::Snapshot s) {
+    const int64_t block_bytes = s.layout.block_bytes();
+    ImportedSession out;
+    out.num_tokens = static_cast<int64_t>(s.tokens.size());
+    absl::Status st = BetweenSteps([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      absl::StatusOr<std::string> id =
+          queue_.Import(std::move(s.tokens), [&](const std::vector<int32_t>& blocks) {
+            for (size_t i = 0; i < blocks.size(); ++i) {
+              LLM_RETURN_IF_ERROR(model_->backend().WriteKvBlock(
+                  blocks[i], std::span<const uint8_t>(
+                                 reinterpret_cast<const uint8_t*>(s.kv.data()) + i * block_bytes,
+                                 block_bytes)));
+            }
+            return absl::OkStatus();
+          });
+      if (!id.ok()) return id.status();
+      out.session_id = *std::move(id);
+      return absl::OkStatus();
+    });
+    if (!st.ok()) return st;
+    return out;
+  }
+
  private:
+  // Runs `job` on the step-loop thread between steps, under the lock (the
+  // only place where another call may touch the backend's KV), and waits
+  // for it. UNAVAILABLE when shutting down.
+  absl::Status BetweenSteps(absl::AnyInvocable<absl::Status()> job) {
+    std::promise<absl::Status> done;
+    std::future<absl::Status> result = done.get_future();
+    {
+      absl::MutexLock lock(&mu_);
+      if (!admitting_ || stop_) return absl::UnavailableError("the model server is shutting down");
+      jobs_.push_back([job = std::move(job), &done]() mutable { done.set_value(job()); });
+    }
+    return result.get();
+  }
+
   // Waits (at most a second) for work, then for the gather window.
   void AwaitWork() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto has_work = [this]()
-                        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || queue_.Queued() > 0; };
+    auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stop_ || queue_.Queued() > 0 || !jobs_.empty();
+    };
     mu_.AwaitWithTimeout(absl::Condition(&has_work), absl::Seconds(1));
     // Work is here: let the backend's threads wake while the step is built.
     if (!stop_ && queue_.Queued() > 0) model_->backend().Prewarm();
@@ -174,6 +253,9 @@ class Engine::Impl {
       {
         absl::MutexLock lock(&mu_);
         AwaitWork();
+        // Snapshot copies, between steps (before this one is planned).
+        for (absl::AnyInvocable<void()>& job : jobs_) job();
+        jobs_.clear();
         const absl::Time now = absl::Now();
         heartbeat_ = now;
         if (now - last_sweep > absl::Seconds(1)) {
@@ -232,6 +314,8 @@ class Engine::Impl {
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration step_time_ ABSL_GUARDED_BY(mu_);
   absl::Time heartbeat_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // BetweenSteps's jobs, for the loop to run before it plans a step.
+  std::vector<absl::AnyInvocable<void()>> jobs_ ABSL_GUARDED_BY(mu_);
   bool admitting_ ABSL_GUARDED_BY(mu_) = true;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread loop_;
@@ -313,5 +397,31 @@ absl::Status Engine::Release(const std::string& id) { return impl_->Release(id);
 std::vector<SessionInfo> Engine::ListSessions() const { return impl_->ListSessions(); }
 EngineStats Engine::Stats() const { return impl_->Stats(); }
 void Engine::StopAdmission() { impl_->StopAdmission(); }
+
+snapshot::SnapshotLayout Engine::snapshot_layout() const { return impl_->SnapshotLayout(); }
+snapshot::DecodeLimits Engine::snapshot_limits() const {
+  return {max_context_, config().vocab_size};
+}
+
+absl::StatusOr<std::string> Engine::ExportSession(const std::string& session_id, bool compress) {
+  if (impl_->model().backend().KvLayout() == model::kKvLayoutNone) {
+    return absl::UnimplementedError(
+        StrCat("session snapshots need a backend that reads its KV cache (cpu); this one is ",
+               backend_name()));
+  }
+  LLM_ASSIGN_OR_RETURN(snapshot::Snapshot s, impl_->Export(session_id));
+  return snapshot::Encode(s, compress);
+}
+
+absl::StatusOr<ImportedSession> Engine::ImportSession(std::string_view bytes) {
+  if (impl_->model().backend().KvLayout() == model::kKvLayoutNone) {
+    return absl::UnimplementedError(
+        StrCat("session snapshots need a backend that writes its KV cache (cpu); this one is ",
+               backend_name()));
+  }
+  LLM_ASSIGN_OR_RETURN(snapshot::Snapshot s,
+                       snapshot::Decode(bytes, snapshot_layout(), snapshot_limits()));
+  return impl_->Import(std::move(s));
+}
 
 }  // namespace llm::engine

@@ -55,6 +55,20 @@
 // the callers' requests, never evict a session for KV space, and are the
 // first thing eviction drops.
 //
+// Snapshots (snapshot/snapshot.h): ExportSession copies the caller's tokens
+// of a session (a lookahead guess left out) and their KV blocks into
+// snapshot bytes; ImportSession makes a new session from such bytes, its
+// blocks ordinary blocks of it except that the prefix cache never shares
+// them (BlockTable::foreign: their KV was not computed here). The next
+// request on it computes what it would have computed on the original, bit
+// for bit, on the same backend. The KV is copied on the step-loop thread
+// between steps (so the call waits for the step in progress); encoding and
+// decoding run on the caller's thread. Errors: a busy session ABORTED
+// (NOT_FOUND as above), a backend that cannot read its KV (CUDA) UNIMPLEMENTED,
+// a snapshot of another model or layout FAILED_PRECONDITION, a corrupt one
+// DATA_LOSS or INVALID_ARGUMENT, past the context OUT_OF_RANGE, no room
+// RESOURCE_EXHAUSTED (snapshot.h and RequestQueue::Import).
+//
 // Threads: every public method is thread-safe. Completion callbacks run on
 // the step-loop thread and must not block.
 #ifndef LLM_MODEL_SVC_ENGINE_ENGINE_H_
@@ -65,6 +79,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
@@ -73,6 +88,7 @@
 #include "common/token_mask.h"
 #include "model_svc/core/logits.h"
 #include "model_svc/model/llama_model.h"
+#include "model_svc/snapshot/snapshot.h"
 
 namespace llm::engine {
 
@@ -98,6 +114,15 @@ struct EngineOptions {
   // step_cpus. Needs step_cpus. Cost: two system calls per step that
   // delivers, and two migrations if the loop's CPU is not among them.
   std::vector<int> callback_cpus;
+  // The model file's fingerprint (fingerprint.h; the loader sets it), which
+  // session snapshots carry.
+  uint64_t model_fingerprint = 0;
+};
+
+// A session made from a snapshot.
+struct ImportedSession {
+  std::string session_id;
+  int64_t num_tokens = 0;
 };
 
 // A cancellation flag shared between a caller and the engine.
@@ -240,6 +265,16 @@ class Engine {
   absl::Status Release(const std::string& session_id);
   std::vector<SessionInfo> ListSessions() const;
   EngineStats Stats() const;
+
+  // Session snapshots (see "Snapshots" above). Both wait for the step in
+  // progress: not to be called from a completion callback. `compress`: zstd
+  // when it pays.
+  absl::StatusOr<std::string> ExportSession(const std::string& session_id, bool compress = true);
+  absl::StatusOr<ImportedSession> ImportSession(std::string_view bytes);
+  // What this engine's snapshots say of the model and its KV, and the bounds
+  // on one it imports.
+  snapshot::SnapshotLayout snapshot_layout() const;
+  snapshot::DecodeLimits snapshot_limits() const;
 
   // Stops admitting requests (UNAVAILABLE); requests in flight finish.
   void StopAdmission();

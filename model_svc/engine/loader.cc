@@ -6,6 +6,7 @@
 #include "common/status_macros.h"
 #include "common/strings.h"
 #include "model_svc/backend/backend_factory.h"
+#include "model_svc/engine/fingerprint.h"
 #include "model_svc/model/llama_model.h"
 
 namespace llm::engine {
@@ -21,6 +22,7 @@ absl::StatusOr<std::unique_ptr<Engine>> LoadEngine(const LoadOptions& options) {
   LLM_ASSIGN_OR_RETURN(std::unique_ptr<gguf::File> file, gguf::File::Open(options.model_path));
   std::shared_ptr<const gguf::File> shared(std::move(file));
   LLM_ASSIGN_OR_RETURN(model::ModelConfig config, model::ModelConfig::FromGguf(*shared));
+  const uint64_t fingerprint = ModelFingerprint(*shared);
 
   model::KvCacheShape shape;
   shape.block_size = options.kv_block_size;
@@ -53,6 +55,7 @@ absl::StatusOr<std::unique_ptr<Engine>> LoadEngine(const LoadOptions& options) {
   LLM_ASSIGN_OR_RETURN(std::unique_ptr<model::LlamaModel> model,
                        model::LlamaModel::Load(shared, std::move(backend), mo));
   EngineOptions engine_options = options.engine;
+  engine_options.model_fingerprint = fingerprint;
   if (!options.compute_cpus.empty()) {
     engine_options.step_cpus = options.compute_cpus;
     engine_options.callback_cpus = options.callback_cpus;

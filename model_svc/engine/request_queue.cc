@@ -117,6 +117,52 @@ absl::Status RequestQueue::Release(const std::string& id) {
   return absl::OkStatus();
 }
 
+absl::Status RequestQueue::ExportView(const std::string& id, std::vector<int32_t>* tokens,
+                                      std::vector<int32_t>* blocks) {
+  Session* s = sessions_.Find(id);
+  if (s == nullptr) return NotFound(id);
+  if (CallerBusy(*s)) return Busy(id);
+  const int64_t n = s->caller_tokens();
+  const int64_t used = (n + blocks_.block_size() - 1) / blocks_.block_size();
+  tokens->assign(s->tokens.begin(), s->tokens.begin() + n);
+  blocks->assign(s->kv.blocks().begin(), s->kv.blocks().begin() + used);
+  s->last_used = absl::Now();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> RequestQueue::Import(
+    std::vector<int32_t> tokens,
+    absl::FunctionRef<absl::Status(const std::vector<int32_t>&)> write) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n > max_context_) {
+    return WithLimit(
+        absl::OutOfRangeError(
+            StrCat("the snapshot holds ", n, " tokens, past the context length of ", max_context_)),
+        Limit::kContext);
+  }
+  if (absl::Status st = MakeRoomForSession(nullptr); !st.ok()) return st;
+  const int32_t needed =
+      static_cast<int32_t>((n + blocks_.block_size() - 1) / blocks_.block_size());
+  if (needed > blocks_.num_blocks() || !EvictFor(needed)) {
+    return WithLimit(absl::ResourceExhaustedError(StrCat(
+                         "the KV cache has no room for the snapshot's ", needed, " blocks (",
+                         blocks_.num_free(), " free of ", blocks_.num_blocks(), "); retry later")),
+                     Limit::kKvCache);
+  }
+  Session* s = sessions_.Create(absl::Now());
+  s->kv.MarkForeign();
+  std::vector<kv::BlockCopy> copies;  // a new table: nothing to copy
+  absl::Status st = s->kv.Reserve(n, &copies);
+  if (st.ok()) st = write(s->kv.blocks());
+  if (!st.ok()) {
+    sessions_.Erase(s);
+    return st;
+  }
+  s->tokens = std::move(tokens);
+  s->kv.Commit(n, s->tokens);
+  return s->id;
+}
+
 std::vector<SessionInfo> RequestQueue::ListSessions(absl::Time now) const {
   std::vector<SessionInfo> out;
   sessions_.ForEach([&](const Session& s) {

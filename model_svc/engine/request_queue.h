@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -72,6 +73,20 @@ class RequestQueue {
   Deferred Truncate(const std::string& id, int64_t n, StatusCallback done);
   Deferred Fork(const std::string& id, ForkCallback done);
   absl::Status Release(const std::string& id);
+  // Session snapshots (the engine calls these between steps). The caller's
+  // tokens of session `id` and the blocks holding their KV, in order: NOT_FOUND,
+  // or ABORTED while a request of its caller's is in flight (a lookahead
+  // guess is left out, not waited for).
+  absl::Status ExportView(const std::string& id, std::vector<int32_t>* tokens,
+                          std::vector<int32_t>* blocks);
+  // A new session holding `tokens` (at most the context) in fresh foreign
+  // blocks (kv/block_manager.h: never shared through the prefix cache), which
+  // `write` fills; the session is gone again when `write` fails. Makes room
+  // as a new request would (the session limit, then idle sessions for KV
+  // space); RESOURCE_EXHAUSTED (marked with its limit) when it cannot.
+  absl::StatusOr<std::string> Import(
+      std::vector<int32_t> tokens,
+      absl::FunctionRef<absl::Status(const std::vector<int32_t>&)> write);
 
   std::vector<SessionInfo> ListSessions(absl::Time now) const;
   // The counters, sessions and KV figures (not running, waiting, steps,

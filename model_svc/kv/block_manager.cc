@@ -85,7 +85,7 @@ absl::Status BlockManager::Reserve(BlockTable& table, int64_t new_tokens,
 
 void BlockManager::Commit(BlockTable& table, int64_t n, const std::vector<int32_t>& tokens) {
   table.num_tokens += n;
-  if (!prefix_cache_) return;
+  if (!prefix_cache_ || table.foreign) return;
   const size_t full = static_cast<size_t>(table.num_tokens / block_size_);
   while (table.hashes.size() < full) {
     const size_t i = table.hashes.size();
@@ -98,7 +98,7 @@ void BlockManager::Commit(BlockTable& table, int64_t n, const std::vector<int32_
 }
 
 bool BlockManager::CanReuse(const BlockTable& table) const {
-  return prefix_cache_ && table.num_tokens % block_size_ == 0 &&
+  return prefix_cache_ && !table.foreign && table.num_tokens % block_size_ == 0 &&
          static_cast<int64_t>(table.blocks.size()) * block_size_ == table.num_tokens;
 }
 
@@ -136,6 +136,7 @@ void BlockManager::Fork(const BlockTable& parent, BlockTable& child) {
                       parent.blocks.begin() + std::min(used, parent.blocks.size()));
   child.num_tokens = parent.num_tokens;
   child.hashes = parent.hashes;
+  child.foreign = parent.foreign;
   for (int32_t b : child.blocks) ++ref_counts_[b];
 }
 
@@ -159,6 +160,7 @@ void BlockManager::Release(BlockTable& table) {
   table.blocks.clear();
   table.hashes.clear();
   table.num_tokens = 0;
+  table.foreign = false;
 }
 
 int32_t BlockManager::Take() {

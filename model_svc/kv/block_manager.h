@@ -48,6 +48,11 @@ struct BlockTable {
   // With the prefix cache: the names of the full blocks, in order
   // (hashes.size() == num_tokens / block_size).
   std::vector<uint64_t> hashes;
+  // Its KV came from outside (a session snapshot, snapshot/snapshot.h): its
+  // blocks are never named, so that no other sequence shares KV that this
+  // replica did not compute, and it reuses no cached block (it has no
+  // names to chain from). Forks inherit it; Release clears it.
+  bool foreign = false;
 };
 
 // A block copy the backend must perform before the step writes into `dst`.
@@ -178,6 +183,9 @@ class BlockLease {
     manager_->Commit(table_, n, tokens);
   }
   int64_t Reuse(const int32_t* tokens, int64_t n) { return manager_->Reuse(table_, tokens, n); }
+  // Marks the table foreign (BlockTable::foreign), before anything is
+  // committed to it.
+  void MarkForeign() { table_.foreign = true; }
   // A new lease sharing this one's blocks (copy-on-write).
   BlockLease Fork() const;
   // Releases every block now; the lease stays usable, empty.

@@ -384,5 +384,34 @@ TEST_F(PrefixCacheTest, ForkSharesNamesAndDisabledCacheReusesNothing) {
   EXPECT_EQ(off.Reuse(u, kTen.data(), 10), 0);
 }
 
+TEST_F(PrefixCacheTest, AForeignTableNamesNothingAndReusesNothing) {
+  // A cached prefix that a foreign table must not take.
+  BlockTable a;
+  std::vector<int32_t> sa;
+  Append(a, sa, kTen);
+  m_.Release(a);
+  ASSERT_EQ(m_.num_cached(), 2);
+
+  BlockTable f;
+  f.foreign = true;
+  std::vector<int32_t> sf;
+  Append(f, sf, std::vector<int32_t>(kTen.begin(), kTen.begin() + 8));
+  EXPECT_TRUE(f.hashes.empty());
+  EXPECT_FALSE(m_.CanReuse(f));
+  EXPECT_EQ(Reuse(f, kTen), 0);
+  BlockTable child;
+  m_.Fork(f, child);
+  EXPECT_TRUE(child.foreign);
+  Append(child, sf, {1, 2, 3, 4});
+  EXPECT_TRUE(child.hashes.empty());
+  m_.Release(child);
+  EXPECT_FALSE(child.foreign);
+  m_.Release(f);
+  // Only the two blocks named before: the foreign ones went back unnamed.
+  EXPECT_EQ(m_.num_cached(), 2);
+  BlockTable b;
+  EXPECT_EQ(Reuse(b, kTen), 8);
+}
+
 }  // namespace
 }  // namespace llm::kv

@@ -19,6 +19,7 @@
 #include "common/strings.h"
 #include "common/token_mask_proto.h"
 #include "model_svc/engine/limits.h"
+#include "model_svc/server/snapshot_rpc.h"
 
 namespace llm {
 namespace {
@@ -718,6 +719,31 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Fork(grpc::CallbackServerContext* co
     reactor->Finish(Counted(metrics, &log, id.status()));
   });
   return reactor;
+}
+
+grpc::ServerWriteReactor<v1::SessionChunk>* ModelServiceImpl::ExportSession(
+    grpc::CallbackServerContext* context, const v1::ExportSessionRequest* request) {
+  auto log = std::make_shared<RequestLog>("model", "ExportSession");
+  log->set_session(request->session_id());
+  absl::StatusOr<engine::Engine*> admitted = Admit(*context, *request, &request->session_id());
+  return NewExportReactor(
+      admitted.ok() ? *admitted : nullptr, admitted.status(), *request,
+      [metrics = metrics_, log](const absl::Status& s) { return Counted(metrics, log.get(), s); },
+      &in_flight_);
+}
+
+grpc::ServerReadReactor<v1::SessionChunk>* ModelServiceImpl::ImportSession(
+    grpc::CallbackServerContext* context, v1::ImportSessionResponse* response) {
+  auto log = std::make_shared<RequestLog>("model", "ImportSession");
+  // No request yet: the chunks' total is bounded by MaxSnapshotBytes as they come.
+  absl::StatusOr<engine::Engine*> admitted = Admit(*context, v1::SessionChunk());
+  if (admitted.ok()) {
+    if (absl::Status s = CheckNotDraining(); !s.ok()) admitted = s;
+  }
+  return NewImportReactor(
+      context, admitted.ok() ? *admitted : nullptr, admitted.status(), response,
+      [metrics = metrics_, log](const absl::Status& s) { return Counted(metrics, log.get(), s); },
+      &in_flight_);
 }
 
 grpc::ServerUnaryReactor* ModelServiceImpl::Release(grpc::CallbackServerContext* context,

@@ -13,7 +13,7 @@
 // fails with UNAVAILABLE.
 //
 // Draining: after StartDrain() a new session (Prefill without a session_id,
-// Fork) is UNAVAILABLE, while calls on existing sessions and open streams go
+// Fork, ImportSession) is UNAVAILABLE, while calls on existing sessions and open streams go
 // on; calls_in_flight() tells the server when they are all done.
 //
 // Limits (ModelServiceOptions): requests over max_message_bytes, calls whose
@@ -110,6 +110,10 @@ class ModelServiceImpl final : public v1::Model::CallbackService {
   grpc::ServerUnaryReactor* ListSessions(grpc::CallbackServerContext* context,
                                          const v1::ListSessionsRequest* request,
                                          v1::ListSessionsResponse* response) override;
+  grpc::ServerWriteReactor<v1::SessionChunk>* ExportSession(
+      grpc::CallbackServerContext* context, const v1::ExportSessionRequest* request) override;
+  grpc::ServerReadReactor<v1::SessionChunk>* ImportSession(
+      grpc::CallbackServerContext* context, v1::ImportSessionResponse* response) override;
 
  private:
   // The engine, or null while loading (UNAVAILABLE).

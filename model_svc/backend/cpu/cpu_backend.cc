@@ -172,7 +172,36 @@ class CpuBackend : public model::Backend {
     std::memcpy(cache_.get() + dst * bytes, cache_.get() + src * bytes, bytes);
   }
 
+  int32_t KvLayout() const override { return model::kKvLayoutCpu; }
+
+  absl::Status ReadKvBlock(int32_t block, int32_t positions, std::span<uint8_t> out) override {
+    if (absl::Status s = CheckKvBlock(block, out.size()); !s.ok()) return s;
+    if (head_dim_ <= 0 || kv_.kv_dim % head_dim_ != 0) {
+      return absl::FailedPreconditionError("ReadKvBlock: the model's head dimension is unknown");
+    }
+    const int64_t bytes = kv_.block_bytes();
+    std::memcpy(out.data(), cache_.get() + block * bytes, bytes);
+    // Zero the slots from `positions` on: per layer, K and V, each head's
+    // [slot][head_dim] rows.
+    const int64_t used = std::clamp<int64_t>(positions, 0, kv_.block_size);
+    const int64_t row = head_dim_ * kv_.element_bytes();
+    const int64_t heads = 2 * kv_.layers * (kv_.kv_dim / head_dim_);
+    for (int64_t h = 0; h < heads; ++h) {
+      uint8_t* head = out.data() + h * kv_.block_size * row;
+      std::memset(head + used * row, 0, (kv_.block_size - used) * row);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status WriteKvBlock(int32_t block, std::span<const uint8_t> in) override {
+    if (absl::Status s = CheckKvBlock(block, in.size()); !s.ok()) return s;
+    q8_ready_ = {};
+    std::memcpy(cache_.get() + block * kv_.block_bytes(), in.data(), in.size());
+    return absl::OkStatus();
+  }
+
   absl::Status CheckModel(const AttentionParams& attention, const RopeParams&) override {
+    head_dim_ = attention.head_dim;
     if (attention.head_count_kv > 0) {
       row_heads_ = std::clamp<int64_t>(attention.head_count / attention.head_count_kv, 1,
                                        kernels::kMaxRowHeads);
@@ -546,6 +575,13 @@ class CpuBackend : public model::Backend {
            (block * kv_.layers + layer) * 2 * kv_.block_size * kv_.kv_dim +
            head * kv_.block_size * head_dim;
   }
+  // INVALID_ARGUMENT unless `block` is in the pool and `size` a block's bytes.
+  absl::Status CheckKvBlock(int32_t block, size_t size) const {
+    if (block < 0 || block >= kv_.num_blocks || static_cast<int64_t>(size) != kv_.block_bytes()) {
+      return absl::InvalidArgumentError("KV block out of the pool, or a buffer of the wrong size");
+    }
+    return absl::OkStatus();
+  }
   // A copy of `bytes` weight bytes at `src` in the weight arena: chunks of
   // kArenaChunk bytes (or one tensor's size, if larger) on transparent huge
   // pages, tensors 64-byte aligned. A tensor uploaded twice (a tied LM head)
@@ -778,6 +814,7 @@ class CpuBackend : public model::Backend {
   // that many rows of one score per cached position and that many query
   // heads (kv_dim is at least a head's dimension).
   int64_t row_heads_ = kernels::kMaxRowHeads;
+  int64_t head_dim_ = 0;  // CheckModel's: the KV cache's per-head rows
   int64_t score_rows_ = 0;
   std::vector<std::vector<float>> scores_;
   std::vector<std::vector<float>> qh_;

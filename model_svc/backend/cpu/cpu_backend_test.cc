@@ -93,6 +93,41 @@ class CpuBackendTest : public ::testing::Test {
   std::vector<std::unique_ptr<model::Weight>> weights_;
 };
 
+TEST_F(CpuBackendTest, KvBlocksReadBackWithTheUnusedSlotsZero) {
+  model::AttentionParams p;
+  p.head_count = 4;
+  p.head_count_kv = 2;
+  p.head_dim = 8;
+  ASSERT_TRUE(backend_->CheckModel(p, model::RopeParams{}).ok());
+  model::KvCacheShape shape;
+  shape.num_blocks = 3;
+  shape.block_size = 4;
+  shape.layers = 2;
+  shape.kv_dim = 16;
+  ASSERT_TRUE(backend_->AllocKvCache(shape).ok());
+  EXPECT_EQ(backend_->KvLayout(), model::kKvLayoutCpu);
+  const int64_t bytes = shape.block_bytes();  // 2 layers x K, V x 2 heads x 4 slots x 8 x 2 B
+  std::vector<uint8_t> in(bytes);
+  for (int64_t i = 0; i < bytes; ++i) in[i] = static_cast<uint8_t>(1 + i % 251);
+  ASSERT_TRUE(backend_->WriteKvBlock(1, in).ok());
+
+  std::vector<uint8_t> full(bytes), part(bytes);
+  ASSERT_TRUE(backend_->ReadKvBlock(1, 4, full).ok());
+  EXPECT_EQ(full, in);
+  ASSERT_TRUE(backend_->ReadKvBlock(1, 3, part).ok());
+  const int64_t row = 8 * 2;  // one slot of one head
+  for (int64_t i = 0; i < bytes; ++i) {
+    const bool unused = (i / row) % 4 == 3;  // slot 3 of every [head][slot] run
+    ASSERT_EQ(part[i], unused ? 0 : in[i]) << "byte " << i;
+  }
+  // Another block is untouched, and bad arguments are refused.
+  ASSERT_TRUE(backend_->ReadKvBlock(0, 4, full).ok());
+  EXPECT_NE(full, in);
+  EXPECT_EQ(backend_->ReadKvBlock(3, 4, full).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(backend_->WriteKvBlock(0, std::span<const uint8_t>(in).first(bytes - 1)).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 class QuantizedOutputTest : public CpuBackendTest,
                             public ::testing::WithParamInterface<TensorType> {};
 

@@ -1,0 +1,247 @@
+// Integration test of session snapshots (model.proto's ExportSession and
+// ImportSession) between real model_server processes on loopback: A and B
+// serve one random-weight model file, C another (same shapes, other
+// weights). A session prefilled on A, exported and imported into B decodes
+// to the same float32 logits, bit for bit; B's export of it is the same
+// bytes as A's, and a lookahead guess stays out of it; C refuses it
+// (FAILED_PRECONDITION); damaged snapshots are
+// DATA_LOSS or INVALID_ARGUMENT.
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/strings.h"
+#include "llm/v1/model.grpc.pb.h"
+#include "model_svc/testing/random_model.h"
+#include "tests/server_process.h"
+
+namespace llm {
+namespace {
+
+using ::testing::HasSubstr;
+using ServerState = testing::ServerState<v1::Model>;
+
+model::testing::RandomModelSpec Spec(uint64_t seed) {
+  model::testing::RandomModelSpec spec;      // llama, vocab 512, d_model 128, 2 layers
+  spec.name = "random-llama-snapshot-test";  // one name: only the weights differ
+  spec.seed = seed;
+  return spec;
+}
+
+// Writes the model of `seed` to a temporary file; "" on failure.
+std::string WriteModel(uint64_t seed) {
+  const std::string path =
+      StrCat(::testing::TempDir(), "session_snapshot_test_", getpid(), "_", seed, ".gguf");
+  absl::StatusOr<std::string> bytes = model::testing::RandomModelGguf(Spec(seed));
+  if (!bytes.ok()) return "";
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
+  return out ? path : "";
+}
+
+std::chrono::system_clock::time_point Deadline() {
+  return std::chrono::system_clock::now() + std::chrono::seconds(60);
+}
+
+struct Exported {
+  grpc::Status status;
+  std::string bytes;
+  int chunks = 0;
+};
+
+Exported Export(v1::Model::Stub& stub, const std::string& session_id) {
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  v1::ExportSessionRequest request;
+  request.set_session_id(session_id);
+  Exported out;
+  auto reader = stub.ExportSession(&context, request);
+  v1::SessionChunk chunk;
+  while (reader->Read(&chunk)) {
+    out.bytes += chunk.data();
+    ++out.chunks;
+  }
+  out.status = reader->Finish();
+  return out;
+}
+
+// Sends `bytes` in chunks of `chunk` bytes.
+grpc::Status Import(v1::Model::Stub& stub, const std::string& bytes,
+                    v1::ImportSessionResponse* response, size_t chunk = 1000) {
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  auto writer = stub.ImportSession(&context, response);
+  for (size_t at = 0; at < bytes.size(); at += chunk) {
+    v1::SessionChunk c;
+    c.set_data(bytes.substr(at, chunk));
+    if (!writer->Write(c)) break;
+  }
+  writer->WritesDone();
+  return writer->Finish();
+}
+
+// Float32 logits of one decoded token.
+std::string DecodeLogits(v1::Model::Stub& stub, const std::string& session_id, int32_t token) {
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  v1::DecodeTokenRequest request;
+  request.set_session_id(session_id);
+  request.set_token(token);
+  v1::DecodeTokenResponse response;
+  const grpc::Status status = stub.Decode(&context, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return response.logits().float32();
+}
+
+v1::PrefillResponse Prefill(v1::Model::Stub& stub, const std::vector<int32_t>& tokens,
+                            bool lookahead = false) {
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  v1::PrefillRequest request;
+  request.set_lookahead(lookahead);
+  for (int32_t t : tokens) request.add_tokens(t);
+  v1::PrefillResponse response;
+  const grpc::Status status = stub.Prefill(&context, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return response;
+}
+
+// 41 tokens: two full 16-position blocks and a partial third.
+std::vector<int32_t> Prompt() {
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 41; ++i) tokens.push_back((i * 37 + 11) % 512);
+  return tokens;
+}
+
+class SessionSnapshotTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    paths_ = new std::vector<std::string>{WriteModel(7), WriteModel(8)};
+    servers_ = new std::vector<ServerState>(3);
+    const std::string* model[3] = {&(*paths_)[0], &(*paths_)[0], &(*paths_)[1]};
+    for (int i = 0; i < 3; ++i) {
+      if (model[i]->empty()) {
+        (*servers_)[i].error = "cannot write the random model";
+        continue;
+      }
+      testing::StartServer(&(*servers_)[i], "model_server",
+                           {"--model", *model[i], "--threads", "1", "--kv_cache_mb", "8"},
+                           std::chrono::seconds(60));
+    }
+  }
+  static void TearDownTestSuite() {
+    for (ServerState& s : *servers_) testing::StopServerAndExpectCleanExit(&s);
+    for (const std::string& p : *paths_) {
+      std::error_code ignored;
+      std::filesystem::remove(p, ignored);
+    }
+    delete servers_;
+    delete paths_;
+  }
+  void SetUp() override {
+    for (const ServerState& s : *servers_) ASSERT_NE(s.stub, nullptr) << s.error;
+  }
+  v1::Model::Stub& a() { return *(*servers_)[0].stub; }
+  v1::Model::Stub& b() { return *(*servers_)[1].stub; }
+  v1::Model::Stub& c() { return *(*servers_)[2].stub; }
+
+  static inline std::vector<std::string>* paths_ = nullptr;
+  static inline std::vector<ServerState>* servers_ = nullptr;
+};
+
+TEST_F(SessionSnapshotTest, ImportedSessionDecodesBitForBitAndExportsTheSameBytes) {
+  const v1::PrefillResponse prefilled = Prefill(a(), Prompt());
+  const Exported exported = Export(a(), prefilled.session_id());
+  ASSERT_TRUE(exported.status.ok()) << exported.status.error_message();
+  ASSERT_GT(exported.bytes.size(), 80u);
+
+  v1::ImportSessionResponse imported;
+  const grpc::Status st = Import(b(), exported.bytes, &imported);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(imported.num_tokens(), 41);
+  EXPECT_FALSE(imported.session_id().empty());
+
+  const Exported again = Export(b(), imported.session_id());
+  ASSERT_TRUE(again.status.ok()) << again.status.error_message();
+  EXPECT_TRUE(again.bytes == exported.bytes) << "B's export differs from A's";
+
+  const std::string on_a = DecodeLogits(a(), prefilled.session_id(), 5);
+  const std::string on_b = DecodeLogits(b(), imported.session_id(), 5);
+  ASSERT_EQ(on_a.size(), 512u * 4);
+  ASSERT_EQ(on_b.size(), on_a.size());
+  EXPECT_EQ(std::memcmp(on_a.data(), on_b.data(), on_a.size()), 0);
+
+  // The imported blocks are the session's own: a new session with the same
+  // prompt on B computes it rather than share KV that B did not compute.
+  const v1::PrefillResponse fresh = Prefill(b(), Prompt());
+  EXPECT_EQ(fresh.cached_tokens(), 0);
+  // While A's own prefix cache serves the same prompt.
+  EXPECT_EQ(Prefill(a(), Prompt()).cached_tokens(), 32);
+}
+
+TEST_F(SessionSnapshotTest, ExportLeavesTheLookaheadGuessOut) {
+  // A's engine appends its guess of the next token at once; the snapshot
+  // holds the caller's 41 tokens only, and both sides then decode another.
+  const v1::PrefillResponse prefilled = Prefill(a(), Prompt(), /*lookahead=*/true);
+  const Exported exported = Export(a(), prefilled.session_id());
+  ASSERT_TRUE(exported.status.ok()) << exported.status.error_message();
+  v1::ImportSessionResponse imported;
+  const grpc::Status st = Import(b(), exported.bytes, &imported);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(imported.num_tokens(), 41);
+  const std::string on_a = DecodeLogits(a(), prefilled.session_id(), 9);
+  const std::string on_b = DecodeLogits(b(), imported.session_id(), 9);
+  ASSERT_EQ(on_a.size(), 512u * 4);
+  ASSERT_EQ(on_b.size(), on_a.size());
+  EXPECT_EQ(std::memcmp(on_a.data(), on_b.data(), on_a.size()), 0);
+}
+
+TEST_F(SessionSnapshotTest, AnotherModelRefusesTheSnapshot) {
+  const Exported exported = Export(a(), Prefill(a(), Prompt()).session_id());
+  ASSERT_TRUE(exported.status.ok()) << exported.status.error_message();
+  v1::ImportSessionResponse imported;
+  const grpc::Status st = Import(c(), exported.bytes, &imported);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << st.error_message();
+  EXPECT_THAT(st.error_message(), HasSubstr("another model"));
+}
+
+TEST_F(SessionSnapshotTest, DamagedSnapshotsAndUnknownSessionsAreRefused) {
+  const Exported exported = Export(a(), Prefill(a(), Prompt()).session_id());
+  ASSERT_TRUE(exported.status.ok()) << exported.status.error_message();
+  v1::ImportSessionResponse imported;
+
+  std::string flipped = exported.bytes;
+  flipped[flipped.size() / 2] ^= 1;
+  grpc::Status st = Import(b(), flipped, &imported);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::DATA_LOSS) << st.error_message();
+  EXPECT_THAT(st.error_message(), HasSubstr("checksum"));
+
+  st = Import(b(), exported.bytes.substr(0, exported.bytes.size() - 1), &imported);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::DATA_LOSS) << st.error_message();
+  EXPECT_THAT(st.error_message(), HasSubstr("truncated"));
+
+  st = Import(b(), "", &imported);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::DATA_LOSS) << st.error_message();
+
+  st = Import(b(), std::string(64 << 20, 'x'), &imported, 1 << 20);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+  EXPECT_THAT(st.error_message(), HasSubstr("larger than any session"));
+
+  const Exported unknown = Export(a(), "no-such-session");
+  EXPECT_EQ(unknown.status.error_code(), grpc::StatusCode::NOT_FOUND)
+      << unknown.status.error_message();
+  EXPECT_TRUE(unknown.bytes.empty());
+}
+
+}  // namespace
+}  // namespace llm
