@@ -5,7 +5,9 @@
 // to the same float32 logits, bit for bit; B's export of it is the same
 // bytes as A's, and a lookahead guess stays out of it; C refuses it
 // (FAILED_PRECONDITION); damaged snapshots are
-// DATA_LOSS or INVALID_ARGUMENT.
+// DATA_LOSS or INVALID_ARGUMENT. A server with --session_dir saves its
+// sessions on drain and serves them again, under their ids, after a restart;
+// a killed one saves nothing.
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -17,12 +19,14 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/strings.h"
 #include "llm/v1/model.grpc.pb.h"
 #include "model_svc/testing/random_model.h"
+#include "tests/ops_server.h"
 #include "tests/server_process.h"
 
 namespace llm {
@@ -241,6 +245,87 @@ TEST_F(SessionSnapshotTest, DamagedSnapshotsAndUnknownSessionsAreRefused) {
   EXPECT_EQ(unknown.status.error_code(), grpc::StatusCode::NOT_FOUND)
       << unknown.status.error_message();
   EXPECT_TRUE(unknown.bytes.empty());
+}
+
+// model_server --session_dir across a restart.
+
+// Starts model_server on `model` with --session_dir `dir` and its metrics;
+// null on failure (the test fails).
+std::unique_ptr<testing::OpsServer> StartWithDir(const std::string& model, const std::string& dir) {
+  std::string error;
+  auto server = testing::OpsServer::Start("model_server",
+                                          {"--model", model, "--threads", "1", "--kv_cache_mb", "8",
+                                           "--session_dir", dir, "--metrics_listen", "127.0.0.1:0"},
+                                          /*want_metrics=*/true, &error);
+  EXPECT_NE(server, nullptr) << error;
+  return server;
+}
+
+std::unique_ptr<v1::Model::Stub> StubOf(const testing::OpsServer& server) {
+  auto channel = grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials());
+  std::string why;
+  EXPECT_TRUE(testing::WaitUntilServing(channel, std::chrono::seconds(60), &why)) << why;
+  return v1::Model::NewStub(channel);
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  ASSERT_TRUE(out.good()) << path;
+}
+
+TEST_F(SessionSnapshotTest, SessionDirKeepsSessionsAcrossADrainedRestartUnderTheirIds) {
+  const std::string dir = StrCat(::testing::TempDir(), "session_dir_test_", getpid());
+  std::filesystem::remove_all(dir);
+  auto first = StartWithDir((*paths_)[0], dir);
+  ASSERT_NE(first, nullptr);
+  auto stub = StubOf(*first);
+  const std::string id = Prefill(*stub, Prompt()).session_id();
+  ASSERT_FALSE(id.empty());
+  const std::optional<int> drained = first->Terminate();
+  ASSERT_TRUE(drained.has_value() && testing::ExitedZero(*drained));
+  ASSERT_TRUE(std::filesystem::exists(StrCat(dir, "/", id, ".kvsnap")));
+
+  // Beside it: a snapshot of another model (C's) and a damaged file, which
+  // the restart skips and leaves in place; a name that is no session id.
+  const Exported other = Export(c(), Prefill(c(), Prompt()).session_id());
+  ASSERT_TRUE(other.status.ok()) << other.status.error_message();
+  WriteFile(StrCat(dir, "/other-model.1.abc.kvsnap"), other.bytes);
+  WriteFile(StrCat(dir, "/damaged.kvsnap"), "LLMKVSNP and then nothing of use");
+  WriteFile(StrCat(dir, "/not an id.kvsnap"), other.bytes);
+
+  auto second = StartWithDir((*paths_)[0], dir);
+  ASSERT_NE(second, nullptr);
+  stub = StubOf(*second);
+  // The same id decodes what an undisturbed server (A) decodes, bit for bit.
+  const std::string undisturbed = DecodeLogits(a(), Prefill(a(), Prompt()).session_id(), 5);
+  const std::string restored = DecodeLogits(*stub, id, 5);
+  ASSERT_EQ(restored.size(), 512u * 4);
+  ASSERT_EQ(undisturbed.size(), restored.size());
+  EXPECT_EQ(std::memcmp(undisturbed.data(), restored.data(), restored.size()), 0);
+  EXPECT_FALSE(std::filesystem::exists(StrCat(dir, "/", id, ".kvsnap")));  // imported: removed
+  EXPECT_TRUE(std::filesystem::exists(StrCat(dir, "/other-model.1.abc.kvsnap")));
+  EXPECT_TRUE(std::filesystem::exists(StrCat(dir, "/damaged.kvsnap")));
+  const std::string scrape = testing::HttpGet(second->metrics_port(), "/metrics");
+  EXPECT_EQ(testing::Sample(scrape, "llm_session_dir_sessions_total{outcome=\"restored\"}"), 1);
+  EXPECT_EQ(testing::Sample(scrape, "llm_session_dir_sessions_total{outcome=\"skipped\"}"), 3);
+
+  // Killed rather than drained: nothing is saved, and the session restored
+  // before is not brought back in its older state.
+  second->Signal(SIGKILL);
+  second->WaitExit(std::chrono::seconds(15));
+  auto third = StartWithDir((*paths_)[0], dir);
+  ASSERT_NE(third, nullptr);
+  stub = StubOf(*third);
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  v1::DecodeTokenRequest request;
+  request.set_session_id(id);
+  request.set_token(5);
+  v1::DecodeTokenResponse response;
+  EXPECT_EQ(stub->Decode(&context, request, &response).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(third->Terminate().has_value());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

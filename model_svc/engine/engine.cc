@@ -162,13 +162,14 @@ class Engine::Impl {
   }
 
   // A new session from a decoded snapshot, its KV written on the loop.
-  absl::StatusOr<ImportedSession> Import(snapshot::Snapshot s) {
+  absl::StatusOr<ImportedSession> Import(snapshot::Snapshot s, const std::string& session_id) {
     const int64_t block_bytes = s.layout.block_bytes();
     ImportedSession out;
     out.num_tokens = static_cast<int64_t>(s.tokens.size());
     absl::Status st = BetweenSteps([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      absl::StatusOr<std::string> id =
-          queue_.Import(std::move(s.tokens), [&](const std::vector<int32_t>& blocks) {
+      absl::StatusOr<std::string> id = queue_.Import(
+          std::move(s.tokens),
+          [&](const std::vector<int32_t>& blocks) {
             for (size_t i = 0; i < blocks.size(); ++i) {
               LLM_RETURN_IF_ERROR(model_->backend().WriteKvBlock(
                   blocks[i], std::span<const uint8_t>(
@@ -176,7 +177,8 @@ class Engine::Impl {
                                  block_bytes)));
             }
             return absl::OkStatus();
-          });
+          },
+          session_id);
       if (!id.ok()) return id.status();
       out.session_id = *std::move(id);
       return absl::OkStatus();
@@ -194,7 +196,9 @@ class Engine::Impl {
     std::future<absl::Status> result = done.get_future();
     {
       absl::MutexLock lock(&mu_);
-      if (!admitting_ || stop_) return absl::UnavailableError("the model server is shutting down");
+      // Not admitting_: a snapshot still runs after StopAdmission (the
+      // server saves its sessions then), until the engine stops.
+      if (stop_) return absl::UnavailableError("the model server is shutting down");
       jobs_.push_back([job = std::move(job), &done]() mutable { done.set_value(job()); });
     }
     return result.get();
@@ -413,7 +417,8 @@ absl::StatusOr<std::string> Engine::ExportSession(const std::string& session_id,
   return snapshot::Encode(s, compress);
 }
 
-absl::StatusOr<ImportedSession> Engine::ImportSession(std::string_view bytes) {
+absl::StatusOr<ImportedSession> Engine::ImportSession(std::string_view bytes,
+                                                      const std::string& session_id) {
   if (impl_->model().backend().KvLayout() == model::kKvLayoutNone) {
     return absl::UnimplementedError(
         StrCat("session snapshots need a backend that writes its KV cache (cpu); this one is ",
@@ -421,7 +426,7 @@ absl::StatusOr<ImportedSession> Engine::ImportSession(std::string_view bytes) {
   }
   LLM_ASSIGN_OR_RETURN(snapshot::Snapshot s,
                        snapshot::Decode(bytes, snapshot_layout(), snapshot_limits()));
-  return impl_->Import(std::move(s));
+  return impl_->Import(std::move(s), session_id);
 }
 
 }  // namespace llm::engine

@@ -270,13 +270,19 @@ class Engine {
   // progress: not to be called from a completion callback. `compress`: zstd
   // when it pays.
   absl::StatusOr<std::string> ExportSession(const std::string& session_id, bool compress = true);
-  absl::StatusOr<ImportedSession> ImportSession(std::string_view bytes);
+  // `session_id` not empty: the new session gets that id (ALREADY_EXISTS
+  // when a session has it; the model server's --session_dir restores
+  // sessions under their old ids); empty: a fresh id.
+  absl::StatusOr<ImportedSession> ImportSession(std::string_view bytes,
+                                                const std::string& session_id = "");
   // What this engine's snapshots say of the model and its KV, and the bounds
   // on one it imports.
   snapshot::SnapshotLayout snapshot_layout() const;
   snapshot::DecodeLimits snapshot_limits() const;
 
   // Stops admitting requests (UNAVAILABLE); requests in flight finish.
+  // ExportSession and ImportSession still run (the server's --session_dir
+  // saves the sessions after it).
   void StopAdmission();
 
  private:

@@ -78,6 +78,24 @@ TEST(EngineSnapshotTest, AnImportThePoolCannotHoldIsResourceExhausted) {
   EXPECT_EQ(b->Stats().kv_blocks_free, 4);
 }
 
+TEST(EngineSnapshotTest, AnImportUnderAGivenIdKeepsItAndRefusesATakenOne) {
+  auto a = MakeEngine();
+  auto b = MakeEngine();
+  absl::StatusOr<AppendResult> prefilled = a->Append(Request("", Tokens(23, 5)));
+  ASSERT_TRUE(prefilled.ok()) << prefilled.status();
+  const std::string id = prefilled->session_id;
+  absl::StatusOr<std::string> bytes = a->ExportSession(id);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  absl::StatusOr<ImportedSession> imported = b->ImportSession(*bytes, id);
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  EXPECT_EQ(imported->session_id, id);
+  ExpectBitEqual(DecodeLogits(*a, id, 7), DecodeLogits(*b, id, 7));
+  // Taken now: refused, and the session there is untouched.
+  absl::StatusOr<ImportedSession> again = b->ImportSession(*bytes, id);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists) << again.status();
+  ASSERT_EQ(b->ListSessions().size(), 1u);
+  EXPECT_EQ(b->ListSessions()[0].num_tokens, 24);
+}
 TEST(EngineSnapshotTest, UnknownSessionIsNotFound) {
   auto a = MakeEngine();
   EXPECT_EQ(a->ExportSession("nope").status().code(), absl::StatusCode::kNotFound);

@@ -131,9 +131,12 @@ absl::Status RequestQueue::ExportView(const std::string& id, std::vector<int32_t
 }
 
 absl::StatusOr<std::string> RequestQueue::Import(
-    std::vector<int32_t> tokens,
-    absl::FunctionRef<absl::Status(const std::vector<int32_t>&)> write) {
+    std::vector<int32_t> tokens, absl::FunctionRef<absl::Status(const std::vector<int32_t>&)> write,
+    const std::string& id) {
   const int64_t n = static_cast<int64_t>(tokens.size());
+  if (!id.empty() && sessions_.Find(id) != nullptr) {
+    return absl::AlreadyExistsError(StrCat("a session with id ", id, " exists already"));
+  }
   if (n > max_context_) {
     return WithLimit(
         absl::OutOfRangeError(
@@ -149,7 +152,7 @@ absl::StatusOr<std::string> RequestQueue::Import(
                          blocks_.num_free(), " free of ", blocks_.num_blocks(), "); retry later")),
                      Limit::kKvCache);
   }
-  Session* s = sessions_.Create(absl::Now());
+  Session* s = sessions_.Create(absl::Now(), id);
   s->kv.MarkForeign();
   std::vector<kv::BlockCopy> copies;  // a new table: nothing to copy
   absl::Status st = s->kv.Reserve(n, &copies);

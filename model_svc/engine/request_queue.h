@@ -84,9 +84,12 @@ class RequestQueue {
   // `write` fills; the session is gone again when `write` fails. Makes room
   // as a new request would (the session limit, then idle sessions for KV
   // space); RESOURCE_EXHAUSTED (marked with its limit) when it cannot.
+  // `id` not empty: the session gets that id (ALREADY_EXISTS when a session
+  // has it); empty: a fresh one.
   absl::StatusOr<std::string> Import(
       std::vector<int32_t> tokens,
-      absl::FunctionRef<absl::Status(const std::vector<int32_t>&)> write);
+      absl::FunctionRef<absl::Status(const std::vector<int32_t>&)> write,
+      const std::string& id = "");
 
   std::vector<SessionInfo> ListSessions(absl::Time now) const;
   // The counters, sessions and KV figures (not running, waiting, steps,

@@ -18,14 +18,14 @@ void SessionTable::ForEach(absl::FunctionRef<void(Session&)> f) const {
   for (const auto& [id, s] : sessions_) f(*s);
 }
 
-Session* SessionTable::Create(absl::Time now) {
+Session* SessionTable::Create(absl::Time now, const std::string& wanted) {
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string id;
-  do {
+  std::string id = wanted;
+  while (id.empty() || (wanted.empty() && sessions_.contains(id))) {
     id = id_prefix_;
     uint64_t r = rng_();
     for (int i = 0; i < 16; ++i, r >>= 4) id.push_back(kHex[r & 15]);
-  } while (sessions_.contains(id));
+  }
   auto session = std::make_unique<Session>();
   session->id = id;
   session->kv = kv::BlockLease(blocks_);

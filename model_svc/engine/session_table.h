@@ -42,9 +42,10 @@ class SessionTable {
   // particular order.
   void ForEach(absl::FunctionRef<void(Session&)> f) const;
 
-  // A new empty session with a fresh id, last used `now`. Does not check
-  // the limit (see full()).
-  Session* Create(absl::Time now);
+  // A new empty session with a fresh id (or `id` when not empty; the caller
+  // checks that no session has it), last used `now`. Does not check the
+  // limit (see full()).
+  Session* Create(absl::Time now, const std::string& id = "");
   // A new session sharing the KV blocks (copy-on-write) and the tokens of
   // `parent`, which counts as used `now`.
   Session* Fork(Session& parent, absl::Time now);

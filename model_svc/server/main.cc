@@ -11,6 +11,10 @@
 // or after --drain_seconds, the server stops (cancelling what is left) and
 // exits 0.
 //
+// Sessions across a restart (--session_dir, session_dir.h): saved on drain
+// once the gRPC server has stopped, restored under their old ids before it
+// turns SERVING.
+//
 // Identity: the replica id "<--session_prefix><--pod_name>.<epoch>" (epoch:
 // the start time in Unix milliseconds, hex) begins every session id, so a
 // client can route a session to its replica and tell a restarted one's ids
@@ -57,6 +61,7 @@
 #include "model_svc/model/config.h"
 #include "model_svc/server/compute_affinity.h"
 #include "model_svc/server/model_service.h"
+#include "model_svc/server/session_dir.h"
 #include "model_svc/server/step_watchdog.h"
 
 ABSL_FLAG(std::string, model, "",
@@ -102,6 +107,12 @@ ABSL_FLAG(std::string, pod_name, "",
           "(\"<session_prefix><pod_name>.<epoch>\", epoch: the start time), so that a client "
           "sends a session's calls to the replica that holds it; empty: the host name. Letters, "
           "digits, '-', '_' and '.' only.");
+ABSL_FLAG(std::string, session_dir, "",
+          "Keeps the sessions across a restart: on drain (SIGTERM/SIGINT, after the calls in "
+          "flight) every session is written to this directory as a snapshot file named after its "
+          "id, and at start every snapshot file there is imported under its old id (and removed). "
+          "A kill (SIGKILL, a crash) saves nothing. Files of another model or damaged are skipped "
+          "with a warning and left in place. Empty: off.");
 ABSL_FLAG(double, drain_seconds, 5,
           "On SIGTERM/SIGINT (the drain; the issue's --drain-timeout): health turns NOT_SERVING, "
           "new sessions get UNAVAILABLE, calls on existing sessions and open streams go on for "
@@ -140,6 +151,17 @@ absl::Status CheckIdPart(std::string_view what, const std::string& value) {
     }
   }
   return absl::OkStatus();
+}
+
+// Prints what --session_dir did (`outcome`: saved or restored) and counts it.
+void ReportSessionDir(std::string_view outcome, const std::string& dir, int64_t done,
+                      int64_t skipped, ModelMetrics* metrics) {
+  std::fprintf(stderr, "model_server: --session_dir %s: %lld sessions %.*s, %lld skipped\n",
+               dir.c_str(), static_cast<long long>(done), static_cast<int>(outcome.size()),
+               outcome.data(), static_cast<long long>(skipped));
+  if (metrics == nullptr) return;
+  metrics->CountSessionDir(outcome, done);
+  metrics->CountSessionDir("skipped", skipped);
 }
 
 // --pod_name, or the host name; INVALID_ARGUMENT for characters that do not
@@ -430,6 +452,10 @@ int Main() {
     service_options.file_name = path.substr(path.rfind('/') + 1);
     service_options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
     service_options.max_streams = absl::GetFlag(FLAGS_max_streams);
+    if (const std::string dir = absl::GetFlag(FLAGS_session_dir); !dir.empty()) {
+      const SessionDirCounts restored = RestoreSessions(*engine, dir);
+      ReportSessionDir("restored", dir, restored.restored, restored.skipped, metrics.get());
+    }
     service.SetEngine(engine.get(), service_options);
     if (metrics != nullptr) metrics->SetEngine(engine.get());
     if (!stop.load()) runner->SetServing(true);
@@ -466,6 +492,11 @@ int Main() {
   if (engine != nullptr) engine->StopAdmission();
   runner->Shutdown(absl::ZeroDuration());  // cancels what is still in flight
   runner.reset();
+  // No gRPC call is left: the sessions are as the clients last saw them.
+  if (const std::string dir = absl::GetFlag(FLAGS_session_dir); engine != nullptr && !dir.empty()) {
+    const SessionDirCounts saved = SaveSessions(*engine, dir);
+    ReportSessionDir("saved", dir, saved.saved, saved.skipped, metrics.get());
+  }
   if (metrics != nullptr) metrics->SetEngine(nullptr);  // a scrape no longer reads the engine
   metrics_http.reset();  // stops the HTTP server before the engine goes
   engine.reset();        // every call has ended: no engine callback is pending

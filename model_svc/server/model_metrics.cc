@@ -178,6 +178,11 @@ ModelMetrics::ModelMetrics(prometheus::Registry& registry, VllmLabels vllm)
                             "infinity (broken weights or backend).")
                       .Register(registry)
                       .Add({})),
+      session_dir_(prometheus::BuildCounter()
+                       .Name("llm_session_dir_sessions_total")
+                       .Help("Sessions of --session_dir, by outcome: saved (on drain), restored "
+                             "(at start), skipped (not saved or a file not imported).")
+                       .Register(registry)),
       collector_(std::make_shared<EngineCollector>(std::move(vllm))) {}
 
 std::shared_ptr<prometheus::Collectable> ModelMetrics::engine_collectable() const {
@@ -200,6 +205,10 @@ void ModelMetrics::ObserveDecodeStep(absl::Duration latency) {
 void ModelMetrics::CountStatus(absl::StatusCode code) {
   if (code == absl::StatusCode::kOk) return;
   rejected_.Add({{"code", absl::StatusCodeToString(code)}}).Increment();
+}
+
+void ModelMetrics::CountSessionDir(std::string_view outcome, int64_t n) {
+  session_dir_.Add({{"outcome", std::string(outcome)}}).Increment(static_cast<double>(n));
 }
 
 void ModelMetrics::CountLimit(std::string_view reason) {

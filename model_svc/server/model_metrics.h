@@ -20,6 +20,9 @@
 //       context_length (a Decode past the context, OUT_OF_RANGE)
 //   llm_non_finite_logits_total       counter: calls failed with INTERNAL because the model's
 //       logits held NaN or infinity (broken weights or backend)
+//   llm_session_dir_sessions_total{outcome} counter: sessions of --session_dir, outcome saved
+//       (written on drain), restored (imported at start) or skipped (not saved, or a file
+//       not imported: another model, corrupt, no room)
 //   llm_prefix_cache_queries_total    counter: prompt tokens looked up in the prefix cache (engine)
 //   llm_prefix_cache_hits_total       counter: prompt tokens found there (engine)
 //   llm_kv_cache_cached_blocks        gauge: free KV blocks holding a cached prefix (engine)
@@ -88,6 +91,8 @@ class ModelMetrics {
   void CountLimit(std::string_view reason);
   // A call whose logits were not finite.
   void CountNonFiniteLogits() { non_finite_.Increment(); }
+  // `n` sessions of --session_dir with `outcome` (saved, restored, skipped).
+  void CountSessionDir(std::string_view outcome, int64_t n);
 
  private:
   class EngineCollector;
@@ -100,6 +105,7 @@ class ModelMetrics {
   prometheus::Family<prometheus::Counter>& rejected_;
   prometheus::Family<prometheus::Counter>& limited_;
   prometheus::Counter& non_finite_;
+  prometheus::Family<prometheus::Counter>& session_dir_;
   std::shared_ptr<EngineCollector> collector_;
 };
 
