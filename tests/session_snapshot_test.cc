@@ -293,6 +293,7 @@ TEST_F(SessionSnapshotTest, SessionDirKeepsSessionsAcrossADrainedRestartUnderThe
   WriteFile(StrCat(dir, "/other-model.1.abc.kvsnap"), other.bytes);
   WriteFile(StrCat(dir, "/damaged.kvsnap"), "LLMKVSNP and then nothing of use");
   WriteFile(StrCat(dir, "/not an id.kvsnap"), other.bytes);
+  WriteFile(StrCat(dir, "/.cut-short.kvsnap.tmp"), "LLMKVSNP");  // a save killed midway
 
   auto second = StartWithDir((*paths_)[0], dir);
   ASSERT_NE(second, nullptr);
@@ -306,6 +307,7 @@ TEST_F(SessionSnapshotTest, SessionDirKeepsSessionsAcrossADrainedRestartUnderThe
   EXPECT_FALSE(std::filesystem::exists(StrCat(dir, "/", id, ".kvsnap")));  // imported: removed
   EXPECT_TRUE(std::filesystem::exists(StrCat(dir, "/other-model.1.abc.kvsnap")));
   EXPECT_TRUE(std::filesystem::exists(StrCat(dir, "/damaged.kvsnap")));
+  EXPECT_FALSE(std::filesystem::exists(StrCat(dir, "/.cut-short.kvsnap.tmp")));
   const std::string scrape = testing::HttpGet(second->metrics_port(), "/metrics");
   EXPECT_EQ(testing::Sample(scrape, "llm_session_dir_sessions_total{outcome=\"restored\"}"), 1);
   EXPECT_EQ(testing::Sample(scrape, "llm_session_dir_sessions_total{outcome=\"skipped\"}"), 3);

@@ -135,7 +135,13 @@ SessionDirCounts RestoreSessions(engine::Engine& engine, const std::string& dir)
   std::vector<std::filesystem::path> files;
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name.ends_with(kSessionFileSuffix) && !name.starts_with(".")) files.push_back(it->path());
+    if (name.starts_with(".") && name.ends_with(StrCat(kSessionFileSuffix, ".tmp"))) {
+      // Left by a save cut short (the process killed while it wrote).
+      std::error_code ignored;
+      std::filesystem::remove(it->path(), ignored);
+    } else if (name.ends_with(kSessionFileSuffix) && !name.starts_with(".")) {
+      files.push_back(it->path());
+    }
   }
   if (ec) {
     Warn(dir, absl::UnavailableError(StrCat("cannot list it: ", ec.message())));

@@ -8,7 +8,8 @@
 // they hold, and removes each file it imported (a later crash must not bring
 // back an older state of a session that was used since). Files it cannot
 // import (another model, corrupt, no room, an id in use) are left in place,
-// skipped with a warning on stderr, and counted.
+// skipped with a warning on stderr, and counted. It removes the temporary
+// files a save cut short left.
 //
 // Sessions are saved on drain only (SIGTERM/SIGINT): a process killed
 // otherwise (SIGKILL, a crash, the OOM killer) saves nothing.
