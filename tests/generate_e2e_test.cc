@@ -13,7 +13,8 @@
 //   - the model server is SIGKILLed and restarted on the same port between
 //     two chat turns: the chat goes on (the session is rebuilt from the
 //     client's history) and the answer is the one it gives without the
-//     restart;
+//     restart; drained (SIGTERM) and restarted with --session_dir, the
+//     server serves the session again under its id and nothing is rebuilt;
 //   - the command line: the end of the context is a normal stop (a model
 //     server with --max_context), usage errors exit 2 with a suggestion,
 //     --version and each command's --help, swapped tokenizer and model
@@ -34,6 +35,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -505,6 +507,35 @@ TEST_F(GenerateE2ETest, ChatSurvivesAModelServerRestart) {
   EXPECT_EQ(second->tokens, expected[1].tokens);
   EXPECT_EQ(second->text, expected[1].text);
   EXPECT_EQ(child->Finish(), 0);
+
+  // Drained (SIGTERM) rather than killed, with --session_dir: the restarted
+  // server (a new epoch) serves the session again under its id, the client
+  // finds it there, and nothing is rebuilt.
+  const std::string dir = StrCat(::testing::TempDir(), "generate_e2e_sessions_", getpid());
+  std::filesystem::remove_all(dir);
+  const std::vector<std::string> kept = {"--model",  ModelPath(), "--kv_cache_mb", "64",
+                                         "--listen", address,     "--session_dir", dir};
+  server->Terminate(std::chrono::seconds(10));
+  server = ServerProcess::Start("model_server", kept, &error);
+  ASSERT_NE(server, nullptr) << error;
+  ASSERT_TRUE(testing::WaitUntilServing(channel, std::chrono::seconds(60), &error)) << error;
+  child = Child::Start(LlmArgs("chat", address, {"--temperature", "0"}));
+  ASSERT_NE(child, nullptr);
+  ASSERT_TRUE(child->WriteLine(turns[0]));
+  first = ReadAnswer(*child);
+  ASSERT_TRUE(first.has_value());
+  const std::optional<int> drained = server->Terminate(std::chrono::seconds(15));
+  ASSERT_TRUE(drained.has_value() && testing::ExitedZero(*drained));
+  server = ServerProcess::Start("model_server", kept, &error);
+  ASSERT_NE(server, nullptr) << error;
+  ASSERT_TRUE(testing::WaitUntilServing(channel, std::chrono::seconds(60), &error)) << error;
+  ASSERT_TRUE(child->WriteLine(turns[1]));
+  second = ReadAnswer(*child);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->summary["session_rebuilds"].get<int>(), 0);
+  EXPECT_EQ(second->tokens, expected[1].tokens);
+  EXPECT_EQ(child->Finish(), 0);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(GenerateE2ETest, BadValuesAndUnreachableServers) {

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "client/transport/model_pool.h"
 #include "common/strings.h"
 #include "llm/v1/model.grpc.pb.h"
 #include "model_svc/testing/random_model.h"
@@ -251,12 +252,14 @@ TEST_F(SessionSnapshotTest, DamagedSnapshotsAndUnknownSessionsAreRefused) {
 
 // Starts model_server on `model` with --session_dir `dir` and its metrics;
 // null on failure (the test fails).
-std::unique_ptr<testing::OpsServer> StartWithDir(const std::string& model, const std::string& dir) {
+std::unique_ptr<testing::OpsServer> StartWithDir(const std::string& model, const std::string& dir,
+                                                 const std::vector<std::string>& more = {}) {
+  std::vector<std::string> flags = {"--model",          model,        "--threads",     "1",
+                                    "--kv_cache_mb",    "8",          "--session_dir", dir,
+                                    "--metrics_listen", "127.0.0.1:0"};
+  flags.insert(flags.end(), more.begin(), more.end());
   std::string error;
-  auto server = testing::OpsServer::Start("model_server",
-                                          {"--model", model, "--threads", "1", "--kv_cache_mb", "8",
-                                           "--session_dir", dir, "--metrics_listen", "127.0.0.1:0"},
-                                          /*want_metrics=*/true, &error);
+  auto server = testing::OpsServer::Start("model_server", flags, /*want_metrics=*/true, &error);
   EXPECT_NE(server, nullptr) << error;
   return server;
 }
@@ -327,6 +330,40 @@ TEST_F(SessionSnapshotTest, SessionDirKeepsSessionsAcrossADrainedRestartUnderThe
   v1::DecodeTokenResponse response;
   EXPECT_EQ(stub->Decode(&context, request, &response).error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_TRUE(third->Terminate().has_value());
+  std::filesystem::remove_all(dir);
+}
+
+// The client's pool (client/transport/model_pool.h) sends a session whose
+// replica restarted (a new epoch, its sessions restored) to that replica,
+// even after a refresh has taught it the new epoch.
+TEST_F(SessionSnapshotTest, APoolSendsARestoredSessionToItsRestartedReplica) {
+  const std::string dir = StrCat(::testing::TempDir(), "session_dir_pool_test_", getpid());
+  std::filesystem::remove_all(dir);
+  auto server = StartWithDir((*paths_)[0], dir, {"--pod_name", "pod-r"});
+  ASSERT_NE(server, nullptr);
+  const std::string address = server->address();
+  absl::StatusOr<std::unique_ptr<client::ModelPool>> pool = client::ModelPool::Create(
+      address,
+      [](const std::string& a, const std::string&) {
+        return grpc::CreateChannel(a, grpc::InsecureChannelCredentials());
+      },
+      client::ModelPoolOptions());
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  const std::string id = Prefill(*StubOf(*server), Prompt()).session_id();
+  ASSERT_TRUE((*pool)->Refresh().ok());
+  const std::optional<int> drained = server->Terminate();
+  ASSERT_TRUE(drained.has_value() && testing::ExitedZero(*drained));
+  server = StartWithDir((*paths_)[0], dir, {"--pod_name", "pod-r", "--listen", address});
+  ASSERT_NE(server, nullptr);
+  grpc::ClientContext context;
+  v1::ModelInfo info;
+  ASSERT_TRUE(StubOf(*server)->Info(&context, v1::ModelInfoRequest(), &info).ok());
+  ASSERT_NE(info.replica_id(), client::ModelPool::ReplicaOf(id));  // a new epoch
+  ASSERT_TRUE((*pool)->Refresh().ok());                            // the pool learns it
+  absl::StatusOr<client::ModelPool::Endpoint*> owner = (*pool)->ForSession(id);
+  ASSERT_TRUE(owner.ok()) << owner.status();
+  EXPECT_EQ(DecodeLogits(*(*pool)->Connect(*owner)->stub, id, 5).size(), 512u * 4);
+  EXPECT_TRUE(server->Terminate().has_value());
   std::filesystem::remove_all(dir);
 }
 

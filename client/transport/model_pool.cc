@@ -225,6 +225,15 @@ ModelPool::Endpoint* ModelPool::Find(const std::string& replica_id) {
   return nullptr;
 }
 
+ModelPool::Endpoint* ModelPool::FindRestarted(const std::string& replica_id) {
+  const std::string pod = ReplicaOf(replica_id);  // "<pod>.<epoch>": the pod
+  if (pod.empty()) return nullptr;
+  for (auto& e : endpoints_) {
+    if (e->up && ReplicaOf(e->info.replica_id()) == pod) return e.get();
+  }
+  return nullptr;
+}
+
 absl::StatusOr<ModelPool::Endpoint*> ModelPool::ForSession(const std::string& session_id) {
   const std::string replica = ReplicaOf(session_id);
   {
@@ -234,6 +243,7 @@ absl::StatusOr<ModelPool::Endpoint*> ModelPool::ForSession(const std::string& se
   Refresh().IgnoreError();
   absl::MutexLock lock(&mu_);
   if (Endpoint* e = Find(replica)) return e;
+  if (Endpoint* e = FindRestarted(replica)) return e;
   return absl::NotFoundError(StrCat("session \"", session_id, "\" is lost: no model server at ",
                                     spec_, " is replica \"", replica,
                                     "\" any more (restarted or gone)"));

@@ -7,9 +7,11 @@
 // name resolves to, model_target.h), learns each one's replica id from Info
 // (and from the ids of the sessions it creates), and
 //   - sends every call on a session to the replica its id names
-//     (ForSession); an id whose replica no endpoint has any more (the pod
-//     went away, or restarted: a new epoch) is NOT_FOUND, i.e. lost, and the
-//     caller rebuilds the session elsewhere;
+//     (ForSession); an id whose replica no endpoint has any more goes to
+//     the endpoint of the same pod under a new epoch (restarted: with
+//     --session_dir it restored its sessions under their old ids, and
+//     without it answers NOT_FOUND), else (the pod went away) is NOT_FOUND,
+//     i.e. lost; on NOT_FOUND the caller rebuilds the session elsewhere;
 //   - spreads new sessions round robin over the replicas that are up and not
 //     draining (ForNewSession).
 // An endpoint that answers UNAVAILABLE is marked down (MarkDown) until a
@@ -89,8 +91,9 @@ class ModelPool {
   // one is up; UNAVAILABLE otherwise (naming the last error).
   absl::Status Refresh();
 
-  // The endpoint of `session_id`'s replica; NOT_FOUND ("lost") when no up
-  // endpoint reports that replica, after one refresh.
+  // The endpoint of `session_id`'s replica, or of its pod under a new epoch
+  // (FindRestarted); NOT_FOUND ("lost") when no up endpoint reports either,
+  // after one refresh.
   absl::StatusOr<Endpoint*> ForSession(const std::string& session_id);
   // The next up, not draining endpoint, round robin; refreshes first when
   // refresh_interval has passed or none is up. UNAVAILABLE when none is.
@@ -128,6 +131,9 @@ class ModelPool {
   ModelPool(std::string spec, ModelTarget target, ChannelFactory factory,
             const ModelPoolOptions& options);
   Endpoint* Find(const std::string& replica_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An up endpoint of the pod of `replica_id` ("<pod>.<epoch>") under
+  // another epoch (the pod restarted); null if none.
+  Endpoint* FindRestarted(const std::string& replica_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<const Connection> NewConnection(const std::string& address) const;
   // One Info call on `e` (no lock held), then its state updated under mu_.
   void Probe(Endpoint& e) ABSL_LOCKS_EXCLUDED(mu_);
