@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -16,18 +19,27 @@ using nlohmann::json;
 // (a repeated key: the last wins), refusing to open a container past
 // `max_depth`. Containers are built in place: stack_ points at the open
 // ones, each the last element of its parent, which grows no further until
-// the child closes (so the pointers stay valid).
+// the child closes (so the pointers stay valid). An ordered_json object
+// (a vector of members, whose operator[] searches them one by one) finds a
+// repeated key through a hash table per open object, so that an object of
+// many keys still parses in linear time; the key keeps its first place.
+template <class Json>
 class DepthBoundedBuilder {
  public:
+  using json = Json;
+  static constexpr bool kOrdered = std::is_same_v<Json, nlohmann::ordered_json>;
+
   DepthBoundedBuilder(json* root, int max_depth) : root_(root), max_depth_(max_depth) {}
 
   bool null() { return Add(nullptr) != nullptr; }
   bool boolean(bool v) { return Add(v) != nullptr; }
-  bool number_integer(json::number_integer_t v) { return Add(v) != nullptr; }
-  bool number_unsigned(json::number_unsigned_t v) { return Add(v) != nullptr; }
-  bool number_float(json::number_float_t v, const std::string&) { return Add(v) != nullptr; }
+  bool number_integer(typename json::number_integer_t v) { return Add(v) != nullptr; }
+  bool number_unsigned(typename json::number_unsigned_t v) { return Add(v) != nullptr; }
+  bool number_float(typename json::number_float_t v, const std::string&) {
+    return Add(v) != nullptr;
+  }
   bool string(std::string& v) { return Add(std::move(v)) != nullptr; }
-  bool binary(json::binary_t& v) { return Add(json::binary(std::move(v))) != nullptr; }
+  bool binary(typename json::binary_t& v) { return Add(json::binary(std::move(v))) != nullptr; }
   bool start_object(std::size_t) { return Open(json::object()); }
   bool key(std::string& k) {
     key_ = std::move(k);
@@ -60,9 +72,24 @@ class DepthBoundedBuilder {
       parent.push_back(std::move(v));
       return &parent.back();
     }
-    json& slot = parent[key_];
-    slot = std::move(v);
-    return &slot;
+    if constexpr (kOrdered) {
+      // The members as the vector they are (ordered_map's own operator[]
+      // and emplace search by key).
+      auto& members = static_cast<typename json::object_t::Container&>(
+          parent.template get_ref<typename json::object_t&>());
+      auto [it, inserted] = keys_[stack_.size() - 1].emplace(key_, members.size());
+      if (!inserted) {
+        json& slot = members[it->second].second;
+        slot = std::move(v);
+        return &slot;
+      }
+      members.emplace_back(key_, std::move(v));
+      return &members.back().second;
+    } else {
+      json& slot = parent[key_];
+      slot = std::move(v);
+      return &slot;
+    }
   }
   bool Open(json container) {
     if (static_cast<int>(stack_.size()) >= max_depth_) {
@@ -70,16 +97,20 @@ class DepthBoundedBuilder {
       return false;
     }
     stack_.push_back(Add(std::move(container)));
+    if constexpr (kOrdered) keys_.resize(stack_.size());
     return true;
   }
   bool Close() {
     stack_.pop_back();
+    if constexpr (kOrdered) keys_.pop_back();
     return true;
   }
 
   json* const root_;
   const int max_depth_;
   std::vector<json*> stack_;
+  // kOrdered: per open container, its object keys' places.
+  std::vector<std::unordered_map<std::string, size_t>> keys_;
   std::string key_;
   bool too_deep_ = false;
   std::size_t error_position_ = 0;
@@ -138,16 +169,17 @@ nlohmann::json ErrorJson(const ApiError& error) {
   return json{{"error", e}};
 }
 
-std::optional<ApiError> ParseJsonBody(std::string_view body, nlohmann::json* out, int max_depth) {
+template <class Json>
+std::optional<ApiError> ParseBody(std::string_view body, Json* out, int max_depth) {
   // nlohmann's lexer reads a NUL byte outside a string as the end of the
   // input, so "{}\0garbage" would parse: JSON text never holds one (in a
   // string it must be escaped), so the text ends before the first NUL and
   // the NUL is the error unless something before it is.
   const std::size_t nul = body.find('\0');
   const std::string_view text = body.substr(0, nul);
-  json value;
-  DepthBoundedBuilder builder(&value, max_depth);
-  const bool ok = json::sax_parse(text.begin(), text.end(), &builder, json::input_format_t::json,
+  Json value;
+  DepthBoundedBuilder<Json> builder(&value, max_depth);
+  const bool ok = Json::sax_parse(text.begin(), text.end(), &builder, Json::input_format_t::json,
                                   /*strict=*/true);
   if (builder.too_deep()) {
     ApiError e;
@@ -165,6 +197,15 @@ std::optional<ApiError> ParseJsonBody(std::string_view body, nlohmann::json* out
   }
   *out = std::move(value);
   return std::nullopt;
+}
+
+std::optional<ApiError> ParseJsonBody(std::string_view body, nlohmann::json* out, int max_depth) {
+  return ParseBody(body, out, max_depth);
+}
+
+std::optional<ApiError> ParseJsonBody(std::string_view body, nlohmann::ordered_json* out,
+                                      int max_depth) {
+  return ParseBody(body, out, max_depth);
 }
 
 std::string QuoteForError(std::string_view s) {

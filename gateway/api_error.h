@@ -48,6 +48,12 @@ inline constexpr int kMaxJsonDepth = 64;
 // independent of the depth.
 std::optional<ApiError> ParseJsonBody(std::string_view body, nlohmann::json* out,
                                       int max_depth = kMaxJsonDepth);
+// The same, keeping every object's keys in their order in the text (for
+// what is passed on as the client wrote it: tools' JSON Schemas, a tool
+// call's input); a repeated key keeps its first place and its last value.
+// Linear in the body too.
+std::optional<ApiError> ParseJsonBody(std::string_view body, nlohmann::ordered_json* out,
+                                      int max_depth = kMaxJsonDepth);
 
 // For an error message: `s` in single quotes, cut to its first 100 bytes
 // (at a character boundary, then "..." and its length) when longer.

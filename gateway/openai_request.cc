@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "common/strings.h"
@@ -230,6 +231,30 @@ std::optional<ApiError> ReadConstraint(const json& j, GenerationRequest* r) {
   return std::nullopt;
 }
 
+// A JSON schema's properties are generated in the schema's order, which
+// nlohmann::json loses (it sorts an object's keys): a schema given as an
+// object is written out again from the body parsed with its keys in order.
+// Cost: a second parse of the body, for a schema request only.
+std::optional<ApiError> KeepSchemaKeyOrder(std::string_view body, GenerationRequest* r) {
+  if (!r->constraint.has_value() || r->constraint->kind != constrain::Kind::kJsonSchema) {
+    return std::nullopt;
+  }
+  // Where ReadConstraint found the schema.
+  const char* pointer =
+      r->constraint_param == "response_format"           ? "/response_format/json_schema/schema"
+      : r->constraint_param == "structured_outputs.json" ? "/structured_outputs/json"
+                                                         : "/json_schema";
+  nlohmann::ordered_json ordered;
+  if (auto e = ParseJsonBody(body, &ordered)) return e;  // parsed once already: no error
+  const nlohmann::ordered_json::json_pointer at(pointer);
+  if (!ordered.contains(at)) return std::nullopt;
+  if (const nlohmann::ordered_json& schema = ordered.at(at); schema.is_object()) {
+    r->constraint->text =
+        schema.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  }
+  return std::nullopt;
+}
+
 // The fields chat and completions share: the model, sampling, stopping and
 // the answer's shape. max_tokens may be 0 when `zero_max_tokens`.
 std::optional<ApiError> ReadGeneration(const json& j, const RequestLimits& limits,
@@ -425,6 +450,9 @@ std::optional<ApiError> ParseInto(std::string_view body, Request* out, Read read
   if (auto e = ParseObject(body, &j)) return e;
   Request r;
   if (auto e = read(j, &r)) return e;
+  if constexpr (std::is_base_of_v<GenerationRequest, Request>) {
+    if (auto e = KeepSchemaKeyOrder(body, &r)) return e;
+  }
   *out = std::move(r);
   return std::nullopt;
 }

@@ -399,6 +399,34 @@ TEST(ParseChatRequestTest, StructuredOutputsEveryWay) {
   }
 }
 
+// A schema's properties are generated in its order: the constraint's text
+// keeps the body's key order (nlohmann::json would sort them), however the
+// schema is given.
+TEST(ParseChatRequestTest, SchemaKeepsTheBodysKeyOrder) {
+  constexpr char kSchema[] =
+      R"({"type": "object", "properties": {"zeta": {"type": "integer"}, "alpha": )"
+      R"({"type": "string"}}, "required": ["zeta", "alpha"]})";
+  constexpr char kText[] = R"({"type":"object","properties":{"zeta":{"type":"integer"},"alpha":)"
+                           R"({"type":"string"}},"required":["zeta","alpha"]})";
+  for (const std::string& extra :
+       {StrCat(R"("response_format": {"type": "json_schema", "json_schema": {"name": "p", )",
+               R"("schema": )", kSchema, "}}"),
+        StrCat(R"("structured_outputs": {"json": )", kSchema, "}"),
+        StrCat(R"("json_schema": )", kSchema)}) {
+    ChatRequest r;
+    ASSERT_EQ(Parse(Body(extra), &r), std::nullopt) << extra;
+    ASSERT_TRUE(r.constraint.has_value()) << extra;
+    EXPECT_EQ(r.constraint->text, kText) << extra;
+  }
+  CompletionRequest c;
+  ASSERT_EQ(ParseCompletionRequest(
+                StrCat(R"({"model": "m", "prompt": "x", "json_schema": )", kSchema, "}"),
+                RequestLimits(), &c),
+            std::nullopt);
+  ASSERT_TRUE(c.constraint.has_value());
+  EXPECT_EQ(c.constraint->text, kText);
+}
+
 TEST(ParseTokenizeRequestTest, PromptOrMessages) {
   TokenizeRequest t;
   ASSERT_EQ(ParseTokenizeRequest(R"({"prompt": "Hi"})", RequestLimits(), &t), std::nullopt);

@@ -10,7 +10,7 @@ PACKAGES=(
   libedit-dev
   json-schema-test-suite
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3-grpcio python3-grpc-tools python3-yaml
+  python3-grpcio python3-grpc-tools python3-yaml python3-jsonschema
   clang-14 libclang-rt-14-dev clang-format
   python3 python3-venv python3-pip ca-certificates curl
 )
