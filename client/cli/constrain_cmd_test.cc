@@ -168,7 +168,7 @@ TEST_F(ConstrainCmdTest, TheLlmBinaryTakesTheFlags) {
   EXPECT_THAT(out, HasSubstr(R"("accepted":0)"));
   std::tie(status, out) = RunLlm(llm::StrCat("--vocab '", Model(), "'"));
   EXPECT_EQ(status, 2);
-  EXPECT_THAT(out, HasSubstr("give exactly one of"));
+  EXPECT_THAT(out, HasSubstr("give one of --json-schema FILE"));
   std::tie(status, out) = RunLlm("--json");
   EXPECT_EQ(status, 2);
   EXPECT_THAT(out, HasSubstr("--vocab FILE is required"));
