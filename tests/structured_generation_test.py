@@ -19,10 +19,15 @@ strings with patterns and formats, $ref, each with a prompt):
     model server;
   - through the gateway (response_format json_schema, greedy): the same
     text as `llm generate` for the schemas without extra flags;
-  - the "refused" schemas: `llm generate` exits 2 naming the feature.
+  - the "refused" schemas: `llm generate` exits 2 naming the feature;
+  - the issue's bad inputs (bad_inputs(): a schema of 1 MB, 10,000 nested
+    levels, a recursive $ref, a rewrite that would grow past the bound, an
+    invalid regex, a GBNF with a syntax error, a constraint that allows no
+    token): `llm generate` exits 2 naming the reason, the gateway answers
+    400 naming the field (streamed or not), and every server still serves.
 
     python3 tests/structured_generation_test.py [--build-dir build] [--jobs 3]
-        [--only NAME ...] [--max-tokens 160]
+        [--only NAME ... | bad_inputs] [--max-tokens 160]
 
 Run by ctest with Debian's /usr/bin/python3 (python3-jsonschema, installed
 by scripts/setup.sh). Prints a line per schema and a summary; exit status 0
@@ -40,6 +45,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import jsonschema
@@ -97,13 +104,12 @@ def format_checker() -> jsonschema.FormatChecker:
     return fc
 
 
-def llm_generate(llm: Path, tok: str, model: str, schema: Path, prompt: str,
-                 flags: list[str], max_tokens: int) -> dict:
-    """One `llm generate --json` run: its exit status, tokens, text, summary
-    and stderr."""
+def llm_generate(llm: Path, tok: str, model: str, prompt: str, flags: list[str],
+                 max_tokens: int) -> dict:
+    """One `llm generate --json` run (flags: the constraint's and any
+    other): its exit status, tokens, text, summary and stderr."""
     cmd = [str(llm), "generate", "--tokenizer", tok, "--model", model, "--json",
-           "--temperature", "0", "--max-tokens", str(max_tokens), "--json-schema",
-           str(schema), "--prompt", prompt, *flags]
+           "--temperature", "0", "--max-tokens", str(max_tokens), "--prompt", prompt, *flags]
     start = time.monotonic()
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
@@ -134,6 +140,91 @@ def gateway_chat(url: str, model_id: str, prompt: str, schema: dict, max_tokens:
     return {"status": status, "body": body}
 
 
+def gateway_raw(url: str, model_id: str, fields: str, stream: bool) -> dict:
+    """A chat request whose structured-output fields are JSON text (a schema
+    too deep for Python's json module to write)."""
+    body = (f'{{"model": {json.dumps(model_id)}, "max_tokens": 8, "stream": '
+            f'{json.dumps(stream)}, "messages": [{{"role": "user", "content": "Answer."}}], '
+            f'{fields}}}').encode()
+    req = urllib.request.Request(url + "/v1/chat/completions", data=body,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=RUN_TIMEOUT_S) as r:
+            return {"status": r.status, "body": r.read().decode(errors="replace")[:400]}
+    except urllib.error.HTTPError as e:
+        return {"status": e.code, "body": json.loads(e.read() or b"null")}
+    except OSError as e:
+        return {"status": None, "body": f"no answer: {e}"}
+
+
+def bad_inputs(tmp_dir: Path) -> list[dict]:
+    """The issue's bad inputs, each a precise error at `llm generate` (exit 2,
+    stderr naming `error`) and at the gateway (400, param `param`, message
+    naming `error`). `gateway` is the request's structured-output fields as
+    JSON text. (A mask of the wrong size cannot be sent by either: a
+    constraint of another vocabulary is refused before any call,
+    ConstrainedLoopTest; the model service's refusal of such masks over gRPC
+    is token_mask_service_test's.)"""
+    def write(name: str, text: str) -> str:
+        (tmp_dir / name).write_text(text)
+        return str(tmp_dir / name)
+
+    # A schema of 1 MB (the request body, under the gateway's 1 MiB, carries it).
+    props = []
+    size = 0
+    while size < 1_000_000:
+        props.append(f'"p{len(props)}": {{"type": "string"}}')
+        size += len(props[-1]) + 2
+    big = '{"type": "object", "properties": {' + ", ".join(props) + "}}"
+    # 10,000 nested levels (110 KB).
+    deep = '{"items": ' * 10000 + "{}" + "}" * 10000
+    # Keywords beside an anyOf are copied into each branch (for xgrammar):
+    # 300 branches beside 30 KB would be 9 MB to compile.
+    beside = ('{"type": "object", "properties": {'
+              + ", ".join(f'"p{i}": {{"type": "string"}}' for i in range(1000))
+              + '}, "anyOf": ['
+              + ", ".join(f'{{"required": ["p{i}"]}}' for i in range(300)) + "]}")
+    loop = ('{"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, '
+            '"$ref": "#/$defs/a"}')
+    bad_gbnf = 'root ::= "a" | ( "b"'
+    nothing = r"[^\s\S]"  # a character class of no character
+
+    def schema_format(schema: str) -> str:
+        return (f'"response_format": {{"type": "json_schema", "json_schema": '
+                f'{{"name": "x", "schema": {schema}}}}}')
+
+    return [
+        {"name": "a schema of 1 MB", "flags": ["--json-schema", write("big.json", big)],
+         "gateway": schema_format(big), "param": "response_format",
+         "error": "the limit is 262144 bytes"},
+        {"name": "10,000 nested levels", "flags": ["--json-schema", write("deep.json", deep)],
+         "gateway": schema_format(deep), "param": "response_format",
+         "error": "deeper than 64 levels"},
+        {"name": "10,000 nested levels as a string",
+         "flags": ["--json-schema", str(tmp_dir / "deep.json")],
+         "gateway": f'"structured_outputs": {{"json": {json.dumps(deep)}}}',
+         "param": "structured_outputs.json", "error": "nests deeper than 64 levels"},
+        {"name": "a recursive $ref that is nothing else",
+         "flags": ["--json-schema", write("loop.json", loop)],
+         "gateway": f'"json_schema": {loop}', "param": "json_schema",
+         "error": "Circular $ref chain"},
+        {"name": "a rewrite of 9 MB (anyOf beside 30 KB)",
+         "flags": ["--json-schema", write("beside.json", beside)],
+         "gateway": schema_format(beside), "param": "response_format",
+         "error": "would make it more than 262144 bytes"},
+        {"name": "an invalid regex", "flags": ["--regex", "(ab"],
+         "gateway": '"structured_outputs": {"regex": "(ab"}',
+         "param": "structured_outputs.regex", "error": "The parenthesis is not closed"},
+        {"name": "a GBNF with a syntax error", "flags": ["--grammar", write("bad.gbnf", bad_gbnf)],
+         "gateway": f'"grammar": {json.dumps(bad_gbnf)}', "param": "grammar",
+         "error": "grammar: EBNF parser error"},
+        {"name": "a mask that allows nothing (an empty language)",
+         "flags": ["--regex", nothing],
+         "gateway": f'"structured_outputs": {{"regex": {json.dumps(nothing)}}}',
+         "param": "structured_outputs.regex", "error": "allows no output"},
+    ]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build-dir", type=Path, default=ROOT / "build")
@@ -142,7 +233,8 @@ def main() -> int:
                     help="generations at once (the model server batches them; its kernels are "
                     "batch invariant, so greedy outputs do not depend on it)")
     ap.add_argument("--max-tokens", type=int, default=160)
-    ap.add_argument("--only", nargs="*", default=None, help="run these schemas only")
+    ap.add_argument("--only", nargs="*", default=None,
+                    help="run these schemas only (bad_inputs: the bad input table)")
     args = ap.parse_args()
     if not args.model.exists():
         sys.exit(f"structured_generation_test: {args.model} missing (run scripts/fetch-model.sh)")
@@ -151,6 +243,7 @@ def main() -> int:
     data = json.loads(DATA.read_text())
     schemas = [s for s in data["schemas"] if args.only is None or s["name"] in args.only]
     refused = [s for s in data["refused"] if args.only is None or s["name"] in args.only]
+    with_bad_inputs = args.only is None or "bad_inputs" in args.only
     fc = format_checker()
     failures: list[str] = []
     started = time.monotonic()
@@ -158,6 +251,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="llm_sg_test_") as tmp, \
             GatewayServices(args.build_dir, args.model) as services:
         tmp_dir = Path(tmp)
+        bad = bad_inputs(tmp_dir) if with_bad_inputs else []
         chunked = Server(bin_dir, "model_server",
                          ["--model", str(args.model), "--kv_cache_mb", "64",
                           "--max_batch_tokens", "16"], tmp_dir)
@@ -183,21 +277,34 @@ def main() -> int:
                     jobs.append((s, "chunked prefill", chunked.address, base))
             with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
                 futures = {
-                    (s["name"], variant): pool.submit(llm_generate, llm, tok, addr,
-                                                      files[s["name"]], s["prompt"], flags,
-                                                      args.max_tokens)
+                    (s["name"], variant): pool.submit(
+                        llm_generate, llm, tok, addr, s["prompt"],
+                        ["--json-schema", str(files[s["name"]]), *flags], args.max_tokens)
                     for s, variant, addr, flags in jobs}
                 gateway_runs = {
                     s["name"]: pool.submit(gateway_chat, services.url, services.model_id,
                                            s["prompt"], s["schema"], args.max_tokens)
                     for s in schemas if not s.get("flags")}
                 refused_runs = {
-                    s["name"]: pool.submit(llm_generate, llm, tok, model, files[s["name"]],
-                                           "Answer in JSON.", [], 8)
+                    s["name"]: pool.submit(llm_generate, llm, tok, model, "Answer in JSON.",
+                                           ["--json-schema", str(files[s["name"]])], 8)
                     for s in refused}
+                bad_runs = {
+                    b["name"]: (pool.submit(llm_generate, llm, tok, model, "Answer.", b["flags"],
+                                            8),
+                                pool.submit(gateway_raw, services.url, services.model_id,
+                                            b["gateway"], False),
+                                pool.submit(gateway_raw, services.url, services.model_id,
+                                            b["gateway"], True))
+                    for b in bad}
                 runs = {k: f.result() for k, f in futures.items()}
                 gateway = {k: f.result() for k, f in gateway_runs.items()}
                 refusals = {k: f.result() for k, f in refused_runs.items()}
+                bad_results = {k: [f.result() for f in fs] for k, fs in bad_runs.items()}
+            # Nothing above crashed or wedged a server.
+            health, _ = http_json(services.url + "/health")
+            alive = {srv.name: srv.proc.poll() is None
+                     for srv in [*services.servers, chunked]}
         finally:
             chunked.stop()
 
@@ -284,15 +391,40 @@ def main() -> int:
                             f"{s['error']!r}: {r.get('stderr') or r.get('error')}")
             print(f"FAIL refused {s['name']}: exit {r['rc']}: {r.get('stderr') or r.get('error')}")
 
-    if any(s.get("equal") for s in schemas):
+    if args.only is None:
         if counts["accepted"] == 0:
             failures.append("the default runs of the 'equal' schemas accepted no speculated token "
                             f"({counts['proposed']} proposed): --speculate 0 compared nothing")
         if counts["short_prompts"]:
             failures.append(f"{counts['short_prompts']} 'equal' prompts fit one prefill chunk of "
                             "16 tokens: the chunked prefill compared nothing")
-    if any(s.get("flags") for s in schemas) and counts["forced"] == 0:
-        failures.append("no forced token in any generation (--compact-json forces keys)")
+        if counts["forced"] == 0:
+            failures.append("no forced token in any generation (--compact-json forces keys)")
+    bad_ok = 0
+    for b in bad:
+        llm_run, plain, streamed = bad_results[b["name"]]
+        why = []
+        if llm_run["rc"] != 2 or b["error"] not in llm_run.get("stderr", ""):
+            why.append(f"llm generate exit {llm_run['rc']}, want 2 naming {b['error']!r}: "
+                       f"{llm_run.get('stderr') or llm_run.get('error')}")
+        for label, g in (("gateway", plain), ("gateway stream", streamed)):
+            err = g["body"].get("error", {}) if isinstance(g["body"], dict) else {}
+            if g["status"] != 400 or err.get("param") != b["param"] or \
+                    b["error"] not in err.get("message", ""):
+                why.append(f"{label} {g['status']}, want 400 with param {b['param']!r} naming "
+                           f"{b['error']!r}: {g['body']}")
+        if why:
+            failures.extend(f"bad input {b['name']}: {w}" for w in why)
+            print(f"FAIL bad input {b['name']}: {'; '.join(why)[:600]}")
+        else:
+            bad_ok += 1
+            print(f"ok   bad input {b['name']}: exit 2 and 400 {b['param']}: "
+                  f"{llm_run['stderr'][:150]}")
+    if bad:
+        if health != 200:
+            failures.append(f"the gateway's /health is {health} after the bad inputs")
+        failures.extend(f"{name} exited during the test" for name, up in alive.items() if not up)
+
     print(f"{len(schemas)} schemas: {counts['finished']} finished (eos/stop), {counts['valid']} "
           f"valid; {counts['cut']} cut by max_tokens {args.max_tokens}; {counts['tokens']} tokens, "
           f"{counts['forced']} forced; greedy equality {counts['equal']}/{counts['equal_checked']} "
@@ -300,6 +432,7 @@ def main() -> int:
           f"{sum(1 for s in schemas if s.get('equal'))} schemas, speculation accepted "
           f"{counts['accepted']}/{counts['proposed']} proposed); gateway = llm generate "
           f"{counts['gateway_same']}/{len(gateway)}; refused {refused_ok}/{len(refused)}; "
+          f"bad inputs {bad_ok}/{len(bad)}; "
           f"{time.monotonic() - started:.0f} s")
     for f in failures:
         print(f"FAIL {f}")

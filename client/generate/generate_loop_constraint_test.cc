@@ -179,6 +179,34 @@ TEST_F(ConstrainedLoopTest, ALostStepRollsTheGrammarBack) {
   EXPECT_THAT(log_, ::testing::Contains("send 1 +10,11,12"));  // the step that failed
 }
 
+// The vocabulary has no "j": after "b" nothing continues "bj". The
+// generation ends with the matcher's error naming it (InvalidArgument: `llm`
+// exits 2, the gateway answers 400), not with an empty mask sent to the
+// model service.
+TEST_F(ConstrainedLoopTest, AStateNoTokenContinuesEndsTheGeneration) {
+  absl::StatusOr<GenerateResult> r = Generate(Greedy(Compile(constrain::Kind::kRegex, "bj")));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("the constraint allows no token after"))
+      << r.status();
+  EXPECT_TRUE(model_.prefills.empty());  // nothing was sent with an empty mask
+}
+
+// A constraint compiled for another vocabulary (its masks would be the
+// wrong size): refused before any call.
+TEST_F(ConstrainedLoopTest, AConstraintOfAnotherVocabularyIsRefused) {
+  constrain::Vocabulary v;
+  for (int32_t id = 0; id < kFakeVocab + 7; ++id) v.token_bytes.push_back(Letter(id % kFakeVocab));
+  v.end_ids = {kFakeEos};
+  std::unique_ptr<constrain::Compiler> other = *constrain::Compiler::Create(v);
+  absl::StatusOr<std::shared_ptr<const constrain::Constraint>> c =
+      other->Compile({.kind = constrain::Kind::kRegex, .text = "[bd]+"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<GenerateResult> r = Generate(Greedy(*c));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("compiled for a vocabulary of 23 tokens"));
+  EXPECT_TRUE(model_.prefills.empty());
+}
+
 TEST_F(ConstrainedLoopTest, IgnoreEosAndAConstraintDoNotMix) {
   GenerateParams p = Greedy(Compile(constrain::Kind::kRegex, "b"));
   p.ignore_eos = true;
