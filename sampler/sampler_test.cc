@@ -365,7 +365,8 @@ TEST(InputTest, MaskedLogitsSampleOnlyAllowedTokens) {
   EXPECT_THAT(std::string(SampleError(none, SamplingParams()).message()),
               HasSubstr("every logit is -inf"));
   std::vector<float> nan = {-kInf, 1.0f, kNaN};
-  EXPECT_THAT(std::string(SampleError(nan, SamplingParams()).message()), HasSubstr("logit 2 is nan"));
+  EXPECT_THAT(std::string(SampleError(nan, SamplingParams()).message()),
+              HasSubstr("logit 2 is nan"));
 }
 
 TEST(InputTest, RejectsEmptyAndOutOfRangeIds) {

@@ -44,7 +44,8 @@ TEST_ONLY = {
     "libgtest-dev", "libgmock-dev", "libbenchmark-dev", "clang-14", "libclang-rt-14-dev",
     "clang-format",
     "python3", "python3-venv", "python3-pip", "python3-grpcio", "python3-grpc-tools",
-    "python3-yaml", "curl",
+    "python3-yaml", "python3-jsonschema", "curl",
+    "json-schema-test-suite",  # the schema compiler's conformance test
 }
 # Source directories the images do not build from (clients/python: the Python
 # package, for users of the services, not part of the servers' images).
