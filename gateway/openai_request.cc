@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "common/strings.h"
@@ -150,6 +151,72 @@ std::optional<ApiError> ReadConstraint(const json& j, GenerationRequest* r) {
       constrain::Spec c{.kind = constrain::Kind::kGrammar, .text = grammar->get<std::string>()};
       if (auto e = set("grammar", std::move(c))) return e;
     }
+  }
+  return std::nullopt;
+}
+
+// A body ParseJsonBody refused for its nesting (the only refusal that is
+// not "not valid JSON"): the top-level field the nesting is in, as the
+// error's param, so that a schema of 10,000 levels is a 400 naming
+// response_format. One pass over the bytes: strings skipped, brackets
+// counted (the top-level object is level 1, as kMaxJsonDepth counts).
+void NameTheFieldNestedTooDeep(std::string_view body, ApiError* e) {
+  if (!e->param.empty() || e->message.find("not valid JSON") != std::string::npos) return;
+  int depth = 0;
+  std::string_view last_string, field;
+  for (size_t i = 0; i < body.size(); ++i) {
+    switch (body[i]) {
+      case '"': {
+        const size_t start = i + 1;
+        for (++i; i < body.size() && body[i] != '"'; ++i) {
+          if (body[i] == '\\') ++i;
+        }
+        last_string = body.substr(start, std::min(i, body.size()) - start);
+        break;
+      }
+      case ':':
+        if (depth == 1) field = last_string;
+        break;
+      case '{':
+      case '[':
+        if (++depth > kMaxJsonDepth) {
+          if (!field.empty()) {
+            e->param = std::string(field);
+            e->message += StrCat(" (in ", e->param, ")");
+          }
+          return;
+        }
+        break;
+      case '}':
+      case ']':
+        --depth;
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+// A JSON schema's properties are generated in the schema's order, which
+// nlohmann::json loses (it sorts an object's keys): a schema given as an
+// object is written out again from the body parsed with its keys in order.
+// Cost: a second parse of the body, for a schema request only.
+std::optional<ApiError> KeepSchemaKeyOrder(std::string_view body, GenerationRequest* r) {
+  if (!r->constraint.has_value() || r->constraint->kind != constrain::Kind::kJsonSchema) {
+    return std::nullopt;
+  }
+  // Where ReadConstraint found the schema.
+  const char* pointer =
+      r->constraint_param == "response_format"           ? "/response_format/json_schema/schema"
+      : r->constraint_param == "structured_outputs.json" ? "/structured_outputs/json"
+                                                         : "/json_schema";
+  nlohmann::ordered_json ordered;
+  if (auto e = ParseJsonBody(body, &ordered)) return e;  // parsed once already: no error
+  const nlohmann::ordered_json::json_pointer at(pointer);
+  if (!ordered.contains(at)) return std::nullopt;
+  if (const nlohmann::ordered_json& schema = ordered.at(at); schema.is_object()) {
+    r->constraint->text =
+        schema.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   }
   return std::nullopt;
 }
@@ -339,9 +406,15 @@ std::optional<ApiError> ReadIds(const json& array, const std::string& param,
 template <class Request, class Read>
 std::optional<ApiError> ParseInto(std::string_view body, Request* out, Read read) {
   json j;
-  if (auto e = ParseObject(body, &j)) return e;
+  if (auto e = ParseObject(body, &j)) {
+    NameTheFieldNestedTooDeep(body, &*e);
+    return e;
+  }
   Request r;
   if (auto e = read(j, &r)) return e;
+  if constexpr (std::is_base_of_v<GenerationRequest, Request>) {
+    if (auto e = KeepSchemaKeyOrder(body, &r)) return e;
+  }
   *out = std::move(r);
   return std::nullopt;
 }

@@ -368,11 +368,41 @@ TEST(RequestBodyTest, DeepNestingIsRefusedOnASmallStack) {
     TokenizeRequest t;
     errors[5] = ParseTokenizeRequest(R"({"model": )" + deep + "}", RequestLimits(), &t);
   });
+  // The param names the top-level field the nesting is in (none for a body
+  // that is not an object).
+  const char* params[] = {"prompt", "prompt", "stop", "", "tokens", "model"};
   for (size_t i = 0; i < errors.size(); ++i) {
     ASSERT_TRUE(errors[i].has_value()) << i;
     EXPECT_EQ(errors[i]->http_status, 400) << i;
     EXPECT_THAT(errors[i]->message, HasSubstr("deeper than 64 levels")) << i;
+    EXPECT_EQ(errors[i]->param, params[i]) << i;
   }
+}
+
+// A JSON schema of 10,000 levels given as an object: the body's nesting
+// bound refuses it, naming the field it is in (as a string, the
+// constraint's own bound does: docs/structured_output.md).
+TEST(RequestBodyTest, ASchemaNestedTooDeepNamesItsField) {
+  std::string schema;
+  for (int i = 0; i < 10000; ++i) schema += R"({"type": "array", "items": )";
+  schema += "{}" + std::string(10000, '}');
+  ChatRequest r;
+  std::optional<ApiError> e = Parse(
+      Body(StrCat(R"("response_format": {"type": "json_schema", "json_schema": {"name": "d", )",
+                  R"("schema": )", schema, "}}")),
+      &r);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->http_status, 400);
+  EXPECT_EQ(e->param, "response_format");
+  EXPECT_THAT(e->message, HasSubstr("deeper than 64 levels (in response_format)"));
+  // A string ("{\"a\": [[[") is not nesting; a syntax error names no field.
+  e = Parse(
+      Body(
+          R"("json_schema": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[", "x": ])"),
+      &r);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_THAT(e->message, HasSubstr("not valid JSON"));
+  EXPECT_EQ(e->param, "");
 }
 
 // A client's value in a message: a structure described, a string cut.
@@ -510,6 +540,34 @@ TEST(ParseChatRequestTest, StructuredOutputsEveryWay) {
     ChatRequest b;
     EXPECT_TRUE(Parse(Body(bad), &b).has_value()) << bad;
   }
+}
+
+// A schema's properties are generated in its order: the constraint's text
+// keeps the body's key order (nlohmann::json would sort them), however the
+// schema is given.
+TEST(ParseChatRequestTest, SchemaKeepsTheBodysKeyOrder) {
+  constexpr char kSchema[] =
+      R"({"type": "object", "properties": {"zeta": {"type": "integer"}, "alpha": )"
+      R"({"type": "string"}}, "required": ["zeta", "alpha"]})";
+  constexpr char kText[] = R"({"type":"object","properties":{"zeta":{"type":"integer"},"alpha":)"
+                           R"({"type":"string"}},"required":["zeta","alpha"]})";
+  for (const std::string& extra :
+       {StrCat(R"("response_format": {"type": "json_schema", "json_schema": {"name": "p", )",
+               R"("schema": )", kSchema, "}}"),
+        StrCat(R"("structured_outputs": {"json": )", kSchema, "}"),
+        StrCat(R"("json_schema": )", kSchema)}) {
+    ChatRequest r;
+    ASSERT_EQ(Parse(Body(extra), &r), std::nullopt) << extra;
+    ASSERT_TRUE(r.constraint.has_value()) << extra;
+    EXPECT_EQ(r.constraint->text, kText) << extra;
+  }
+  CompletionRequest c;
+  ASSERT_EQ(ParseCompletionRequest(
+                StrCat(R"({"model": "m", "prompt": "x", "json_schema": )", kSchema, "}"),
+                RequestLimits(), &c),
+            std::nullopt);
+  ASSERT_TRUE(c.constraint.has_value());
+  EXPECT_EQ(c.constraint->text, kText);
 }
 
 TEST(ParseTokenizeRequestTest, PromptOrMessages) {

@@ -6,22 +6,29 @@
 // encoding, over Prefill, Decode and DecodeStream; each bad mask is
 // INVALID_ARGUMENT naming the fault and leaves the session as it was; the
 // client library sends StepOptions::mask and refuses a server that does not
-// apply masks.
+// apply masks; a constrained generation's every step is the masked softmax
+// of the full logits (ConstrainedExactnessTest).
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "client/constrain/constraint.h"
+#include "client/constrain/matcher.h"
+#include "client/generate/fake_ports.h"
+#include "client/generate/generate_loop.h"
 #include "client/transport/model_client.h"
 #include "common/grpc/request_log.h"
 #include "common/grpc/server_runner.h"
@@ -467,6 +474,186 @@ TEST_F(TokenMaskServiceTest, TheClientSendsStepOptionsMask) {
   ExpectRestricted(**d, Reference({30, 31, 32, 33}), most, f32, "DecodeSteps");
   EXPECT_TRUE(steps->Close().ok());
   EXPECT_TRUE((*model)->Release(session).ok());
+}
+
+// Exactness of a constrained step, end to end in process: a compiled
+// constraint's masks (client/constrain), the real model service applying
+// them to the random model's logits, the client library decoding them and
+// the sampler drawing. At every sampled step the loop's logprob of the token
+// and its top_logprobs are the log-softmax of the full, unmasked logits
+// (Reference: a fresh Prefill of the same history) restricted to the tokens
+// an independent Matcher allows there; greedy picks that restriction's
+// argmax; and at temperature 0.7 the first token's frequencies over 2,000
+// seeds follow softmax(full / 0.7) restricted (a chi-squared test, p =
+// 0.001).
+class ConstrainedExactnessTest : public TokenMaskServiceTest {
+ protected:
+  // Ids 10-19 "a".."j", 20-35 "k".."z", 36-45 "0".."9", 9 the end; the
+  // others two-character pieces of "k".."z" and digits, or text the
+  // constraint below never allows ("<0>".."<8>").
+  static std::string Bytes(int32_t id) {
+    static const std::string kPieceChars = "klmnopqrstuvwxyz0123456789";
+    if (id == kEnd) return "";
+    if (id < 9) return StrCat("<", id, ">");
+    if (id < 36) return std::string(1, static_cast<char>('a' + id - 10));
+    if (id < 46) return std::string(1, static_cast<char>('0' + id - 36));
+    const int64_t k = (id - 46) % static_cast<int64_t>(kPieceChars.size() * kPieceChars.size());
+    return {kPieceChars[k / kPieceChars.size()], kPieceChars[k % kPieceChars.size()]};
+  }
+  static constexpr int32_t kEnd = 9;  // FakeTokenizer's end id
+
+  void SetUp() override {
+    constrain::Vocabulary vocab;
+    for (int32_t id = 0; id < kVocab; ++id) vocab.token_bytes.push_back(Bytes(id));
+    tokenizer_.bytes = vocab.token_bytes;
+    vocab.end_ids = {kEnd};
+    auto compiler = constrain::Compiler::Create(vocab, {.threads = 1});
+    ASSERT_TRUE(compiler.ok()) << compiler.status();
+    // First a letter a-j (ten single-character tokens), then 1 to 6 letters
+    // or digits (hundreds of tokens allowed), nothing ever forced.
+    auto c = (*compiler)->Compile({.kind = constrain::Kind::kRegex, .text = "[a-j][a-z0-9]{1,6}"});
+    ASSERT_TRUE(c.ok()) << c.status();
+    constraint_ = *c;
+    client::ClientOptions options;
+    options.model_address = *address_;
+    auto model = client::ModelClient::Create(options, grpc::InsecureChannelCredentials());
+    ASSERT_TRUE(model.ok()) << model.status();
+    ASSERT_TRUE((*model)->Connect().ok());
+    model_ = *std::move(model);
+    loop_ = std::make_unique<client::GenerateLoop>(tokenizer_, *model_);
+  }
+
+  struct Step {
+    int32_t token;
+    float logprob;
+    std::vector<client::TopLogprob> top;
+  };
+  absl::StatusOr<client::GenerateResult> Generate(float temperature, uint64_t seed,
+                                                  int32_t max_tokens, std::vector<Step>* steps) {
+    client::GenerateParams p;
+    p.sampling.temperature = temperature;
+    p.sampling.seed = seed;
+    p.max_tokens = max_tokens;
+    p.top_logprobs = client::kMaxTopLogprobs;
+    p.constraint = constraint_;
+    client::Session session;
+    auto r = loop_->Generate(session, kPrompt, p, [&](const client::TokenEvent& e) {
+      if (e.token >= 0) steps->push_back({e.token, e.logprob, {e.top.begin(), e.top.end()}});
+    });
+    EXPECT_TRUE(loop_->Release(session).ok());
+    return r;
+  }
+
+  // log p(id) restricted to the tokens the grammar allows after `generated`
+  // (-inf where it allows none), from the unmasked logits of the history.
+  std::vector<double> MaskedLogSoftmax(const std::vector<int32_t>& generated) {
+    std::vector<int32_t> history(kPrompt.begin(), kPrompt.end());
+    history.insert(history.end(), generated.begin(), generated.end());
+    const std::vector<float> full = Reference(history);
+    constrain::Matcher m(constraint_);
+    for (int32_t t : generated) EXPECT_TRUE(m.Accept(t)) << t;
+    std::vector<uint32_t> words(m.mask_words());
+    EXPECT_TRUE(m.FillMask(words).ok());
+    std::vector<double> out(kVocab, -std::numeric_limits<double>::infinity());
+    double max = -std::numeric_limits<double>::infinity();
+    for (int32_t id = 0; id < kVocab; ++id) {
+      if ((words[id / 32] >> (id % 32)) & 1) max = std::max(max, static_cast<double>(full[id]));
+    }
+    double sum = 0;
+    for (int32_t id = 0; id < kVocab; ++id) {
+      if ((words[id / 32] >> (id % 32)) & 1) sum += std::exp(full[id] - max);
+    }
+    for (int32_t id = 0; id < kVocab; ++id) {
+      if ((words[id / 32] >> (id % 32)) & 1) out[id] = full[id] - max - std::log(sum);
+    }
+    return out;
+  }
+
+  // Each step of `steps` against MaskedLogSoftmax of the tokens before it.
+  void ExpectExact(const std::vector<Step>& steps, const std::string& what) {
+    std::vector<int32_t> generated;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      SCOPED_TRACE(StrCat(what, " step ", i));
+      const std::vector<double> ref = MaskedLogSoftmax(generated);
+      const Step& s = steps[i];
+      ASSERT_GT(ref[s.token], -std::numeric_limits<double>::infinity())
+          << "drew " << s.token << ", which the grammar does not allow";
+      EXPECT_NEAR(s.logprob, ref[s.token], 2e-5 * std::max(1.0, std::fabs(ref[s.token])));
+      // The reference's best allowed tokens (ties: lower id first).
+      std::vector<int32_t> order;
+      for (int32_t id = 0; id < kVocab; ++id) {
+        if (ref[id] > -std::numeric_limits<double>::infinity()) order.push_back(id);
+      }
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int32_t a, int32_t b) { return ref[a] > ref[b]; });
+      order.resize(std::min<size_t>(order.size(), client::kMaxTopLogprobs));
+      ASSERT_EQ(s.top.size(), order.size());
+      for (size_t j = 0; j < order.size(); ++j) {
+        EXPECT_EQ(s.top[j].token, order[j]) << "rank " << j;
+        EXPECT_NEAR(s.top[j].logprob, ref[order[j]], 2e-5 * std::max(1.0, std::fabs(ref[order[j]])))
+            << "rank " << j;
+      }
+      generated.push_back(s.token);
+    }
+  }
+
+  static constexpr std::array<int32_t, 4> kPrompt = {3, 700, 41, 12};
+  client::testing::FakeTokenizer tokenizer_{nullptr};
+  std::shared_ptr<const constrain::Constraint> constraint_;
+  std::unique_ptr<client::ModelClient> model_;
+  std::unique_ptr<client::GenerateLoop> loop_;
+};
+
+TEST_F(ConstrainedExactnessTest, EachStepIsTheMaskedSoftmaxOfTheFullLogits) {
+  int steps_checked = 0;
+  for (float temperature : {1.0f, 0.7f, 0.0f}) {
+    for (uint64_t seed : {1u, 2u, 3u}) {
+      std::vector<Step> steps;
+      absl::StatusOr<client::GenerateResult> r = Generate(temperature, seed, 8, &steps);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(r->forced_tokens, 0);  // every step is a draw
+      ExpectExact(steps, StrCat("temperature ", temperature, " seed ", seed));
+      steps_checked += static_cast<int>(steps.size());
+      if (temperature == 0.0f) {
+        // Greedy: the restriction's argmax, each step.
+        std::vector<int32_t> generated;
+        for (const Step& s : steps) {
+          const std::vector<double> ref = MaskedLogSoftmax(generated);
+          EXPECT_EQ(s.token, std::max_element(ref.begin(), ref.end()) - ref.begin());
+          generated.push_back(s.token);
+        }
+        break;  // one greedy run is every greedy run
+      }
+    }
+  }
+  EXPECT_GE(steps_checked, 14);
+}
+
+TEST_F(ConstrainedExactnessTest, DrawsFollowTheMaskedSoftmaxAtTheirTemperature) {
+  constexpr float kTemperature = 0.7f;
+  constexpr int kDraws = 2000;
+  std::map<int32_t, int> counts;
+  for (int seed = 0; seed < kDraws; ++seed) {
+    std::vector<Step> steps;
+    absl::StatusOr<client::GenerateResult> r =
+        Generate(kTemperature, static_cast<uint64_t>(seed), 1, &steps);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(steps.size(), 1u);
+    ++counts[steps[0].token];
+  }
+  // The first letter: softmax(full / T) over the ten allowed ids.
+  const std::vector<float> full = Reference({kPrompt.begin(), kPrompt.end()});
+  double z = 0;
+  for (int32_t id = 10; id < 20; ++id) z += std::exp(full[id] / kTemperature);
+  double chi2 = 0;
+  int inside = 0;
+  for (int32_t id = 10; id < 20; ++id) {
+    const double expected = kDraws * std::exp(full[id] / kTemperature) / z;
+    chi2 += (counts[id] - expected) * (counts[id] - expected) / expected;
+    inside += counts[id];
+  }
+  EXPECT_EQ(inside, kDraws) << "a draw outside a-j";
+  EXPECT_LT(chi2, 27.88) << "9 degrees of freedom, p = 0.001";
 }
 
 // A server older than token masks: its Info has no token_mask.

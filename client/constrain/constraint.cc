@@ -21,6 +21,7 @@
 #include "client/constrain/bounds.h"
 #include "client/constrain/choice_grammar.h"
 #include "client/constrain/lru_cache.h"
+#include "client/constrain/matcher.h"
 #include "client/constrain/schema_support.h"
 #include "client/constrain/xgrammar_impl.h"
 #include "client/constrain/xgrammar_log.h"
@@ -251,7 +252,8 @@ Compiled Compiler::Impl::CompileUncached(const Spec& spec) {
   const std::string prefix = ErrorPrefix(spec.kind);
   std::string text = spec.text;
   if (spec.kind == Kind::kJsonSchema) {
-    absl::StatusOr<std::string> prepared = PrepareSchema(spec.text, spec.lenient);
+    absl::StatusOr<std::string> prepared =
+        PrepareSchema(spec.text, spec.lenient, options.max_text_bytes);
     if (!prepared.ok()) return prepared.status();
     text = *std::move(prepared);
   } else if (spec.kind == Kind::kJsonObject) {
@@ -289,7 +291,18 @@ Compiled Compiler::Impl::CompileUncached(const Spec& spec) {
     auto impl = std::make_unique<Constraint::Impl>(Constraint::Impl{
         spec.kind, (lazy ? lazy_compiler : compiler).CompileGrammar(grammar), 0, lazy});
     impl->compile_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
-    return std::make_shared<const Constraint>(std::move(impl));
+    auto constraint = std::make_shared<const Constraint>(std::move(impl));
+    // A constraint no token can start (an empty language) is refused here,
+    // naming the spec, rather than failing the first step of a generation.
+    Matcher first(constraint);
+    std::vector<uint32_t> mask(static_cast<size_t>(first.mask_words()));
+    if (!first.FillMask(mask).ok()) {
+      return absl::InvalidArgumentError(
+          llm::StrCat(prefix,
+                      "allows no output: no token of the vocabulary can start it (its language "
+                      "is empty, or the vocabulary cannot spell it)"));
+    }
+    return constraint;
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(llm::StrCat(prefix, "out of memory while compiling"));
   } catch (const std::exception& e) {

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "client/constrain/matcher.h"
 #include "client/constrain/testing_vocab.h"
+#include "common/strings.h"
 
 namespace llm::constrain {
 namespace {
@@ -209,6 +210,46 @@ TEST_F(CompilerTest, BoundsAreCheckedBeforeCompiling) {
                     .text = "root ::= " + std::string(100, '(') + "\"a\"" + std::string(100, ')')})
           .message(),
       HasSubstr("grammar: the grammar nests deeper than 64"));
+}
+
+// The schema xgrammar compiles is the rewritten one (schema_support.h):
+// keywords beside an anyOf copied into each of its branches. 300 branches
+// beside 30 KB of properties would be a 9 MB schema (minutes and gigabytes
+// of xgrammar's compile): refused before the copies are made, naming where.
+TEST_F(CompilerTest, ARewriteThatWouldGrowPastTheBoundIsRefused) {
+  std::string properties;
+  for (int i = 0; i < 1000; ++i) {
+    properties += StrCat(i == 0 ? "" : ", ", "\"p", i, "\": {\"type\": \"string\"}");
+  }
+  std::string branches;
+  for (int i = 0; i < 300; ++i)
+    branches += StrCat(i == 0 ? "" : ", ", "{\"required\": [\"p", i, "\"]}");
+  const std::string schema = StrCat(R"({"type": "object", "properties": {)", properties,
+                                    R"(}, "anyOf": [)", branches, "]}");
+  ASSERT_LT(schema.size(), 256u * 1024);
+  const absl::Status s = CompileError({.kind = Kind::kJsonSchema, .text = schema});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("more than 262144 bytes")) << s;
+  EXPECT_THAT(s.message(), HasSubstr("at /")) << s;
+  // The same with a few branches compiles (and is enforced).
+  const Spec few{.kind = Kind::kJsonSchema,
+                 .text = R"({"type": "object", "properties": {"name": {"type": "string"}, "age":
+                             {"type": "integer"}}, "anyOf": [{"required": ["name"]},
+                             {"required": ["age"]}]})"};
+  EXPECT_TRUE(Matches(few, R"({"age": 12})"));
+  EXPECT_FALSE(Matches(few, "{}"));
+}
+
+// A constraint whose language is empty (a character class of nothing) has
+// no first token: refused when compiled, not a generation that cannot start.
+TEST_F(CompilerTest, AConstraintThatAllowsNothingIsRefused) {
+  for (const Spec& spec :
+       {Spec{.kind = Kind::kRegex, .text = R"([^\s\S])"},
+        Spec{.kind = Kind::kGrammar, .text = R"(root ::= [^\x00-\U0010FFFF])"}}) {
+    const absl::Status s = CompileError(spec);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << spec.text << ": " << s;
+    EXPECT_THAT(s.message(), HasSubstr("allows no output")) << spec.text;
+  }
 }
 
 TEST_F(CompilerTest, RecursiveRefCompiles) {

@@ -3,6 +3,7 @@
 #include <dlpack/dlpack.h>
 #include <xgrammar/xgrammar.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -59,6 +60,16 @@ absl::Status Matcher::FillMask(std::span<uint32_t> mask) {
   }
   if (const int32_t tail = impl_->vocab_size % 32; tail != 0) {
     mask.back() &= (uint32_t{1} << tail) - 1;
+  }
+  // xgrammar allows a token whose bytes the grammar's prefix admits, so a
+  // state can have no continuation a token spells (an empty character
+  // class, a character the vocabulary lacks): say so here, once, rather
+  // than leave a mask that allows nothing to the sampler or the server.
+  if (std::all_of(mask.begin(), mask.end(), [](uint32_t w) { return w == 0; })) {
+    return absl::InvalidArgumentError(llm::StrCat(
+        "the constraint allows no token after the ", accepted_,
+        " tokens accepted: no token of the vocabulary continues the output (an empty language, "
+        "or text the vocabulary cannot spell)"));
   }
   return absl::OkStatus();
 }

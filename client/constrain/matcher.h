@@ -42,9 +42,11 @@ class Matcher {
 
   // Writes the set of tokens allowed next: bit (id % 32) of mask[id / 32] is
   // set iff id is allowed (the end ids where the grammar is complete; bits
-  // past vocab_size are clear). Never empty while not terminated.
-  // InvalidArgument for a mask of another size; FailedPrecondition once
-  // terminated.
+  // past vocab_size are clear). Never empty: InvalidArgument, naming the
+  // state, where no token continues the output (an empty character class, a
+  // character no token spells), and for a mask of another size;
+  // FailedPrecondition once terminated. Cost: xgrammar's fill, then one pass
+  // over the words.
   absl::Status FillMask(std::span<uint32_t> mask);
 
   // Accepts `id` when the grammar allows it next (true) and advances;

@@ -112,6 +112,20 @@ TEST_F(MatcherTest, AcceptRollbackAndEnd) {
   EXPECT_TRUE(m.Accept('n'));
 }
 
+// A state no token continues (here: "a" then a character class of
+// nothing) is an error naming it, never an empty mask that a model service
+// would refuse.
+TEST_F(MatcherTest, AStateNoTokenContinuesIsAnError) {
+  Matcher m(Compile({.kind = Kind::kGrammar, .text = R"(root ::= "a" [^\x00-\U0010FFFF])"}));
+  std::vector<uint32_t> mask(m.mask_words());
+  ASSERT_TRUE(m.FillMask(mask).ok());
+  EXPECT_TRUE(Allowed(mask, 'a'));
+  ASSERT_TRUE(m.Accept('a'));
+  const absl::Status s = m.FillMask(mask);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("allows no token after the 1 tokens accepted")) << s;
+}
+
 TEST_F(MatcherTest, ForcedTokensSpellTheUniqueContinuation) {
   Matcher m(Compile({.kind = Kind::kJsonSchema,
                      .text = R"({"type": "object", "properties": {"name": {"type": "string"}},

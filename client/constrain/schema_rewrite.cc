@@ -1,6 +1,8 @@
 #include "client/constrain/schema_rewrite.h"
 
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <set>
 #include <string>
 #include <string_view>
@@ -150,11 +152,22 @@ Json ExactSchema(const Json& v) {
   return {{"const", v}};
 }
 
-// "const" / "enum" with an object or array value: "anyOf" of exact schemas.
-bool RewriteCompoundValues(Json& schema) {
+// The bytes of `j` as compact JSON text.
+int64_t TextBytes(const Json& j) {
+  return static_cast<int64_t>(j.dump(-1, ' ', false, Json::error_handler_t::replace).size());
+}
+
+// "const" / "enum" with an object or array value: "anyOf" of exact schemas
+// (a few times the value's size, taken from the budget).
+bool RewriteCompoundValues(Json& schema, const std::string& path, GrowthBudget* budget) {
   if (schema.contains("anyOf")) return false;
   if (schema.contains("const") && schema["const"].is_structured()) {
-    schema["anyOf"] = Json::array({ExactSchema(schema["const"])});
+    Json branches = Json::array({ExactSchema(schema["const"])});
+    if (budget != nullptr &&
+        !budget->Take(TextBytes(branches) - TextBytes(schema["const"]), path)) {
+      return false;
+    }
+    schema["anyOf"] = std::move(branches);
     schema.erase("const");
     return true;
   }
@@ -173,14 +186,18 @@ bool RewriteCompoundValues(Json& schema) {
     }
   }
   if (!scalars.empty()) branches.push_back({{"enum", scalars}});
+  if (budget != nullptr && !budget->Take(TextBytes(branches) - TextBytes(values), path)) {
+    return false;
+  }
   schema["anyOf"] = std::move(branches);
   schema.erase("enum");
   return true;
 }
 
 // Keywords beside "anyOf" / "oneOf" into every branch.
+// Each branch gets a copy of the siblings: measured before any is made.
 bool MergeIntoBranches(Json& schema, std::string_view combinator, const std::string& path,
-                       PointerMoves* moves) {
+                       PointerMoves* moves, GrowthBudget* budget) {
   const std::string key(combinator);
   if (!schema.contains(key) || !schema[key].is_array()) return false;
   for (std::string_view other : {"$ref", "const", "enum", "anyOf", "oneOf", "allOf"}) {
@@ -188,6 +205,10 @@ bool MergeIntoBranches(Json& schema, std::string_view combinator, const std::str
   }
   const Json siblings = Siblings(schema, combinator);
   if (siblings.empty()) return false;
+  const int64_t copies = static_cast<int64_t>(schema[key].size()) - 1;
+  if (budget != nullptr && copies > 0 && !budget->Take(copies * TextBytes(siblings), path)) {
+    return false;
+  }
   Json branches = Json::array();
   for (const Json& branch : schema[key]) {
     if (branch == false) continue;  // never valid, with or without the siblings
@@ -309,7 +330,16 @@ std::string PointerToken(std::string_view key) {
   return token;
 }
 
-bool RewriteNode(Json& schema, const std::string& path, PointerMoves* moves) {
+bool GrowthBudget::Take(int64_t bytes, const std::string& path) {
+  if (bytes > bytes_left) {
+    if (!exceeded_at.has_value()) exceeded_at = path;
+    return false;
+  }
+  bytes_left -= std::max<int64_t>(bytes, 0);
+  return true;
+}
+
+bool RewriteNode(Json& schema, const std::string& path, PointerMoves* moves, GrowthBudget* budget) {
   if (!schema.is_object()) return false;
   bool changed = RewriteDraft7Items(schema, path, moves);
   changed = AnchorPatterns(schema) || changed;
@@ -317,10 +347,10 @@ bool RewriteNode(Json& schema, const std::string& path, PointerMoves* moves) {
   // Each step may enable another (a const becomes an anyOf whose siblings
   // then move in); a few rounds reach the fixed point.
   for (int round = 0; round < 4; ++round) {
-    bool now = RewriteCompoundValues(schema);
+    bool now = RewriteCompoundValues(schema, path, budget);
     now = MergeAllOf(schema, path, moves) || now;
-    now = MergeIntoBranches(schema, "anyOf", path, moves) || now;
-    now = MergeIntoBranches(schema, "oneOf", path, moves) || now;
+    now = MergeIntoBranches(schema, "anyOf", path, moves, budget) || now;
+    now = MergeIntoBranches(schema, "oneOf", path, moves, budget) || now;
     now = TypeTypelessSchema(schema) || now;
     if (!now) break;
     changed = true;

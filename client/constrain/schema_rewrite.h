@@ -22,7 +22,9 @@
 #ifndef LLM_CLIENT_CONSTRAIN_SCHEMA_REWRITE_H_
 #define LLM_CLIENT_CONSTRAIN_SCHEMA_REWRITE_H_
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -39,9 +41,25 @@ using PointerMoves = std::vector<std::pair<std::string, std::string>>;
 // `key` as one reference token of a JSON pointer (RFC 6901: ~ and / escaped).
 std::string PointerToken(std::string_view key);
 
+// How much the rewrites may grow a schema: bytes of compact JSON text they
+// may still add. Copying the keywords beside an "anyOf" into each of its
+// branches multiplies them (a 80 KB schema of 1,000 branches beside 57 KB
+// would become 57 MB, which xgrammar compiles for minutes in gigabytes):
+// such a copy is measured before it is made, and not made past the budget.
+struct GrowthBudget {
+  int64_t bytes_left = INT64_MAX;
+  // The path of the first node a rewrite would have grown past the budget.
+  std::optional<std::string> exceeded_at;
+
+  // Takes `bytes`: false (nothing taken, exceeded_at set) when fewer are left.
+  bool Take(int64_t bytes, const std::string& path);
+};
+
 // Rewrites the node at JSON pointer `path` (not its children). Returns
-// whether it changed anything.
-bool RewriteNode(SchemaJson& schema, const std::string& path, PointerMoves* moves);
+// whether it changed anything. With a budget, a rewrite that would grow the
+// schema past it is not made (budget->exceeded_at says where).
+bool RewriteNode(SchemaJson& schema, const std::string& path, PointerMoves* moves,
+                 GrowthBudget* budget = nullptr);
 
 // Points every local "$ref" under `root` that starts with a moved pointer at
 // its new place.

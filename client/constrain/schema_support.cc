@@ -1,6 +1,8 @@
 #include "client/constrain/schema_support.h"
 
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -92,9 +94,13 @@ bool OfAnyType(const Json& value, const Json& type) {
 
 class Walker {
  public:
-  // lenient: rewrite only, refuse nothing.
-  Walker(bool ref_siblings_ignored, bool lenient)
-      : ref_siblings_ignored_(ref_siblings_ignored), lenient_(lenient) {}
+  // lenient: rewrite only, refuse nothing. The rewrites may grow the
+  // schema of `bytes` to at most `limit` bytes.
+  Walker(bool ref_siblings_ignored, bool lenient, size_t bytes, size_t limit)
+      : ref_siblings_ignored_(ref_siblings_ignored), lenient_(lenient), limit_(limit) {
+    budget_.bytes_left =
+        limit > bytes ? static_cast<int64_t>(std::min<size_t>(limit - bytes, INT64_MAX)) : 0;
+  }
 
   bool rewritten() const { return rewritten_; }
   const PointerMoves& moves() const { return moves_; }
@@ -102,7 +108,8 @@ class Walker {
   // Rewrites and checks the schema at `path` and everything below it.
   absl::Status Walk(Json& schema, const std::string& path) {
     if (!schema.is_object()) return absl::OkStatus();  // booleans; xgrammar reports others
-    rewritten_ = RewriteNode(schema, path, &moves_) || rewritten_;
+    rewritten_ = RewriteNode(schema, path, &moves_, &budget_) || rewritten_;
+    if (budget_.exceeded_at.has_value()) return TooLarge(*budget_.exceeded_at);
     if (!lenient_) {
       if (absl::Status s = CheckHere(schema, path); !s.ok()) return s;
     }
@@ -207,10 +214,20 @@ class Walker {
     return Unsupported(path, "type", StrCat("beside '", first, "' with a value not of that type"));
   }
 
+  // The budget ran out at `path` (GrowthBudget).
+  absl::Status TooLarge(const std::string& path) const {
+    return absl::InvalidArgumentError(StrCat(
+        "JSON schema: rewriting it into what xgrammar enforces (the keywords beside anyOf / "
+        "oneOf copied into every branch, object and array const / enum values spelled out) at ",
+        path.empty() ? "/" : path, " would make it more than ", limit_, " bytes, the limit"));
+  }
+
   const bool ref_siblings_ignored_;
   const bool lenient_;
   bool rewritten_ = false;
   PointerMoves moves_;
+  GrowthBudget budget_;
+  size_t limit_ = 0;
 };
 
 // Drafts 3 to 7 ignore every keyword beside "$ref".
@@ -225,7 +242,7 @@ bool RefSiblingsIgnored(const Json& root) {
 
 }  // namespace
 
-absl::StatusOr<std::string> PrepareSchema(std::string_view schema, bool lenient) {
+absl::StatusOr<std::string> PrepareSchema(std::string_view schema, bool lenient, size_t max_bytes) {
   Json root;
   try {
     root = Json::parse(schema);
@@ -236,11 +253,17 @@ absl::StatusOr<std::string> PrepareSchema(std::string_view schema, bool lenient)
     return absl::InvalidArgumentError(
         StrCat("JSON schema: a schema is an object or a boolean, not ", root.type_name()));
   }
-  Walker walker(RefSiblingsIgnored(root), lenient);
+  Walker walker(RefSiblingsIgnored(root), lenient, schema.size(), max_bytes);
   if (absl::Status s = walker.Walk(root, ""); !s.ok()) return s;
   if (!walker.rewritten()) return std::string(schema);
   ApplyPointerMoves(root, walker.moves());
-  return root.dump();
+  std::string prepared = root.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (prepared.size() > max_bytes) {
+    return absl::InvalidArgumentError(
+        StrCat("JSON schema: rewritten into what xgrammar enforces, it is ", prepared.size(),
+               " bytes; the limit is ", max_bytes, " bytes"));
+  }
+  return prepared;
 }
 
 }  // namespace llm::constrain

@@ -22,11 +22,13 @@
 // items, keywords beside combinators, allOf, object and array consts,
 // unanchored patterns, schemas without "type").
 //
-// Cost: one parse of the schema and one walk of its tree; the caller has
-// bounded its nesting (bounds.h).
+// Cost: one parse of the schema and one walk of its tree as rewritten
+// (within max_bytes); the caller has bounded its nesting (bounds.h).
 #ifndef LLM_CLIENT_CONSTRAIN_SCHEMA_SUPPORT_H_
 #define LLM_CLIENT_CONSTRAIN_SCHEMA_SUPPORT_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -35,9 +37,13 @@
 namespace llm::constrain {
 
 // The schema xgrammar should compile (`schema` itself unless rewritten), or
-// InvalidArgument: not JSON, not a schema (an object or a boolean), or a
-// feature named as above (only when !lenient).
-absl::StatusOr<std::string> PrepareSchema(std::string_view schema, bool lenient);
+// InvalidArgument: not JSON, not a schema (an object or a boolean), a
+// feature named as above (only when !lenient), or a rewrite that would make
+// it longer than `max_bytes` (schema_rewrite.h's GrowthBudget: the copies
+// are measured before they are made, so memory and time stay within a few
+// times `max_bytes`).
+absl::StatusOr<std::string> PrepareSchema(std::string_view schema, bool lenient,
+                                          size_t max_bytes = SIZE_MAX);
 
 }  // namespace llm::constrain
 

@@ -89,6 +89,26 @@ TEST(SchemaSupportTest, RewritesAndFixesTheRefsIntoWhatMoved) {
             R"({"type":"array","prefixItems":[{"type":"string"},{"$ref":"#/prefixItems/0"}]})");
 }
 
+// Rewrites grow a schema (siblings copied into each branch, compound
+// values spelled out) within max_bytes; the refusal names where the budget
+// ran out, and nothing past it is copied.
+TEST(SchemaSupportTest, RewritesStayWithinMaxBytes) {
+  const std::string siblings =
+      R"({"type": "object", "properties": {"x": {"minLength": 3, "maxLength": 9,
+          "anyOf": [{"type": "string"}, {"type": "null"}, {"type": "integer"}]}}})";
+  ASSERT_TRUE(PrepareSchema(siblings, false, 1000).ok());
+  auto small = PrepareSchema(siblings, false, siblings.size() + 20);
+  ASSERT_FALSE(small.ok());
+  EXPECT_THAT(small.status().message(), HasSubstr("at /properties/x would make it more than"));
+  const std::string compound = R"({"enum": [{"a": [1, 2, 3]}, {"b": {"c": null}}]})";
+  ASSERT_TRUE(PrepareSchema(compound, false, 1000).ok());
+  EXPECT_THAT(PrepareSchema(compound, false, 100).status().message(), HasSubstr("at /"));
+  // Small additions (an anchored pattern) are checked on the result.
+  const std::string pattern = R"({"type": "string", "pattern": "ab"})";
+  EXPECT_THAT(PrepareSchema(pattern, false, pattern.size()).status().message(),
+              HasSubstr("the limit is"));
+}
+
 TEST(SchemaSupportTest, RefusesWhatIsNotASchema) {
   EXPECT_THAT(PrepareSchema("{", false).status().message(), HasSubstr("not valid JSON"));
   EXPECT_THAT(PrepareSchema("3", false).status().message(), HasSubstr("not number"));

@@ -94,6 +94,7 @@ class FakeModel : public ModelPort {
   absl::Status fail_with;      // ... with this; NOT_FOUND etc. drop the session
   std::map<std::string, std::vector<int32_t>> sessions;  // the model's side
   std::vector<std::vector<int32_t>> prefills;            // every Prefill's tokens sent
+  std::vector<bool> step_lookahead;  // every step's StepOptions::lookahead, in order
   int steps = 0, closes = 0, releases = 0, truncates = 0, next_id = 0;
   absl::Status truncate_error;  // what Truncate answers for a session it holds (OK: truncates)
   // The logits after a token given the session's tokens up to it; null:
@@ -186,6 +187,7 @@ class FakeSteps : public DecodeSteps {
     }
     if (options.truncate_to >= 0) line += StrCat(" @", options.truncate_to);
     if (model_.log_ != nullptr) model_.log_->push_back(line);
+    model_.step_lookahead.push_back(options.lookahead);
     token_ = token;
     options_ = options;
     // The masks are borrowed for the call only: keep copies.

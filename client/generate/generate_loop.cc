@@ -279,7 +279,17 @@ absl::Status GenerateLoop::Run::SendStep(int32_t token, std::span<const int32_t>
   }
   if (grammar_ != nullptr) LLM_RETURN_IF_ERROR(MaskProposals(step));
   step.proposed = proposed_;
-  if (!proposed_.empty()) step.lookahead = false;
+  if (forced_step_) {
+    // Forced tokens are sure to be kept: the guess follows the last of them
+    // (the argmax of its masked row, the next draw), when a request will
+    // follow that draw. Without it the model service would start the next
+    // forward only when the next request arrives.
+    step.lookahead =
+        step.lookahead &&
+        static_cast<int64_t>(result_.tokens.size() + proposed_.size()) + 1 < params_.max_tokens;
+  } else if (!proposed_.empty()) {
+    step.lookahead = false;  // speculation: a rejected proposal would waste the guess
+  }
   if (session_.overhang) step.truncate_to = static_cast<int64_t>(session_.tokens.size());
   steps_->Send(token, step);
   return absl::OkStatus();

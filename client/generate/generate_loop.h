@@ -44,8 +44,10 @@
 // (EOS, stop strings, max_tokens, logprobs), so a stop in the middle of an
 // accepted run stops there. The proposals after a rejection stay in the
 // model session until the next request rolls them back (truncate_to;
-// Session::overhang). Lookahead is not asked for when speculating (a guess
-// would be used only after a step without proposals). A model server that
+// Session::overhang). Lookahead is not asked for on a step with proposals
+// (a guess would be used only if every proposal were accepted), except on
+// one whose proposals are tokens a constraint forces, which are sure to be
+// kept: its guess follows the last of them. A model server that
 // predates speculation (no proposed logits in its answer: it appended the
 // token alone) is decoded without for the rest of the generation.
 //

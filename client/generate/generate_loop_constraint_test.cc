@@ -4,6 +4,7 @@
 // The vocabulary: ids 0-8 are "a".."i", 9 is EOS, 10-15 are "k".."p". The
 // fake model's greedy choice after token t is t + 1; masked, the draw falls
 // to the allowed tokens.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -110,6 +111,58 @@ TEST_F(ConstrainedLoopTest, ForcedTokensAfterADrawGoInOneStep) {
   EXPECT_THAT(log_, ::testing::Contains("send 1 +10,11,12"));
 }
 
+// A forced step's proposals are sure to be kept, so (greedy) it asks for
+// lookahead like a step without proposals: the model service guesses the
+// argmax of the last forced token's masked row, the next draw, instead of
+// idling until the next request. Speculation's proposals, which a draw may
+// reject, still turn it off.
+TEST_F(ConstrainedLoopTest, AForcedStepKeepsLookahead) {
+  absl::StatusOr<GenerateResult> r = Generate(Greedy(Compile(constrain::Kind::kRegex, "[bd]klm")));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const auto forced = std::find(log_.begin(), log_.end(), "send 1 +10,11,12");
+  ASSERT_NE(forced, log_.end());
+  const size_t step = static_cast<size_t>(std::count_if(
+      log_.begin(), forced, [](const std::string& l) { return l.starts_with("send"); }));
+  ASSERT_LT(step, model_.step_lookahead.size());
+  EXPECT_TRUE(model_.step_lookahead[step]);
+  // Within max_tokens: no guess past the last token.
+  log_.clear();
+  model_.step_lookahead.clear();
+  GenerateParams p = Greedy(Compile(constrain::Kind::kRegex, "[bd]klm"));
+  p.max_tokens = 4;
+  ASSERT_TRUE(Generate(p).ok());
+  ASSERT_FALSE(model_.step_lookahead.empty());
+  EXPECT_FALSE(model_.step_lookahead.back());
+  // Speculation's proposals (the next two letters, which greedy takes;
+  // nothing is forced under "[a-p]{6}"): no lookahead on a step that carries
+  // them.
+  log_.clear();
+  model_.step_lookahead.clear();
+  LoopOptions options;
+  options.propose = [](std::span<const int32_t> history, int32_t, std::vector<int32_t>* out) {
+    out->assign({history.back() + 1, history.back() + 2});
+  };
+  GenerateLoop speculating(tokenizer_, model_, options);
+  Session session;
+  absl::StatusOr<GenerateResult> s =
+      speculating.Generate(session, std::vector<int32_t>{0},
+                           Greedy(Compile(constrain::Kind::kRegex, "[a-p]{6}"), 2), nullptr);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->forced_tokens, 0);
+  EXPECT_GT(s->accepted_tokens, 0);
+  int speculative = 0;
+  size_t i = 0;
+  for (const std::string& l : log_) {
+    if (!l.starts_with("send")) continue;
+    if (l.find('+') != std::string::npos) {
+      ++speculative;
+      EXPECT_FALSE(model_.step_lookahead[i]) << l;
+    }
+    ++i;
+  }
+  EXPECT_GT(speculative, 0);
+}
+
 // Speculation under a constraint: proposals the grammar refuses are cut,
 // the rows of the others are masked, and the output is the same as without.
 TEST_F(ConstrainedLoopTest, SpeculationGivesTheSameConstrainedOutput) {
@@ -177,6 +230,34 @@ TEST_F(ConstrainedLoopTest, ALostStepRollsTheGrammarBack) {
   EXPECT_EQ(r->text, "bklm");
   EXPECT_GE(r->session_rebuilds, 1);
   EXPECT_THAT(log_, ::testing::Contains("send 1 +10,11,12"));  // the step that failed
+}
+
+// The vocabulary has no "j": after "b" nothing continues "bj". The
+// generation ends with the matcher's error naming it (InvalidArgument: `llm`
+// exits 2, the gateway answers 400), not with an empty mask sent to the
+// model service.
+TEST_F(ConstrainedLoopTest, AStateNoTokenContinuesEndsTheGeneration) {
+  absl::StatusOr<GenerateResult> r = Generate(Greedy(Compile(constrain::Kind::kRegex, "bj")));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("the constraint allows no token after"))
+      << r.status();
+  EXPECT_TRUE(model_.prefills.empty());  // nothing was sent with an empty mask
+}
+
+// A constraint compiled for another vocabulary (its masks would be the
+// wrong size): refused before any call.
+TEST_F(ConstrainedLoopTest, AConstraintOfAnotherVocabularyIsRefused) {
+  constrain::Vocabulary v;
+  for (int32_t id = 0; id < kFakeVocab + 7; ++id) v.token_bytes.push_back(Letter(id % kFakeVocab));
+  v.end_ids = {kFakeEos};
+  std::unique_ptr<constrain::Compiler> other = *constrain::Compiler::Create(v);
+  absl::StatusOr<std::shared_ptr<const constrain::Constraint>> c =
+      other->Compile({.kind = constrain::Kind::kRegex, .text = "[bd]+"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<GenerateResult> r = Generate(Greedy(*c));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("compiled for a vocabulary of 23 tokens"));
+  EXPECT_TRUE(model_.prefills.empty());
 }
 
 TEST_F(ConstrainedLoopTest, IgnoreEosAndAConstraintDoNotMix) {

@@ -103,6 +103,8 @@ void TopLogprobs(const sampler::LogitsInput& input, int32_t k, std::vector<TopLo
   }
   for (size_t j = 0; j < take; ++j) {
     const uint32_t i = order[j];
+    // -inf: a token the mask disallowed (sorted last), not a likely one.
+    if (std::isinf(logits[i]) && logits[i] < 0) break;
     out->push_back(
         {id_of(i), static_cast<float>(std::min(0.0, static_cast<double>(logits[i]) - lse))});
   }

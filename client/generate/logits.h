@@ -49,7 +49,8 @@ v1::LogitsOptions ChooseLogitsOptions(const LogitsMode& mode, const sampler::Sam
 
 // The k most likely tokens of `input` under its raw distribution, by
 // descending logprob (ties: lower id first), into *out (fewer when the input
-// holds fewer). Full input: log-softmax in double; top-N input: logit -
+// holds fewer, or fewer allowed: a token a mask disallowed, -inf, is never
+// listed). Full input: log-softmax in double; top-N input: logit -
 // log_sum_exp. Cost: O(vocab + k log k) for full input, O(N log k) for top-N.
 void TopLogprobs(const sampler::LogitsInput& input, int32_t k, std::vector<TopLogprob>* out);
 

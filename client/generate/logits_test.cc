@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -88,6 +90,32 @@ TEST(LogitsTest, DecodesEveryEncoding) {
   EXPECT_EQ(d.input().log_sum_exp(), 4.0f);
   top.add_top_ids(8);  // ids and logits of different lengths
   EXPECT_FALSE(d.Decode(top, 10).ok());
+}
+
+// Under a token mask the full logits hold -inf for the disallowed tokens:
+// they are not among the likely ones (a client would read a null logprob,
+// JSON having no -inf). The allowed ones' logprobs are over the allowed set.
+TEST(TopLogprobsTest, MaskedTokensAreNotListed) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> masked = {1.0f, -inf, 0.5f, -inf, 2.0f};
+  std::vector<TopLogprob> top;
+  TopLogprobs(sampler::LogitsInput::Full(masked), 4, &top);
+  ASSERT_EQ(top.size(), 3u);
+  const double lse = std::log(std::exp(1.0) + std::exp(0.5) + std::exp(2.0));
+  const int32_t ids[] = {4, 0, 2};
+  for (size_t i = 0; i < top.size(); ++i) {
+    EXPECT_EQ(top[i].token, ids[i]) << i;
+    EXPECT_NEAR(top[i].logprob, masked[ids[i]] - lse, 1e-6) << i;
+  }
+  TopLogprobs(sampler::LogitsInput::Full(masked), 2, &top);
+  ASSERT_EQ(top.size(), 2u);
+  EXPECT_EQ(top[1].token, 0);
+  // Unmasked: k of them.
+  const std::vector<float> plain = {0.0f, 1.0f, 1.0f};
+  TopLogprobs(sampler::LogitsInput::Full(plain), 5, &top);
+  ASSERT_EQ(top.size(), 3u);
+  EXPECT_EQ(top[0].token, 1);
+  EXPECT_EQ(top[1].token, 2);
 }
 
 }  // namespace
