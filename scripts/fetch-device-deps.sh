@@ -16,7 +16,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(libabsl-dev libabsl20220623 libgtest-dev libgmock-dev nlohmann-json3-dev)
+packages=(libabsl-dev libabsl20220623 libgtest-dev libgmock-dev nlohmann-json3-dev libzstd-dev
+  libzstd1)
 LLAMA_CPP_PYTHON=0.3.36  # as bench/model_bench.py
 LLAMA_CPP_PYTHON_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 
