@@ -14,10 +14,6 @@ namespace {
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-std::string DumpOrdered(const ordered_json& j) {
-  return j.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
-}
-
 const ordered_json* Member(const ordered_json& object, const char* key) {
   if (!object.is_object()) return nullptr;
   const auto it = object.find(key);
@@ -77,7 +73,7 @@ std::optional<ApiError> ReadBlocks(const json& blocks, const ordered_json& order
         return BadParam(StrCat(p, ".input"), "a tool_use block's input is an object");
       }
       text.tool_calls.push_back({id->get<std::string>(), name->get<std::string>(),
-                                 input != nullptr ? DumpOrdered(*input) : std::string("{}")});
+                                 input != nullptr ? Dump(*input) : std::string("{}")});
     } else if (t == "tool_result") {
       if (role != "user") return BadParam(p, "tool_result blocks are the user's");
       const json* id = Field(b, "tool_use_id");

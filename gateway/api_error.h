@@ -66,6 +66,8 @@ std::string DescribeForError(const nlohmann::json& value);
 // JSON text that never throws on invalid UTF-8 (replaced with U+FFFD).
 // Recursive: only for values the gateway built (responses, errors).
 std::string Dump(const nlohmann::json& j);
+// The same for a value that keeps its keys' order (a client's schema).
+std::string Dump(const nlohmann::ordered_json& j);
 
 }  // namespace llm::gateway
 

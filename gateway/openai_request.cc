@@ -215,8 +215,7 @@ std::optional<ApiError> KeepSchemaKeyOrder(std::string_view body, GenerationRequ
   const nlohmann::ordered_json::json_pointer at(pointer);
   if (!ordered.contains(at)) return std::nullopt;
   if (const nlohmann::ordered_json& schema = ordered.at(at); schema.is_object()) {
-    r->constraint->text =
-        schema.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    r->constraint->text = Dump(schema);
   }
   return std::nullopt;
 }

@@ -17,10 +17,6 @@ bool IsNameChar(char c) {
          c == '-' || c == '.';
 }
 
-std::string DumpOrdered(const ordered_json& j) {
-  return j.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
-}
-
 std::optional<ApiError> ReadChoice(const json& j, const std::vector<client::ToolSpec>& tools,
                                    client::ToolChoice* choice) {
   choice->mode = tools.empty() ? client::ToolChoiceMode::kNone : client::ToolChoiceMode::kAuto;
@@ -105,7 +101,7 @@ std::optional<ApiError> ReadToolSpec(const ordered_json& name, const ordered_jso
           "a tool's parameters must be a JSON Schema object of type \"object\" (its "
           "arguments are an object)");
     }
-    out->parameters = DumpOrdered(*parameters);
+    out->parameters = Dump(*parameters);
   }
   return std::nullopt;
 }
@@ -152,7 +148,7 @@ std::optional<ApiError> ReadTools(const json& j, std::string_view body,
         return BadParam(StrCat(param, ".function.name"),
                         StrCat("two tools are named ", QuoteForError(spec.name)));
       }
-      spec.json = DumpOrdered(tool);
+      spec.json = Dump(tool);
       tools->push_back(std::move(spec));
     }
   }

@@ -18,9 +18,9 @@
 // The constraint: ChatToolPlan::constraint is the text for the grammar
 // engine (an xgrammar structural tag, tool_constraint.h) for required /
 // a named function (and auto, where a family's calls open with a marker).
-// Until constraints reach the generation loop it is computed and not
-// applied: the answer is generated unconstrained and parsed (a model that
-// does not call then answers with text, finish_reason "stop").
+// Handler::ServeChat compiles it and generates under it (with a
+// response_format that constrains too it is a 400; constraint_error is a
+// 400); the answer is then parsed for the calls.
 //
 // Threads: free functions and plain data.
 #ifndef LLM_GATEWAY_TOOL_CALLING_H_
@@ -48,8 +48,8 @@ struct ChatToolPlan {
   bool parse = false;
   client::ToolSyntax syntax = client::ToolSyntax::kNone;
   client::ToolParserOptions parser;
-  // For the generation loop, once constraints are wired (see above):
-  // the structural tag, or nullopt (nothing to constrain, or
+  // For the generation loop (see above): the structural tag, or nullopt
+  // (nothing to constrain, or
   // constraint_error says why not: Gemma's pythonic calls under required).
   std::optional<std::string> constraint;
   absl::Status constraint_error;

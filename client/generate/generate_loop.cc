@@ -125,9 +125,11 @@ class GenerateLoop::Run {
   // The grammar's state after every token generated so far (and after the
   // forced tokens of the step in flight); null without a constraint.
   std::unique_ptr<constrain::Matcher> grammar_;
-  TokenMask mask_;                         // the next logits' allowed tokens
-  TokenMask allow_all_;                    // rows whose logits are not drawn from
-  std::vector<TokenMask> proposed_masks_;  // the proposals' rows
+  TokenMask mask_;       // the next logits' allowed tokens
+  TokenMask allow_all_;  // rows whose logits are not drawn from
+  // The proposals' rows: the first proposed_.size() are this step's; never
+  // shrunk, so that each keeps its buffer from step to step.
+  std::vector<TokenMask> proposed_masks_;
   // The last step fed these tokens after its token as proposals that the
   // grammar forced: they join the output without a draw.
   bool forced_step_ = false;
@@ -174,7 +176,7 @@ std::vector<int32_t> GenerateLoop::Run::Forced(int64_t room) const {
 }
 
 absl::Status GenerateLoop::Run::MaskProposals(StepOptions& step) {
-  proposed_masks_.resize(proposed_.size());
+  if (proposed_masks_.size() < proposed_.size()) proposed_masks_.resize(proposed_.size());
   if (forced_step_) {
     // Only the last row is drawn from; the others' tokens are forced.
     for (int32_t f : proposed_) LLM_RETURN_IF_ERROR(AcceptToken(f));
@@ -182,7 +184,7 @@ absl::Status GenerateLoop::Run::MaskProposals(StepOptions& step) {
       allow_all_ = TokenMask::AllowAll(model_.vocab_size());
     }
     for (size_t i = 0; i + 1 < proposed_.size(); ++i) proposed_masks_[i] = allow_all_;
-    LLM_RETURN_IF_ERROR(FillMask(proposed_masks_.back()));
+    LLM_RETURN_IF_ERROR(FillMask(proposed_masks_[proposed_.size() - 1]));
     step.mask = &allow_all_;
   } else {
     LLM_RETURN_IF_ERROR(FillMask(mask_));
@@ -198,10 +200,9 @@ absl::Status GenerateLoop::Run::MaskProposals(StepOptions& step) {
     }
     LLM_RETURN_IF_ERROR(grammar_->Rollback(static_cast<int>(kept)));
     proposed_.resize(kept);
-    proposed_masks_.resize(kept);
   }
   step.proposed = proposed_;
-  step.proposed_masks = proposed_masks_;
+  step.proposed_masks = std::span<const TokenMask>(proposed_masks_).first(proposed_.size());
   return absl::OkStatus();
 }
 

@@ -139,20 +139,6 @@ namespace {
 constexpr int32_t kKvBlockSize = 16;
 constexpr absl::Duration kDrainPoll = absl::Milliseconds(20);
 
-// OK when `value` (from `what`) holds only characters that belong in a
-// session id (which travels in proto strings and log lines).
-absl::Status CheckIdPart(std::string_view what, const std::string& value) {
-  for (char c : value) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '-' || c == '_' || c == '.';
-    if (!ok) {
-      return absl::InvalidArgumentError(
-          StrCat(what, " \"", value, "\": only letters, digits, '-', '_' and '.' are allowed"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 // Prints what --session_dir did (`outcome`: saved or restored) and counts it.
 void ReportSessionDir(std::string_view outcome, const std::string& dir, int64_t done,
                       int64_t skipped, ModelMetrics* metrics) {
@@ -177,7 +163,7 @@ absl::StatusOr<std::string> PodName() {
     name = host;
     what = "the host name (set --pod_name)";
   }
-  if (absl::Status s = CheckIdPart(what, name); !s.ok()) return s;
+  if (absl::Status s = CheckSessionIdChars(what, name); !s.ok()) return s;
   return name;
 }
 
@@ -288,7 +274,7 @@ int Main() {
     PrintError(pod.status());
     return 2;
   }
-  if (absl::Status s = CheckIdPart("--session_prefix", absl::GetFlag(FLAGS_session_prefix));
+  if (absl::Status s = CheckSessionIdChars("--session_prefix", absl::GetFlag(FLAGS_session_prefix));
       !s.ok()) {
     PrintError(s);
     return 2;

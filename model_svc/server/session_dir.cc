@@ -66,20 +66,25 @@ absl::StatusOr<std::string> ReadFileBounded(const std::filesystem::path& path, i
 
 }  // namespace
 
+absl::Status CheckSessionIdChars(std::string_view what, std::string_view value) {
+  for (char c : value) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_' || c == '.';
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          StrCat(what, " \"", value, "\": only letters, digits, '-', '_' and '.' are allowed"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> SessionFileName(std::string_view id) {
   if (id.empty() || id.size() > kMaxIdBytes || id.front() == '.') {
     return absl::InvalidArgumentError(StrCat("session id of ", id.size(),
                                              " bytes: a file name needs 1 to ", kMaxIdBytes,
                                              " bytes, not starting with '.'"));
   }
-  for (char c : id) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '-' || c == '_' || c == '.';
-    if (!ok) {
-      return absl::InvalidArgumentError(
-          "session id: only letters, digits, '-', '_' and '.' make a file name");
-    }
-  }
+  if (absl::Status s = CheckSessionIdChars("session id", id); !s.ok()) return s;
   return StrCat(id, kSessionFileSuffix);
 }
 

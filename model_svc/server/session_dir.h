@@ -41,6 +41,11 @@ struct SessionDirCounts {
   int64_t skipped = 0;   // sessions or files that failed (each with a warning)
 };
 
+// OK when `value` (what the error calls `what`) holds only the characters
+// of a session id: letters, digits, '-', '_' and '.' (ids travel in proto
+// strings, log lines and, here, file names).
+absl::Status CheckSessionIdChars(std::string_view what, std::string_view value);
+
 // The file name of session `id`: the id and kSessionFileSuffix.
 // INVALID_ARGUMENT unless the id is 1 to 200 letters, digits, '-', '_' and
 // '.', not starting with '.' (so that the name stays inside the directory

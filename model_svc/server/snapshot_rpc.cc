@@ -145,10 +145,7 @@ class ImportReactor : public grpc::ServerReadReactor<v1::SessionChunk> {
 }  // namespace
 
 int64_t MaxSnapshotBytes(const engine::Engine& engine) {
-  const snapshot::SnapshotLayout layout = engine.snapshot_layout();
-  const int64_t tokens = engine.max_context();
-  const int64_t blocks = (tokens + layout.block_size - 1) / std::max<int64_t>(layout.block_size, 1);
-  return snapshot::kHeaderBytes + tokens * 4 + blocks * layout.block_bytes();
+  return snapshot::MaxEncodedBytes(engine.snapshot_layout(), engine.max_context());
 }
 
 grpc::ServerWriteReactor<v1::SessionChunk>* NewExportReactor(

@@ -2,6 +2,7 @@
 
 #include <zstd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -51,6 +52,12 @@ absl::Status Mismatch(const char* what, uint64_t got, uint64_t want) {
 }
 
 }  // namespace
+
+int64_t MaxEncodedBytes(const SnapshotLayout& layout, int64_t tokens) {
+  SnapshotLayout bounded = layout;
+  bounded.block_size = std::max<uint32_t>(layout.block_size, 1);
+  return kHeaderBytes + RawBytes(bounded, tokens);
+}
 
 uint64_t Checksum64(std::string_view bytes, uint64_t seed) {
   uint64_t h = Mix(seed ^ 0x9e3779b97f4a7c15ULL ^ bytes.size());

@@ -80,6 +80,10 @@ struct DecodeLimits {
 // otherwise). `compress`: try zstd.
 absl::StatusOr<std::string> Encode(const Snapshot& s, bool compress = true);
 
+// The most bytes Encode makes for `tokens` tokens of `layout`: the header
+// and the raw payload (it keeps zstd's output only when smaller).
+int64_t MaxEncodedBytes(const SnapshotLayout& layout, int64_t tokens);
+
 // Parses untrusted bytes for a replica of layout `expect` (see above).
 absl::StatusOr<Snapshot> Decode(std::string_view bytes, const SnapshotLayout& expect,
                                 const DecodeLimits& limits);

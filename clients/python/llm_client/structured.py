@@ -36,7 +36,7 @@ def compiler_for(tokenizer_info, model_info, token_bytes: Sequence[bytes],
     """The compiler of the model's vocabulary, made as the C++ client makes it
     (Services::CompileConstraint), so that both send the same masks: each
     token's bytes (the tokenizer's Decode pieces), the end tokens (EOS, EOT)
-    allowed only where the output is complete, the other special tokens
+    allowed only where the output is complete, the other control tokens
     never, and as many mask bits as the model has logits."""
     if len(token_bytes) != tokenizer_info.vocab_size:
         raise Unsupported("structured output needs each token's bytes, and the tokenizer "
@@ -45,7 +45,10 @@ def compiler_for(tokenizer_info, model_info, token_bytes: Sequence[bytes],
     end_ids = [getattr(tokenizer_info, f) for f in ("eos_id", "eot_id")
                if tokenizer_info.HasField(f)]
     end_ids = list(dict.fromkeys(end_ids))
-    special_ids = [s.id for s in tokenizer_info.special_tokens if s.id not in end_ids]
+    # Control tokens (<|im_start|>, ...) never; user-defined ones (Qwen's
+    # <tool_call>) keep their text, as in Services::CompileConstraint.
+    special_ids = [s.id for s in tokenizer_info.special_tokens
+                   if s.kind == "control" and s.id not in end_ids]
     return Compiler(token_bytes, end_ids=end_ids, special_ids=special_ids,
                     vocab_size=max(model_info.vocab_size, tokenizer_info.vocab_size),
                     library=library)
