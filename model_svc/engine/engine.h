@@ -148,6 +148,17 @@ struct AppendRequest {
   // the session's length (INVALID_ARGUMENT otherwise, the session
   // unchanged); needs an existing session. -1: off.
   int64_t truncate_to = -1;
+  // Named sessions (model.proto's PrefillRequest.sync_history): `tokens` are
+  // the session's whole history, not an append. The engine keeps the
+  // longest common prefix of the session's tokens (its caller's: a lookahead
+  // guess left out) and `tokens`, but at most all of them but the last (the
+  // logits are the last token's: computed, or a computed guess's), rolls
+  // back the rest (as truncate_to) and appends the remainder; a session_id
+  // that names no session creates a session under that id (the caller
+  // checks the id's characters). Needs session_id; truncate_to, all_logits
+  // and prompt_logprobs must be off (INVALID_ARGUMENT otherwise).
+  // AppendResult::kept_tokens says how many were kept.
+  bool sync_history = false;
   // Of `tokens`, how many at the end are a speculating client's proposals
   // (statistics only).
   int32_t proposed = 0;
@@ -177,6 +188,7 @@ struct AppendResult {
   std::string session_id;
   int64_t num_tokens = 0;     // tokens in the session afterwards
   int64_t cached_tokens = 0;  // appended tokens found in the prefix cache, not computed
+  int64_t kept_tokens = 0;    // sync_history: the history's tokens the session held already
   // The last token's, or every token's with all_logits / prompt_logprobs.
   std::vector<model::Logits> logits;
 };

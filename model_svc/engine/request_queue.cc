@@ -40,6 +40,23 @@ absl::Status CheckTruncateTo(const AppendRequest& r, int64_t have, bool has_sess
   return absl::OkStatus();
 }
 
+// sync_history (engine.h): turns `r`'s whole history into an append on
+// session `s` (null: none has the id yet): drops the tokens the session
+// holds already, all but the last at most, rolling back what differs.
+// Returns how many were kept.
+int64_t SyncHistory(const Session* s, AppendRequest& r) {
+  if (s == nullptr) return 0;
+  const int64_t have = s->caller_tokens();
+  const int64_t limit = std::min<int64_t>(have, static_cast<int64_t>(r.tokens.size()) - 1);
+  int64_t keep = 0;
+  while (keep < limit && s->tokens[keep] == r.tokens[keep]) ++keep;
+  // All the session's tokens kept: no rollback, so that a computed guess
+  // that the history appends next keeps its logits.
+  r.truncate_to = keep == have ? -1 : keep;
+  r.tokens.erase(r.tokens.begin(), r.tokens.begin() + keep);
+  return keep;
+}
+
 // Whether `r` appends the guess's token and can take its logits.
 // A request for every row's logits in that encoding (a speculative decode's
 // all_logits) takes the guess's as its first row; scored rows (prompt
@@ -73,6 +90,20 @@ RequestQueue::RequestQueue(const EngineOptions& options, int64_t max_context, in
 
 absl::Status RequestQueue::Validate(const AppendRequest& request, int32_t vocab_size) {
   if (request.tokens.empty()) return absl::InvalidArgumentError("no tokens to append");
+  if (request.sync_history) {
+    if (request.session_id.empty()) {
+      return absl::InvalidArgumentError("sync_history needs a session_id (the session's name)");
+    }
+    if (request.truncate_to >= 0) {
+      return absl::InvalidArgumentError(
+          "truncate_to with sync_history: the history says what to keep; send one of them");
+    }
+    if (request.every_row()) {
+      return absl::InvalidArgumentError(
+          "sync_history computes only what the session lacks: it cannot score the prompt or "
+          "return every row's logits");
+    }
+  }
   for (size_t i = 0; i < request.tokens.size(); ++i) {
     const int32_t t = request.tokens[i];
     if (t < 0 || t >= vocab_size) {
@@ -292,11 +323,12 @@ absl::Status RequestQueue::Admit(AppendRequest& request, AppendCallback& done,
   Session* s = nullptr;
   if (!request.session_id.empty()) {
     s = sessions_.Find(request.session_id);
-    if (s == nullptr) return NotFound(request.session_id);
+    if (s == nullptr && !request.sync_history) return NotFound(request.session_id);
     // While a guess alone is queued or in a step, the caller's next request
     // waits for it.
-    if (CallerBusy(*s)) return Busy(request.session_id);
+    if (s != nullptr && CallerBusy(*s)) return Busy(request.session_id);
   }
+  if (request.sync_history) r.kept = SyncHistory(s, request);
   const int64_t have = s != nullptr ? s->caller_tokens() : 0;
   if (absl::Status st = CheckTruncateTo(request, have, s != nullptr); !st.ok()) return st;
   const int64_t total = (request.truncate_to >= 0 ? request.truncate_to : have) +
@@ -317,7 +349,7 @@ absl::Status RequestQueue::Admit(AppendRequest& request, AppendCallback& done,
   if (s == nullptr) {
     // Last: a request refused for another reason evicts no one.
     if (absl::Status st = MakeRoomForSession(nullptr); !st.ok()) return st;
-    s = sessions_.Create(absl::Now());
+    s = sessions_.Create(absl::Now(), request.sync_history ? request.session_id : "");
     r.new_session = true;
   }
   r.append = std::move(request);
@@ -360,6 +392,7 @@ void RequestQueue::Resume(Session* s, std::vector<Completion>* out) {
       AppendResult result;
       result.session_id = s->id;
       result.num_tokens = static_cast<int64_t>(s->tokens.size());
+      result.kept_tokens = p.kept;
       result.logits = std::move(guess_logits);
       s->busy = false;
       s->last_used = absl::Now();
@@ -601,6 +634,7 @@ void RequestQueue::Apply(const StepPlan& plan, const absl::Status& status,
         r.session_id = s.id;
         r.num_tokens = static_cast<int64_t>(s.tokens.size());
         r.cached_tokens = p.reused;
+        r.kept_tokens = p.kept;
         r.logits = std::move(p.logits);
         if (p.append.lookahead && !s.released && !r.logits.empty()) {
           guess = model::Argmax(r.logits.back());

@@ -30,6 +30,7 @@ struct Request {
   AppendRequest append;
   AppendCallback done;
   bool new_session = false;  // the request created the session
+  int64_t kept = 0;          // sync_history: the history's tokens the session held already
   int64_t offset = 0;        // tokens of the request already computed (or found cached)
   // Prefix cache: the first `reused` tokens were found cached, not computed;
   // `looked_up` once the request has been counted as a query.

@@ -19,6 +19,7 @@
 #include "common/strings.h"
 #include "common/token_mask_proto.h"
 #include "model_svc/engine/limits.h"
+#include "model_svc/server/session_dir.h"
 #include "model_svc/server/snapshot_rpc.h"
 
 namespace llm {
@@ -121,6 +122,20 @@ absl::Status CheckSessionId(const std::string& id, bool required) {
     return absl::InvalidArgumentError(StrCat("session_id has ", id.size(),
                                              " bytes, more than the limit of ", kMaxSessionIdBytes,
                                              " (ids this server issues are shorter)"));
+  }
+  return absl::OkStatus();
+}
+
+// A named session's id (PrefillRequest.sync_history): not empty, and a name
+// --session_dir can store (session_dir.h's SessionFileName: 1 to 200
+// letters, digits, '-', '_' and '.', not starting with '.').
+absl::Status CheckSessionName(const std::string& id) {
+  if (id.empty()) {
+    return absl::InvalidArgumentError("sync_history needs session_id: the session's name");
+  }
+  if (absl::StatusOr<std::string> file = SessionFileName(id); !file.ok()) {
+    return absl::InvalidArgumentError(
+        StrCat("session_id of a named session (sync_history): ", file.status().message()));
   }
   return absl::OkStatus();
 }
@@ -566,7 +581,12 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Prefill(grpc::CallbackServerContext*
   log.add_tokens(request->tokens_size());
   absl::StatusOr<engine::Engine*> admitted =
       Admit(*context, *request, &request->session_id(), /*session_required=*/false);
-  if (admitted.ok() && request->session_id().empty()) {
+  if (admitted.ok() && request->sync_history()) {
+    if (absl::Status s = CheckSessionName(request->session_id()); !s.ok()) admitted = s;
+  }
+  // A draining replica creates no session (a named one may have to: the
+  // client's pool routes names to the replicas that are not draining).
+  if (admitted.ok() && (request->session_id().empty() || request->sync_history())) {
     if (absl::Status s = CheckNotDraining(); !s.ok()) admitted = s;
   }
   if (!admitted.ok()) return FinishNow(metrics_, &log, context, admitted.status());
@@ -601,6 +621,7 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Prefill(grpc::CallbackServerContext*
   append.prompt_logprobs = *prompt_logprobs;
   append.truncate_to = *truncate_to;
   append.lookahead = request->lookahead();
+  append.sync_history = request->sync_history();
   append.cancel = reactor->cancel();
   const bool reused = !request->session_id().empty();
   const bool scored = append.prompt_logprobs >= 0;
@@ -619,6 +640,7 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Prefill(grpc::CallbackServerContext*
                 response->set_session_id(std::move(result->session_id));
                 response->set_num_tokens(result->num_tokens);
                 response->set_cached_tokens(result->cached_tokens);
+                response->set_kept_tokens(result->kept_tokens);
                 if (!result->logits.empty()) {
                   ToProto(result->logits.back(), response->mutable_logits());
                 }
