@@ -466,7 +466,7 @@ TEST_F(TokenMaskServiceTest, TheClientSendsStepOptionsMask) {
   ASSERT_TRUE(p.ok()) << p.status();
   const v1::LogitsOptions f32 = Encoding(v1::LogitsOptions::LOGITS_FLOAT32);
   ExpectRestricted(p->logits, Reference(prompt), few, f32, "Prefill");
-  std::unique_ptr<client::DecodeSteps> steps = (*model)->OpenSteps(session.id, 4);
+  std::unique_ptr<client::DecodeSteps> steps = (*model)->OpenSteps(session, 4);
   step.mask = &most;
   steps->Send(33, step);
   absl::StatusOr<const v1::Logits*> d = steps->Await();

@@ -110,6 +110,7 @@ class FakeModel : public ModelPort {
   absl::StatusOr<PrefillResult> Prefill(Session& session, std::span<const int32_t> tokens,
                                         const StepOptions& options, const std::atomic<bool>&,
                                         int32_t* rebuilds) override {
+    if (session.named) return SyncHistory(session, tokens, options);
     if (!session.id.empty() && !sessions.contains(session.id)) {  // lost: rebuilt
       session.id.clear();
       ++*rebuilds;
@@ -138,7 +139,25 @@ class FakeModel : public ModelPort {
     }
     return result;
   }
-  std::unique_ptr<DecodeSteps> OpenSteps(const std::string& id, int32_t) override;
+  // A named session's Prefill (sync_history): the whole history; keeps the
+  // common prefix (all but the last token at most), as the model server does.
+  absl::StatusOr<PrefillResult> SyncHistory(Session& session, std::span<const int32_t> tokens,
+                                            const StepOptions& options) {
+    std::vector<int32_t> history = session.tokens;
+    history.insert(history.end(), tokens.begin(), tokens.end());
+    std::vector<int32_t>& held = sessions[session.id];
+    size_t keep = 0;
+    while (keep < held.size() && keep + 1 < history.size() && held[keep] == history[keep]) ++keep;
+    prefills.emplace_back(history.begin() + static_cast<ptrdiff_t>(keep), history.end());
+    held = history;
+    session.tokens = std::move(history);
+    session.overhang = false;
+    session.unsynced = false;
+    PrefillResult result{Masked(LogitsAfter(held), options.mask), {}};
+    result.kept_tokens = static_cast<int64_t>(keep);
+    return result;
+  }
+  std::unique_ptr<DecodeSteps> OpenSteps(const Session& session, int32_t) override;
   absl::Status Release(Session& session) override {
     ++releases;
     sessions.erase(session.id);
@@ -249,8 +268,8 @@ class FakeSteps : public DecodeSteps {
   google::protobuf::RepeatedPtrField<v1::Logits> proposed_logits_;
 };
 
-inline std::unique_ptr<DecodeSteps> FakeModel::OpenSteps(const std::string& id, int32_t) {
-  return std::make_unique<FakeSteps>(*this, id);
+inline std::unique_ptr<DecodeSteps> FakeModel::OpenSteps(const Session& session, int32_t) {
+  return std::make_unique<FakeSteps>(*this, session.id);
 }
 
 }  // namespace llm::client::testing

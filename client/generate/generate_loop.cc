@@ -259,7 +259,7 @@ int32_t GenerateLoop::Run::ProposalRoom(bool forced) const {
 }
 
 absl::Status GenerateLoop::Run::SendStep(int32_t token, std::span<const int32_t> history) {
-  if (steps_ == nullptr) steps_ = model_.OpenSteps(session_.id, params_.max_tokens);
+  if (steps_ == nullptr) steps_ = model_.OpenSteps(session_, params_.max_tokens);
   StepOptions step = NextStep();
   proposed_.clear();
   accepted_ = 0;
@@ -354,13 +354,14 @@ absl::Status GenerateLoop::Run::AwaitStep(int32_t token, bool need_logits) {
     return s;
   }
   // The session is lost, or may be half-updated on a server that came back:
-  // drop it (best effort) and rebuild from the history.
-  if (!absl::IsNotFound(s)) {
+  // drop it (best effort) and rebuild from the history (a named one keeps
+  // its name: the next Prefill syncs the history).
+  if (!absl::IsNotFound(s) && !session_.named) {
     Session old;
     old.id = session_.id;
     model_.Release(old).IgnoreError();
   }
-  session_.id.clear();
+  if (!session_.named) session_.id.clear();
   session_.overhang = false;
   if (!need_logits) {
     session_.pending.push_back(token);  // the next call rebuilds
@@ -401,7 +402,7 @@ absl::StatusOr<GenerateResult> GenerateLoop::Run::PrefillAndDecode(
     result_.logits.set_top_n(
         static_cast<uint32_t>(std::min<int64_t>(params_.top_logprobs, model_.vocab_size())));
   }
-  if (session_.unsynced) {  // a cancelled call left the model's length unknown
+  if (session_.unsynced && !session_.named) {  // a cancelled call left the model's length unknown
     Session old;
     old.id = session_.id;
     model_.Release(old).IgnoreError();
@@ -440,6 +441,7 @@ absl::StatusOr<GenerateResult> GenerateLoop::Run::PrefillAndDecode(
   result_.prompt_tokens = prompt_tokens;
   result_.prompt_logprobs = std::move(prefill.prompt_logprobs);
   result_.cached_tokens = std::min<int64_t>(prefill.cached_tokens, result_.prompt_tokens);
+  result_.kept_tokens = std::min<int64_t>(prefill.kept_tokens, result_.prompt_tokens);
   LLM_RETURN_IF_ERROR(logits_.Decode(prefill.logits, model_.vocab_size()));
 
   std::vector<int32_t> history = session_.tokens;  // for the penalties

@@ -54,6 +54,17 @@ struct Session {
   // decode step fed that were then rejected. The next Prefill or step rolls
   // it back to tokens.size() first (truncate_to), at no extra call.
   bool overhang = false;
+  // A named session (docs/client.md, "Named sessions"): `id` is its name,
+  // fixed by the caller (letters, digits, '-', '_', '.'; never a replica's
+  // id prefix), and what the model holds under it is not known here. Every
+  // Prefill sends the whole history (`tokens`, `pending`, then the new ones)
+  // with sync_history: the server keeps what it holds of it and computes
+  // the rest, creating the session when none has the name; the client then
+  // knows `tokens`. So the id is never cleared, a lost or unsynced session
+  // is not released (the next Prefill syncs it), and Truncate only cuts
+  // `tokens` (the next Prefill rolls the model back). The model client
+  // routes it by rendezvous hashing of the name (ModelPool::ForNamedSession).
+  bool named = false;
 };
 
 struct EncodeOptions {
@@ -132,6 +143,9 @@ struct PrefillResult {
   // Tokens of the request that the model server found in its prefix cache
   // (PrefillResponse.cached_tokens; a rebuild counts its history's).
   int64_t cached_tokens = 0;
+  // A named session's: of the history sent, the tokens the model session
+  // held already (PrefillResponse.kept_tokens). 0 otherwise.
+  int64_t kept_tokens = 0;
 };
 
 // One stream of decode steps on one session, one step in flight at a time:
@@ -180,11 +194,10 @@ class ModelPort {
                                                 const std::atomic<bool>& cancel,
                                                 int32_t* rebuilds) = 0;
 
-  // A stream of steps on session `session_id` for at most `max_steps` steps
-  // (its whole-call deadline, if any, is sized by it). Opening is lazy: a
-  // failure to reach the session shows at the first Await.
-  virtual std::unique_ptr<DecodeSteps> OpenSteps(const std::string& session_id,
-                                                 int32_t max_steps) = 0;
+  // A stream of steps on `session` (its id, named or not) for at most
+  // `max_steps` steps (its whole-call deadline, if any, is sized by it).
+  // Opening is lazy: a failure to reach the session shows at the first Await.
+  virtual std::unique_ptr<DecodeSteps> OpenSteps(const Session& session, int32_t max_steps) = 0;
 
   // Ends the model session (best effort: a session that is gone is fine)
   // and clears `session`.

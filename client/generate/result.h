@@ -50,6 +50,7 @@ struct GenerateResult {
   std::string stop_string;             // kStopString: the stop string that ended it
   int64_t prompt_tokens = 0;           // new tokens prefilled by this call
   int64_t cached_tokens = 0;           // of them, found in the model server's prefix cache
+  int64_t kept_tokens = 0;             // of them, a named session's model session held already
   absl::Duration time_to_first_token;  // Generate's start to the first sampled token
   absl::Duration decode_time;          // first sampled token to the last
   int32_t session_rebuilds = 0;        // lost sessions re-prefilled

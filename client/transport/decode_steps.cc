@@ -14,22 +14,30 @@ using ModelStream = BidiStream<v1::DecodeTokenRequest, v1::DecodeTokenResponse>;
 
 class GrpcDecodeSteps : public DecodeSteps {
  public:
-  GrpcDecodeSteps(ModelPool& pool, std::string session_id, absl::Duration step_timeout,
+  GrpcDecodeSteps(ModelPool& pool, std::string session_id, bool named, absl::Duration step_timeout,
                   absl::Time deadline)
       : pool_(pool),
         session_id_(std::move(session_id)),
+        named_(named),
         step_timeout_(step_timeout),
         deadline_(deadline) {}
+
+  ~GrpcDecodeSteps() override {
+    if (counted_ != nullptr) counted_->in_flight.fetch_sub(1, std::memory_order_relaxed);
+  }
 
   void Send(int32_t token, const StepOptions& options) override {
     send_error_ = absl::OkStatus();
     if (stream_ == nullptr) {  // to the session's replica
-      absl::StatusOr<ModelPool::Endpoint*> owner = pool_.ForSession(session_id_);
+      absl::StatusOr<ModelPool::Endpoint*> owner =
+          named_ ? pool_.ForNamedSession(session_id_) : pool_.ForSession(session_id_);
       if (!owner.ok()) {
         send_error_ = owner.status();  // lost
         return;
       }
       endpoint_ = *owner;
+      counted_ = endpoint_;  // a call in flight there until the stream ends
+      counted_->in_flight.fetch_add(1, std::memory_order_relaxed);
       connection_ = pool_.Connect(endpoint_);
       stream_ = std::make_unique<ModelStream>(StrCat("model service at ", endpoint_->address),
                                               step_timeout_, deadline_);
@@ -81,9 +89,11 @@ class GrpcDecodeSteps : public DecodeSteps {
  private:
   ModelPool& pool_;
   const std::string session_id_;
+  const bool named_;
   const absl::Duration step_timeout_;
   const absl::Time deadline_;
   ModelPool::Endpoint* endpoint_ = nullptr;                  // stream_'s replica
+  ModelPool::Endpoint* counted_ = nullptr;                   // its in_flight holds this stream
   std::shared_ptr<const ModelPool::Connection> connection_;  // outlives stream_
   std::unique_ptr<ModelStream> stream_;
   absl::Status send_error_;  // a failed Send, reported by Await
@@ -91,9 +101,10 @@ class GrpcDecodeSteps : public DecodeSteps {
 
 }  // namespace
 
-std::unique_ptr<DecodeSteps> NewDecodeSteps(ModelPool& pool, std::string session_id,
+std::unique_ptr<DecodeSteps> NewDecodeSteps(ModelPool& pool, std::string session_id, bool named,
                                             absl::Duration step_timeout, absl::Time deadline) {
-  return std::make_unique<GrpcDecodeSteps>(pool, std::move(session_id), step_timeout, deadline);
+  return std::make_unique<GrpcDecodeSteps>(pool, std::move(session_id), named, step_timeout,
+                                           deadline);
 }
 
 }  // namespace llm::client::internal

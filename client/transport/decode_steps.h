@@ -3,7 +3,8 @@
 // token. Internal to ModelClient.
 //
 // The stream is opened at the first Send, on the replica ModelPool::
-// ForSession names (NOT_FOUND "lost" at Await when none does). A step that
+// ForSession names, or ForNamedSession for a named session (NOT_FOUND
+// "lost" at Await when none does). A step that
 // fails with UNAVAILABLE or CANCELLED marks that replica down.
 //
 // Threads: one thread uses a stream. Ownership: borrows the pool, which must
@@ -23,7 +24,7 @@ namespace llm::client::internal {
 
 // A stream of steps on `session_id`; each step within step_timeout, the whole
 // stream before `deadline`.
-std::unique_ptr<DecodeSteps> NewDecodeSteps(ModelPool& pool, std::string session_id,
+std::unique_ptr<DecodeSteps> NewDecodeSteps(ModelPool& pool, std::string session_id, bool named,
                                             absl::Duration step_timeout, absl::Time deadline);
 
 }  // namespace llm::client::internal

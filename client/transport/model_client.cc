@@ -60,11 +60,15 @@ absl::Status ModelClient::Connect() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<ModelPool::Endpoint*> ModelClient::Owner(const Session& session) {
+  if (session.id.empty()) return absl::NotFoundError("no model session yet");
+  return session.named ? pool_->ForNamedSession(session.id) : pool_->ForSession(session.id);
+}
+
 absl::Status ModelClient::Release(Session& session) {
   absl::Status result;
   // A session whose replica is gone is released already.
-  absl::StatusOr<ModelPool::Endpoint*> owner =
-      session.id.empty() ? absl::NotFoundError("") : pool_->ForSession(session.id);
+  absl::StatusOr<ModelPool::Endpoint*> owner = Owner(session);
   if (owner.ok()) {
     v1::ReleaseRequest request;
     request.set_session_id(session.id);
@@ -88,14 +92,20 @@ absl::Status ModelClient::Truncate(Session& session, int64_t n) {
     return absl::InvalidArgumentError(
         StrCat("cannot truncate a session of ", session.tokens.size(), " tokens to ", n));
   }
+  if (session.named) {  // the next Prefill's sync_history rolls the model back
+    session.unsynced = false;
+    session.overhang = false;
+    session.tokens.resize(static_cast<size_t>(n));
+    session.pending.clear();
+    return absl::OkStatus();
+  }
   if (session.unsynced && !session.id.empty()) {  // its length on the server is unknown
     Session old;
     old.id = session.id;
     Release(old).IgnoreError();
     session.id.clear();
   }
-  absl::StatusOr<ModelPool::Endpoint*> owner =
-      session.id.empty() ? absl::NotFoundError("") : pool_->ForSession(session.id);
+  absl::StatusOr<ModelPool::Endpoint*> owner = Owner(session);
   if (owner.ok()) {
     v1::TruncateRequest request;
     request.set_session_id(session.id);
@@ -142,24 +152,27 @@ absl::StatusOr<v1::ListSessionsResponse> ModelClient::ListSessions() {
   return all;
 }
 
-std::unique_ptr<DecodeSteps> ModelClient::OpenSteps(const std::string& session_id,
-                                                    int32_t max_steps) {
+std::unique_ptr<DecodeSteps> ModelClient::OpenSteps(const Session& session, int32_t max_steps) {
   return internal::NewDecodeSteps(
-      *pool_, session_id, options_.rpc_timeout,
+      *pool_, session.id, session.named, options_.rpc_timeout,
       absl::Now() + options_.rpc_timeout * (static_cast<int64_t>(max_steps) + 2));
 }
 
 grpc::Status ModelClient::PrefillOnce(const v1::PrefillRequest& request,
                                       v1::PrefillResponse* response,
                                       const std::atomic<bool>& cancel) {
-  absl::StatusOr<ModelPool::Endpoint*> endpoint = request.session_id().empty()
-                                                      ? pool_->ForNewSession()
-                                                      : pool_->ForSession(request.session_id());
+  const std::span<const int32_t> prompt(request.tokens().data(),
+                                        static_cast<size_t>(request.tokens_size()));
+  absl::StatusOr<ModelPool::Endpoint*> endpoint =
+      request.session_id().empty() ? pool_->ForNewSessionWithPrompt(prompt)
+      : request.sync_history()     ? pool_->ForNamedSession(request.session_id())
+                                   : pool_->ForSession(request.session_id());
   if (!endpoint.ok()) return ToGrpcStatus(endpoint.status());
   if (request.has_mask()) {
     if (absl::Status s = pool_->CheckAppliesTokenMasks(*endpoint); !s.ok()) return ToGrpcStatus(s);
   }
   const std::shared_ptr<const ModelPool::Connection> connection = pool_->Connect(*endpoint);
+  (*endpoint)->in_flight.fetch_add(1, std::memory_order_relaxed);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
   grpc::CompletionQueue queue;
@@ -187,8 +200,10 @@ grpc::Status ModelClient::PrefillOnce(const v1::PrefillRequest& request,
   bool ok;
   while (queue.Next(&tag, &ok)) {
   }
+  (*endpoint)->in_flight.fetch_sub(1, std::memory_order_relaxed);
   if (status.ok() && request.session_id().empty()) {
     pool_->Learned(*endpoint, response->session_id());
+    pool_->PlacedPrompt(*endpoint, prompt);
   } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
              (status.error_code() == grpc::StatusCode::CANCELLED &&
               !cancel.load(std::memory_order_relaxed))) {
@@ -211,7 +226,10 @@ absl::StatusOr<PrefillResult> ModelClient::Prefill(Session& session,
   while (true) {
     v1::PrefillRequest request;
     request.set_session_id(session.id);
-    if (session.id.empty()) {  // a new session: the whole history
+    if (session.named) {  // the whole history; the server keeps what it holds
+      request.set_sync_history(true);
+      request.mutable_tokens()->Add(session.tokens.begin(), session.tokens.end());
+    } else if (session.id.empty()) {  // a new session: the whole history
       request.mutable_tokens()->Add(session.tokens.begin(), session.tokens.end());
     } else if (session.overhang) {  // rejected proposals: roll them back first
       request.set_truncate_to(static_cast<int64_t>(session.tokens.size()));
@@ -229,10 +247,12 @@ absl::StatusOr<PrefillResult> ModelClient::Prefill(Session& session,
     if (s.ok()) {
       session.id = response.session_id();
       session.overhang = false;
+      session.unsynced = false;  // a named session's sync; else it was not
       session.tokens.insert(session.tokens.end(), tokens.begin(), tokens.end());
       PrefillResult result;
       result.logits = std::move(*response.mutable_logits());
       result.cached_tokens = response.cached_tokens();
+      result.kept_tokens = response.kept_tokens();
       if (options.prompt_logprobs >= 0) {
         // The scores of tokens[1..]: the last ones (a new session's history
         // comes first).
@@ -255,7 +275,7 @@ absl::StatusOr<PrefillResult> ModelClient::Prefill(Session& session,
                               s.error_code() == grpc::StatusCode::CANCELLED;
     if ((s.error_code() == grpc::StatusCode::NOT_FOUND || replica_gone) && !session.id.empty() &&
         lost < kMaxRebuildsPerCall) {
-      session.id.clear();
+      if (!session.named) session.id.clear();  // a name goes to its next replica
       ++lost;
       ++*rebuilds;
       continue;

@@ -79,12 +79,15 @@ class ModelClient : public ModelPort {
   absl::StatusOr<PrefillResult> Prefill(Session& session, std::span<const int32_t> tokens,
                                         const StepOptions& options, const std::atomic<bool>& cancel,
                                         int32_t* rebuilds) override;
-  std::unique_ptr<DecodeSteps> OpenSteps(const std::string& session_id, int32_t max_steps) override;
+  std::unique_ptr<DecodeSteps> OpenSteps(const Session& session, int32_t max_steps) override;
   absl::Status Release(Session& session) override;
   absl::Status Truncate(Session& session, int64_t n) override;
 
  private:
   ModelClient(const ClientOptions& options, std::unique_ptr<ModelPool> pool);
+  // The replica of `session`: by its id, or by its name (Session::named);
+  // NOT_FOUND for no session yet, or a lost one.
+  absl::StatusOr<ModelPool::Endpoint*> Owner(const Session& session);
   // One Prefill call, cancellable, to the session's replica (a new one's
   // from the pool). Marks a replica that answers UNAVAILABLE (or cancels
   // the call while `cancel` is clear) down, and learns the replica id of a
