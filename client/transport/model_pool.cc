@@ -1,11 +1,13 @@
 #include "client/transport/model_pool.h"
 
 #include <algorithm>
+#include <climits>
 #include <utility>
 
 #include "absl/time/clock.h"
 #include "client/transport/health.h"
 #include "common/grpc/grpc_status.h"
+#include "common/rendezvous.h"
 #include "common/strings.h"
 
 namespace llm::client {
@@ -13,6 +15,11 @@ namespace {
 
 // The deadline of an Info probe of an endpoint that is down.
 constexpr absl::Duration kDownProbeTimeout = absl::Seconds(1);
+
+// Whether `e` takes new sessions (named ones too).
+bool TakesNewSessions(const ModelPool::Endpoint& e) {
+  return e.listed && e.up && !e.info.draining();
+}
 
 }  // namespace
 
@@ -249,29 +256,88 @@ absl::StatusOr<ModelPool::Endpoint*> ModelPool::ForSession(const std::string& se
                                     "\" any more (restarted or gone)"));
 }
 
-absl::StatusOr<ModelPool::Endpoint*> ModelPool::ForNewSession() {
-  const auto usable = [](const Endpoint& e) { return e.listed && e.up && !e.info.draining(); };
+absl::Status ModelPool::RefreshToPlace(bool unprobed) {
   bool refresh;
   {
     absl::MutexLock lock(&mu_);
-    bool any = false;
-    for (const auto& e : endpoints_) any = any || usable(*e);
-    refresh = !any || absl::Now() - last_refresh_ >= options_.refresh_interval;
+    bool any = false, never_probed = false;
+    for (const auto& e : endpoints_) {
+      any = any || TakesNewSessions(*e);
+      never_probed = never_probed || (e->listed && !e->used);
+    }
+    refresh = !any || (unprobed && never_probed) ||
+              absl::Now() - last_refresh_ >= options_.refresh_interval;
   }
-  if (refresh) {
-    absl::Status s = Refresh();
-    if (!s.ok()) return s;
-  }
+  return refresh ? Refresh() : absl::OkStatus();
+}
+
+absl::StatusOr<ModelPool::Endpoint*> ModelPool::ForNewSession() {
+  if (absl::Status s = RefreshToPlace(/*unprobed=*/false); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < endpoints_.size(); ++i) {
     Endpoint* e = endpoints_[(next_ + i) % endpoints_.size()].get();
-    if (usable(*e)) {
+    if (TakesNewSessions(*e)) {
       next_ = (next_ + i + 1) % endpoints_.size();
       return e;
     }
   }
   return absl::UnavailableError(
       StrCat("no model server at ", spec_, " takes new sessions (all down or draining)"));
+}
+
+absl::StatusOr<ModelPool::Endpoint*> ModelPool::ForNamedSession(const std::string& name) {
+  if (absl::Status s = RefreshToPlace(/*unprobed=*/true); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  std::vector<Endpoint*> candidates;
+  for (const auto& e : endpoints_) {
+    if (TakesNewSessions(*e) && !e->info.replica_id().empty()) candidates.push_back(e.get());
+  }
+  if (candidates.empty()) {
+    return absl::UnavailableError(StrCat("no model server at ", spec_, " takes session \"", name,
+                                         "\" (all down or draining)"));
+  }
+  // Ties (two replicas of one pod name) go the same way in every process.
+  std::sort(candidates.begin(), candidates.end(), [](const Endpoint* a, const Endpoint* b) {
+    return a->info.replica_id() < b->info.replica_id();
+  });
+  std::vector<std::string> pods;
+  pods.reserve(candidates.size());
+  for (const Endpoint* e : candidates) {
+    std::string pod = ReplicaOf(e->info.replica_id());
+    pods.push_back(pod.empty() ? e->info.replica_id() : std::move(pod));
+  }
+  return candidates[RendezvousOrder(name, pods).front()];
+}
+
+absl::StatusOr<ModelPool::Endpoint*> ModelPool::ForNewSessionWithPrompt(
+    std::span<const int32_t> prompt) {
+  const PrefixIndex::Match match = prefixes_.Longest(prompt);
+  if (match.tokens > 0) {
+    if (absl::Status s = RefreshToPlace(/*unprobed=*/false); !s.ok()) return s;
+    absl::MutexLock lock(&mu_);
+    Endpoint* holder = nullptr;
+    int least = INT_MAX;
+    for (const auto& e : endpoints_) {
+      if (!TakesNewSessions(*e)) continue;
+      least = std::min(least, e->in_flight.load(std::memory_order_relaxed));
+      if (e->info.replica_id() == match.replica_id) holder = e.get();
+    }
+    if (holder != nullptr &&
+        holder->in_flight.load(std::memory_order_relaxed) <= least + options_.prefix_load_margin) {
+      prefix_routed_.fetch_add(1, std::memory_order_relaxed);
+      return holder;
+    }
+  }
+  return ForNewSession();
+}
+
+void ModelPool::PlacedPrompt(const Endpoint* endpoint, std::span<const int32_t> prompt) {
+  std::string replica;
+  {
+    absl::MutexLock lock(&mu_);
+    replica = endpoint->info.replica_id();
+  }
+  if (!replica.empty()) prefixes_.Record(prompt, replica);
 }
 
 void ModelPool::Learned(Endpoint* endpoint, const std::string& session_id) {

@@ -34,9 +34,12 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,6 +49,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/transport/model_target.h"
+#include "client/transport/prefix_index.h"
 #include "llm/v1/model.grpc.pb.h"
 
 namespace llm::client {
@@ -58,6 +62,10 @@ using ChannelFactory = std::function<std::shared_ptr<grpc::Channel>(
 struct ModelPoolOptions {
   absl::Duration probe_timeout = absl::Seconds(5);      // each Info of a refresh
   absl::Duration refresh_interval = absl::Seconds(30);  // periodic re-resolution
+  // Prefix-aware placement (ForNewSessionWithPrompt): the replica holding a
+  // prompt's prefix is passed over when its calls in flight exceed the
+  // least busy replica's by more than this.
+  int prefix_load_margin = 2;
 };
 
 class ModelPool {
@@ -80,6 +88,9 @@ class ModelPool {
     bool listed = true;       // in the target's addresses at the last resolution
     bool loading = false;     // the last Info was UNAVAILABLE over a ready connection
     absl::Status last_error;  // why it is not up
+    // Calls of this process in flight on it (Prefill calls, open decode
+    // streams: ModelClient counts them), for prefix-aware placement.
+    std::atomic<int> in_flight{0};
   };
 
   // Parses `spec` (model_target.h). Makes no call: Refresh() does.
@@ -98,6 +109,24 @@ class ModelPool {
   // The next up, not draining endpoint, round robin; refreshes first when
   // refresh_interval has passed or none is up. UNAVAILABLE when none is.
   absl::StatusOr<Endpoint*> ForNewSession();
+  // The replica of the named session `name` (docs/client.md, "Named
+  // sessions"): of the up, not draining endpoints, the one whose pod
+  // (ReplicaOf(info.replica_id)) ranks first in RendezvousOrder(name, pods)
+  // (common/rendezvous.h): the same answer in every process given the same
+  // replicas in any order. Refreshes first as ForNewSession does, and when
+  // an endpoint has never been probed. UNAVAILABLE when none is up. A name
+  // never begins with a replica id: ForSession must not be used for it.
+  absl::StatusOr<Endpoint*> ForNamedSession(const std::string& name);
+  // Prefix-aware placement (prefix_index.h) of a new session whose whole
+  // history is `prompt`: the replica recorded (PlacedPrompt) for the
+  // longest whole-block prefix of it, when it takes new sessions and is not
+  // overloaded (ModelPoolOptions::prefix_load_margin), counted in
+  // prefix_routed(); else ForNewSession().
+  absl::StatusOr<Endpoint*> ForNewSessionWithPrompt(std::span<const int32_t> prompt);
+  // `endpoint` was given a new session holding `prompt`.
+  void PlacedPrompt(const Endpoint* endpoint, std::span<const int32_t> prompt);
+  // New sessions placed by their prompt's prefix so far.
+  int64_t prefix_routed() const { return prefix_routed_.load(std::memory_order_relaxed); }
   // `endpoint` created the session `session_id`: learns its replica id
   // (a restarted server's new epoch) from it.
   void Learned(Endpoint* endpoint, const std::string& session_id);
@@ -135,6 +164,10 @@ class ModelPool {
   // another epoch (the pod restarted); null if none.
   Endpoint* FindRestarted(const std::string& replica_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<const Connection> NewConnection(const std::string& address) const;
+  // Refreshes when no endpoint takes new sessions, when refresh_interval
+  // has passed, or (`unprobed`) when a listed endpoint was never probed;
+  // the refresh's error when it finds none up.
+  absl::Status RefreshToPlace(bool unprobed) ABSL_LOCKS_EXCLUDED(mu_);
   // One Info call on `e` (no lock held), then its state updated under mu_.
   void Probe(Endpoint& e) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -151,6 +184,8 @@ class ModelPool {
   absl::Time last_refresh_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // when the last began
   absl::Time last_refresh_end_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Status last_refresh_status_ ABSL_GUARDED_BY(mu_);
+  PrefixIndex prefixes_;
+  std::atomic<int64_t> prefix_routed_{0};
 };
 
 }  // namespace llm::client
