@@ -44,7 +44,7 @@ absl::StatusOr<client::GenerateResult> RunOne(const ChoicesRun& run, const Promp
     if (!alive) g.Cancel();
   };
   absl::StatusOr<client::GenerateResult> result =
-      g.Generate(session, std::span(prompt.ids).subspan(prompt.held), req.params, on_token);
+      g.Generate(session, prompt.ids, req.params, on_token);
   if (run.conversation == nullptr) g.Release(session).IgnoreError();
   return result;
 }
@@ -95,11 +95,8 @@ ChoicesOutcome RunChoices(const ChoicesRun& run) {
       }
       out.usage.completion_tokens += static_cast<int64_t>(result->tokens.size());
       if (j == 0) {  // the prompt counts once
-        // A conversation's session lost on the way was computed again whole.
-        if (result->session_rebuilds == 0) {
-          out.usage.cached_tokens += static_cast<int64_t>(prompt.reused);
-        }
-        out.usage.cached_tokens += result->cached_tokens;
+        out.usage.cached_tokens += result->cached_tokens + result->kept_tokens;
+        out.usage.kept_tokens += result->kept_tokens;
       }
       out.usage.proposed_tokens += result->proposed_tokens;
       out.usage.forced_tokens += result->forced_tokens;

@@ -34,8 +34,6 @@ namespace llm::gateway {
 struct PromptIds {
   std::vector<int32_t> ids;
   std::string text;
-  size_t held = 0;    // leading ids the conversation's session holds already (not sent)
-  size_t reused = 0;  // of them, those whose KV the model session still had (not computed)
 };
 
 // The tokens a request used, as OpenAI's usage reports them.
@@ -43,8 +41,10 @@ struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   // The prompt tokens not computed for this request: held by the
-  // conversation's session, or found in the model server's prefix cache.
+  // conversation's named session, or found in the model server's prefix
+  // cache.
   int64_t cached_tokens = 0;
+  int64_t kept_tokens = 0;      // of them, held by the conversation's named session
   int64_t proposed_tokens = 0;  // speculation
   int64_t accepted_tokens = 0;
   int64_t forced_tokens = 0;  // structured output: tokens a grammar forced (not drawn)

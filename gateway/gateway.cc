@@ -9,6 +9,7 @@
 
 #include "client/generate/template_choice.h"
 #include "client/transport/health.h"
+#include "client/transport/model_client.h"
 #include "client/transport/model_target.h"
 #include "common/grpc/security.h"
 #include "common/strings.h"
@@ -73,6 +74,9 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Start(
       client::ChooseChatTemplate(services->template_info(), options.chat_template);
   if (!choice.ok()) return choice.status();
   if (!choice->note.empty()) std::fprintf(stderr, "llm_gateway: %s\n", choice->note.c_str());
+  if (const client::ModelClient* model = services->grpc_model(); model != nullptr) {
+    options.api.prefix_routed = [model, services] { return model->pool().prefix_routed(); };
+  }
   std::unique_ptr<Gateway> gw(new Gateway(std::move(options)));
   gw->handler_ =
       std::make_unique<Handler>(gw->options_.api, services, std::move(choice->chat_template),

@@ -78,6 +78,19 @@ GatewayMetrics::GatewayMetrics(const std::string& model_name)
                         "without a draw, several in one decode step).")
                   .Register(*registry_)
                   .Add({})),
+      conversation_tokens_(prometheus::BuildCounter()
+                               .Name("llm_gateway_conversation_tokens_total")
+                               .Help("Prompt tokens of conversation (X-Session-Id) turns, by "
+                                     "kind: kept (the named model session held them) or computed.")
+                               .Register(*registry_)),
+      conversation_kept_(conversation_tokens_.Add({{"kind", "kept"}})),
+      conversation_computed_(conversation_tokens_.Add({{"kind", "computed"}})),
+      prefix_routed_(prometheus::BuildCounter()
+                         .Name("llm_gateway_prefix_routed_total")
+                         .Help("New model sessions placed on the replica that was given a prompt "
+                               "sharing their prompt's longest prefix (prefix-aware routing).")
+                         .Register(*registry_)
+                         .Add({})),
       e2e_(prometheus::BuildHistogram()
                .Name("vllm:e2e_request_latency_seconds")
                .Help("Chat, completions and messages requests answered 200: from arrival to "
@@ -98,6 +111,17 @@ void GatewayMetrics::Request(std::string_view uri, int code, absl::Duration late
 void GatewayMetrics::Tokens(int64_t prompt, int64_t completion) {
   prompt_tokens_.Increment(static_cast<double>(prompt));
   completion_tokens_.Increment(static_cast<double>(completion));
+}
+
+void GatewayMetrics::ConversationTokens(int64_t kept, int64_t computed) {
+  conversation_kept_.Increment(static_cast<double>(kept));
+  conversation_computed_.Increment(static_cast<double>(computed));
+}
+
+void GatewayMetrics::PrefixRouted(int64_t total) {
+  std::lock_guard<std::mutex> lock(prefix_routed_mu_);
+  const double now = prefix_routed_.Value();
+  if (static_cast<double>(total) > now) prefix_routed_.Increment(static_cast<double>(total) - now);
 }
 
 void GatewayMetrics::FirstToken(absl::Duration since_arrival) {

@@ -10,6 +10,10 @@
 //   llm_gateway_requests_rejected_total         refused at admission (queue full or wait over: 429)
 //   llm_gateway_forced_tokens_total             structured output: generated tokens a grammar
 //   forced
+//   llm_gateway_conversation_tokens_total{kind}  conversation (X-Session-Id) turns' prompt
+//       tokens: "kept" (the named model session held them) or "computed" (the rest)
+//   llm_gateway_prefix_routed_total             new sessions placed on the replica that was
+//       given a prompt with the same long prefix (the client pool's prefix-aware routing)
 //   vllm:e2e_request_latency_seconds{model_name}  chat, completions and messages requests
 //       answered 200, from arrival to the last byte (vLLM's name, for its Grafana dashboards
 //       and the inference gateway: docs/operations.md; the model server exports the others)
@@ -26,6 +30,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -45,6 +50,9 @@ class GatewayMetrics {
   void QueueWait(absl::Duration waited);
   void Rejected() { rejected_.Increment(); }
   void Forced(int64_t tokens) { forced_.Increment(static_cast<double>(tokens)); }
+  void ConversationTokens(int64_t kept, int64_t computed);
+  // The model pool's ModelPool::prefix_routed() now (a running total).
+  void PrefixRouted(int64_t total);
   prometheus::Gauge& active() { return active_; }
   prometheus::Gauge& queued() { return queued_; }
 
@@ -64,6 +72,11 @@ class GatewayMetrics {
   prometheus::Histogram& queue_wait_;
   prometheus::Counter& rejected_;
   prometheus::Counter& forced_;
+  prometheus::Family<prometheus::Counter>& conversation_tokens_;
+  prometheus::Counter& conversation_kept_;
+  prometheus::Counter& conversation_computed_;
+  std::mutex prefix_routed_mu_;  // PrefixRouted's read and increment, as one
+  prometheus::Counter& prefix_routed_;
   prometheus::Histogram& e2e_;
 };
 

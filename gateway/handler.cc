@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "absl/strings/match.h"
-#include "client/generate/conversation.h"
 #include "common/strings.h"
 #include "gateway/anthropic_api.h"
 #include "gateway/event_stream.h"
@@ -25,6 +24,10 @@ ApiError FromStatus(const absl::Status& s) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kOutOfRange:
       e.http_status = 400;
+      break;
+    case absl::StatusCode::kAborted:  // a session busy with another request (a conversation's)
+      e.http_status = 409;
+      e.code = "session_busy";
       break;
     case absl::StatusCode::kResourceExhausted:
       e.http_status = 429;
@@ -149,7 +152,6 @@ Handler::Handler(HandlerOptions options, std::shared_ptr<client::Services> servi
                           : template_.default_system()),
       created_(static_cast<int64_t>(std::time(nullptr))),
       admission_(options_.admission),
-      conversations_(options_.max_conversations, options_.conversation_ttl),
       metrics_(model_id_) {
   for (const v1::SpecialToken& t : services_->tokenizer_info().special_tokens()) {
     if (t.kind() == "control") control_tokens_.emplace(t.text(), static_cast<int32_t>(t.id()));
@@ -233,6 +235,7 @@ int Handler::Route(HttpExchange& http) {
   }
   if (path == "/metrics") {
     if (method == "GET") {
+      if (options_.prefix_routed) metrics_.PrefixRouted(options_.prefix_routed());
       http.Respond(200, "text/plain; version=0.0.4; charset=utf-8", metrics_.Text());
       return 200;
     }
@@ -492,8 +495,8 @@ std::optional<ApiError> Handler::RenderPrompt(const ChatRequest& req, bool add_g
 int Handler::ServeChat(HttpExchange& http, absl::Time arrival, ChatRequest& req, ChatApi api,
                        const std::string& prefill) {
   if (auto e = CheckModel(req)) return SendError(http, *e, api);
-  // A conversation that keeps its model session (X-Session-Id).
-  std::optional<Conversations::Lease> conversation;
+  // A conversation (X-Session-Id): a named model session (conversations.h).
+  std::optional<client::Session> conversation;
   if (const std::optional<std::string_view> header = http.header("X-Session-Id")) {
     if (absl::Status s = CheckConversationId(*header); !s.ok()) {
       return SendError(http, BadParam("x-session-id", std::string(s.message())), api);
@@ -501,16 +504,9 @@ int Handler::ServeChat(HttpExchange& http, absl::Time arrival, ChatRequest& req,
     if (req.n != 1) {
       return SendError(http, BadParam("n", "a conversation (X-Session-Id) needs n = 1"), api);
     }
-    absl::StatusOr<Conversations::Lease> taken = conversations_.Take(std::string(*header));
-    if (!taken.ok()) {
-      ApiError e;
-      e.http_status = 409;
-      e.message = std::string(taken.status().message());
-      e.param = "x-session-id";
-      e.code = "session_busy";
-      return SendError(http, e, api);
-    }
-    conversation.emplace(*std::move(taken));
+    conversation.emplace();
+    conversation->id = ConversationSessionName(*header);
+    conversation->named = true;
   }
   // The prompt's text: the whole conversation, rendered (with the tools).
   std::string prompt;
@@ -549,27 +545,13 @@ int Handler::ServeChat(HttpExchange& http, absl::Time arrival, ChatRequest& req,
   encode.add_bos = template_.kind() == client::ChatTemplate::Kind::kRaw && add_bos_;
   std::vector<PromptIds> prompts(1);
   PromptIds& p = prompts[0];
-  client::Session* session = nullptr;
-  if (conversation.has_value()) {
-    // The conversation policy (client/generate/conversation.h): what the
-    // conversation's session holds of this rendering is not prefilled again.
-    session = &conversation->session();
-    absl::StatusOr<client::Turn> turn =
-        client::ReuseSession(services_->tokenizer(), services_->model(), prompt, encode, *session);
-    if (!turn.ok()) return SendError(http, FromStatus(turn.status()), api);
-    p.ids = std::move(turn->ids);
-    p.held = turn->held;
-    // What a session found lost (a restarted server) holds is the client's
-    // copy only: the turn computes it again.
-    p.reused = session->id.empty() ? 0 : turn->held;
-    for (client::Session& dropped : conversations_.TakeDropped()) {
-      g.Release(dropped).IgnoreError();
-    }
-  } else {
-    absl::StatusOr<std::vector<int32_t>> ids = g.Encode(prompt, encode);
-    if (!ids.ok()) return SendError(http, FromStatus(ids.status()), api);
-    p.ids = *std::move(ids);
-  }
+  // A conversation's whole rendering goes with sync_history: the model
+  // server keeps what the named session holds of it (GenerateResult::
+  // kept_tokens) and computes the rest.
+  client::Session* session = conversation.has_value() ? &*conversation : nullptr;
+  absl::StatusOr<std::vector<int32_t>> ids = g.Encode(prompt, encode);
+  if (!ids.ok()) return SendError(http, FromStatus(ids.status()), api);
+  p.ids = *std::move(ids);
   if (p.ids.empty()) return SendError(http, BadParam("messages", "the prompt has no tokens"), api);
   if (auto e = CheckPromptLength(static_cast<int64_t>(p.ids.size()), "messages")) {
     return SendError(http, *e, api);
@@ -581,10 +563,7 @@ int Handler::ServeChat(HttpExchange& http, absl::Time arrival, ChatRequest& req,
   std::unique_ptr<ChoiceWriter> writer =
       anthropic ? NewAnthropicWriter(std::move(info), tools.ParserFactory())
                 : NewChatWriter(std::move(info), req.logprobs, TextOf(), tools.ParserFactory());
-  const auto done = [&] {
-    conversation.reset();
-    ticket.reset();
-  };
+  const auto done = [&] { ticket.reset(); };
   return Serve(http, arrival, req, prompts, *writer, g, done, session, api);
 }
 
@@ -667,11 +646,16 @@ int Handler::Serve(HttpExchange& http, absl::Time arrival, GenerationRequest& re
   run.on_first_token = [&] { metrics_.FirstToken(absl::Now() - arrival); };
   const ChoicesOutcome out = RunChoices(run);
   metrics_.Tokens(out.usage.prompt_tokens, out.usage.completion_tokens);
+  if (conversation != nullptr && out.error.ok()) {
+    metrics_.ConversationTokens(out.usage.kept_tokens,
+                                out.usage.prompt_tokens - out.usage.kept_tokens);
+  }
   metrics_.Forced(out.usage.forced_tokens);
   metrics_.active().Decrement();
   done();
   if (!out.error.ok()) {
-    const ApiError e = FromStatus(out.error);
+    ApiError e = FromStatus(out.error);
+    if (conversation != nullptr && absl::IsAborted(out.error)) e.param = "x-session-id";
     if (!req.stream) return SendError(http, e, api);
     std::vector<json> error = {ErrorBody(e, api)};
     stream.Send(error);

@@ -4,7 +4,8 @@
 // in-memory requests and services.
 //
 //   POST /v1/chat/completions   streamed (server-sent events) or not; logprobs;
-//                               X-Session-Id keeps a conversation's model session
+//                               X-Session-Id: a conversation kept in a named
+//                               model session (conversations.h)
 //   POST /v1/completions        text or token-id prompts (several at once); echo;
 //                               logprobs, with the prompt's scores under echo
 //   GET  /v1/models, /v1/models/{id}
@@ -22,9 +23,9 @@
 // Retry-After), encodes its prompts (chat: `messages` rendered with the
 // chat template), and runs its choices (choices.h) on a Generator of its
 // own over the shared services: each in a new model session released at
-// its end, or for a conversation (conversations.h) in the conversation's
-// session, reused by the conversation policy (client/generate/
-// conversation.h). A streamed request whose client goes away is cancelled
+// its end, or for a conversation (conversations.h) in its named session,
+// which the whole rendering syncs (the gateway keeps no conversation
+// state). A streamed request whose client goes away is cancelled
 // at the next token it cannot write.
 //
 // Bad input never reaches past its parser unbounded: request bodies are
@@ -32,8 +33,8 @@
 // and error messages quote no unbounded client value.
 //
 // Threads: Handle may be called from any number of threads at once, one
-// call per request. Ownership: shares the services; owns the
-// conversations, the admission queue and the metrics.
+// call per request. Ownership: shares the services; owns the admission
+// queue and the metrics.
 #ifndef LLM_GATEWAY_HANDLER_H_
 #define LLM_GATEWAY_HANDLER_H_
 
@@ -77,12 +78,11 @@ struct HandlerOptions {
   absl::Duration body_timeout = absl::Seconds(30);
   RequestLimits limits;
   AdmissionOptions admission;
-  // Conversations kept for X-Session-Id (conversations.h): at most this
-  // many, each forgotten after this idle time (the model service's
-  // --session_ttl frees its KV by then too).
-  int64_t max_conversations = 1024;
-  absl::Duration conversation_ttl = absl::Minutes(10);
   std::string http_auth_token;  // "" = no token needed
+  // The model pool's count of new sessions placed by prefix
+  // (client::ModelPool::prefix_routed), read at each GET /metrics; empty:
+  // none (services without a gRPC model client).
+  std::function<int64_t()> prefix_routed;
   // Speculative decoding for requests that do not ask ("speculate"):
   // GenerateParams::speculate, 0..16; 0: off.
   int32_t speculate = 0;
@@ -145,8 +145,8 @@ class Handler {
   // Runs the choices and answers (streamed or not). `conversation`: one
   // prompt, n = 1, generated in that session. `done` is called once the
   // generation is over, before the response's last bytes are written: it
-  // gives back the admission ticket and the conversation, so that a client
-  // that sends its next request the moment it has the answer finds them free.
+  // gives back the admission ticket, so that a client that sends its next
+  // request the moment it has the answer finds it free.
   int Serve(HttpExchange& http, absl::Time arrival, GenerationRequest& req,
             const std::vector<PromptIds>& prompts, ChoiceWriter& writer, client::Generator& g,
             const std::function<void()>& done, client::Session* conversation = nullptr,
@@ -179,7 +179,6 @@ class Handler {
   std::unordered_map<std::string, int32_t> control_tokens_;
   const int64_t created_;  // the model's "created": when the gateway started
   Admission admission_;
-  Conversations conversations_;
   GatewayMetrics metrics_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> draining_{false};

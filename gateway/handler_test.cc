@@ -166,8 +166,10 @@ TEST_F(HandlerTest, ADeeplyNestedValueIsNotEchoed) {
   }
 }
 
-// A conversation's turn reuses its session; after the model server lost it
-// (a restart), the turn is computed whole, and cached_tokens says so.
+// A conversation's turn syncs its named session (the whole history, with
+// sync_history: the fake keeps the common prefix as the model server does);
+// after the model server lost it (a restart), the turn is computed whole,
+// and cached_tokens and the conversation token metric say so.
 TEST_F(HandlerTest, CachedTokensCountOnlyWhatWasNotComputed) {
   const json first = Chat({"abc"}, "conv-1");
   EXPECT_EQ(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
@@ -179,6 +181,14 @@ TEST_F(HandlerTest, CachedTokensCountOnlyWhatWasNotComputed) {
   const json third = Chat({"abc", "def", "ghi", "jkl", "mno"}, "conv-1");
   EXPECT_EQ(third["usage"]["prompt_tokens"], 15);
   EXPECT_EQ(third["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  ASSERT_EQ(model_->sessions.size(), 1u);  // kept under its name, not released
+  EXPECT_EQ(model_->sessions.begin()->first, "conv-conv-1");
+  FakeExchange metrics("GET", "/metrics");
+  EXPECT_EQ(handler_->HandleAdmin(metrics), 200);
+  EXPECT_THAT(metrics.response(),
+              HasSubstr("\nllm_gateway_conversation_tokens_total{kind=\"kept\"} 5\n"));
+  EXPECT_THAT(metrics.response(),
+              HasSubstr("\nllm_gateway_conversation_tokens_total{kind=\"computed\"} 22\n"));
 }
 
 TEST_F(HandlerTest, AdminServesHealthAndMetricsOnly) {

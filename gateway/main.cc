@@ -57,12 +57,6 @@ ABSL_FLAG(double, wait_ready, 120,
 ABSL_FLAG(double, drain_timeout, 30,
           "On SIGTERM, how long running requests may go on (new ones get 503, /health 503) "
           "before they are cancelled, s; a second signal cuts it short.");
-ABSL_FLAG(int64_t, max_conversations, 1024,
-          "Conversations (X-Session-Id) whose model sessions are kept; past it the least "
-          "recently used idle one is released.");
-ABSL_FLAG(double, conversation_ttl, 600,
-          "Seconds a conversation (X-Session-Id) is kept idle (keep it <= the model "
-          "server's --session_ttl).");
 ABSL_FLAG(std::string, http_tls_cert, "",
           "PEM certificate chain: serve HTTPS (only) on --listen; needs --http_tls_key. (The "
           "--tls_* flags are the gateway's client side, to the services.)");
@@ -144,13 +138,6 @@ int main(int argc, char** argv) {
     Fail("--speculate must be in [0, 16]");
     return 2;
   }
-  api.max_conversations = absl::GetFlag(FLAGS_max_conversations);
-  const double conversation_ttl = absl::GetFlag(FLAGS_conversation_ttl);
-  if (api.max_conversations < 0 || !(conversation_ttl >= 0)) {
-    Fail("--max_conversations and --conversation_ttl must be >= 0");
-    return 2;
-  }
-  api.conversation_ttl = absl::Seconds(conversation_ttl);
   const double drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   if (!(drain_timeout >= 0)) {
     Fail("--drain_timeout must be >= 0");

@@ -61,7 +61,6 @@ llm::gateway::Handler& TheHandler() {
     options.max_body_bytes = 8192;
     options.limits.max_n = 2;
     options.limits.max_prompts = 4;
-    options.max_conversations = 4;
     // A template with tools (Hermes syntax: <tool_call>), showing calls and results.
     absl::StatusOr<llm::client::ChatTemplate> tmpl = llm::client::ChatTemplate::FromJinja(
         "{# <tool_call> #}{% if tools %}{{ tools | tojson }}{% endif %}"
