@@ -37,23 +37,16 @@
 #include "llm/v1/model.grpc.pb.h"
 #include "llm/v1/tokenizer.grpc.pb.h"
 #include "tests/ops_server.h"
+#include "tests/model_calls.h"
 #include "tests/server_process.h"
 
 namespace llm {
 namespace {
 
 using ::testing::StartsWith;
+using testing::ListSessions;
 
 std::string ModelPath() { return testing::SourceDir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf"; }
-
-std::vector<v1::SessionInfo> ListSessions(v1::Model::Stub& stub) {
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  v1::ListSessionsResponse response;
-  const grpc::Status s = stub.ListSessions(&context, v1::ListSessionsRequest(), &response);
-  EXPECT_TRUE(s.ok()) << s.error_message();
-  return {response.sessions().begin(), response.sessions().end()};
-}
 
 std::string ReplicaId(v1::Model::Stub& stub) {
   grpc::ClientContext context;

@@ -37,6 +37,7 @@
 #include "llm/v1/tokenizer.grpc.pb.h"
 #include "nlohmann/json.hpp"
 #include "tests/http_client.h"
+#include "tests/model_calls.h"
 #include "tests/server_process.h"
 
 namespace llm {
@@ -47,17 +48,9 @@ using testing::Http;
 using testing::HttpResponse;
 using testing::ServerProcess;
 using ::testing::StartsWith;
+using testing::ListSessions;
 
 std::string ModelPath() { return testing::SourceDir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf"; }
-
-std::vector<v1::SessionInfo> ListSessions(v1::Model::Stub& stub) {
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  v1::ListSessionsResponse response;
-  const grpc::Status s = stub.ListSessions(&context, v1::ListSessionsRequest(), &response);
-  EXPECT_TRUE(s.ok()) << s.error_message();
-  return {response.sessions().begin(), response.sessions().end()};
-}
 
 // The sum of a Prometheus counter's samples whose line starts with `prefix`.
 double Counter(const std::string& metrics, const std::string& prefix) {
