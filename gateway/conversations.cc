@@ -23,6 +23,20 @@ absl::Status CheckConversationId(std::string_view id) {
   return absl::OkStatus();
 }
 
+RunningConversations::Claim::~Claim() {
+  if (owner_ == nullptr) return;
+  absl::MutexLock lock(&owner_->mu_);
+  owner_->running_.erase(id_);
+}
+
+absl::StatusOr<RunningConversations::Claim> RunningConversations::Start(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  if (!running_.insert(id).second) {
+    return absl::AbortedError("another request of this conversation (X-Session-Id) is running");
+  }
+  return Claim(this, id);
+}
+
 std::string ConversationSessionName(std::string_view id) {
   if (id.find(':') == std::string_view::npos) return StrCat("conv-", id);
   // Two fixed 64-bit hashes (rendezvous.h's, under two salts): 128 bits.

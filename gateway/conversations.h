@@ -8,17 +8,25 @@
 // process, given the replicas in any order, sends a conversation's turns to
 // the replica that holds its KV, and the loss of a gateway loses nothing.
 // Two requests at once on one conversation: the model server answers the
-// second ABORTED (its session is busy), which the gateway answers 409.
+// second ABORTED (its session is busy), which the gateway answers 409; one
+// gateway process also remembers which conversations it is running
+// (RunningConversations), so that it answers the second 409 at once, before
+// its admission queue (which would answer 429).
 //
-// Threads: pure functions.
+// Threads: the functions are pure; RunningConversations is thread-safe.
 #ifndef LLM_GATEWAY_CONVERSATIONS_H_
 #define LLM_GATEWAY_CONVERSATIONS_H_
 
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <utility>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 
 namespace llm::gateway {
 
@@ -33,6 +41,32 @@ absl::Status CheckConversationId(std::string_view id);
 // with ':'). Fixed forever: every gateway process, and every version, must
 // derive the same name. At most 133 bytes (the model server takes up to 200).
 std::string ConversationSessionName(std::string_view id);
+
+// The conversations this gateway process has a request of running. Cost:
+// O(1) a call.
+class RunningConversations {
+ public:
+  // Holds a conversation as running until destroyed.
+  class Claim {
+   public:
+    Claim(Claim&& other) noexcept
+        : owner_(std::exchange(other.owner_, nullptr)), id_(std::move(other.id_)) {}
+    Claim& operator=(Claim&&) = delete;
+    ~Claim();
+
+   private:
+    friend class RunningConversations;
+    Claim(RunningConversations* owner, std::string id) : owner_(owner), id_(std::move(id)) {}
+    RunningConversations* owner_;
+    std::string id_;
+  };
+  // Aborted when a request of conversation `id` is running here already.
+  absl::StatusOr<Claim> Start(const std::string& id);
+
+ private:
+  absl::Mutex mu_;
+  absl::flat_hash_set<std::string> running_ ABSL_GUARDED_BY(mu_);
+};
 
 }  // namespace llm::gateway
 

@@ -43,5 +43,16 @@ TEST(ConversationsTest, SessionNamesAreFixedDistinctAndValid) {
   EXPECT_LE(ConversationSessionName(std::string(128, ':')).size(), 200u);
 }
 
+TEST(ConversationsTest, ASecondRequestWhileOneRunsIsRefused) {
+  RunningConversations running;
+  {
+    absl::StatusOr<RunningConversations::Claim> a = running.Start("chat-1");
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(running.Start("chat-1").status().code(), absl::StatusCode::kAborted);
+    EXPECT_TRUE(running.Start("chat-2").ok());
+  }
+  EXPECT_TRUE(running.Start("chat-1").ok());
+}
+
 }  // namespace
 }  // namespace llm::gateway

@@ -497,6 +497,7 @@ int Handler::ServeChat(HttpExchange& http, absl::Time arrival, ChatRequest& req,
   if (auto e = CheckModel(req)) return SendError(http, *e, api);
   // A conversation (X-Session-Id): a named model session (conversations.h).
   std::optional<client::Session> conversation;
+  std::optional<RunningConversations::Claim> claim;
   if (const std::optional<std::string_view> header = http.header("X-Session-Id")) {
     if (absl::Status s = CheckConversationId(*header); !s.ok()) {
       return SendError(http, BadParam("x-session-id", std::string(s.message())), api);
@@ -504,6 +505,13 @@ int Handler::ServeChat(HttpExchange& http, absl::Time arrival, ChatRequest& req,
     if (req.n != 1) {
       return SendError(http, BadParam("n", "a conversation (X-Session-Id) needs n = 1"), api);
     }
+    absl::StatusOr<RunningConversations::Claim> claimed = running_.Start(std::string(*header));
+    if (!claimed.ok()) {
+      ApiError e = FromStatus(claimed.status());
+      e.param = "x-session-id";
+      return SendError(http, e, api);
+    }
+    claim.emplace(*std::move(claimed));
     conversation.emplace();
     conversation->id = ConversationSessionName(*header);
     conversation->named = true;
@@ -563,7 +571,10 @@ int Handler::ServeChat(HttpExchange& http, absl::Time arrival, ChatRequest& req,
   std::unique_ptr<ChoiceWriter> writer =
       anthropic ? NewAnthropicWriter(std::move(info), tools.ParserFactory())
                 : NewChatWriter(std::move(info), req.logprobs, TextOf(), tools.ParserFactory());
-  const auto done = [&] { ticket.reset(); };
+  const auto done = [&] {
+    claim.reset();
+    ticket.reset();
+  };
   return Serve(http, arrival, req, prompts, *writer, g, done, session, api);
 }
 

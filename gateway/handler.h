@@ -145,8 +145,8 @@ class Handler {
   // Runs the choices and answers (streamed or not). `conversation`: one
   // prompt, n = 1, generated in that session. `done` is called once the
   // generation is over, before the response's last bytes are written: it
-  // gives back the admission ticket, so that a client that sends its next
-  // request the moment it has the answer finds it free.
+  // gives back the admission ticket and the conversation, so that a client
+  // that sends its next request the moment it has the answer finds them free.
   int Serve(HttpExchange& http, absl::Time arrival, GenerationRequest& req,
             const std::vector<PromptIds>& prompts, ChoiceWriter& writer, client::Generator& g,
             const std::function<void()>& done, client::Session* conversation = nullptr,
@@ -179,6 +179,7 @@ class Handler {
   std::unordered_map<std::string, int32_t> control_tokens_;
   const int64_t created_;  // the model's "created": when the gateway started
   Admission admission_;
+  RunningConversations running_;  // X-Session-Id requests running in this process
   GatewayMetrics metrics_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> draining_{false};

@@ -10,6 +10,8 @@
 //     llm_gateway_conversation_tokens_total says kept and computed), and
 //     answers what a single gateway answers for the same conversation
 //     (greedy).
+//   - A conversation streaming through one gateway gets 409 through the
+//     other (its named session is busy on the model server).
 //   - ModelPool::ForNamedSession: pools given the replicas in opposite
 //     orders place every name on the same replica, and names spread over
 //     both.
@@ -21,6 +23,9 @@
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -46,9 +51,9 @@ namespace {
 using nlohmann::json;
 using testing::Http;
 using testing::HttpResponse;
+using testing::ListSessions;
 using testing::ServerProcess;
 using ::testing::StartsWith;
-using testing::ListSessions;
 
 std::string ModelPath() { return testing::SourceDir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf"; }
 
@@ -170,6 +175,42 @@ TEST_F(StatelessGatewayTest, TurnTwoThroughAnotherGatewayFindsTurnOnesSession) {
   EXPECT_EQ(Answer(alone1), Answer(turn1));
   const json alone2 = Ask(gw2->port(), messages, "stateless-ref");
   EXPECT_EQ(Answer(alone2), Answer(turn2));
+}
+
+// A conversation busy in one gateway is busy in every gateway: the model
+// server's ABORTED for its named session, answered 409 by the other.
+TEST_F(StatelessGatewayTest, AConversationRunningThroughOneGatewayIs409InAnother) {
+  std::unique_ptr<ServerProcess> gw1 = StartGateway(0), gw2 = StartGateway(1);
+  ASSERT_NE(gw1, nullptr);
+  ASSERT_NE(gw2, nullptr);
+  const json body = {
+      {"model", "SmolLM2-135M-Instruct"},
+      {"messages", json::array({{{"role", "user"}, {"content", "Tell me a long story."}}})},
+      {"stream", true},
+      {"max_tokens", 2000},
+      {"ignore_eos", true}};
+  const std::string header = "X-Session-Id: busy-1\r\n";
+  const int fd = testing::Connect(gw1->port());
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(testing::SendAll(
+      fd, testing::RequestText("POST", "/v1/chat/completions", body.dump(), header)));
+  std::string got;
+  char buf[4096];
+  while (got.find("data: ") == std::string::npos) {  // the stream is generating
+    pollfd p{fd, POLLIN, 0};
+    ASSERT_GT(poll(&p, 1, 60000), 0) << got;
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    ASSERT_GT(n, 0) << got;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  json again = body;
+  again["stream"] = false;
+  const HttpResponse second =
+      Http(gw2->port(), "POST", "/v1/chat/completions", again.dump(), header);
+  EXPECT_EQ(second.status, 409) << second.body;
+  EXPECT_EQ(second.Json()["error"]["code"], "session_busy") << second.body;
+  EXPECT_EQ(second.Json()["error"]["param"], "x-session-id") << second.body;
+  close(fd);
 }
 
 TEST_F(StatelessGatewayTest, PoolsInOppositeOrdersPlaceEveryNameAlike) {
