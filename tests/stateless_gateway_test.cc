@@ -12,6 +12,8 @@
 //     (greedy).
 //   - A conversation streaming through one gateway gets 409 through the
 //     other (its named session is busy on the model server).
+//   - Prefix-aware placement of new sessions (ModelPool::
+//     ForNewSessionWithPrompt) over the two servers.
 //   - ModelPool::ForNamedSession: pools given the replicas in opposite
 //     orders place every name on the same replica, and names spread over
 //     both.
@@ -27,6 +29,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -34,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "client/transport/model_client.h"
 #include "client/transport/model_pool.h"
 #include "common/rendezvous.h"
 #include "common/strings.h"
@@ -235,6 +239,57 @@ TEST_F(StatelessGatewayTest, PoolsInOppositeOrdersPlaceEveryNameAlike) {
     used.insert(replica[0]);
   }
   EXPECT_EQ(used.size(), 2u);
+}
+
+// Prefix-aware placement of new sessions: one whose prompt shares a whole
+// 64-token block with one placed before goes to the same replica (its
+// prefix cache serves the block), counted, unless that replica is busier
+// than the other by more than the margin; an unrelated prompt goes round
+// robin.
+TEST_F(StatelessGatewayTest, NewSessionsSharingAPrefixGoWhereItIs) {
+  client::ClientOptions o;
+  o.model_address = Addresses(0);
+  o.rpc_timeout = absl::Seconds(120);
+  absl::StatusOr<std::unique_ptr<client::ModelClient>> model =
+      client::ModelClient::Create(o, grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE((*model)->Connect().ok());
+  std::vector<int32_t> system(130);
+  for (size_t i = 0; i < system.size(); ++i) system[i] = static_cast<int32_t>(100 + i);
+  const std::atomic<bool> never{false};
+  // A new session on `prompt`: its replica id.
+  const auto place = [&](std::vector<int32_t> prompt, int64_t* cached) {
+    client::Session s;
+    int32_t rebuilds = 0;
+    absl::StatusOr<client::PrefillResult> r =
+        (*model)->Prefill(s, prompt, client::StepOptions(), never, &rebuilds);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (cached != nullptr && r.ok()) *cached = r->cached_tokens;
+    const std::string replica = client::ModelPool::ReplicaOf(s.id);
+    (*model)->Release(s).IgnoreError();  // its blocks stay in the prefix cache
+    return replica;
+  };
+  const std::string first = place(system, nullptr);
+  ASSERT_FALSE(first.empty());
+  std::vector<int32_t> more = system;
+  more.push_back(7);
+  int64_t cached = 0;
+  EXPECT_EQ(place(more, &cached), first);  // round robin would take the other
+  EXPECT_GE(cached, 64);
+  EXPECT_EQ((*model)->pool().prefix_routed(), 1);
+  // Unrelated: round robin, not counted.
+  place(std::vector<int32_t>(80, 5), nullptr);
+  EXPECT_EQ((*model)->pool().prefix_routed(), 1);
+  // The holder busier than the other by more than the margin (2): elsewhere.
+  for (client::ModelPool::Endpoint* e : (*model)->pool().UpEndpoints()) {
+    if (e->info.replica_id() == first) e->in_flight += 3;
+  }
+  more.push_back(8);
+  EXPECT_NE(place(more, nullptr), first);
+  EXPECT_EQ((*model)->pool().prefix_routed(), 1);
+  for (client::ModelPool::Endpoint* e : (*model)->pool().UpEndpoints()) {
+    if (e->info.replica_id() == first) e->in_flight -= 3;
+  }
 }
 
 grpc::Status Prefill(v1::Model::Stub& stub, const v1::PrefillRequest& request,

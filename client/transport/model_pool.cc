@@ -1,7 +1,6 @@
 #include "client/transport/model_pool.h"
 
 #include <algorithm>
-#include <climits>
 #include <utility>
 
 #include "absl/time/clock.h"
@@ -316,14 +315,22 @@ absl::StatusOr<ModelPool::Endpoint*> ModelPool::ForNewSessionWithPrompt(
     if (absl::Status s = RefreshToPlace(/*unprobed=*/false); !s.ok()) return s;
     absl::MutexLock lock(&mu_);
     Endpoint* holder = nullptr;
-    int least = INT_MAX;
+    Endpoint* least = nullptr;
     for (const auto& e : endpoints_) {
       if (!TakesNewSessions(*e)) continue;
-      least = std::min(least, e->in_flight.load(std::memory_order_relaxed));
+      if (least == nullptr || e->in_flight.load(std::memory_order_relaxed) <
+                                  least->in_flight.load(std::memory_order_relaxed)) {
+        least = e.get();
+      }
       if (e->info.replica_id() == match.replica_id) holder = e.get();
     }
-    if (holder != nullptr &&
-        holder->in_flight.load(std::memory_order_relaxed) <= least + options_.prefix_load_margin) {
+    if (holder != nullptr) {
+      // Overloaded: the least busy replica instead (round robin might pick
+      // the holder again).
+      if (holder->in_flight.load(std::memory_order_relaxed) >
+          least->in_flight.load(std::memory_order_relaxed) + options_.prefix_load_margin) {
+        return least;
+      }
       prefix_routed_.fetch_add(1, std::memory_order_relaxed);
       return holder;
     }

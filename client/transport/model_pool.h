@@ -119,9 +119,10 @@ class ModelPool {
   absl::StatusOr<Endpoint*> ForNamedSession(const std::string& name);
   // Prefix-aware placement (prefix_index.h) of a new session whose whole
   // history is `prompt`: the replica recorded (PlacedPrompt) for the
-  // longest whole-block prefix of it, when it takes new sessions and is not
-  // overloaded (ModelPoolOptions::prefix_load_margin), counted in
-  // prefix_routed(); else ForNewSession().
+  // longest whole-block prefix of it, when it takes new sessions, counted in
+  // prefix_routed(); when it is overloaded (its in_flight exceeds the least
+  // busy replica's by more than ModelPoolOptions::prefix_load_margin), the
+  // least busy replica; without a match, ForNewSession().
   absl::StatusOr<Endpoint*> ForNewSessionWithPrompt(std::span<const int32_t> prompt);
   // `endpoint` was given a new session holding `prompt`.
   void PlacedPrompt(const Endpoint* endpoint, std::span<const int32_t> prompt);
