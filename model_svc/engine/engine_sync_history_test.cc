@@ -129,6 +129,25 @@ TEST_P(SyncHistoryTest, AfterDecodesAndAGuessTheHistoryStillMatches) {
   EXPECT_EQ(r->logits.back().values, Fresh(*engine, history));
 }
 
+// A history that goes on with the lookahead guess of the session's last
+// request takes the guess's logits (nothing rolled back, nothing computed
+// again).
+TEST_P(SyncHistoryTest, AHistoryThatAppendsTheGuessTakesIt) {
+  auto engine = MakeIt();
+  std::vector<int32_t> history = Tokens(12, 10);
+  AppendRequest first = Sync("guess", history);
+  first.lookahead = true;
+  auto r = engine->Append(std::move(first));
+  ASSERT_TRUE(r.ok()) << r.status();
+  history.push_back(model::Argmax(r->logits.back()));
+  const int64_t hits = engine->Stats().lookahead_hits;
+  auto next = engine->Append(Sync("guess", history));
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->kept_tokens, 12);
+  EXPECT_EQ(engine->Stats().lookahead_hits, hits + 1);
+  EXPECT_EQ(next->logits.back().values, Fresh(*engine, history));
+}
+
 INSTANTIATE_TEST_SUITE_P(PrefixCache, SyncHistoryTest, ::testing::Bool());
 
 TEST(SyncHistoryErrorsTest, NeedsANameAndNoTruncateToOrScoring) {
