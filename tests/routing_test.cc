@@ -36,15 +36,15 @@
 #include "common/test_paths.h"
 #include "llm/v1/model.grpc.pb.h"
 #include "llm/v1/tokenizer.grpc.pb.h"
-#include "tests/ops_server.h"
 #include "tests/model_calls.h"
+#include "tests/ops_server.h"
 #include "tests/server_process.h"
 
 namespace llm {
 namespace {
 
-using ::testing::StartsWith;
 using testing::ListSessions;
+using ::testing::StartsWith;
 
 std::string ModelPath() { return testing::SourceDir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf"; }
 
@@ -69,15 +69,10 @@ class RoutingTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "missing " << ModelPath();
-    testing::StartServer(&tokenizer_, "tokenizer_server", {"--vocab", ModelPath()},
-                         std::chrono::seconds(60));
-    ASSERT_NE(tokenizer_.stub, nullptr) << tokenizer_.error;
     const char* pods[] = {"pod-a", "pod-b"};
+    testing::StartTokenizerAndReplicas(ModelPath(), &tokenizer_, models_, {pods[0], pods[1]});
+    ASSERT_NE(tokenizer_.stub, nullptr) << tokenizer_.error;
     for (int i = 0; i < 2; ++i) {
-      testing::StartServer(&models_[i], "model_server",
-                           {"--model", ModelPath(), "--kv_cache_mb", "32", "--threads", "1",
-                            "--pod_name", pods[i], "--drain_seconds", "1"},
-                           std::chrono::seconds(120));
       ASSERT_NE(models_[i].stub, nullptr) << models_[i].error;
       replica_[i] = ReplicaId(*models_[i].stub);
       ASSERT_THAT(replica_[i], StartsWith(StrCat(pods[i], ".")));

@@ -78,16 +78,9 @@ class StatelessGatewayTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "missing " << ModelPath();
-    testing::StartServer(&tokenizer_, "tokenizer_server", {"--vocab", ModelPath()},
-                         std::chrono::seconds(60));
+    testing::StartTokenizerAndReplicas(ModelPath(), &tokenizer_, models_, {kPods[0], kPods[1]});
     ASSERT_NE(tokenizer_.stub, nullptr) << tokenizer_.error;
-    for (int i = 0; i < 2; ++i) {
-      testing::StartServer(&models_[i], "model_server",
-                           {"--model", ModelPath(), "--kv_cache_mb", "32", "--threads", "1",
-                            "--pod_name", kPods[i], "--drain_seconds", "1"},
-                           std::chrono::seconds(120));
-      ASSERT_NE(models_[i].stub, nullptr) << models_[i].error;
-    }
+    for (int i = 0; i < 2; ++i) ASSERT_NE(models_[i].stub, nullptr) << models_[i].error;
   }
 
   std::string Addresses(int first) const {
