@@ -62,6 +62,7 @@
 #include "model_svc/server/compute_affinity.h"
 #include "model_svc/server/model_service.h"
 #include "model_svc/server/session_dir.h"
+#include "model_svc/server/spill_dir.h"
 #include "model_svc/server/step_watchdog.h"
 
 ABSL_FLAG(std::string, model, "",
@@ -113,6 +114,15 @@ ABSL_FLAG(std::string, session_dir, "",
           "id, and at start every snapshot file there is imported under its old id (and removed). "
           "A kill (SIGKILL, a crash) saves nothing. Files of another model or damaged are skipped "
           "with a warning and left in place. Empty: off.");
+ABSL_FLAG(std::string, kv_spill_dir, "",
+          "A session evicted for memory (KV space, or --max_sessions) is written to this "
+          "directory as a snapshot file instead of being dropped, and restored on its next call "
+          "(the client does not notice); files left by an earlier process are restored too. A "
+          "full or failing disk drops it as without this flag (llm_kv_spill_total counts each). "
+          "CPU backend only. Empty: off.");
+ABSL_FLAG(int64_t, kv_spill_quota_mb, 4096,
+          "The most --kv_spill_dir holds, in MiB; past it the least recently spilled sessions "
+          "are removed (dropped). 0: none kept.");
 ABSL_FLAG(double, drain_seconds, 5,
           "On SIGTERM/SIGINT (the drain; the issue's --drain-timeout): health turns NOT_SERVING, "
           "new sessions get UNAVAILABLE, calls on existing sessions and open streams go on for "
@@ -247,6 +257,10 @@ int Main() {
        absl::GetFlag(FLAGS_step_watchdog_seconds) >= 0, ">= 0"},
       {absl::GetFlagReflectionHandle(FLAGS_max_streams), absl::GetFlag(FLAGS_max_streams) >= 0,
        ">= 0"},
+      {absl::GetFlagReflectionHandle(FLAGS_kv_spill_quota_mb),
+       absl::GetFlag(FLAGS_kv_spill_quota_mb) >= 0 &&
+           absl::GetFlag(FLAGS_kv_spill_quota_mb) <= (int64_t{1} << 30),
+       "0 to 2^30"},
   };
   for (const auto& check : checks) {
     if (!check.ok) {
@@ -400,6 +414,10 @@ int Main() {
   load.engine.session_ttl = absl::GetFlag(FLAGS_session_ttl);
   load.engine.max_context = absl::GetFlag(FLAGS_max_context);
   load.engine.prefix_cache = absl::GetFlag(FLAGS_prefix_cache);
+  if (const std::string dir = absl::GetFlag(FLAGS_kv_spill_dir); !dir.empty()) {
+    load.engine.spill =
+        std::make_shared<SpillDir>(dir, absl::GetFlag(FLAGS_kv_spill_quota_mb) << 20);
+  }
   const std::string replica_id = ReplicaId(absl::GetFlag(FLAGS_session_prefix), *pod, start);
   load.engine.session_prefix = StrCat(replica_id, ".");
   absl::StatusOr<std::unique_ptr<engine::Engine>> loaded = engine::LoadEngine(load);
