@@ -226,6 +226,21 @@ absl::StatusOr<PrefillResult> ModelClient::Prefill(Session& session,
     if (options.mask != nullptr) TokenMaskToProto(*options.mask, request.mutable_mask());
     v1::PrefillResponse response;
     const grpc::Status s = PrefillOnce(request, &response, cancel);
+    const bool named = !session.id.empty();
+    if (s.ok() && named &&
+        response.num_tokens() != static_cast<int64_t>(session.tokens.size() + tokens.size()) &&
+        lost < kMaxRebuildsPerCall) {
+      // The session holds another history than ours (its replica restored
+      // it from an older checkpoint, --session_checkpoint_seconds): our
+      // tokens went after the wrong ones. Drop it and rebuild.
+      Session stale{.id = response.session_id()};
+      Release(stale).IgnoreError();
+      session.id.clear();
+      session.overhang = false;
+      ++lost;
+      ++*rebuilds;
+      continue;
+    }
     if (s.ok()) {
       session.id = response.session_id();
       session.overhang = false;

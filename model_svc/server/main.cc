@@ -13,7 +13,9 @@
 //
 // Sessions across a restart (--session_dir, session_dir.h): saved on drain
 // once the gRPC server has stopped, restored under their old ids before it
-// turns SERVING.
+// turns SERVING; in between, checkpointed when idle and changed
+// (--session_checkpoint_seconds, session_checkpoint.h). Sessions evicted for
+// memory go to --kv_spill_dir (spill_dir.h) and come back on their next call.
 //
 // Identity: the replica id "<--session_prefix><--pod_name>.<epoch>" (epoch:
 // the start time in Unix milliseconds, hex) begins every session id, so a
@@ -61,6 +63,7 @@
 #include "model_svc/model/config.h"
 #include "model_svc/server/compute_affinity.h"
 #include "model_svc/server/model_service.h"
+#include "model_svc/server/session_checkpoint.h"
 #include "model_svc/server/session_dir.h"
 #include "model_svc/server/spill_dir.h"
 #include "model_svc/server/step_watchdog.h"
@@ -112,8 +115,14 @@ ABSL_FLAG(std::string, session_dir, "",
           "Keeps the sessions across a restart: on drain (SIGTERM/SIGINT, after the calls in "
           "flight) every session is written to this directory as a snapshot file named after its "
           "id, and at start every snapshot file there is imported under its old id (and removed). "
-          "A kill (SIGKILL, a crash) saves nothing. Files of another model or damaged are skipped "
+          "A kill (SIGKILL, a crash) keeps what --session_checkpoint_seconds wrote. Files of "
+          "another model or damaged are skipped "
           "with a warning and left in place. Empty: off.");
+ABSL_FLAG(double, session_checkpoint_seconds, 10,
+          "With --session_dir: a session idle for this many seconds and changed since it was "
+          "last written is written there in the background, so that a kill (SIGKILL, a crash) "
+          "loses only what changed after it; the file of a session that ends is removed. "
+          "0: off (sessions saved on drain only).");
 ABSL_FLAG(std::string, kv_spill_dir, "",
           "A session evicted for memory (KV space, or --max_sessions) is written to this "
           "directory as a snapshot file instead of being dropped, and restored on its next call "
@@ -257,6 +266,8 @@ int Main() {
        absl::GetFlag(FLAGS_step_watchdog_seconds) >= 0, ">= 0"},
       {absl::GetFlagReflectionHandle(FLAGS_max_streams), absl::GetFlag(FLAGS_max_streams) >= 0,
        ">= 0"},
+      {absl::GetFlagReflectionHandle(FLAGS_session_checkpoint_seconds),
+       absl::GetFlag(FLAGS_session_checkpoint_seconds) >= 0, ">= 0"},
       {absl::GetFlagReflectionHandle(FLAGS_kv_spill_quota_mb),
        absl::GetFlag(FLAGS_kv_spill_quota_mb) >= 0 &&
            absl::GetFlag(FLAGS_kv_spill_quota_mb) <= (int64_t{1} << 30),
@@ -431,6 +442,7 @@ int Main() {
   }
   std::unique_ptr<engine::Engine> engine;
   std::unique_ptr<StepWatchdog> watchdog;
+  std::unique_ptr<SessionCheckpointer> checkpointer;
   int exit_code = 0;
   if (loaded.ok()) {
     engine = std::move(*loaded);
@@ -459,6 +471,12 @@ int Main() {
     if (const std::string dir = absl::GetFlag(FLAGS_session_dir); !dir.empty()) {
       const SessionDirCounts restored = RestoreSessions(*engine, dir);
       ReportSessionDir("restored", dir, restored.restored, restored.skipped, metrics.get());
+      if (const double every = absl::GetFlag(FLAGS_session_checkpoint_seconds); every > 0) {
+        checkpointer = std::make_unique<SessionCheckpointer>(
+            engine.get(), dir, absl::Seconds(every), [m = metrics.get()](int64_t n) {
+              if (m != nullptr) m->CountSessionDir("checkpointed", n);
+            });
+      }
     }
     service.SetEngine(engine.get(), service_options);
     if (metrics != nullptr) metrics->SetEngine(engine.get());
@@ -496,6 +514,7 @@ int Main() {
   if (engine != nullptr) engine->StopAdmission();
   runner->Shutdown(absl::ZeroDuration());  // cancels what is still in flight
   runner.reset();
+  if (checkpointer != nullptr) checkpointer->Stop();  // the drain's save writes them all
   // No gRPC call is left: the sessions are as the clients last saw them.
   if (const std::string dir = absl::GetFlag(FLAGS_session_dir); engine != nullptr && !dir.empty()) {
     const SessionDirCounts saved = SaveSessions(*engine, dir);
