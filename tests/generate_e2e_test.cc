@@ -37,6 +37,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <set>
@@ -314,6 +315,11 @@ class GenerateE2ETest : public ::testing::Test {
 };
 
 ServerProcess* GenerateE2ETest::tokenizer_server_ = nullptr;
+
+std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
 ServerProcess* GenerateE2ETest::model_server_ = nullptr;
 
 // Greedy decoding in this process: the engine and tokenizer libraries
@@ -536,6 +542,97 @@ TEST_F(GenerateE2ETest, ChatSurvivesAModelServerRestart) {
   EXPECT_EQ(second->tokens, expected[1].tokens);
   EXPECT_EQ(child->Finish(), 0);
   std::filesystem::remove_all(dir);
+}
+
+// `llm chat --save FILE`, then everything restarted and `--resume FILE`:
+// the third turn's answer is the uninterrupted chat's, and the restarted
+// server prefilled only that turn's tokens (the history came back as a
+// snapshot). A file whose snapshot cannot be imported falls back to
+// prefilling the tokens again (same answer); a file that is no chat file
+// exits 2.
+TEST_F(GenerateE2ETest, ChatSavedAndResumedAfterARestartPrefillsNoHistory) {
+  const std::vector<std::string> turns = {"What is the capital of France?", "And of Italy?",
+                                          "And of Spain?"};
+  const std::vector<std::string> greedy = {"--temperature", "0", "--speculate", "0"};
+  std::vector<Answer> expected;
+  {
+    auto child = Child::Start(LlmArgs("chat", model_server_->address(), greedy));
+    ASSERT_NE(child, nullptr);
+    for (const std::string& t : turns) {
+      ASSERT_TRUE(child->WriteLine(t));
+      std::optional<Answer> a = ReadAnswer(*child);
+      ASSERT_TRUE(a.has_value());
+      expected.push_back(*a);
+    }
+    EXPECT_EQ(child->Finish(), 0);
+  }
+  const std::string file = StrCat(::testing::TempDir(), "chat_save_", getpid(), ".llmchat");
+  std::string error;
+  std::unique_ptr<ServerProcess> server =
+      ServerProcess::Start("model_server", ModelFlags(), &error);
+  ASSERT_NE(server, nullptr) << error;
+  {
+    auto child = Child::Start(LlmArgs("chat", server->address(), Concat(greedy, {"--save", file})));
+    ASSERT_NE(child, nullptr);
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_TRUE(child->WriteLine(turns[i]));
+      std::optional<Answer> a = ReadAnswer(*child);
+      ASSERT_TRUE(a.has_value());
+      EXPECT_EQ(a->tokens, expected[i].tokens);
+    }
+    EXPECT_EQ(child->Finish(), 0);
+  }
+  ASSERT_TRUE(std::filesystem::exists(file));
+  server->Terminate(std::chrono::seconds(10), SIGKILL);
+
+  // A damaged copy of the file: its snapshot's bytes flipped near the end.
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  ASSERT_GT(bytes.size(), 100u);
+  const std::string damaged = StrCat(file, ".damaged");
+  {
+    std::string copy = bytes;
+    copy[copy.size() - 20] ^= 0x55;
+    std::ofstream(damaged, std::ios::binary) << copy;
+  }
+
+  for (const std::string& resume : {file, damaged}) {
+    SCOPED_TRACE(resume);
+    server = ServerProcess::Start("model_server", ModelFlags(), &error);
+    ASSERT_NE(server, nullptr) << error;
+    auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
+    ASSERT_TRUE(testing::WaitUntilServing(channel, std::chrono::seconds(60), &error)) << error;
+    auto child =
+        Child::Start(LlmArgs("chat", server->address(), Concat(greedy, {"--resume", resume})));
+    ASSERT_NE(child, nullptr);
+    ASSERT_TRUE(child->WriteLine(turns[2]));
+    std::optional<Answer> third = ReadAnswer(*child);
+    ASSERT_TRUE(third.has_value());
+    EXPECT_EQ(third->tokens, expected[2].tokens);
+    EXPECT_EQ(third->text, expected[2].text);
+    const std::vector<v1::SessionInfo> sessions = Sessions(server->address());
+    ASSERT_EQ(sessions.size(), 1u);
+    const int64_t prompt = third->summary["prompt_tokens"].get<int64_t>();
+    if (resume == file) {
+      // Only the third turn's tokens were prefilled: the history was imported.
+      EXPECT_EQ(sessions[0].prefilled_tokens(), prompt);
+      EXPECT_EQ(third->summary["session_rebuilds"].get<int>(), 0);
+    } else {
+      EXPECT_GT(sessions[0].prefilled_tokens(), prompt);  // the history prefilled again
+    }
+    EXPECT_EQ(child->Finish(), 0);
+    server->Terminate(std::chrono::seconds(10));
+  }
+
+  std::ofstream(damaged, std::ios::binary | std::ios::trunc) << "not a chat";
+  auto bad = Child::Start(LlmArgs("chat", model_server_->address(), {"--resume", damaged}));
+  ASSERT_NE(bad, nullptr);
+  EXPECT_EQ(bad->Finish(), 2);
+  std::filesystem::remove(file);
+  std::filesystem::remove(damaged);
 }
 
 TEST_F(GenerateE2ETest, BadValuesAndUnreachableServers) {

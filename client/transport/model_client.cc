@@ -83,6 +83,42 @@ absl::Status ModelClient::Release(Session& session) {
   return result;
 }
 
+absl::StatusOr<std::string> ModelClient::ExportSession(const Session& session) {
+  LLM_ASSIGN_OR_RETURN(ModelPool::Endpoint * owner, pool_->ForSession(session.id));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+  v1::ExportSessionRequest request;
+  request.set_session_id(session.id);
+  auto reader = pool_->Connect(owner)->stub->ExportSession(&context, request);
+  std::string bytes;
+  v1::SessionChunk chunk;
+  while (reader->Read(&chunk)) bytes += chunk.data();
+  const grpc::Status s = reader->Finish();
+  if (!s.ok()) return WithContext(FromGrpcStatus(s), StrCat("model service at ", owner->address));
+  return bytes;
+}
+
+absl::StatusOr<std::string> ModelClient::ImportSession(const std::string& bytes) {
+  constexpr size_t kChunk = size_t{1} << 20;
+  LLM_ASSIGN_OR_RETURN(ModelPool::Endpoint * endpoint, pool_->ForNewSession());
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+  v1::ImportSessionResponse response;
+  auto writer = pool_->Connect(endpoint)->stub->ImportSession(&context, &response);
+  v1::SessionChunk chunk;
+  for (size_t at = 0; at < bytes.size(); at += kChunk) {
+    chunk.set_data(bytes.substr(at, kChunk));
+    if (!writer->Write(chunk)) break;  // the server ended the call: Finish says why
+  }
+  writer->WritesDone();
+  const grpc::Status s = writer->Finish();
+  if (!s.ok()) {
+    return WithContext(FromGrpcStatus(s), StrCat("model service at ", endpoint->address));
+  }
+  pool_->Learned(endpoint, response.session_id());
+  return response.session_id();
+}
+
 absl::Status ModelClient::Truncate(Session& session, int64_t n) {
   if (n < 0 || n > static_cast<int64_t>(session.tokens.size())) {
     return absl::InvalidArgumentError(
