@@ -54,10 +54,13 @@ class Engine::Impl {
       // Under the lock, before eviction frees the blocks (engine.h, "Spilling").
       queue_.SetEvictHook([this](const std::string& id, std::vector<int32_t> tokens,
                                  const std::vector<int32_t>& blocks) {
+        const absl::Time start = absl::Now();
         snapshot::Snapshot s;
         s.layout = SnapshotLayout();
         s.tokens = std::move(tokens);
-        if (ReadKv(blocks, &s).ok()) options_.spill->Spill(id, std::move(s));
+        const bool copied = ReadKv(blocks, &s).ok();
+        spill_copy_time_ += absl::Now() - start;
+        if (copied) options_.spill->Spill(id, std::move(s));
       });
     }
     loop_ = std::thread([this] { Loop(); });
@@ -126,6 +129,7 @@ class Engine::Impl {
     s.steps = steps_;
     s.step_time = step_time_;
     s.heartbeat = heartbeat_;
+    s.spill_copy_time = spill_copy_time_;
     return s;
   }
 
@@ -348,6 +352,7 @@ class Engine::Impl {
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration step_time_ ABSL_GUARDED_BY(mu_);
   absl::Time heartbeat_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Duration spill_copy_time_ ABSL_GUARDED_BY(mu_);  // the evict hook's
   // BetweenSteps's jobs, for the loop to run before it plans a step.
   std::vector<absl::AnyInvocable<void()>> jobs_ ABSL_GUARDED_BY(mu_);
   bool admitting_ ABSL_GUARDED_BY(mu_) = true;

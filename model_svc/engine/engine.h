@@ -243,8 +243,10 @@ struct EngineStats {
   // When the step loop last went round (it does at least once a second, idle
   // or not, unless a step hangs); InfinitePast before it starts.
   absl::Time heartbeat = absl::InfinitePast();
-  // The spill store's counts (EngineOptions::spill; zero without one).
+  // The spill store's counts (EngineOptions::spill; zero without one), and
+  // the time spent copying evicted sessions' KV for it, under the lock.
   SpillCounts spill;
+  absl::Duration spill_copy_time;
 };
 
 class Engine {

@@ -114,6 +114,10 @@ class ModelMetrics::EngineCollector final : public prometheus::Collectable {
     }
     add("llm_kv_spill_bytes", "Bytes of spilled sessions in --kv_spill_dir.", MetricType::Gauge,
         static_cast<double>(s.spill.bytes));
+    add("llm_kv_spill_copy_seconds_total",
+        "Time the engine spent copying evicted sessions' KV for --kv_spill_dir, under its lock "
+        "(the step loop waits meanwhile).",
+        MetricType::Counter, absl::ToDoubleSeconds(s.spill_copy_time));
     add("llm_kv_spill_sessions", "Spilled sessions held by --kv_spill_dir (written or queued).",
         MetricType::Gauge, static_cast<double>(s.spill.sessions));
     add("llm_sessions_expired_total", "Sessions expired after their idle TTL.", MetricType::Counter,
