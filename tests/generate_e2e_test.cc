@@ -299,6 +299,29 @@ class GenerateE2ETest : public ::testing::Test {
     return a;
   }
 
+  // An `llm chat` of `turns` on the model server at `address`: its answers
+  // (fewer when one fails, the failure reported).
+  static std::vector<Answer> Chat(const std::string& address, const std::vector<std::string>& flags,
+                                  const std::vector<std::string>& turns) {
+    std::vector<Answer> answers;
+    auto child = Child::Start(LlmArgs("chat", address, flags));
+    if (child == nullptr) {
+      ADD_FAILURE() << "llm chat did not start";
+      return answers;
+    }
+    for (const std::string& t : turns) {
+      std::optional<Answer> a;
+      if (child->WriteLine(t)) a = ReadAnswer(*child);
+      if (!a.has_value()) {
+        ADD_FAILURE() << "no answer to " << t;
+        break;
+      }
+      answers.push_back(*std::move(a));
+    }
+    EXPECT_EQ(child->Finish(), 0);
+    return answers;
+  }
+
   static std::vector<v1::SessionInfo> Sessions(const std::string& address) {
     auto stub =
         v1::Model::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
@@ -472,18 +495,9 @@ TEST_F(GenerateE2ETest, ThreeTurnChatReusesOneSession) {
 TEST_F(GenerateE2ETest, ChatSurvivesAModelServerRestart) {
   const std::vector<std::string> turns = {"What is the capital of France?", "And of Italy?"};
   // Without a restart, on the suite's server.
-  std::vector<Answer> expected;
-  {
-    auto child = Child::Start(LlmArgs("chat", model_server_->address(), {"--temperature", "0"}));
-    ASSERT_NE(child, nullptr);
-    for (const std::string& t : turns) {
-      ASSERT_TRUE(child->WriteLine(t));
-      std::optional<Answer> a = ReadAnswer(*child);
-      ASSERT_TRUE(a.has_value());
-      expected.push_back(*a);
-    }
-    EXPECT_EQ(child->Finish(), 0);
-  }
+  const std::vector<Answer> expected =
+      Chat(model_server_->address(), {"--temperature", "0"}, turns);
+  ASSERT_EQ(expected.size(), turns.size());
   // With a server of its own, killed and restarted on the same port between
   // the turns.
   std::string error;
@@ -554,34 +568,17 @@ TEST_F(GenerateE2ETest, ChatSavedAndResumedAfterARestartPrefillsNoHistory) {
   const std::vector<std::string> turns = {"What is the capital of France?", "And of Italy?",
                                           "And of Spain?"};
   const std::vector<std::string> greedy = {"--temperature", "0", "--speculate", "0"};
-  std::vector<Answer> expected;
-  {
-    auto child = Child::Start(LlmArgs("chat", model_server_->address(), greedy));
-    ASSERT_NE(child, nullptr);
-    for (const std::string& t : turns) {
-      ASSERT_TRUE(child->WriteLine(t));
-      std::optional<Answer> a = ReadAnswer(*child);
-      ASSERT_TRUE(a.has_value());
-      expected.push_back(*a);
-    }
-    EXPECT_EQ(child->Finish(), 0);
-  }
+  const std::vector<Answer> expected = Chat(model_server_->address(), greedy, turns);
+  ASSERT_EQ(expected.size(), turns.size());
   const std::string file = StrCat(::testing::TempDir(), "chat_save_", getpid(), ".llmchat");
   std::string error;
   std::unique_ptr<ServerProcess> server =
       ServerProcess::Start("model_server", ModelFlags(), &error);
   ASSERT_NE(server, nullptr) << error;
-  {
-    auto child = Child::Start(LlmArgs("chat", server->address(), Concat(greedy, {"--save", file})));
-    ASSERT_NE(child, nullptr);
-    for (int i = 0; i < 2; ++i) {
-      ASSERT_TRUE(child->WriteLine(turns[i]));
-      std::optional<Answer> a = ReadAnswer(*child);
-      ASSERT_TRUE(a.has_value());
-      EXPECT_EQ(a->tokens, expected[i].tokens);
-    }
-    EXPECT_EQ(child->Finish(), 0);
-  }
+  const std::vector<Answer> saved =
+      Chat(server->address(), Concat(greedy, {"--save", file}), {turns[0], turns[1]});
+  ASSERT_EQ(saved.size(), 2u);
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(saved[i].tokens, expected[i].tokens);
   ASSERT_TRUE(std::filesystem::exists(file));
   server->Terminate(std::chrono::seconds(10), SIGKILL);
 

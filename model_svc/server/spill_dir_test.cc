@@ -84,13 +84,40 @@ engine::SessionInfo InfoOf(Engine& e, const std::string& id) {
   return {};
 }
 
+EngineSetup SlotLimited() {
+  EngineSetup setup;
+  setup.max_sessions = 4;
+  return setup;
+}
+
 // The two ways the engine evicts: for a session slot, and for KV space.
 std::vector<EngineSetup> EvictingSetups() {
-  EngineSetup by_slots;
-  by_slots.max_sessions = 4;
   EngineSetup by_kv;
   by_kv.kv_blocks = 24;  // 96 positions: 3 sessions of 6 blocks (+ decodes)
-  return {by_slots, by_kv};
+  return {SlotLimited(), by_kv};
+}
+
+std::filesystem::path FileOf(const std::filesystem::path& dir, const std::string& id) {
+  return dir / (id + std::string(kSessionFileSuffix));
+}
+
+// An engine of `setup` with a SpillDir on `dir` of `quota` bytes, whose
+// session `id` was pushed out by 50 others, the spills written.
+struct PushedOut {
+  std::shared_ptr<SpillDir> store;
+  std::unique_ptr<Engine> engine;
+  std::string id;
+};
+PushedOut SpillOne(const std::filesystem::path& dir, int64_t quota,
+                   EngineSetup setup = SlotLimited()) {
+  PushedOut p;
+  p.store = std::make_shared<SpillDir>(dir.string(), quota);
+  setup.spill = p.store;
+  p.engine = MakeEngine(setup);
+  p.id = Prefill(*p.engine);
+  PushOut(*p.engine);
+  p.store->Flush();
+  return p;
 }
 
 TEST_F(SpillDirTest, ASessionPushedOutBy50OthersComesBackWithTheSameContinuation) {
@@ -99,36 +126,31 @@ TEST_F(SpillDirTest, ASessionPushedOutBy50OthersComesBackWithTheSameContinuation
   absl::StatusOr<std::vector<int32_t>> expected = Greedy(*reference, undisturbed, 5);
   ASSERT_TRUE(expected.ok()) << expected.status();
 
-  for (EngineSetup setup : EvictingSetups()) {
+  for (const EngineSetup& setup : EvictingSetups()) {
     SCOPED_TRACE(setup.max_sessions == 4 ? "session limit" : "KV space");
     std::filesystem::remove_all(dir_);
-    auto store = std::make_shared<SpillDir>(dir_.string(), 64 << 20);
-    setup.spill = store;
-    std::unique_ptr<Engine> e = MakeEngine(setup);
-    const std::string id = Prefill(*e);
-    PushOut(*e);
-    store->Flush();
-    const engine::EngineStats before = e->Stats();
+    PushedOut p = SpillOne(dir_, 64 << 20, setup);
+    Engine& e = *p.engine;
+    const engine::EngineStats before = e.Stats();
     EXPECT_GE(before.evicted_sessions + before.evicted_for_session_limit, 47);
     EXPECT_GE(before.spill.spilled, 47);
     EXPECT_EQ(before.spill.failed, 0);
-    ASSERT_TRUE(std::filesystem::exists(dir_ / (id + std::string(kSessionFileSuffix))));
+    ASSERT_TRUE(std::filesystem::exists(FileOf(dir_, p.id)));
 
-    absl::StatusOr<std::vector<int32_t>> got = Greedy(*e, id, 5);
+    absl::StatusOr<std::vector<int32_t>> got = Greedy(e, p.id, 5);
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(*got, *expected);
     // Restored, not rebuilt: nothing of it prefilled again.
-    const engine::SessionInfo info = InfoOf(*e, id);
+    const engine::SessionInfo info = InfoOf(e, p.id);
     EXPECT_EQ(info.num_tokens, kPromptTokens + kDecodeSteps);
     EXPECT_EQ(info.prefilled_tokens, 0);
-    EXPECT_EQ(e->Stats().spill.restored, 1);
-    EXPECT_FALSE(std::filesystem::exists(dir_ / (id + std::string(kSessionFileSuffix))));
+    EXPECT_EQ(e.Stats().spill.restored, 1);
+    EXPECT_FALSE(std::filesystem::exists(FileOf(dir_, p.id)));
   }
 }
 
 TEST_F(SpillDirTest, TruncateForkExportAndReleaseRestoreOrForgetASpilledSession) {
-  EngineSetup setup;
-  setup.max_sessions = 4;
+  EngineSetup setup = SlotLimited();
   auto store = std::make_shared<SpillDir>(dir_.string(), 64 << 20);
   setup.spill = store;
   std::unique_ptr<Engine> e = MakeEngine(setup);
@@ -143,21 +165,12 @@ TEST_F(SpillDirTest, TruncateForkExportAndReleaseRestoreOrForgetASpilledSession)
   EXPECT_EQ(e->Release(ids[3]).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(e->Stats().spill.restored, 3);
   store->Flush();
-  EXPECT_FALSE(std::filesystem::exists(dir_ / (ids[3] + std::string(kSessionFileSuffix))));
+  EXPECT_FALSE(std::filesystem::exists(FileOf(dir_, ids[3])));
 }
 
 TEST_F(SpillDirTest, FilesOutliveTheStoreAndComeBackInANewEngine) {
-  std::string id;
-  {
-    EngineSetup setup;
-    setup.max_sessions = 4;
-    setup.spill = std::make_shared<SpillDir>(dir_.string(), 64 << 20);
-    std::unique_ptr<Engine> e = MakeEngine(setup);
-    id = Prefill(*e);
-    PushOut(*e);
-  }  // the engine, then the store (which writes what is queued)
-  EngineSetup setup;
-  setup.max_sessions = 4;
+  const std::string id = SpillOne(dir_, 64 << 20).id;  // the engine, then the store, gone
+  EngineSetup setup = SlotLimited();
   setup.spill = std::make_shared<SpillDir>(dir_.string(), 64 << 20);
   std::unique_ptr<Engine> e = MakeEngine(setup);
   EXPECT_GE(e->Stats().spill.sessions, 40);
@@ -171,72 +184,44 @@ TEST_F(SpillDirTest, AQuotaOfZeroOrADirectoryThatCannotBeWrittenDropsAsBefore) {
   const std::filesystem::path blocked = dir_ / "file";
   std::ofstream(blocked) << "x";
   struct Case {
-    std::string dir;
+    std::filesystem::path dir;
     int64_t quota;
   };
-  for (const Case& c :
-       {Case{(dir_ / "zero").string(), 0}, Case{(blocked / "sub").string(), 1 << 20}}) {
+  for (const Case& c : {Case{dir_ / "zero", 0}, Case{blocked / "sub", 1 << 20}}) {
     SCOPED_TRACE(c.dir);
-    EngineSetup setup;
-    setup.max_sessions = 4;
-    auto store = std::make_shared<SpillDir>(c.dir, c.quota);
-    setup.spill = store;
-    std::unique_ptr<Engine> e = MakeEngine(setup);
-    const std::string id = Prefill(*e);
-    PushOut(*e);
-    store->Flush();
-    const engine::SpillCounts counts = e->Stats().spill;
+    PushedOut p = SpillOne(c.dir, c.quota);
+    const engine::SpillCounts counts = p.engine->Stats().spill;
     EXPECT_EQ(counts.spilled, 0);
     EXPECT_EQ(counts.dropped + counts.failed, 47);  // 51 sessions, 4 slots
     EXPECT_EQ(c.quota == 0 ? counts.dropped : counts.failed, 47);
-    EXPECT_EQ(e->Stats().evicted_for_session_limit, 47);
-    EXPECT_EQ(Greedy(*e, id, 5).status().code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ(p.engine->Stats().evicted_for_session_limit, 47);
+    EXPECT_EQ(Greedy(*p.engine, p.id, 5).status().code(), absl::StatusCode::kNotFound);
   }
 }
 
 TEST_F(SpillDirTest, ACorruptSpillFileIsNotFoundAndCounted) {
-  EngineSetup setup;
-  setup.max_sessions = 4;
-  auto store = std::make_shared<SpillDir>(dir_.string(), 64 << 20);
-  setup.spill = store;
-  std::unique_ptr<Engine> e = MakeEngine(setup);
-  const std::string id = Prefill(*e);
-  PushOut(*e);
-  store->Flush();
-  const std::filesystem::path file = dir_ / (id + std::string(kSessionFileSuffix));
+  PushedOut p = SpillOne(dir_, 64 << 20);
+  const std::filesystem::path file = FileOf(dir_, p.id);
   ASSERT_TRUE(std::filesystem::exists(file));
   std::filesystem::resize_file(file, std::filesystem::file_size(file) / 2);
-  EXPECT_EQ(Greedy(*e, id, 5).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(e->Stats().spill.failed, 1);
-  EXPECT_EQ(e->Stats().spill.restored, 0);
+  EXPECT_EQ(Greedy(*p.engine, p.id, 5).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(p.engine->Stats().spill.failed, 1);
+  EXPECT_EQ(p.engine->Stats().spill.restored, 0);
   EXPECT_FALSE(std::filesystem::exists(file));
 }
 
 TEST_F(SpillDirTest, TheQuotaKeepsTheMostRecentlySpilled) {
-  EngineSetup setup;
-  setup.max_sessions = 4;
+  const engine::SpillCounts probe = SpillOne(dir_ / "probe", 64 << 20).store->Counts();
+  const int64_t per_file = probe.bytes / probe.sessions;
   // Room for a few files only.
-  auto probe = std::make_shared<SpillDir>((dir_ / "probe").string(), 64 << 20);
-  setup.spill = probe;
-  {
-    std::unique_ptr<Engine> e = MakeEngine(setup);
-    Prefill(*e);
-    PushOut(*e);
-    probe->Flush();
-  }
-  const int64_t per_file = probe->Counts().bytes / probe->Counts().sessions;
-  auto store = std::make_shared<SpillDir>((dir_ / "small").string(), 5 * per_file);
-  setup.spill = store;
-  std::unique_ptr<Engine> e = MakeEngine(setup);
-  const std::string first = Prefill(*e);
-  PushOut(*e);
-  store->Flush();
-  const engine::SpillCounts counts = store->Counts();
+  PushedOut p = SpillOne(dir_ / "small", 5 * per_file);
+  const engine::SpillCounts counts = p.store->Counts();
   EXPECT_LE(counts.bytes, 5 * per_file);
   EXPECT_GE(counts.sessions, 4);
   EXPECT_EQ(counts.spilled, 47);
   EXPECT_EQ(counts.dropped, counts.spilled - counts.sessions);
-  EXPECT_EQ(Greedy(*e, first, 5).status().code(), absl::StatusCode::kNotFound);  // the oldest
+  // The oldest went.
+  EXPECT_EQ(Greedy(*p.engine, p.id, 5).status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace
