@@ -372,6 +372,45 @@ TEST_F(SessionSnapshotTest, ACheckpointedSessionSurvivesAKill) {
   std::filesystem::remove_all(dir);
 }
 
+// --kv_spill_dir on a real server: a session pushed out by 50 others (the
+// session limit) comes back on its next decode with an undisturbed
+// server's logits, bit for bit, and the metrics say restored, not rebuilt.
+TEST_F(SessionSnapshotTest, ASpilledSessionComesBackAndTheMetricsSaySo) {
+  const std::string dir = StrCat(::testing::TempDir(), "kv_spill_test_", getpid());
+  std::filesystem::remove_all(dir);
+  std::vector<std::string> flags = {
+      "--model",        (*paths_)[0], "--threads",      "1", "--kv_cache_mb",    "8",
+      "--max_sessions", "2",          "--kv_spill_dir", dir, "--metrics_listen", "127.0.0.1:0"};
+  std::string error;
+  auto server = testing::OpsServer::Start("model_server", flags, /*want_metrics=*/true, &error);
+  ASSERT_NE(server, nullptr) << error;
+  auto stub = StubOf(*server);
+  const std::string id = Prefill(*stub, Prompt()).session_id();
+  for (int i = 0; i < 50; ++i) Prefill(*stub, {static_cast<int32_t>(i + 1)});
+  const std::string undisturbed = DecodeLogits(a(), Prefill(a(), Prompt()).session_id(), 5);
+  const std::string restored = DecodeLogits(*stub, id, 5);
+  ASSERT_EQ(undisturbed.size(), restored.size());
+  EXPECT_EQ(std::memcmp(undisturbed.data(), restored.data(), restored.size()), 0);
+  grpc::ClientContext context;
+  v1::ListSessionsRequest request;
+  request.set_session_id(id);
+  v1::ListSessionsResponse sessions;
+  ASSERT_TRUE(stub->ListSessions(&context, request, &sessions).ok());
+  bool found = false;
+  for (const v1::SessionInfo& s : sessions.sessions()) {
+    if (s.session_id() != id) continue;
+    found = true;
+    EXPECT_EQ(s.prefilled_tokens(), 0);  // restored, not prefilled again
+    EXPECT_EQ(s.num_tokens(), static_cast<int64_t>(Prompt().size()) + 1);
+  }
+  EXPECT_TRUE(found);
+  const std::string scrape = testing::HttpGet(server->metrics_port(), "/metrics");
+  EXPECT_EQ(testing::Sample(scrape, "llm_kv_spill_total{outcome=\"restored\"}"), 1);
+  EXPECT_EQ(testing::Sample(scrape, "llm_kv_spill_total{outcome=\"failed\"}"), 0);
+  EXPECT_TRUE(server->Terminate().has_value());
+  std::filesystem::remove_all(dir);
+}
+
 // A session that holds another history than its client's (as one restored
 // from a checkpoint older than the client's last calls): the client's next
 // Prefill sees the length disagree, drops it and rebuilds the whole history,
