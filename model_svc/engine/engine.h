@@ -72,9 +72,11 @@
 // Spilling (EngineOptions::spill, spill_store.h): a session evicted while
 // idle (for KV space, or for a slot under the session limit; not one whose
 // lookahead guess is in the step) has its tokens and KV copied, under the
-// lock, into a snapshot for the store (a memcpy of its KV: about 11 ms for
-// a 2k-token session of SmolLM2-135M with an f16 cache, 23 MB; the store
-// encodes and writes it on a thread of its own). Submit, TruncateAsync,
+// lock, into a snapshot for the store (a fresh buffer and a memcpy of its
+// KV, during which the step loop waits: 38 ms for a 2k-token session of
+// SmolLM2-135M, 47 MB of f16 KV, on a loaded 2-core VM, bench/README.md;
+// EngineStats::spill_copy_time counts it; the store encodes and writes it
+// on a thread of its own). Submit, TruncateAsync,
 // ForkAsync, ExportSession and Release on an id the engine does not hold
 // ask the store first, and import what it returns under that id (Restore),
 // then go on: they wait for the store's read and one step then (not on the

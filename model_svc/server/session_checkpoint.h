@@ -7,8 +7,9 @@
 // second): each one idle (no request in flight) for at least `period` and
 // changed since it last wrote it (its token count or its prefilled + decoded
 // count differs) is exported (Engine::ExportSession: its KV copied on the
-// step-loop thread between steps, about 10 ms for a 2k-token session of
-// SmolLM2-135M; the encoding and the write here) and written as
+// step-loop thread between steps, which waits for it: tens of ms for a
+// 2k-token session of SmolLM2-135M, bench/README.md; the encoding and the
+// write here) and written as
 // session_dir.h's SessionFileName(id), through a temporary file and a
 // rename. The file of a session it wrote that the engine no longer holds
 // (released, expired, evicted) is removed, so that a restart does not bring

@@ -23,8 +23,8 @@
 // Threads: every method is thread-safe; Spill never blocks on the disk.
 // Take and Forget wait for the session's file while the writer writes it.
 // Cost: the queue holds raw snapshots (the KV bytes) until written; a file
-// costs its encoding (zstd level 1, about 0.6 of the raw f16 KV) and a
-// write with fsync.
+// costs its encoding (zstd level 1: 0.93 of the raw f16 KV, kept raw when
+// that saves less than a sixteenth) and a write with fsync.
 #ifndef LLM_MODEL_SVC_SERVER_SPILL_DIR_H_
 #define LLM_MODEL_SVC_SERVER_SPILL_DIR_H_
 
