@@ -272,7 +272,8 @@ class Engine {
   // Submit and wait.
   absl::StatusOr<AppendResult> Append(AppendRequest request);
 
-  // Keeps the first n tokens of a session. Never waits: `done` is called
+  // Keeps the first n tokens of a session. Never waits (but for a restore
+  // from the spill store, see "Spilling"): `done` is called
   // exactly once, before TruncateAsync returns, or, when the session's
   // lookahead guess is in the step being computed, on the step-loop thread
   // once that step ends (the call waits on the session).
