@@ -728,9 +728,14 @@ class ShortContextModelService final : public v1::Model::Service {
     {
       absl::MutexLock lock(&mutex_);
       prefills_.emplace_back(request->tokens().begin(), request->tokens().end());
+      // One session: its length, as the client checks it.
+      const int64_t kept = request->session_id().empty() ? 0
+                           : request->has_truncate_to()  ? request->truncate_to()
+                                                         : length_;
+      length_ = kept + request->tokens_size();
+      response->set_num_tokens(length_);
     }
     response->set_session_id("fake.1.0000000000000001");
-    response->set_num_tokens(request->tokens_size());
     SetLogits(response->mutable_logits());
     return grpc::Status::OK;
   }
@@ -743,6 +748,10 @@ class ShortContextModelService final : public v1::Model::Service {
         return grpc::Status(grpc::StatusCode::OUT_OF_RANGE, "the session is full");
       }
       v1::DecodeTokenResponse response;
+      {
+        absl::MutexLock lock(&mutex_);
+        response.set_num_tokens(++length_);
+      }
       SetLogits(response.mutable_logits());
       stream->Write(response);
     }
@@ -763,6 +772,7 @@ class ShortContextModelService final : public v1::Model::Service {
   const int steps_;
   absl::Mutex mutex_;
   std::vector<std::vector<int32_t>> prefills_ ABSL_GUARDED_BY(mutex_);
+  int64_t length_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 // The end of the context learned from a decode step's OUT_OF_RANGE (Info

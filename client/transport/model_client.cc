@@ -263,7 +263,8 @@ absl::StatusOr<PrefillResult> ModelClient::Prefill(Session& session,
     v1::PrefillResponse response;
     const grpc::Status s = PrefillOnce(request, &response, cancel);
     const bool named = !session.id.empty();
-    if (s.ok() && named &&
+    // (0: not reported; a session holds a token at least after a Prefill.)
+    if (s.ok() && named && response.num_tokens() != 0 &&
         response.num_tokens() != static_cast<int64_t>(session.tokens.size() + tokens.size()) &&
         lost < kMaxRebuildsPerCall) {
       // The session holds another history than ours (its replica restored
