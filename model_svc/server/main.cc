@@ -29,6 +29,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -280,6 +281,20 @@ int Main() {
                    check.flag.CurrentValue().c_str());
       return 2;
     }
+  }
+  // The checkpoints remove the files of the sessions the engine no longer
+  // holds, which in one directory would be the spilled ones.
+  const auto same_dir = [](const std::string& a, const std::string& b) {
+    std::error_code ec;  // a path that cannot be resolved is compared as written
+    auto resolved = [&ec](const std::string& p) {
+      std::filesystem::path r = std::filesystem::weakly_canonical(p, ec);
+      return ec ? std::filesystem::path(p).lexically_normal() : r;
+    };
+    return !a.empty() && !b.empty() && resolved(a) == resolved(b);
+  };
+  if (same_dir(absl::GetFlag(FLAGS_kv_spill_dir), absl::GetFlag(FLAGS_session_dir))) {
+    std::fprintf(stderr, "model_server: --kv_spill_dir and --session_dir must differ\n");
+    return 2;
   }
   // First: no thread has started yet.
   std::optional<ComputeAffinity> pinned;
