@@ -110,16 +110,16 @@ namespace {
 using client::ChatFile;
 using client::ChatMessage;
 using client::ChatSession;
+using client::ChatTemplate;
 using client::DecodeChatFile;
 using client::EncodeChatFile;
-using client::ModelPort;
-using client::Session;
-using client::internal::WithContext;
-using client::ChatTemplate;
 using client::GenerateParams;
 using client::GenerateResult;
 using client::Generator;
+using client::ModelPort;
+using client::Session;
 using client::TokenEvent;
+using client::internal::WithContext;
 
 // The generator whose generation Ctrl-C cancels (null when none runs).
 std::atomic<Generator*> active_generator{nullptr};
