@@ -476,13 +476,14 @@ snapshot::DecodeLimits Engine::snapshot_limits() const {
   return {max_context_, config().vocab_size};
 }
 
-absl::StatusOr<std::string> Engine::ExportSession(const std::string& session_id, bool compress) {
+absl::StatusOr<std::string> Engine::ExportSession(const std::string& session_id, bool compress,
+                                                  bool restore) {
   if (impl_->model().backend().KvLayout() == model::kKvLayoutNone) {
     return absl::UnimplementedError(
         StrCat("session snapshots need a backend that reads its KV cache (cpu); this one is ",
                backend_name()));
   }
-  MaybeRestore(session_id);
+  if (restore) MaybeRestore(session_id);
   LLM_ASSIGN_OR_RETURN(snapshot::Snapshot s, impl_->Export(session_id));
   return snapshot::Encode(s, compress);
 }

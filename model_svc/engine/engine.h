@@ -297,8 +297,10 @@ class Engine {
 
   // Session snapshots (see "Snapshots" above). Both wait for the step in
   // progress: not to be called from a completion callback. `compress`: zstd
-  // when it pays.
-  absl::StatusOr<std::string> ExportSession(const std::string& session_id, bool compress = true);
+  // when it pays. `restore` false: a session in the spill store stays there
+  // (NOT_FOUND; the server's checkpoints must not bring spilled ones back).
+  absl::StatusOr<std::string> ExportSession(const std::string& session_id, bool compress = true,
+                                            bool restore = true);
   // `session_id` not empty: the new session gets that id (ALREADY_EXISTS
   // when a session has it; the model server's --session_dir restores
   // sessions under their old ids); empty: a fresh id.

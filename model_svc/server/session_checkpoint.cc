@@ -54,7 +54,8 @@ void SessionCheckpointer::Pass(bool save) {
     }
     absl::StatusOr<std::string> name = SessionFileName(s.id);
     absl::StatusOr<std::string> bytes =
-        name.ok() ? engine_->ExportSession(s.id) : absl::StatusOr<std::string>(name.status());
+        name.ok() ? engine_->ExportSession(s.id, /*compress=*/true, /*restore=*/false)
+                  : absl::StatusOr<std::string>(name.status());
     absl::Status st = bytes.status();
     if (st.ok() && !dir_made) {
       std::error_code ec;

@@ -160,6 +160,9 @@ TEST_F(SpillDirTest, TruncateForkExportAndReleaseRestoreOrForgetASpilledSession)
   EXPECT_TRUE(e->Truncate(ids[0], 10).ok());
   EXPECT_EQ(InfoOf(*e, ids[0]).num_tokens, 10);
   EXPECT_TRUE(e->Fork(ids[1]).ok());
+  // Left where it is when asked not to restore (the checkpoints), then restored.
+  EXPECT_EQ(e->ExportSession(ids[2], true, /*restore=*/false).status().code(),
+            absl::StatusCode::kNotFound);
   EXPECT_TRUE(e->ExportSession(ids[2]).ok());
   EXPECT_TRUE(e->Release(ids[3]).ok());  // forgotten where it is
   EXPECT_EQ(e->Release(ids[3]).code(), absl::StatusCode::kNotFound);
