@@ -16,7 +16,8 @@
 // it back. A session changed after its last checkpoint comes back as of that
 // checkpoint (fewer tokens than its client holds: docs/model_service.md says
 // what the client does). An export counts as a use of the session (its idle
-// time and LRU place start again).
+// time and LRU place start again); a session spilled meanwhile
+// (--kv_spill_dir) is left there (ExportSession's restore = false).
 //
 // Threads: one of its own; Stop (or the destructor) joins it, after a last
 // pass that removes the files of the sessions gone. Errors are warnings on
