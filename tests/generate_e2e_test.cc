@@ -37,6 +37,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <set>
@@ -298,6 +299,29 @@ class GenerateE2ETest : public ::testing::Test {
     return a;
   }
 
+  // An `llm chat` of `turns` on the model server at `address`: its answers
+  // (fewer when one fails, the failure reported).
+  static std::vector<Answer> Chat(const std::string& address, const std::vector<std::string>& flags,
+                                  const std::vector<std::string>& turns) {
+    std::vector<Answer> answers;
+    auto child = Child::Start(LlmArgs("chat", address, flags));
+    if (child == nullptr) {
+      ADD_FAILURE() << "llm chat did not start";
+      return answers;
+    }
+    for (const std::string& t : turns) {
+      std::optional<Answer> a;
+      if (child->WriteLine(t)) a = ReadAnswer(*child);
+      if (!a.has_value()) {
+        ADD_FAILURE() << "no answer to " << t;
+        break;
+      }
+      answers.push_back(*std::move(a));
+    }
+    EXPECT_EQ(child->Finish(), 0);
+    return answers;
+  }
+
   static std::vector<v1::SessionInfo> Sessions(const std::string& address) {
     auto stub =
         v1::Model::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
@@ -314,6 +338,11 @@ class GenerateE2ETest : public ::testing::Test {
 };
 
 ServerProcess* GenerateE2ETest::tokenizer_server_ = nullptr;
+
+std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
 ServerProcess* GenerateE2ETest::model_server_ = nullptr;
 
 // Greedy decoding in this process: the engine and tokenizer libraries
@@ -466,18 +495,9 @@ TEST_F(GenerateE2ETest, ThreeTurnChatReusesOneSession) {
 TEST_F(GenerateE2ETest, ChatSurvivesAModelServerRestart) {
   const std::vector<std::string> turns = {"What is the capital of France?", "And of Italy?"};
   // Without a restart, on the suite's server.
-  std::vector<Answer> expected;
-  {
-    auto child = Child::Start(LlmArgs("chat", model_server_->address(), {"--temperature", "0"}));
-    ASSERT_NE(child, nullptr);
-    for (const std::string& t : turns) {
-      ASSERT_TRUE(child->WriteLine(t));
-      std::optional<Answer> a = ReadAnswer(*child);
-      ASSERT_TRUE(a.has_value());
-      expected.push_back(*a);
-    }
-    EXPECT_EQ(child->Finish(), 0);
-  }
+  const std::vector<Answer> expected =
+      Chat(model_server_->address(), {"--temperature", "0"}, turns);
+  ASSERT_EQ(expected.size(), turns.size());
   // With a server of its own, killed and restarted on the same port between
   // the turns.
   std::string error;
@@ -536,6 +556,80 @@ TEST_F(GenerateE2ETest, ChatSurvivesAModelServerRestart) {
   EXPECT_EQ(second->tokens, expected[1].tokens);
   EXPECT_EQ(child->Finish(), 0);
   std::filesystem::remove_all(dir);
+}
+
+// `llm chat --save FILE`, then everything restarted and `--resume FILE`:
+// the third turn's answer is the uninterrupted chat's, and the restarted
+// server prefilled only that turn's tokens (the history came back as a
+// snapshot). A file whose snapshot cannot be imported falls back to
+// prefilling the tokens again (same answer); a file that is no chat file
+// exits 2.
+TEST_F(GenerateE2ETest, ChatSavedAndResumedAfterARestartPrefillsNoHistory) {
+  const std::vector<std::string> turns = {"What is the capital of France?", "And of Italy?",
+                                          "And of Spain?"};
+  const std::vector<std::string> greedy = {"--temperature", "0", "--speculate", "0"};
+  const std::vector<Answer> expected = Chat(model_server_->address(), greedy, turns);
+  ASSERT_EQ(expected.size(), turns.size());
+  const std::string file = StrCat(::testing::TempDir(), "chat_save_", getpid(), ".llmchat");
+  std::string error;
+  std::unique_ptr<ServerProcess> server =
+      ServerProcess::Start("model_server", ModelFlags(), &error);
+  ASSERT_NE(server, nullptr) << error;
+  const std::vector<Answer> saved =
+      Chat(server->address(), Concat(greedy, {"--save", file}), {turns[0], turns[1]});
+  ASSERT_EQ(saved.size(), 2u);
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(saved[i].tokens, expected[i].tokens);
+  ASSERT_TRUE(std::filesystem::exists(file));
+  server->Terminate(std::chrono::seconds(10), SIGKILL);
+
+  // A damaged copy of the file: its snapshot's bytes flipped near the end.
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  ASSERT_GT(bytes.size(), 100u);
+  const std::string damaged = StrCat(file, ".damaged");
+  {
+    std::string copy = bytes;
+    copy[copy.size() - 20] ^= 0x55;
+    std::ofstream(damaged, std::ios::binary) << copy;
+  }
+
+  for (const std::string& resume : {file, damaged}) {
+    SCOPED_TRACE(resume);
+    server = ServerProcess::Start("model_server", ModelFlags(), &error);
+    ASSERT_NE(server, nullptr) << error;
+    auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
+    ASSERT_TRUE(testing::WaitUntilServing(channel, std::chrono::seconds(60), &error)) << error;
+    auto child =
+        Child::Start(LlmArgs("chat", server->address(), Concat(greedy, {"--resume", resume})));
+    ASSERT_NE(child, nullptr);
+    ASSERT_TRUE(child->WriteLine(turns[2]));
+    std::optional<Answer> third = ReadAnswer(*child);
+    ASSERT_TRUE(third.has_value());
+    EXPECT_EQ(third->tokens, expected[2].tokens);
+    EXPECT_EQ(third->text, expected[2].text);
+    const std::vector<v1::SessionInfo> sessions = Sessions(server->address());
+    ASSERT_EQ(sessions.size(), 1u);
+    const int64_t prompt = third->summary["prompt_tokens"].get<int64_t>();
+    if (resume == file) {
+      // Only the third turn's tokens were prefilled: the history was imported.
+      EXPECT_EQ(sessions[0].prefilled_tokens(), prompt);
+      EXPECT_EQ(third->summary["session_rebuilds"].get<int>(), 0);
+    } else {
+      EXPECT_GT(sessions[0].prefilled_tokens(), prompt);  // the history prefilled again
+    }
+    EXPECT_EQ(child->Finish(), 0);
+    server->Terminate(std::chrono::seconds(10));
+  }
+
+  std::ofstream(damaged, std::ios::binary | std::ios::trunc) << "not a chat";
+  auto bad = Child::Start(LlmArgs("chat", model_server_->address(), {"--resume", damaged}));
+  ASSERT_NE(bad, nullptr);
+  EXPECT_EQ(bad->Finish(), 2);
+  std::filesystem::remove(file);
+  std::filesystem::remove(damaged);
 }
 
 TEST_F(GenerateE2ETest, BadValuesAndUnreachableServers) {
@@ -634,9 +728,14 @@ class ShortContextModelService final : public v1::Model::Service {
     {
       absl::MutexLock lock(&mutex_);
       prefills_.emplace_back(request->tokens().begin(), request->tokens().end());
+      // One session: its length, as the client checks it.
+      const int64_t kept = request->session_id().empty() ? 0
+                           : request->has_truncate_to()  ? request->truncate_to()
+                                                         : length_;
+      length_ = kept + request->tokens_size();
+      response->set_num_tokens(length_);
     }
     response->set_session_id("fake.1.0000000000000001");
-    response->set_num_tokens(request->tokens_size());
     SetLogits(response->mutable_logits());
     return grpc::Status::OK;
   }
@@ -649,6 +748,10 @@ class ShortContextModelService final : public v1::Model::Service {
         return grpc::Status(grpc::StatusCode::OUT_OF_RANGE, "the session is full");
       }
       v1::DecodeTokenResponse response;
+      {
+        absl::MutexLock lock(&mutex_);
+        response.set_num_tokens(++length_);
+      }
       SetLogits(response.mutable_logits());
       stream->Write(response);
     }
@@ -669,6 +772,7 @@ class ShortContextModelService final : public v1::Model::Service {
   const int steps_;
   absl::Mutex mutex_;
   std::vector<std::vector<int32_t>> prefills_ ABSL_GUARDED_BY(mutex_);
+  int64_t length_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 // The end of the context learned from a decode step's OUT_OF_RANGE (Info

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -20,9 +21,12 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "client/transport/model_client.h"
 #include "client/transport/model_pool.h"
 #include "common/strings.h"
 #include "llm/v1/model.grpc.pb.h"
@@ -298,7 +302,8 @@ TEST_F(SessionSnapshotTest, SessionDirKeepsSessionsAcrossADrainedRestartUnderThe
   WriteFile(StrCat(dir, "/not an id.kvsnap"), other.bytes);
   WriteFile(StrCat(dir, "/.cut-short.kvsnap.tmp"), "LLMKVSNP");  // a save killed midway
 
-  auto second = StartWithDir((*paths_)[0], dir);
+  // No checkpoint: the kill below must find nothing written since.
+  auto second = StartWithDir((*paths_)[0], dir, {"--session_checkpoint_seconds", "0"});
   ASSERT_NE(second, nullptr);
   stub = StubOf(*second);
   // The same id decodes what an undisturbed server (A) decodes, bit for bit.
@@ -331,6 +336,115 @@ TEST_F(SessionSnapshotTest, SessionDirKeepsSessionsAcrossADrainedRestartUnderThe
   EXPECT_EQ(stub->Decode(&context, request, &response).error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_TRUE(third->Terminate().has_value());
   std::filesystem::remove_all(dir);
+}
+
+// --session_checkpoint_seconds: a session written while idle survives a
+// kill -9 of its server, as of that checkpoint.
+TEST_F(SessionSnapshotTest, ACheckpointedSessionSurvivesAKill) {
+  const std::string dir = StrCat(::testing::TempDir(), "session_checkpoint_test_", getpid());
+  std::filesystem::remove_all(dir);
+  const std::vector<std::string> flags = {"--pod_name", "pod-k", "--session_checkpoint_seconds",
+                                          "0.2"};
+  auto first = StartWithDir((*paths_)[0], dir, flags);
+  ASSERT_NE(first, nullptr);
+  const std::string id = Prefill(*StubOf(*first), Prompt()).session_id();
+  ASSERT_FALSE(id.empty());
+  // Polled (not a fixed sleep): the checkpoint, as its metric says.
+  const std::string file = StrCat(dir, "/", id, ".kvsnap");
+  for (int i = 0; i < 1200 && testing::Sample(testing::HttpGet(first->metrics_port(), "/metrics"),
+                                              "llm_session_dir_sessions_total{outcome="
+                                              "\"checkpointed\"}") < 1;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(std::filesystem::exists(file));
+  first->Signal(SIGKILL);
+  first->WaitExit(std::chrono::seconds(15));
+
+  auto second = StartWithDir((*paths_)[0], dir, flags);
+  ASSERT_NE(second, nullptr);
+  const std::string undisturbed = DecodeLogits(a(), Prefill(a(), Prompt()).session_id(), 5);
+  const std::string restored = DecodeLogits(*StubOf(*second), id, 5);
+  ASSERT_EQ(restored.size(), 512u * 4);
+  ASSERT_EQ(undisturbed.size(), restored.size());
+  EXPECT_EQ(std::memcmp(undisturbed.data(), restored.data(), restored.size()), 0);
+  EXPECT_TRUE(second->Terminate().has_value());
+  std::filesystem::remove_all(dir);
+}
+
+// --kv_spill_dir on a real server: a session pushed out by 50 others (the
+// session limit) comes back on its next decode with an undisturbed
+// server's logits, bit for bit, and the metrics say restored, not rebuilt.
+TEST_F(SessionSnapshotTest, ASpilledSessionComesBackAndTheMetricsSaySo) {
+  const std::string dir = StrCat(::testing::TempDir(), "kv_spill_test_", getpid());
+  std::filesystem::remove_all(dir);
+  std::vector<std::string> flags = {
+      "--model",        (*paths_)[0], "--threads",      "1", "--kv_cache_mb",    "8",
+      "--max_sessions", "2",          "--kv_spill_dir", dir, "--metrics_listen", "127.0.0.1:0"};
+  std::string error;
+  auto server = testing::OpsServer::Start("model_server", flags, /*want_metrics=*/true, &error);
+  ASSERT_NE(server, nullptr) << error;
+  auto stub = StubOf(*server);
+  const std::string id = Prefill(*stub, Prompt()).session_id();
+  for (int i = 0; i < 50; ++i) Prefill(*stub, {static_cast<int32_t>(i + 1)});
+  const std::string undisturbed = DecodeLogits(a(), Prefill(a(), Prompt()).session_id(), 5);
+  const std::string restored = DecodeLogits(*stub, id, 5);
+  ASSERT_EQ(undisturbed.size(), restored.size());
+  EXPECT_EQ(std::memcmp(undisturbed.data(), restored.data(), restored.size()), 0);
+  grpc::ClientContext context;
+  v1::ListSessionsRequest request;
+  request.set_session_id(id);
+  v1::ListSessionsResponse sessions;
+  ASSERT_TRUE(stub->ListSessions(&context, request, &sessions).ok());
+  bool found = false;
+  for (const v1::SessionInfo& s : sessions.sessions()) {
+    if (s.session_id() != id) continue;
+    found = true;
+    EXPECT_EQ(s.prefilled_tokens(), 0);  // restored, not prefilled again
+    EXPECT_EQ(s.num_tokens(), static_cast<int64_t>(Prompt().size()) + 1);
+  }
+  EXPECT_TRUE(found);
+  const std::string scrape = testing::HttpGet(server->metrics_port(), "/metrics");
+  EXPECT_EQ(testing::Sample(scrape, "llm_kv_spill_total{outcome=\"restored\"}"), 1);
+  EXPECT_EQ(testing::Sample(scrape, "llm_kv_spill_total{outcome=\"failed\"}"), 0);
+  EXPECT_TRUE(server->Terminate().has_value());
+  std::filesystem::remove_all(dir);
+}
+
+// A session that holds another history than its client's (as one restored
+// from a checkpoint older than the client's last calls): the client's next
+// Prefill sees the length disagree, drops it and rebuilds the whole history,
+// which then gives the logits of an undisturbed session.
+TEST_F(SessionSnapshotTest, TheClientRebuildsASessionThatHoldsAnotherHistory) {
+  client::ClientOptions options;
+  options.model_address = (*servers_)[0].process->address();
+  auto model = client::ModelClient::Create(options, grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE((*model)->Connect().ok());
+  const std::vector<int32_t> prompt = Prompt();
+  client::StepOptions step;
+  step.logits.set_encoding(v1::LogitsOptions::LOGITS_FLOAT32);
+  client::Session session;
+  std::atomic<bool> cancel{false};
+  int32_t rebuilds = 0;
+  const std::span<const int32_t> all(prompt);
+  ASSERT_TRUE((*model)->Prefill(session, all.first(30), step, cancel, &rebuilds).ok());
+  {  // Behind the client's back: the server's session is 10 tokens shorter.
+    grpc::ClientContext context;
+    v1::TruncateRequest request;
+    request.set_session_id(session.id);
+    request.set_num_tokens(20);
+    v1::TruncateResponse response;
+    ASSERT_TRUE(a().Truncate(&context, request, &response).ok());
+  }
+  absl::StatusOr<client::PrefillResult> rest =
+      (*model)->Prefill(session, all.subspan(30), step, cancel, &rebuilds);
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  EXPECT_EQ(rebuilds, 1);
+  EXPECT_EQ(session.tokens, prompt);
+  const std::string undisturbed = Prefill(a(), prompt).logits().float32();
+  ASSERT_EQ(rest->logits.float32().size(), undisturbed.size());
+  EXPECT_EQ(std::memcmp(rest->logits.float32().data(), undisturbed.data(), undisturbed.size()), 0);
 }
 
 // The client's pool (client/transport/model_pool.h) sends a session whose

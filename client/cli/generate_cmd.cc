@@ -7,8 +7,10 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -24,10 +26,12 @@
 #include "absl/time/clock.h"
 #include "client/cli/constrain_cmd.h"
 #include "client/cli/line_reader.h"
+#include "client/generate/chat_file.h"
 #include "client/generate/chat_session.h"
 #include "client/generate/chat_template.h"
 #include "client/generate/template_choice.h"
 #include "client/generator.h"
+#include "client/transport/connect.h"
 #include "client/transport/health.h"
 #include "client/transport/model_target.h"
 #include "common/grpc/security_flags.h"
@@ -85,6 +89,13 @@ ABSL_FLAG(int, speculate, 3,
           "sampler agrees (the same output; about 2.1-2.6x the decode rate on text that "
           "repeats its input, such as edits of quoted code, 1.0-1.15x on free chat with the "
           "default model on 2 CPU threads). 0..16; 0: off.");
+ABSL_FLAG(std::string, save, "",
+          "chat: after each answer, and at the end, writes the conversation and the model "
+          "session's snapshot to this file (for --resume).");
+ABSL_FLAG(std::string, resume, "",
+          "chat: goes on with the conversation --save wrote to this file: its model session is "
+          "imported (no prefill), or, when the server cannot import it (another model, no "
+          "snapshots), prefilled again (said on stderr).");
 ABSL_FLAG(double, wait, 0, "health: wait up to this many seconds for both services to be SERVING.");
 ABSL_FLAG(double, wait_ready, 120,
           "generate/chat: wait up to this many seconds for a service that is still loading (the "
@@ -96,12 +107,19 @@ ABSL_DECLARE_FLAG(bool, json_object);  // constrain_flags.cc
 namespace llm::cli {
 namespace {
 
+using client::ChatFile;
+using client::ChatMessage;
 using client::ChatSession;
 using client::ChatTemplate;
+using client::DecodeChatFile;
+using client::EncodeChatFile;
 using client::GenerateParams;
 using client::GenerateResult;
 using client::Generator;
+using client::ModelPort;
+using client::Session;
 using client::TokenEvent;
+using client::internal::WithContext;
 
 // The generator whose generation Ctrl-C cancels (null when none runs).
 std::atomic<Generator*> active_generator{nullptr};
@@ -478,6 +496,67 @@ int RunGenerate(const std::vector<std::string>& stop, const std::vector<std::str
   return 0;
 }
 
+// --save: the conversation and its model session's snapshot (an empty
+// one when the server cannot export it: --resume then prefills the tokens),
+// written to a temporary file renamed over FILE.
+absl::Status SaveChat(const ChatSession& chat, ModelPort& model, const std::string& path) {
+  ChatFile file;
+  for (const ChatMessage& m : chat.messages()) {
+    file.messages.push_back({.role = m.role, .content = m.content});
+  }
+  file.text = chat.text();
+  Session session = chat.session();
+  file.tokens = session.tokens;
+  if (!session.id.empty() && !session.unsynced) {
+    // Rejected proposals after the tokens: rolled back, so that the
+    // snapshot holds the tokens and no more.
+    absl::Status trimmed = absl::OkStatus();
+    if (session.overhang)
+      trimmed = model.Truncate(session, static_cast<int64_t>(file.tokens.size()));
+    absl::StatusOr<std::string> snapshot =
+        trimmed.ok() ? model.ExportSession(session) : absl::StatusOr<std::string>(trimmed);
+    if (snapshot.ok()) file.snapshot = *std::move(snapshot);
+  }
+  const std::string temp = StrCat(path, ".tmp");
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    const std::string bytes = EncodeChatFile(file);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out.good()) return absl::UnavailableError(StrCat("cannot write ", temp));
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    return absl::UnavailableError(StrCat("cannot rename ", temp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+// --resume: the conversation of FILE goes on in `chat`, its model session
+// imported, or its tokens prefilled again by the next turn when the import
+// fails (said on stderr). INVALID_ARGUMENT for a file that is no chat file.
+absl::Status ResumeChat(const std::string& path, ModelPort& model, ChatSession& chat) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(StrCat("--resume ", path, ": cannot open it"));
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  absl::StatusOr<ChatFile> file = DecodeChatFile(bytes);
+  if (!file.ok()) return WithContext(file.status(), StrCat("--resume ", path));
+  Session session;
+  session.tokens = std::move(file->tokens);
+  absl::StatusOr<std::string> id =
+      file->snapshot.empty()
+          ? absl::StatusOr<std::string>(absl::NotFoundError("the file holds no snapshot"))
+          : model.ImportSession(file->snapshot);
+  if (id.ok()) {
+    session.id = *std::move(id);
+  } else if (!session.tokens.empty()) {
+    std::fprintf(stderr,
+                 "llm chat: the model session could not be restored (%s); its %zu tokens are "
+                 "prefilled again\n",
+                 id.status().ToString().c_str(), session.tokens.size());
+  }
+  chat.Resume(std::move(file->messages), std::move(file->text), std::move(session));
+  return absl::OkStatus();
+}
+
 int RunChat(const std::vector<std::string>& stop, const std::vector<std::string>& choices) {
   absl::StatusOr<GenerateParams> params = ParamsFromFlags(stop);
   if (!params.ok()) {
@@ -507,6 +586,20 @@ int RunChat(const std::vector<std::string>& stop, const std::vector<std::string>
   const auto on_token = [&](const TokenEvent& e) { printer.OnToken(e); };
   InstallInterruptHandler();
   ChatSession chat(g->loop(), tmpl, absl::GetFlag(FLAGS_system));
+  if (const std::string resume = absl::GetFlag(FLAGS_resume); !resume.empty()) {
+    if (absl::Status st = ResumeChat(resume, g->loop().model(), chat); !st.ok()) {
+      Fail(st);
+      return 2;
+    }
+  }
+  const std::string save = absl::GetFlag(FLAGS_save);
+  auto save_chat = [&] {
+    if (save.empty()) return;
+    if (absl::Status st = SaveChat(chat, g->loop().model(), save); !st.ok()) {
+      Fail(WithContext(st, "--save"));
+      exit_code = 1;
+    }
+  };
   const uint64_t seed = params->sampling.seed;
   int turn = 0;
   while (true) {
@@ -533,8 +626,10 @@ int RunChat(const std::vector<std::string>& stop, const std::vector<std::string>
       continue;
     }
     printer.End(*result);
+    save_chat();
   }
   if (interactive) std::fputc('\n', stdout);
+  save_chat();
   chat.ReleaseSession().IgnoreError();
   return exit_code;
 }

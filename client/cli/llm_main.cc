@@ -94,8 +94,12 @@ const std::vector<Command>& Commands() {
        "prompt on a terminal, with line editing and the session's history on Up/Down;\n"
        "piped input works the same); each turn prefills only its own tokens. Ctrl-C stops\n"
        "the current answer; Ctrl-C again, or Ctrl-D, quits. Takes the flags of 'llm\n"
-       "generate' except --prompt; chat turn i uses --seed + i.",
-       Concat(std::vector<std::string>(kGenerateFlags.begin() + 1, kGenerateFlags.end()),
+       "generate' except --prompt; chat turn i uses --seed + i. --save FILE writes the\n"
+       "conversation and its model session's snapshot to FILE after each answer and at the\n"
+       "end; --resume FILE goes on with it (the session imported, not prefilled again, when\n"
+       "the server can; otherwise its tokens are prefilled again, said on stderr).",
+       Concat(Concat(std::vector<std::string>(kGenerateFlags.begin() + 1, kGenerateFlags.end()),
+                     {"save", "resume"}),
               kSecurityFlags)},
       {"health",
        "Usage: llm health [--tokenizer ADDR] [--model ADDR] [--wait SECONDS]\n"

@@ -63,6 +63,15 @@ class ChatSession {
   // rebuilds it).
   absl::Status ReleaseSession();
 
+  // Goes on from a saved conversation (chat_file.h): its messages, its
+  // template text (ChatTurns::text()) and its model session (`session.id`
+  // empty: the next Send prefills `session.tokens` into a new one).
+  void Resume(std::vector<ChatMessage> messages, std::string text, Session session) {
+    turns_.Restore(std::move(messages), std::move(text));
+    session_ = std::move(session);
+  }
+  const std::string& text() const { return turns_.text(); }
+
   const Session& session() const { return session_; }
   const std::vector<ChatMessage>& messages() const { return turns_.messages(); }
   const ChatTemplate& chat_template() const { return turns_.chat_template(); }

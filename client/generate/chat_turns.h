@@ -21,6 +21,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -42,6 +43,13 @@ class ChatTurns {
   void Commit(std::string_view user_message, std::string_view answer, std::string_view rendered);
 
   const std::vector<ChatMessage>& messages() const { return messages_; }
+  // The written-out formats' text of the turns so far (empty for Jinja).
+  const std::string& text() const { return text_; }
+  // Goes on from a saved conversation: its messages() and text().
+  void Restore(std::vector<ChatMessage> messages, std::string text) {
+    messages_ = std::move(messages);
+    text_ = std::move(text);
+  }
   const ChatTemplate& chat_template() const { return template_; }
 
  private:

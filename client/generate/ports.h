@@ -208,6 +208,15 @@ class ModelPort {
   // (or has no model session yet) only has its copy trimmed: the next
   // Prefill rebuilds it. Other errors are returned, the session unchanged.
   virtual absl::Status Truncate(Session& session, int64_t n) = 0;
+  // The model session's snapshot (ExportSession; model_svc/snapshot), and
+  // a new session made from one (ImportSession; its id). UNIMPLEMENTED from
+  // a port without snapshots.
+  virtual absl::StatusOr<std::string> ExportSession(const Session& session) {
+    return absl::UnimplementedError("this model port has no session snapshots");
+  }
+  virtual absl::StatusOr<std::string> ImportSession(const std::string& bytes) {
+    return absl::UnimplementedError("this model port has no session snapshots");
+  }
 };
 
 }  // namespace llm::client

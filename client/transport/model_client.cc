@@ -87,6 +87,42 @@ absl::Status ModelClient::Release(Session& session) {
   return result;
 }
 
+absl::StatusOr<std::string> ModelClient::ExportSession(const Session& session) {
+  LLM_ASSIGN_OR_RETURN(ModelPool::Endpoint * owner, pool_->ForSession(session.id));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+  v1::ExportSessionRequest request;
+  request.set_session_id(session.id);
+  auto reader = pool_->Connect(owner)->stub->ExportSession(&context, request);
+  std::string bytes;
+  v1::SessionChunk chunk;
+  while (reader->Read(&chunk)) bytes += chunk.data();
+  const grpc::Status s = reader->Finish();
+  if (!s.ok()) return WithContext(FromGrpcStatus(s), StrCat("model service at ", owner->address));
+  return bytes;
+}
+
+absl::StatusOr<std::string> ModelClient::ImportSession(const std::string& bytes) {
+  constexpr size_t kChunk = size_t{1} << 20;
+  LLM_ASSIGN_OR_RETURN(ModelPool::Endpoint * endpoint, pool_->ForNewSession());
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+  v1::ImportSessionResponse response;
+  auto writer = pool_->Connect(endpoint)->stub->ImportSession(&context, &response);
+  v1::SessionChunk chunk;
+  for (size_t at = 0; at < bytes.size(); at += kChunk) {
+    chunk.set_data(bytes.substr(at, kChunk));
+    if (!writer->Write(chunk)) break;  // the server ended the call: Finish says why
+  }
+  writer->WritesDone();
+  const grpc::Status s = writer->Finish();
+  if (!s.ok()) {
+    return WithContext(FromGrpcStatus(s), StrCat("model service at ", endpoint->address));
+  }
+  pool_->Learned(endpoint, response.session_id());
+  return response.session_id();
+}
+
 absl::Status ModelClient::Truncate(Session& session, int64_t n) {
   if (n < 0 || n > static_cast<int64_t>(session.tokens.size())) {
     return absl::InvalidArgumentError(
@@ -244,6 +280,22 @@ absl::StatusOr<PrefillResult> ModelClient::Prefill(Session& session,
     if (options.mask != nullptr) TokenMaskToProto(*options.mask, request.mutable_mask());
     v1::PrefillResponse response;
     const grpc::Status s = PrefillOnce(request, &response, cancel);
+    const bool named = !session.id.empty();
+    // (0: not reported; a session holds a token at least after a Prefill.)
+    if (s.ok() && named && response.num_tokens() != 0 &&
+        response.num_tokens() != static_cast<int64_t>(session.tokens.size() + tokens.size()) &&
+        lost < kMaxRebuildsPerCall) {
+      // The session holds another history than ours (its replica restored
+      // it from an older checkpoint, --session_checkpoint_seconds): our
+      // tokens went after the wrong ones. Drop it and rebuild.
+      Session stale{.id = response.session_id()};
+      Release(stale).IgnoreError();
+      session.id.clear();
+      session.overhang = false;
+      ++lost;
+      ++*rebuilds;
+      continue;
+    }
     if (s.ok()) {
       session.id = response.session_id();
       session.overhang = false;

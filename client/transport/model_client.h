@@ -82,6 +82,11 @@ class ModelClient : public ModelPort {
   std::unique_ptr<DecodeSteps> OpenSteps(const Session& session, int32_t max_steps) override;
   absl::Status Release(Session& session) override;
   absl::Status Truncate(Session& session, int64_t n) override;
+  // On the session's replica; the import on a replica that takes new
+  // sessions (the pool's choice). Errors: the server's (FAILED_PRECONDITION
+  // for a snapshot of another model, UNIMPLEMENTED without snapshots).
+  absl::StatusOr<std::string> ExportSession(const Session& session) override;
+  absl::StatusOr<std::string> ImportSession(const std::string& bytes) override;
 
  private:
   ModelClient(const ClientOptions& options, std::unique_ptr<ModelPool> pool);

@@ -50,6 +50,19 @@ class Engine::Impl {
             SchedulerLimits{std::min(options.max_batch_tokens, model_->options().max_step_tokens),
                             model_->options().max_logit_rows},
             std::random_device{}(), &submitted_) {
+    if (options_.spill != nullptr && model_->backend().KvLayout() != model::kKvLayoutNone) {
+      // Under the lock, before eviction frees the blocks (engine.h, "Spilling").
+      queue_.SetEvictHook([this](const std::string& id, std::vector<int32_t> tokens,
+                                 const std::vector<int32_t>& blocks) {
+        const absl::Time start = absl::Now();
+        snapshot::Snapshot s;
+        s.layout = SnapshotLayout();
+        s.tokens = std::move(tokens);
+        const bool copied = ReadKv(blocks, &s).ok();
+        spill_copy_time_ += absl::Now() - start;
+        if (copied) options_.spill->Spill(id, std::move(s));
+      });
+    }
     loop_ = std::thread([this] { Loop(); });
   }
 
@@ -116,7 +129,13 @@ class Engine::Impl {
     s.steps = steps_;
     s.step_time = step_time_;
     s.heartbeat = heartbeat_;
+    s.spill_copy_time = spill_copy_time_;
     return s;
+  }
+
+  bool Holds(const std::string& id) const {
+    absl::MutexLock lock(&mu_);
+    return queue_.Holds(id);
   }
 
   void StopAdmission() {
@@ -137,28 +156,43 @@ class Engine::Impl {
     return l;
   }
 
+  // The KV of s->tokens, held in `blocks`, copied into s->kv (s->layout set).
+  // Under the lock, with no step writing those blocks.
+  absl::Status ReadKv(const std::vector<int32_t>& blocks, snapshot::Snapshot* s) {
+    const int64_t block_bytes = s->layout.block_bytes();
+    const int64_t n = static_cast<int64_t>(s->tokens.size());
+    s->kv.resize(blocks.size() * block_bytes);
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const int64_t positions = std::min<int64_t>(
+          s->layout.block_size, n - static_cast<int64_t>(i) * s->layout.block_size);
+      LLM_RETURN_IF_ERROR(model_->backend().ReadKvBlock(
+          blocks[i], static_cast<int32_t>(positions),
+          std::span<uint8_t>(reinterpret_cast<uint8_t*>(s->kv.data()) + i * block_bytes,
+                             block_bytes)));
+    }
+    return absl::OkStatus();
+  }
+
   // The caller's tokens of session `id` and their KV, copied on the loop.
   absl::StatusOr<snapshot::Snapshot> Export(const std::string& id) {
     snapshot::Snapshot s;
     s.layout = SnapshotLayout();
-    const int64_t block_bytes = s.layout.block_bytes();
     absl::Status st = BetweenSteps([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       std::vector<int32_t> blocks;
       LLM_RETURN_IF_ERROR(queue_.ExportView(id, &s.tokens, &blocks));
-      const int64_t n = static_cast<int64_t>(s.tokens.size());
-      s.kv.resize(blocks.size() * block_bytes);
-      for (size_t i = 0; i < blocks.size(); ++i) {
-        const int64_t positions = std::min<int64_t>(
-            s.layout.block_size, n - static_cast<int64_t>(i) * s.layout.block_size);
-        LLM_RETURN_IF_ERROR(model_->backend().ReadKvBlock(
-            blocks[i], static_cast<int32_t>(positions),
-            std::span<uint8_t>(reinterpret_cast<uint8_t*>(s.kv.data()) + i * block_bytes,
-                               block_bytes)));
-      }
-      return absl::OkStatus();
+      return ReadKv(blocks, &s);
     });
     if (!st.ok()) return st;
     return s;
+  }
+
+  // Whether session `id` should be asked of the spill store: there is one,
+  // the engine does not hold the id, and this is not the step-loop thread
+  // (an import waits for it).
+  bool MaySpillHold(const std::string& id) const {
+    if (options_.spill == nullptr || std::this_thread::get_id() == loop_.get_id()) return false;
+    absl::MutexLock lock(&mu_);
+    return !queue_.Holds(id);
   }
 
   // A new session from a decoded snapshot, its KV written on the loop.
@@ -318,6 +352,7 @@ class Engine::Impl {
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration step_time_ ABSL_GUARDED_BY(mu_);
   absl::Time heartbeat_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Duration spill_copy_time_ ABSL_GUARDED_BY(mu_);  // the evict hook's
   // BetweenSteps's jobs, for the loop to run before it plans a step.
   std::vector<absl::AnyInvocable<void()>> jobs_ ABSL_GUARDED_BY(mu_);
   bool admitting_ ABSL_GUARDED_BY(mu_) = true;
@@ -365,7 +400,28 @@ std::string Engine::backend_description() const { return impl_->model().backend(
 std::string Engine::backend_name() const { return impl_->model().backend().name(); }
 
 void Engine::Submit(AppendRequest request, AppendCallback done) {
+  MaybeRestore(request.session_id);  // a miss is the request's NOT_FOUND
   impl_->Submit(std::move(request), std::move(done));
+}
+
+absl::Status Engine::Restore(const std::string& id) {
+  absl::Status st;
+  if (impl_->MaySpillHold(id)) {
+    const int64_t max_bytes = snapshot::MaxEncodedBytes(snapshot_layout(), max_context_);
+    absl::StatusOr<std::string> bytes = options_.spill->Take(id, max_bytes);
+    st = bytes.status();
+    if (bytes.ok()) {
+      st = ImportSession(*bytes, id).status();
+      options_.spill->Restored(id, st);
+    }
+  }
+  if (impl_->Holds(id)) return absl::OkStatus();
+  return absl::NotFoundError(StrCat("unknown or expired session \"", id, "\"",
+                                    st.ok() || absl::IsNotFound(st) ? "" : ": ", st.message()));
+}
+
+void Engine::MaybeRestore(const std::string& id) {
+  if (options_.spill != nullptr && !id.empty()) Restore(id).IgnoreError();
 }
 
 absl::StatusOr<AppendResult> Engine::Append(AppendRequest request) {
@@ -377,6 +433,7 @@ absl::StatusOr<AppendResult> Engine::Append(AppendRequest request) {
 }
 
 void Engine::TruncateAsync(const std::string& id, int64_t n, StatusCallback done) {
+  MaybeRestore(id);
   impl_->Truncate(id, n, std::move(done));
 }
 
@@ -388,6 +445,7 @@ absl::Status Engine::Truncate(const std::string& id, int64_t n) {
 }
 
 void Engine::ForkAsync(const std::string& id, ForkCallback done) {
+  MaybeRestore(id);
   impl_->Fork(id, std::move(done));
 }
 
@@ -397,9 +455,20 @@ absl::StatusOr<std::string> Engine::Fork(const std::string& id) {
   ForkAsync(id, [&promise](absl::StatusOr<std::string> s) { promise.set_value(std::move(s)); });
   return future.get();
 }
-absl::Status Engine::Release(const std::string& id) { return impl_->Release(id); }
+absl::Status Engine::Release(const std::string& id) {
+  absl::Status st = impl_->Release(id);
+  // A spilled session is released where it is.
+  if (absl::IsNotFound(st) && options_.spill != nullptr && options_.spill->Forget(id)) {
+    return absl::OkStatus();
+  }
+  return st;
+}
 std::vector<SessionInfo> Engine::ListSessions() const { return impl_->ListSessions(); }
-EngineStats Engine::Stats() const { return impl_->Stats(); }
+EngineStats Engine::Stats() const {
+  EngineStats s = impl_->Stats();
+  if (options_.spill != nullptr) s.spill = options_.spill->Counts();
+  return s;
+}
 void Engine::StopAdmission() { impl_->StopAdmission(); }
 
 snapshot::SnapshotLayout Engine::snapshot_layout() const { return impl_->SnapshotLayout(); }
@@ -407,12 +476,14 @@ snapshot::DecodeLimits Engine::snapshot_limits() const {
   return {max_context_, config().vocab_size};
 }
 
-absl::StatusOr<std::string> Engine::ExportSession(const std::string& session_id, bool compress) {
+absl::StatusOr<std::string> Engine::ExportSession(const std::string& session_id, bool compress,
+                                                  bool restore) {
   if (impl_->model().backend().KvLayout() == model::kKvLayoutNone) {
     return absl::UnimplementedError(
         StrCat("session snapshots need a backend that reads its KV cache (cpu); this one is ",
                backend_name()));
   }
+  if (restore) MaybeRestore(session_id);
   LLM_ASSIGN_OR_RETURN(snapshot::Snapshot s, impl_->Export(session_id));
   return snapshot::Encode(s, compress);
 }

@@ -69,6 +69,20 @@
 // DATA_LOSS or INVALID_ARGUMENT, past the context OUT_OF_RANGE, no room
 // RESOURCE_EXHAUSTED (snapshot.h and RequestQueue::Import).
 //
+// Spilling (EngineOptions::spill, spill_store.h): a session evicted while
+// idle (for KV space, or for a slot under the session limit; not one whose
+// lookahead guess is in the step) has its tokens and KV copied, under the
+// lock, into a snapshot for the store (a fresh buffer and a memcpy of its
+// KV, during which the step loop waits: 38 ms for a 2k-token session of
+// SmolLM2-135M, 47 MB of f16 KV, on a loaded 2-core VM, bench/README.md;
+// EngineStats::spill_copy_time counts it; the store encodes and writes it
+// on a thread of its own). Submit, TruncateAsync,
+// ForkAsync, ExportSession and Release on an id the engine does not hold
+// ask the store first, and import what it returns under that id (Restore),
+// then go on: they wait for the store's read and one step then (not on the
+// step-loop thread: a call there finds the session unknown). A restore the
+// store or the import fails is NOT_FOUND, as without a store.
+//
 // Threads: every public method is thread-safe. Completion callbacks run on
 // the step-loop thread and must not block.
 #ifndef LLM_MODEL_SVC_ENGINE_ENGINE_H_
@@ -87,6 +101,7 @@
 #include "absl/time/time.h"
 #include "common/token_mask.h"
 #include "model_svc/core/logits.h"
+#include "model_svc/engine/spill_store.h"
 #include "model_svc/model/llama_model.h"
 #include "model_svc/snapshot/snapshot.h"
 
@@ -117,6 +132,10 @@ struct EngineOptions {
   // The model file's fingerprint (fingerprint.h; the loader sets it), which
   // session snapshots carry.
   uint64_t model_fingerprint = 0;
+  // Where evicted sessions go instead of being dropped, and come back from
+  // (spill_store.h; see "Spilling" above); null: dropped. Needs a backend
+  // that reads its KV (cpu); ignored otherwise.
+  std::shared_ptr<SpillStore> spill;
 };
 
 // A session made from a snapshot.
@@ -238,6 +257,10 @@ struct EngineStats {
   // When the step loop last went round (it does at least once a second, idle
   // or not, unless a step hangs); InfinitePast before it starts.
   absl::Time heartbeat = absl::InfinitePast();
+  // The spill store's counts (EngineOptions::spill; zero without one), and
+  // the time spent copying evicted sessions' KV for it, under the lock.
+  SpillCounts spill;
+  absl::Duration spill_copy_time;
 };
 
 class Engine {
@@ -261,7 +284,8 @@ class Engine {
   // Submit and wait.
   absl::StatusOr<AppendResult> Append(AppendRequest request);
 
-  // Keeps the first n tokens of a session. Never waits: `done` is called
+  // Keeps the first n tokens of a session. Never waits (but for a restore
+  // from the spill store, see "Spilling"): `done` is called
   // exactly once, before TruncateAsync returns, or, when the session's
   // lookahead guess is in the step being computed, on the step-loop thread
   // once that step ends (the call waits on the session).
@@ -275,13 +299,20 @@ class Engine {
   // ForkAsync and wait, as Truncate does.
   absl::StatusOr<std::string> Fork(const std::string& session_id);
   absl::Status Release(const std::string& session_id);
+  // Brings session `session_id` back from the spill store when the engine
+  // does not hold it and the store does (see "Spilling"); OK when the engine
+  // holds it afterwards, NOT_FOUND otherwise. The calls named there do this
+  // themselves; the server's ListSessions filter calls it.
+  absl::Status Restore(const std::string& session_id);
   std::vector<SessionInfo> ListSessions() const;
   EngineStats Stats() const;
 
   // Session snapshots (see "Snapshots" above). Both wait for the step in
   // progress: not to be called from a completion callback. `compress`: zstd
-  // when it pays.
-  absl::StatusOr<std::string> ExportSession(const std::string& session_id, bool compress = true);
+  // when it pays. `restore` false: a session in the spill store stays there
+  // (NOT_FOUND; the server's checkpoints must not bring spilled ones back).
+  absl::StatusOr<std::string> ExportSession(const std::string& session_id, bool compress = true,
+                                            bool restore = true);
   // `session_id` not empty: the new session gets that id (ALREADY_EXISTS
   // when a session has it; the model server's --session_dir restores
   // sessions under their old ids); empty: a fresh id.
@@ -301,6 +332,8 @@ class Engine {
   class Impl;
   friend class EngineTestPeer;  // engine_testing.h: the step gate
   Engine() = default;
+  // Restore when there is a spill store and an id (its miss ignored).
+  void MaybeRestore(const std::string& session_id);
   // Create, with `before_step` called on the step-loop thread before each
   // forward step (with no lock held): tests only, to hold the loop while a
   // test races a call.

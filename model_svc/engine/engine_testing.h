@@ -90,6 +90,7 @@ struct EngineSetup {
   absl::Duration ttl = absl::Minutes(5);
   int threads = 2;
   bool prefix_cache = true;
+  std::shared_ptr<SpillStore> spill;
 };
 
 inline std::unique_ptr<Engine> MakeEngine(const EngineSetup& setup = {}) {
@@ -105,6 +106,7 @@ inline std::unique_ptr<Engine> MakeEngine(const EngineSetup& setup = {}) {
   eo.max_sessions = setup.max_sessions;
   eo.session_ttl = setup.ttl;
   eo.prefix_cache = setup.prefix_cache;
+  eo.spill = setup.spill;
   std::function<void()> before_step;
   if (setup.gate != nullptr) before_step = [gate = setup.gate] { gate->Pass(); };
   auto e = EngineTestPeer::CreateWithStepHook(*std::move(m), eo, std::move(before_step));

@@ -75,6 +75,16 @@ void EncodeRawGuess(const AppendRequest& r, model::Logits* row) {
   model::EncodeLogitsInPlace(values, r.row_spec(0), row);
 }
 
+// The caller's tokens of s (a lookahead guess left out) and the blocks
+// holding their KV, in order.
+void CallerView(const Session& s, int64_t block_size, std::vector<int32_t>* tokens,
+                std::vector<int32_t>* blocks) {
+  const int64_t n = s.caller_tokens();
+  const int64_t used = (n + block_size - 1) / block_size;
+  tokens->assign(s.tokens.begin(), s.tokens.begin() + n);
+  blocks->assign(s.kv.blocks().begin(), s.kv.blocks().begin() + used);
+}
+
 }  // namespace
 
 RequestQueue::RequestQueue(const EngineOptions& options, int64_t max_context, int32_t kv_blocks,
@@ -153,12 +163,18 @@ absl::Status RequestQueue::ExportView(const std::string& id, std::vector<int32_t
   Session* s = sessions_.Find(id);
   if (s == nullptr) return NotFound(id);
   if (CallerBusy(*s)) return Busy(id);
-  const int64_t n = s->caller_tokens();
-  const int64_t used = (n + blocks_.block_size() - 1) / blocks_.block_size();
-  tokens->assign(s->tokens.begin(), s->tokens.begin() + n);
-  blocks->assign(s->kv.blocks().begin(), s->kv.blocks().begin() + used);
+  CallerView(*s, blocks_.block_size(), tokens, blocks);
   s->last_used = absl::Now();
   return absl::OkStatus();
+}
+
+// Before an idle session is evicted: the hook gets its caller's tokens and
+// their blocks (still its own until the eviction frees them).
+void RequestQueue::BeforeEvict(const Session& s) {
+  if (!on_evict_ || s.busy) return;
+  std::vector<int32_t> tokens, blocks;
+  CallerView(s, blocks_.block_size(), &tokens, &blocks);
+  on_evict_(s.id, std::move(tokens), blocks);
 }
 
 absl::StatusOr<std::string> RequestQueue::Import(
@@ -310,6 +326,7 @@ absl::Status RequestQueue::MakeRoomForSession(const Session* keep) {
                                   " sessions, each with a request in flight); retry later")),
                        Limit::kMaxSessions);
     }
+    BeforeEvict(*lru);
     sessions_.Release(lru);
     ++stats_.evicted_for_session_limit;
   }
@@ -509,6 +526,7 @@ bool RequestQueue::EvictFor(int32_t needed) {
   while (blocks_.num_free() < needed) {
     Session* lru = sessions_.LeastRecentlyUsedIdle();
     if (lru == nullptr) return false;
+    BeforeEvict(*lru);
     sessions_.Erase(lru);
     ++stats_.evicted_sessions;
   }

@@ -91,6 +91,15 @@ class RequestQueue {
       absl::FunctionRef<absl::Status(const std::vector<int32_t>&)> write,
       const std::string& id = "");
 
+  // Called with the tokens of an idle session (its caller's) and the blocks
+  // holding their KV just before eviction frees them (for the spill store);
+  // not for a session whose guess is in the step.
+  using EvictHook = absl::AnyInvocable<void(const std::string& id, std::vector<int32_t> tokens,
+                                            const std::vector<int32_t>& blocks)>;
+  void SetEvictHook(EvictHook hook) { on_evict_ = std::move(hook); }
+  // Whether a session (not released) has this id.
+  bool Holds(const std::string& id) const { return sessions_.Find(id) != nullptr; }
+
   std::vector<SessionInfo> ListSessions(absl::Time now) const;
   // The counters, sessions and KV figures (not running, waiting, steps,
   // step_time or heartbeat: the loop's).
@@ -129,6 +138,7 @@ class RequestQueue {
                 std::vector<Completion>* out);
   void DropGuess(Session* s, std::vector<Completion>* out);
   bool EvictFor(int32_t needed);
+  void BeforeEvict(const Session& s);
   void Finish(Session* s, absl::StatusOr<AppendResult> result, std::vector<Completion>* out);
 
   const int64_t max_context_;
@@ -140,6 +150,7 @@ class RequestQueue {
   std::deque<Session*> queue_;
   EngineStats stats_;
   std::atomic<uint64_t>* const submitted_;
+  EvictHook on_evict_;
 };
 
 }  // namespace llm::engine

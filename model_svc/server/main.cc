@@ -13,7 +13,9 @@
 //
 // Sessions across a restart (--session_dir, session_dir.h): saved on drain
 // once the gRPC server has stopped, restored under their old ids before it
-// turns SERVING.
+// turns SERVING; in between, checkpointed when idle and changed
+// (--session_checkpoint_seconds, session_checkpoint.h). Sessions evicted for
+// memory go to --kv_spill_dir (spill_dir.h) and come back on their next call.
 //
 // Identity: the replica id "<--session_prefix><--pod_name>.<epoch>" (epoch:
 // the start time in Unix milliseconds, hex) begins every session id, so a
@@ -27,6 +29,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,7 +64,9 @@
 #include "model_svc/model/config.h"
 #include "model_svc/server/compute_affinity.h"
 #include "model_svc/server/model_service.h"
+#include "model_svc/server/session_checkpoint.h"
 #include "model_svc/server/session_dir.h"
+#include "model_svc/server/spill_dir.h"
 #include "model_svc/server/step_watchdog.h"
 
 ABSL_FLAG(std::string, model, "",
@@ -111,8 +116,23 @@ ABSL_FLAG(std::string, session_dir, "",
           "Keeps the sessions across a restart: on drain (SIGTERM/SIGINT, after the calls in "
           "flight) every session is written to this directory as a snapshot file named after its "
           "id, and at start every snapshot file there is imported under its old id (and removed). "
-          "A kill (SIGKILL, a crash) saves nothing. Files of another model or damaged are skipped "
+          "A kill (SIGKILL, a crash) keeps what --session_checkpoint_seconds wrote. Files of "
+          "another model or damaged are skipped "
           "with a warning and left in place. Empty: off.");
+ABSL_FLAG(double, session_checkpoint_seconds, 10,
+          "With --session_dir: a session idle for this many seconds and changed since it was "
+          "last written is written there in the background, so that a kill (SIGKILL, a crash) "
+          "loses only what changed after it; the file of a session that ends is removed. "
+          "0: off (sessions saved on drain only).");
+ABSL_FLAG(std::string, kv_spill_dir, "",
+          "A session evicted for memory (KV space, or --max_sessions) is written to this "
+          "directory as a snapshot file instead of being dropped, and restored on its next call "
+          "(the client does not notice); files left by an earlier process are restored too. A "
+          "full or failing disk drops it as without this flag (llm_kv_spill_total counts each). "
+          "CPU backend only. Empty: off.");
+ABSL_FLAG(int64_t, kv_spill_quota_mb, 4096,
+          "The most --kv_spill_dir holds, in MiB; past it the least recently spilled sessions "
+          "are removed (dropped). 0: none kept.");
 ABSL_FLAG(double, drain_seconds, 5,
           "On SIGTERM/SIGINT (the drain; the issue's --drain-timeout): health turns NOT_SERVING, "
           "new sessions get UNAVAILABLE, calls on existing sessions and open streams go on for "
@@ -247,6 +267,12 @@ int Main() {
        absl::GetFlag(FLAGS_step_watchdog_seconds) >= 0, ">= 0"},
       {absl::GetFlagReflectionHandle(FLAGS_max_streams), absl::GetFlag(FLAGS_max_streams) >= 0,
        ">= 0"},
+      {absl::GetFlagReflectionHandle(FLAGS_session_checkpoint_seconds),
+       absl::GetFlag(FLAGS_session_checkpoint_seconds) >= 0, ">= 0"},
+      {absl::GetFlagReflectionHandle(FLAGS_kv_spill_quota_mb),
+       absl::GetFlag(FLAGS_kv_spill_quota_mb) >= 0 &&
+           absl::GetFlag(FLAGS_kv_spill_quota_mb) <= (int64_t{1} << 30),
+       "0 to 2^30"},
   };
   for (const auto& check : checks) {
     if (!check.ok) {
@@ -255,6 +281,20 @@ int Main() {
                    check.flag.CurrentValue().c_str());
       return 2;
     }
+  }
+  // The checkpoints remove the files of the sessions the engine no longer
+  // holds, which in one directory would be the spilled ones.
+  const auto same_dir = [](const std::string& a, const std::string& b) {
+    std::error_code ec;  // a path that cannot be resolved is compared as written
+    auto resolved = [&ec](const std::string& p) {
+      std::filesystem::path r = std::filesystem::weakly_canonical(p, ec);
+      return ec ? std::filesystem::path(p).lexically_normal() : r;
+    };
+    return !a.empty() && !b.empty() && resolved(a) == resolved(b);
+  };
+  if (same_dir(absl::GetFlag(FLAGS_kv_spill_dir), absl::GetFlag(FLAGS_session_dir))) {
+    std::fprintf(stderr, "model_server: --kv_spill_dir and --session_dir must differ\n");
+    return 2;
   }
   // First: no thread has started yet.
   std::optional<ComputeAffinity> pinned;
@@ -400,6 +440,10 @@ int Main() {
   load.engine.session_ttl = absl::GetFlag(FLAGS_session_ttl);
   load.engine.max_context = absl::GetFlag(FLAGS_max_context);
   load.engine.prefix_cache = absl::GetFlag(FLAGS_prefix_cache);
+  if (const std::string dir = absl::GetFlag(FLAGS_kv_spill_dir); !dir.empty()) {
+    load.engine.spill =
+        std::make_shared<SpillDir>(dir, absl::GetFlag(FLAGS_kv_spill_quota_mb) << 20);
+  }
   const std::string replica_id = ReplicaId(absl::GetFlag(FLAGS_session_prefix), *pod, start);
   load.engine.session_prefix = StrCat(replica_id, ".");
   absl::StatusOr<std::unique_ptr<engine::Engine>> loaded = engine::LoadEngine(load);
@@ -413,6 +457,7 @@ int Main() {
   }
   std::unique_ptr<engine::Engine> engine;
   std::unique_ptr<StepWatchdog> watchdog;
+  std::unique_ptr<SessionCheckpointer> checkpointer;
   int exit_code = 0;
   if (loaded.ok()) {
     engine = std::move(*loaded);
@@ -441,6 +486,12 @@ int Main() {
     if (const std::string dir = absl::GetFlag(FLAGS_session_dir); !dir.empty()) {
       const SessionDirCounts restored = RestoreSessions(*engine, dir);
       ReportSessionDir("restored", dir, restored.restored, restored.skipped, metrics.get());
+      if (const double every = absl::GetFlag(FLAGS_session_checkpoint_seconds); every > 0) {
+        checkpointer = std::make_unique<SessionCheckpointer>(
+            engine.get(), dir, absl::Seconds(every), [m = metrics.get()](int64_t n) {
+              if (m != nullptr) m->CountSessionDir("checkpointed", n);
+            });
+      }
     }
     service.SetEngine(engine.get(), service_options);
     if (metrics != nullptr) metrics->SetEngine(engine.get());
@@ -478,6 +529,7 @@ int Main() {
   if (engine != nullptr) engine->StopAdmission();
   runner->Shutdown(absl::ZeroDuration());  // cancels what is still in flight
   runner.reset();
+  if (checkpointer != nullptr) checkpointer->Stop();  // the drain's save writes them all
   // No gRPC call is left: the sessions are as the clients last saw them.
   if (const std::string dir = absl::GetFlag(FLAGS_session_dir); engine != nullptr && !dir.empty()) {
     const SessionDirCounts saved = SaveSessions(*engine, dir);

@@ -93,6 +93,33 @@ class ModelMetrics::EngineCollector final : public prometheus::Collectable {
       }
       out.push_back(std::move(f));
     }
+    {
+      // --kv_spill_dir (spill_dir.h): what became of the evicted sessions.
+      prometheus::MetricFamily f;
+      f.name = "llm_kv_spill_total";
+      f.help =
+          "Evicted sessions and --kv_spill_dir, by outcome: spilled (written), restored "
+          "(imported back on their next call), dropped (no room in the quota, or pushed out of "
+          "it) or failed (a write, a read or a corrupt file).";
+      f.type = MetricType::Counter;
+      for (const auto& [outcome, value] :
+           {std::pair{"spilled", s.spill.spilled}, std::pair{"restored", s.spill.restored},
+            std::pair{"dropped", s.spill.dropped}, std::pair{"failed", s.spill.failed}}) {
+        prometheus::ClientMetric m;
+        m.label.push_back({"outcome", outcome});
+        m.counter.value = static_cast<double>(value);
+        f.metric.push_back(std::move(m));
+      }
+      out.push_back(std::move(f));
+    }
+    add("llm_kv_spill_bytes", "Bytes of spilled sessions in --kv_spill_dir.", MetricType::Gauge,
+        static_cast<double>(s.spill.bytes));
+    add("llm_kv_spill_copy_seconds_total",
+        "Time the engine spent copying evicted sessions' KV for --kv_spill_dir, under its lock "
+        "(the step loop waits meanwhile).",
+        MetricType::Counter, absl::ToDoubleSeconds(s.spill_copy_time));
+    add("llm_kv_spill_sessions", "Spilled sessions held by --kv_spill_dir (written or queued).",
+        MetricType::Gauge, static_cast<double>(s.spill.sessions));
     add("llm_sessions_expired_total", "Sessions expired after their idle TTL.", MetricType::Counter,
         static_cast<double>(s.expired_sessions));
     add("llm_engine_steps_total", "Forward steps run by the step loop.", MetricType::Counter,

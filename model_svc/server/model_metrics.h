@@ -23,6 +23,13 @@
 //   llm_session_dir_sessions_total{outcome} counter: sessions of --session_dir, outcome saved
 //       (written on drain), restored (imported at start) or skipped (not saved, or a file
 //       not imported: another model, corrupt, no room)
+//   llm_kv_spill_total{outcome}       counter: evicted sessions and --kv_spill_dir, outcome
+//       spilled (written), restored (imported back on their next call), dropped (no room in
+//       the quota, or pushed out of it) or failed (a write, a read, a corrupt file) (engine)
+//   llm_kv_spill_bytes                gauge: bytes of spill files in --kv_spill_dir (engine)
+//   llm_kv_spill_copy_seconds_total   counter: time spent copying evicted sessions' KV for it,
+//       under the engine's lock (engine)
+//   llm_kv_spill_sessions             gauge: sessions held there, written or queued (engine)
 //   llm_prefix_cache_queries_total    counter: prompt tokens looked up in the prefix cache (engine)
 //   llm_prefix_cache_hits_total       counter: prompt tokens found there (engine)
 //   llm_kv_cache_cached_blocks        gauge: free KV blocks holding a cached prefix (engine)

@@ -819,6 +819,8 @@ grpc::ServerUnaryReactor* ModelServiceImpl::ListSessions(grpc::CallbackServerCon
   absl::StatusOr<engine::Engine*> admitted = Admit(*context, *request);
   if (!admitted.ok()) return FinishNow(metrics_, &log, context, admitted.status());
   engine::Engine* e = *admitted;
+  // One session asked for: brought back first if --kv_spill_dir holds it.
+  if (!request->session_id().empty()) e->Restore(request->session_id()).IgnoreError();
   for (const engine::SessionInfo& s : e->ListSessions()) {
     v1::SessionInfo* out = response->add_sessions();
     out->set_session_id(s.id);

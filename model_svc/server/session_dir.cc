@@ -26,6 +26,8 @@ void Warn(const std::string& what, const absl::Status& why) {
                why.ToString().c_str());
 }
 
+}  // namespace
+
 // Writes `bytes` to `path` and flushes them to the disk.
 absl::Status WriteFileSynced(const std::string& path, const std::string& bytes) {
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -48,7 +50,6 @@ absl::Status WriteFileSynced(const std::string& path, const std::string& bytes) 
   return absl::OkStatus();
 }
 
-// The file at `path`, at most `max_bytes` (INVALID_ARGUMENT beyond).
 absl::StatusOr<std::string> ReadFileBounded(const std::filesystem::path& path, int64_t max_bytes) {
   std::error_code ec;
   const uintmax_t size = std::filesystem::file_size(path, ec);
@@ -64,7 +65,37 @@ absl::StatusOr<std::string> ReadFileBounded(const std::filesystem::path& path, i
   return bytes;
 }
 
-}  // namespace
+absl::Status WriteSessionFile(const std::string& dir, const std::string& name,
+                              const std::string& bytes) {
+  const std::string path = StrCat(dir, "/", name);
+  const std::string temp = StrCat(dir, "/.", name, ".tmp");
+  absl::Status st = WriteFileSynced(temp, bytes);
+  std::error_code ec;
+  if (st.ok()) {
+    std::filesystem::rename(temp, path, ec);
+    if (ec) st = absl::UnavailableError(StrCat("rename to ", path, ": ", ec.message()));
+  }
+  if (!st.ok()) std::filesystem::remove(temp, ec);
+  return st;
+}
+
+absl::StatusOr<std::vector<std::filesystem::path>> ListSessionFiles(const std::string& dir) {
+  std::vector<std::filesystem::path> files;
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec)) return files;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.starts_with(".") && name.ends_with(StrCat(kSessionFileSuffix, ".tmp"))) {
+      // Left by a save cut short (the process killed while it wrote).
+      std::error_code ignored;
+      std::filesystem::remove(it->path(), ignored);
+    } else if (name.ends_with(kSessionFileSuffix) && !name.starts_with(".")) {
+      files.push_back(it->path());
+    }
+  }
+  if (ec) return absl::UnavailableError(StrCat("cannot list ", dir, ": ", ec.message()));
+  return files;
+}
 
 absl::Status CheckSessionIdChars(std::string_view what, std::string_view value) {
   for (char c : value) {
@@ -113,16 +144,7 @@ SessionDirCounts SaveSessions(engine::Engine& engine, const std::string& dir) {
     absl::StatusOr<std::string> bytes =
         name.ok() ? engine.ExportSession(s.id) : absl::StatusOr<std::string>(name.status());
     absl::Status st = bytes.status();
-    if (st.ok()) {
-      const std::string path = StrCat(dir, "/", *name);
-      const std::string temp = StrCat(dir, "/.", *name, ".tmp");
-      st = WriteFileSynced(temp, *bytes);
-      if (st.ok()) {
-        std::filesystem::rename(temp, path, ec);
-        if (ec) st = absl::UnavailableError(StrCat("rename to ", path, ": ", ec.message()));
-      }
-      if (!st.ok()) std::filesystem::remove(temp, ec);
-    }
+    if (st.ok()) st = WriteSessionFile(dir, *name, *bytes);
     if (st.ok()) {
       ++counts.saved;
     } else {
@@ -135,25 +157,14 @@ SessionDirCounts SaveSessions(engine::Engine& engine, const std::string& dir) {
 
 SessionDirCounts RestoreSessions(engine::Engine& engine, const std::string& dir) {
   SessionDirCounts counts;
-  std::error_code ec;
-  if (!std::filesystem::exists(dir, ec)) return counts;
-  std::vector<std::filesystem::path> files;
-  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.starts_with(".") && name.ends_with(StrCat(kSessionFileSuffix, ".tmp"))) {
-      // Left by a save cut short (the process killed while it wrote).
-      std::error_code ignored;
-      std::filesystem::remove(it->path(), ignored);
-    } else if (name.ends_with(kSessionFileSuffix) && !name.starts_with(".")) {
-      files.push_back(it->path());
-    }
-  }
-  if (ec) {
-    Warn(dir, absl::UnavailableError(StrCat("cannot list it: ", ec.message())));
+  absl::StatusOr<std::vector<std::filesystem::path>> files = ListSessionFiles(dir);
+  if (!files.ok()) {
+    Warn(dir, files.status());
     return counts;
   }
+  std::error_code ec;
   const int64_t max_bytes = MaxSnapshotBytes(engine);
-  for (const std::filesystem::path& path : files) {
+  for (const std::filesystem::path& path : *files) {
     absl::StatusOr<std::string> id = SessionIdOfFile(path.filename().string());
     absl::Status st = id.status();
     if (st.ok() && !std::filesystem::is_regular_file(path, ec)) {

@@ -24,8 +24,10 @@
 #define LLM_MODEL_SVC_SERVER_SESSION_DIR_H_
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "model_svc/engine/engine.h"
@@ -55,6 +57,22 @@ absl::StatusOr<std::string> SessionFileName(std::string_view id);
 // The session id that file name `name` holds: the inverse of
 // SessionFileName; INVALID_ARGUMENT for a name SessionFileName never makes.
 absl::StatusOr<std::string> SessionIdOfFile(std::string_view name);
+
+// Writes `bytes` to the file `name` of `dir` (which exists): to a hidden
+// temporary file first, flushed to the disk, then renamed over the name (a
+// reader never sees half a file); the temporary file removed on failure
+// (UNAVAILABLE naming what failed).
+absl::Status WriteSessionFile(const std::string& dir, const std::string& name,
+                              const std::string& bytes);
+// Writes `bytes` to `path` and flushes them to the disk (UNAVAILABLE).
+absl::Status WriteFileSynced(const std::string& path, const std::string& bytes);
+// The file at `path`, at most `max_bytes` (INVALID_ARGUMENT beyond;
+// UNAVAILABLE when it cannot be read).
+absl::StatusOr<std::string> ReadFileBounded(const std::filesystem::path& path, int64_t max_bytes);
+// The session files (*kSessionFileSuffix, not hidden) of `dir`, none when it
+// is missing; removes the temporary files a write cut short left.
+// UNAVAILABLE when it cannot be listed.
+absl::StatusOr<std::vector<std::filesystem::path>> ListSessionFiles(const std::string& dir);
 
 // Writes every session of `engine` to `dir` (created if missing).
 SessionDirCounts SaveSessions(engine::Engine& engine, const std::string& dir);
