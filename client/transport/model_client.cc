@@ -280,9 +280,10 @@ absl::StatusOr<PrefillResult> ModelClient::Prefill(Session& session,
     if (options.mask != nullptr) TokenMaskToProto(*options.mask, request.mutable_mask());
     v1::PrefillResponse response;
     const grpc::Status s = PrefillOnce(request, &response, cancel);
-    const bool named = !session.id.empty();
-    // (0: not reported; a session holds a token at least after a Prefill.)
-    if (s.ok() && named && response.num_tokens() != 0 &&
+    // (0: not reported; a session holds a token at least after a Prefill.
+    // A named session's sync_history reconciles its history itself.)
+    const bool appended = !session.id.empty() && !session.named;
+    if (s.ok() && appended && response.num_tokens() != 0 &&
         response.num_tokens() != static_cast<int64_t>(session.tokens.size() + tokens.size()) &&
         lost < kMaxRebuildsPerCall) {
       // The session holds another history than ours (its replica restored
