@@ -353,6 +353,18 @@ absl::Status GenerateLoop::Run::AwaitStep(int32_t token, bool need_logits) {
     session_.unsynced = !session_.id.empty();
     return s;
   }
+  // The session moved to another replica (a drain migrated it): go on there,
+  // rolled back to what this client knows (ModelPort::Relocate).
+  if (result_.session_relocations < kMaxRebuildsPerCall && model_.Relocate(session_)) {
+    ++result_.session_relocations;
+    if (!need_logits) {
+      session_.pending.push_back(token);  // the next call feeds it there
+      return absl::OkStatus();
+    }
+    const int32_t one[] = {token};
+    LLM_ASSIGN_OR_RETURN(PrefillResult moved, Prefill(one));
+    return logits_.Decode(moved.logits, model_.vocab_size());
+  }
   // The session is lost, or may be half-updated on a server that came back:
   // drop it (best effort) and rebuild from the history.
   if (!absl::IsNotFound(s)) {

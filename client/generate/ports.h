@@ -195,6 +195,14 @@ class ModelPort {
   // (or has no model session yet) only has its copy trimmed: the next
   // Prefill rebuilds it. Other errors are returned, the session unchanged.
   virtual absl::Status Truncate(Session& session, int64_t n) = 0;
+
+  // After a step on `session` failed as lost (NOT_FOUND, UNAVAILABLE,
+  // CANCELLED): true when the model session was found on a replica (it
+  // moved there: live migration on drain, docs/client.md "Sessions that
+  // move"); then the next call goes there and rolls the session back to
+  // session.tokens first (Session::overhang: a step cut short may have
+  // appended more), and nothing needs a re-prefill. False: it is lost.
+  virtual bool Relocate(Session& session) { return false; }
 };
 
 }  // namespace llm::client

@@ -82,6 +82,7 @@ class ModelClient : public ModelPort {
   std::unique_ptr<DecodeSteps> OpenSteps(const std::string& session_id, int32_t max_steps) override;
   absl::Status Release(Session& session) override;
   absl::Status Truncate(Session& session, int64_t n) override;
+  bool Relocate(Session& session) override;
 
  private:
   ModelClient(const ClientOptions& options, std::unique_ptr<ModelPool> pool);

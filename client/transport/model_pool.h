@@ -34,13 +34,16 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -126,6 +129,31 @@ class ModelPool {
 
   // The replica part of a session id (up to its last '.'); "" if none.
   static std::string ReplicaOf(const std::string& session_id);
+  // `endpoint`'s last Info.
+  v1::ModelInfo InfoOf(const Endpoint* endpoint) const;
+
+  // Sessions that move (live migration on drain; docs/client.md "Sessions
+  // that move"): a routing table session id -> replica id, which ForSession
+  // consults before the replica the id names. An entry is learned from the
+  // "llm-session-location" trailing metadata of a NOT_FOUND (LearnLocation)
+  // or found by asking the replicas (Locate), and forgotten on Release.
+  //
+  // Reads `context`'s trailing "llm-session-location" after a call on
+  // `session_id` failed NOT_FOUND: true when it named a replica (recorded).
+  bool LearnLocation(const std::string& session_id, const grpc::ClientContext& context);
+  // Records that `session_id` lives on `replica_id` now.
+  void Moved(const std::string& session_id, const std::string& replica_id);
+  // The replica the table holds for `session_id`; "" if none.
+  std::string MovedTo(const std::string& session_id) const;
+  // Drops `session_id`'s entry (the session was released).
+  void Forget(const std::string& session_id);
+  // The up endpoint that holds `session_id`: its table entry's, else the
+  // first that lists it (ListSessions with session_id, each call with
+  // probe_timeout; recorded in the table). NOT_FOUND when none does.
+  // Counts the sessions found (relocated()).
+  absl::StatusOr<Endpoint*> Locate(const std::string& session_id);
+  // How many times Locate found a session (process lifetime).
+  int64_t relocated() const { return relocated_.load(std::memory_order_relaxed); }
 
  private:
   ModelPool(std::string spec, ModelTarget target, ChannelFactory factory,
@@ -151,6 +179,10 @@ class ModelPool {
   absl::Time last_refresh_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // when the last began
   absl::Time last_refresh_end_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Status last_refresh_status_ ABSL_GUARDED_BY(mu_);
+  // The routing table of moved sessions (bounded: cleared past kMaxMoved
+  // entries; a session it forgot is found again by Locate).
+  absl::flat_hash_map<std::string, std::string> moved_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> relocated_{0};
 };
 
 }  // namespace llm::client
