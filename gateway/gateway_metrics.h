@@ -10,6 +10,10 @@
 //   llm_gateway_requests_rejected_total         refused at admission (queue full or wait over: 429)
 //   llm_gateway_forced_tokens_total             structured output: generated tokens a grammar
 //   forced
+//   llm_gateway_sessions_rebuilt_total          model sessions lost and re-prefilled from the
+//       conversation's history (docs/client.md "Lost sessions")
+//   llm_gateway_sessions_relocated_total        model sessions found moved to another replica
+//       (a drain migrated them, docs/client.md "Sessions that move"): not re-prefilled
 //   vllm:e2e_request_latency_seconds{model_name}  chat, completions and messages requests
 //       answered 200, from arrival to the last byte (vLLM's name, for its Grafana dashboards
 //       and the inference gateway: docs/operations.md; the model server exports the others)
@@ -45,6 +49,11 @@ class GatewayMetrics {
   void QueueWait(absl::Duration waited);
   void Rejected() { rejected_.Increment(); }
   void Forced(int64_t tokens) { forced_.Increment(static_cast<double>(tokens)); }
+  // Model sessions a request re-prefilled, and found moved.
+  void Sessions(int64_t rebuilt, int64_t relocated) {
+    rebuilt_.Increment(static_cast<double>(rebuilt));
+    relocated_.Increment(static_cast<double>(relocated));
+  }
   prometheus::Gauge& active() { return active_; }
   prometheus::Gauge& queued() { return queued_; }
 
@@ -64,6 +73,8 @@ class GatewayMetrics {
   prometheus::Histogram& queue_wait_;
   prometheus::Counter& rejected_;
   prometheus::Counter& forced_;
+  prometheus::Counter& rebuilt_;
+  prometheus::Counter& relocated_;
   prometheus::Histogram& e2e_;
 };
 

@@ -668,6 +668,7 @@ int Handler::Serve(HttpExchange& http, absl::Time arrival, GenerationRequest& re
   const ChoicesOutcome out = RunChoices(run);
   metrics_.Tokens(out.usage.prompt_tokens, out.usage.completion_tokens);
   metrics_.Forced(out.usage.forced_tokens);
+  metrics_.Sessions(out.usage.session_rebuilds, out.usage.session_relocations);
   metrics_.active().Decrement();
   done();
   if (!out.error.ok()) {
