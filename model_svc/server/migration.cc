@@ -83,7 +83,9 @@ absl::Status SessionMigrator::Send(const Peer& peer, const std::string& id,
 SessionMigrator::Outcome SessionMigrator::Move(const std::string& id,
                                                const std::vector<Peer>& peers) {
   const absl::Time start = absl::Now();
+  const engine::SessionInfo before = Info(id);
   absl::StatusOr<std::string> bytes = engine_.ExportSession(id, /*compress=*/false);
+  if (absl::IsAborted(bytes.status())) return Outcome::kRetry;  // a call got in first
   if (!bytes.ok()) {
     // Gone meanwhile (released, expired): nothing to move.
     std::fprintf(stderr, "model_server: migration: session %s not exported: %s\n", id.c_str(),
@@ -96,12 +98,16 @@ SessionMigrator::Outcome SessionMigrator::Move(const std::string& id,
   for (size_t i : RendezvousOrder(id, pods)) {
     const absl::Status s = Send(peers[i], id, *bytes);
     if (s.ok()) {
+      // A call admitted just before the mark may have changed the session
+      // after the copy: then the peer's copy is stale; drop it, try again.
+      const engine::SessionInfo after = Info(id);
+      if (after.busy || after.num_tokens != before.num_tokens) {
+        ReleaseOnPeer(peers[i], id);
+        return Outcome::kRetry;
+      }
       moved_.End(id, peers[i].replica_id);
       const absl::Duration took = absl::Now() - start;
-      int64_t tokens = 0;
-      for (const engine::SessionInfo& info : engine_.ListSessions()) {
-        if (info.id == id) tokens = info.num_tokens;
-      }
+      const int64_t tokens = after.num_tokens;
       engine_.Release(id).IgnoreError();
       std::fprintf(stderr, "model_server: migration: session %s (%lld tokens, %.1f MiB) -> %s in %.0f ms\n",
                    id.c_str(), static_cast<long long>(tokens), bytes->size() / (1024.0 * 1024.0),
@@ -120,11 +126,20 @@ SessionMigrator::Outcome SessionMigrator::Move(const std::string& id,
   return Outcome::kFailed;
 }
 
-bool SessionMigrator::Busy(const std::string& id) const {
-  for (const engine::SessionInfo& s : engine_.ListSessions()) {
-    if (s.id == id) return s.busy;
+engine::SessionInfo SessionMigrator::Info(const std::string& id) const {
+  for (engine::SessionInfo& s : engine_.ListSessions()) {
+    if (s.id == id) return s;
   }
-  return false;
+  return {};
+}
+
+void SessionMigrator::ReleaseOnPeer(const Peer& peer, const std::string& id) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+  v1::ReleaseRequest request;
+  request.set_session_id(id);
+  v1::ReleaseResponse response;
+  peers_.Connect(peer.endpoint)->stub->Release(&context, request, &response);
 }
 
 int64_t SessionMigrator::Pass(absl::Time deadline) {
@@ -148,14 +163,18 @@ int64_t SessionMigrator::Pass(absl::Time deadline) {
       }
       moved_.Begin(id);  // from here no call starts on it: its calls wait for the outcome
       // The request in flight on it (a decode step, a prefill) ends first.
-      while (Busy(id) && absl::Now() < deadline) absl::SleepFor(kBusyPoll);
-      if (Busy(id)) {
+      while (Info(id).busy && absl::Now() < deadline) absl::SleepFor(kBusyPoll);
+      if (Info(id).busy) {
         moved_.End(id, "");
         ++left;
         continue;
       }
       const Outcome outcome = Move(id, peers);
       if (outcome != Outcome::kMoved) moved_.End(id, "");
+      if (outcome == Outcome::kRetry) {  // the next pass tries it again
+        ++left;
+        continue;
+      }
       if (metrics_ != nullptr && outcome != Outcome::kGone) {
         metrics_->CountMigration(outcome == Outcome::kMoved ? "moved" : "failed");
       }

@@ -73,12 +73,15 @@ class SessionMigrator {
     std::string pod;
     client::ModelPool::Endpoint* endpoint;
   };
-  // Whether session `id` has a request in the engine.
-  bool Busy(const std::string& id) const;
+  // Session `id` as the engine lists it (a default SessionInfo if gone).
+  engine::SessionInfo Info(const std::string& id) const;
+  // Drops a stale copy of `id` on `peer` (best effort).
+  void ReleaseOnPeer(const Peer& peer, const std::string& id);
   // The up, not draining peers (a refresh of the pool at most every second).
   std::vector<Peer> Peers();
-  enum class Outcome { kMoved, kFailed, kGone };
-  // Moves one session (kGone: it is no longer here).
+  enum class Outcome { kMoved, kFailed, kGone, kRetry };
+  // Moves one session (kGone: it is no longer here; kRetry: a call changed
+  // it during the move, the peer's copy was dropped).
   Outcome Move(const std::string& id, const std::vector<Peer>& peers);
   // Streams `bytes` to `peer` as session `id`.
   absl::Status Send(const Peer& peer, const std::string& id, const std::string& bytes);
