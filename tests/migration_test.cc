@@ -35,6 +35,7 @@
 #include "common/test_paths.h"
 #include "llm/v1/model.grpc.pb.h"
 #include "llm/v1/tokenizer.grpc.pb.h"
+#include "tests/replica_testing.h"
 #include "tests/server_process.h"
 
 namespace llm {
@@ -64,26 +65,13 @@ int FreePort() {
   return port;
 }
 
-std::string ReplicaId(v1::Model::Stub& stub) {
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  v1::ModelInfo info;
-  const grpc::Status s = stub.Info(&context, v1::ModelInfoRequest(), &info);
-  EXPECT_TRUE(s.ok()) << s.error_message();
-  return info.replica_id();
-}
+using testing::ReplicaId;
 
-client::GenerateParams Greedy() {
-  client::GenerateParams p;
-  p.sampling.temperature = 0;
-  p.max_tokens = kTokens;
-  p.ignore_eos = true;
-  return p;
-}
+client::GenerateParams Greedy() { return testing::Greedy(kTokens); }
 
 std::string Turn(int chat, int turn) {
-  static const char* const kTopics[] = {"the sea", "lighthouses", "bread", "rivers",
-                                        "mountains", "trains", "bees", "clocks"};
+  static const char* const kTopics[] = {"the sea",   "lighthouses", "bread", "rivers",
+                                        "mountains", "trains",      "bees",  "clocks"};
   return StrCat(turn == 0 ? "Tell me about " : " And then, ", kTopics[chat % 8],
                 chat >= 8 ? " at night" : "", turn == 2 ? "?" : ".");
 }
@@ -99,12 +87,9 @@ class MigrationTest : public ::testing::Test {
 
   // Starts model server `i` of `model` on `port` with `peers` (may be "").
   void StartModel(int i, const std::string& model, int port, const std::string& peers) {
-    std::vector<std::string> flags = {"--model",      model,
-                                      "--listen",     StrCat("127.0.0.1:", port),
-                                      "--kv_cache_mb", "96",
-                                      "--threads",    "1",
-                                      "--pod_name",   StrCat("pod-", i),
-                                      "--drain_seconds", "60"};
+    std::vector<std::string> flags = {
+        "--model",   model, "--listen",   StrCat("127.0.0.1:", port), "--kv_cache_mb",   "96",
+        "--threads", "1",   "--pod_name", StrCat("pod-", i),          "--drain_seconds", "60"};
     if (!peers.empty()) {
       flags.push_back("--peers");
       flags.push_back(peers);
@@ -115,19 +100,10 @@ class MigrationTest : public ::testing::Test {
   }
 
   std::unique_ptr<client::Generator> Connect(const std::string& model_address) {
-    client::ClientOptions o;
-    o.tokenizer_address = tokenizer_.process->address();
-    o.model_address = model_address;
-    o.rpc_timeout = absl::Seconds(120);
-    o.reconnect_timeout = absl::Seconds(30);
-    absl::StatusOr<std::unique_ptr<client::Generator>> g = client::Generator::Connect(o);
-    EXPECT_TRUE(g.ok()) << g.status();
-    return g.ok() ? std::move(*g) : nullptr;
+    return testing::ConnectGenerator(tokenizer_.process->address(), model_address);
   }
   std::vector<int32_t> Encode(client::Generator& g, const std::string& text) {
-    absl::StatusOr<std::vector<int32_t>> ids = g.Encode(text);
-    EXPECT_TRUE(ids.ok()) << ids.status();
-    return ids.ok() ? *ids : std::vector<int32_t>{};
+    return testing::EncodeOrFail(g, text);
   }
   // Whether `session_id` was made by server `i`.
   bool MadeBy(int i, const std::string& session_id) const {
@@ -177,9 +153,8 @@ TEST_F(MigrationTest, SigtermMidStreamMovesEveryChatToThePeerWithoutRePrefill) {
         absl::StatusOr<client::GenerateResult> r =
             g->Generate(s, Encode(*g, Turn(c, t)), Greedy(), [&](const client::TokenEvent& e) {
               if (e.token < 0 || ++tokens_seen != trigger || signalled.exchange(true)) return;
-              terminator = std::thread([&] {
-                victim_status = models_[0].process->Terminate(std::chrono::seconds(90));
-              });
+              terminator = std::thread(
+                  [&] { victim_status = models_[0].process->Terminate(std::chrono::seconds(90)); });
             });
         if (!r.ok()) {
           errors[c] = r.status().ToString();
@@ -204,7 +179,7 @@ TEST_F(MigrationTest, SigtermMidStreamMovesEveryChatToThePeerWithoutRePrefill) {
     SCOPED_TRACE(StrCat("chat ", c, " (session ", first_ids[c], ")"));
     EXPECT_EQ(errors[c], "");  // none lost
     EXPECT_EQ(got[c], expected[c]);
-    EXPECT_EQ(rebuilds[c], 0);  // none re-prefilled
+    EXPECT_EQ(rebuilds[c], 0);             // none re-prefilled
     EXPECT_EQ(last_ids[c], first_ids[c]);  // the same id, wherever it lives
     if (MadeBy(0, first_ids[c])) {
       ++moved;
@@ -233,8 +208,8 @@ TEST_F(MigrationTest, APeerOfAnotherModelRefusesAndTheClientRePrefills) {
   // (The other model's replica first: the peer pool keeps the first model
   // that answers, so server 0 itself is the odd one there and the import
   // really reaches the other model, which refuses it.)
-  ASSERT_NO_FATAL_FAILURE(
-      StartModel(0, ModelPath(), ports[0], StrCat("127.0.0.1:", ports[1], ",127.0.0.1:", ports[0])));
+  ASSERT_NO_FATAL_FAILURE(StartModel(0, ModelPath(), ports[0],
+                                     StrCat("127.0.0.1:", ports[1], ",127.0.0.1:", ports[0])));
   ASSERT_NO_FATAL_FAILURE(StartModel(2, ModelPath(), ports[2], ""));
   std::unique_ptr<client::Generator> g =
       Connect(StrCat("127.0.0.1:", ports[0], ",127.0.0.1:", ports[2]));

@@ -73,7 +73,8 @@ absl::Status ModelClient::Release(Session& session) {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
     const grpc::Status s = pool_->Connect(*owner)->stub->Release(&context, request, &response);
-    if (s.error_code() == grpc::StatusCode::NOT_FOUND && pool_->LearnLocation(session.id, context)) {
+    if (s.error_code() == grpc::StatusCode::NOT_FOUND &&
+        pool_->LearnLocation(session.id, context)) {
       continue;
     }
     if (!s.ok() && s.error_code() != grpc::StatusCode::NOT_FOUND) {
@@ -204,7 +205,7 @@ grpc::Status ModelClient::PrefillOnce(const v1::PrefillRequest& request,
     pool_->Learned(*endpoint, response->session_id());
   } else if (status.error_code() == grpc::StatusCode::NOT_FOUND &&
              !pool_->LearnLocation(request.session_id(), context)) {  // moved: where to
-    pool_->Forget(request.session_id());  // not there (any more)
+    pool_->Forget(request.session_id());                              // not there (any more)
   } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
              (status.error_code() == grpc::StatusCode::CANCELLED &&
               !cancel.load(std::memory_order_relaxed))) {

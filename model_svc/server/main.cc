@@ -47,6 +47,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/transport/model_pool.h"
 #include "common/cpu_set.h"
 #include "common/flags.h"
 #include "common/gguf/gguf.h"
@@ -64,7 +65,6 @@
 #include "model_svc/engine/engine.h"
 #include "model_svc/engine/loader.h"
 #include "model_svc/model/config.h"
-#include "client/transport/model_pool.h"
 #include "model_svc/server/compute_affinity.h"
 #include "model_svc/server/migration.h"
 #include "model_svc/server/model_service.h"
@@ -202,10 +202,10 @@ void PrintError(const absl::Status& status) {
 absl::StatusOr<std::unique_ptr<client::ModelPool>> PeerPool(const std::string& token) {
   const std::string spec = absl::GetFlag(FLAGS_peers);
   if (spec.empty()) return nullptr;
-  LLM_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> creds,
-                       MakeChannelCredentials({absl::GetFlag(FLAGS_tls_cert),
-                                               absl::GetFlag(FLAGS_tls_key),
-                                               absl::GetFlag(FLAGS_tls_ca)}));
+  LLM_ASSIGN_OR_RETURN(
+      std::shared_ptr<grpc::ChannelCredentials> creds,
+      MakeChannelCredentials({absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+                              absl::GetFlag(FLAGS_tls_ca)}));
   absl::StatusOr<std::unique_ptr<client::ModelPool>> pool = client::ModelPool::Create(
       spec,
       [creds, token](const std::string& address, const std::string& server_name) {

@@ -44,8 +44,7 @@ std::vector<SessionMigrator::Peer> SessionMigrator::Peers() {
   std::vector<Peer> out;
   for (client::ModelPool::Endpoint* e : peers_.UpEndpoints()) {
     const v1::ModelInfo info = peers_.InfoOf(e);
-    if (info.draining() || info.replica_id().empty() ||
-        info.replica_id() == options_.replica_id) {
+    if (info.draining() || info.replica_id().empty() || info.replica_id() == options_.replica_id) {
       continue;
     }
     out.push_back({info.replica_id(), client::ModelPool::ReplicaOf(info.replica_id()), e});
@@ -109,7 +108,8 @@ SessionMigrator::Outcome SessionMigrator::Move(const std::string& id,
       const absl::Duration took = absl::Now() - start;
       const int64_t tokens = after.num_tokens;
       engine_.Release(id).IgnoreError();
-      std::fprintf(stderr, "model_server: migration: session %s (%lld tokens, %.1f MiB) -> %s in %.0f ms\n",
+      std::fprintf(stderr,
+                   "model_server: migration: session %s (%lld tokens, %.1f MiB) -> %s in %.0f ms\n",
                    id.c_str(), static_cast<long long>(tokens), bytes->size() / (1024.0 * 1024.0),
                    peers[i].replica_id.c_str(), absl::ToDoubleMilliseconds(took));
       absl::MutexLock lock(&mu_);

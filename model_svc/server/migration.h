@@ -5,8 +5,8 @@
 //
 // At SIGTERM, for each session the migrator marks it moving in the service's
 // MovedSessions (new calls on it wait), waits for the request in flight on it
-// to end (a decode step of a stream, a prefill), exports it (Engine::ExportSession, uncompressed: on a pod network the zstd
-// pass costs more than it saves for f16 KV) and streams it to a peer with
+// to end (a decode step of a stream, a prefill), exports it (Engine::ExportSession, uncompressed:
+// on a pod network the zstd pass costs more than it saves for f16 KV) and streams it to a peer with
 // ImportSession under its id (SessionChunk.session_id). The peer is the
 // first in RendezvousOrder(session_id, pods) (common/rendezvous.h; a pod is
 // ModelPool::ReplicaOf(Info.replica_id)) among the peers that are up and
@@ -40,17 +40,17 @@
 namespace llm {
 
 struct MigrationOptions {
-  std::string replica_id;                     // this server's (skipped among the peers)
-  int parallel = 4;                           // moves at once
+  std::string replica_id;                          // this server's (skipped among the peers)
+  int parallel = 4;                                // moves at once
   absl::Duration rpc_timeout = absl::Seconds(60);  // each ImportSession
 };
 
 struct MigrationCounts {
   int64_t moved = 0;
   int64_t failed = 0;
-  int64_t bytes = 0;        // snapshot bytes sent for the sessions moved
-  int64_t tokens = 0;       // their tokens
-  absl::Duration busy;      // the sum of the moves' times
+  int64_t bytes = 0;    // snapshot bytes sent for the sessions moved
+  int64_t tokens = 0;   // their tokens
+  absl::Duration busy;  // the sum of the moves' times
 };
 
 class SessionMigrator {
