@@ -120,6 +120,7 @@ class GenerateLoop::Run {
   std::vector<int32_t> proposed_;
   size_t accepted_ = 0;
   bool speculation_unsupported_ = false;  // the server ignored proposals
+  int relocations_ = 0;                   // AwaitStep's Relocate calls
 
   // Structured generation (GenerateParams::constraint).
   // The grammar's state after every token generated so far (and after the
@@ -355,8 +356,7 @@ absl::Status GenerateLoop::Run::AwaitStep(int32_t token, bool need_logits) {
   }
   // The session moved to another replica (a drain migrated it): go on there,
   // rolled back to what this client knows (ModelPort::Relocate).
-  if (result_.session_relocations < kMaxRebuildsPerCall && model_.Relocate(session_)) {
-    ++result_.session_relocations;
+  if (relocations_++ < kMaxRebuildsPerCall && model_.Relocate(session_)) {
     if (!need_logits) {
       session_.pending.push_back(token);  // the next call feeds it there
       return absl::OkStatus();
@@ -610,7 +610,12 @@ absl::StatusOr<GenerateResult> GenerateLoop::Generate(Session& session,
                                                       const TokenCallback& on_token) {
   LLM_RETURN_IF_ERROR(ValidateParams(params));
   Run run(*this, session, params, on_token);
-  return run.PrefillAndDecode(new_tokens);
+  const int64_t relocations = session.relocations;
+  absl::StatusOr<GenerateResult> result = run.PrefillAndDecode(new_tokens);
+  if (result.ok()) {
+    result->session_relocations = static_cast<int32_t>(session.relocations - relocations);
+  }
+  return result;
 }
 
 }  // namespace llm::client

@@ -54,6 +54,9 @@ struct Session {
   // decode step fed that were then rejected. The next Prefill or step rolls
   // it back to tokens.size() first (truncate_to), at no extra call.
   bool overhang = false;
+  // Times the model session was found moved to another replica
+  // (ModelPort::Relocate: live migration), over the session's life.
+  int64_t relocations = 0;
 };
 
 struct EncodeOptions {
@@ -201,7 +204,8 @@ class ModelPort {
   // moved there: live migration on drain, docs/client.md "Sessions that
   // move"); then the next call goes there and rolls the session back to
   // session.tokens first (Session::overhang: a step cut short may have
-  // appended more), and nothing needs a re-prefill. False: it is lost.
+  // appended more), and nothing needs a re-prefill; session.relocations
+  // counts it. False: it is lost.
   virtual bool Relocate(Session& session) { return false; }
 };
 

@@ -94,6 +94,7 @@ bool ModelClient::Relocate(Session& session) {
   if (session.id.empty() || !pool_->Locate(session.id).ok()) return false;
   session.overhang = true;  // roll back what a step cut short may have added
   session.unsynced = false;
+  ++session.relocations;
   return true;
 }
 
