@@ -80,9 +80,7 @@ class MigrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "missing " << ModelPath();
-    testing::StartServer(&tokenizer_, "tokenizer_server", {"--vocab", ModelPath()},
-                         std::chrono::seconds(60));
-    ASSERT_NE(tokenizer_.stub, nullptr) << tokenizer_.error;
+    ASSERT_NO_FATAL_FAILURE(testing::StartTokenizer(&tokenizer_, ModelPath()));
   }
 
   // Starts model server `i` of `model` on `port` with `peers` (may be "").

@@ -16,8 +16,17 @@
 
 #include "client/generator.h"
 #include "llm/v1/model.grpc.pb.h"
+#include "llm/v1/tokenizer.grpc.pb.h"
+#include "tests/server_process.h"
 
 namespace llm::testing {
+
+// Starts a tokenizer_server of `vocab` into `state` (fails the test if it
+// does not serve).
+inline void StartTokenizer(ServerState<v1::Tokenizer>* state, const std::string& vocab) {
+  StartServer(state, "tokenizer_server", {"--vocab", vocab}, std::chrono::seconds(60));
+  ASSERT_NE(state->stub, nullptr) << state->error;
+}
 
 // Info.replica_id of the server behind `stub` ("" after a failed call, which
 // fails the test).

@@ -63,9 +63,7 @@ class RoutingTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "missing " << ModelPath();
-    testing::StartServer(&tokenizer_, "tokenizer_server", {"--vocab", ModelPath()},
-                         std::chrono::seconds(60));
-    ASSERT_NE(tokenizer_.stub, nullptr) << tokenizer_.error;
+    ASSERT_NO_FATAL_FAILURE(testing::StartTokenizer(&tokenizer_, ModelPath()));
     const char* pods[] = {"pod-a", "pod-b"};
     for (int i = 0; i < 2; ++i) {
       testing::StartServer(&models_[i], "model_server",

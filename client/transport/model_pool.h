@@ -14,6 +14,10 @@
 //     i.e. lost; on NOT_FOUND the caller rebuilds the session elsewhere;
 //   - spreads new sessions round robin over the replicas that are up and not
 //     draining (ForNewSession).
+// A session that a draining replica moved to another (live migration) is
+// routed by the pool's routing table (LearnLocation, Locate, below) before
+// its id's replica, and looked for on every up replica before it is called
+// lost.
 // An endpoint that answers UNAVAILABLE is marked down (MarkDown) until a
 // refresh finds it up again. Refresh() re-resolves the DNS name and calls
 // Info on every endpoint; it runs when the pool is created, every
