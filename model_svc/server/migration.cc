@@ -86,10 +86,11 @@ SessionMigrator::Outcome SessionMigrator::Move(const std::string& id,
   absl::StatusOr<std::string> bytes = engine_.ExportSession(id, /*compress=*/false);
   if (absl::IsAborted(bytes.status())) return Outcome::kRetry;  // a call got in first
   if (!bytes.ok()) {
-    // Gone meanwhile (released, expired): nothing to move.
+    // Gone meanwhile (released, expired: nothing to move), or not exportable
+    // (a backend without snapshots: UNIMPLEMENTED), which counts as failed.
     std::fprintf(stderr, "model_server: migration: session %s not exported: %s\n", id.c_str(),
                  std::string(bytes.status().message()).c_str());
-    return Outcome::kGone;
+    return absl::IsNotFound(bytes.status()) ? Outcome::kGone : Outcome::kFailed;
   }
   std::vector<std::string> pods;
   for (const Peer& p : peers) pods.push_back(p.pod);
