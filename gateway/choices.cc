@@ -100,6 +100,8 @@ ChoicesOutcome RunChoices(const ChoicesRun& run) {
       }
       out.usage.proposed_tokens += result->proposed_tokens;
       out.usage.forced_tokens += result->forced_tokens;
+      out.usage.session_rebuilds += result->session_rebuilds;
+      out.usage.session_relocations += result->session_relocations;
       out.usage.accepted_tokens += result->accepted_tokens;
       if (result->stop_reason == client::StopReason::kCancelled) {
         out.cancelled = true;

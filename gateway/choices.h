@@ -48,6 +48,10 @@ struct Usage {
   int64_t proposed_tokens = 0;  // speculation
   int64_t accepted_tokens = 0;
   int64_t forced_tokens = 0;  // structured output: tokens a grammar forced (not drawn)
+  // Model sessions lost and re-prefilled, and found moved to another replica
+  // (live migration) instead, during the request (GenerateResult's).
+  int64_t session_rebuilds = 0;
+  int64_t session_relocations = 0;
 
   // `response` (a response or a usage chunk) with usage.prompt_tokens_details
   // and, when the request speculated or a grammar forced tokens,

@@ -91,6 +91,18 @@ GatewayMetrics::GatewayMetrics(const std::string& model_name)
                                "sharing their prompt's longest prefix (prefix-aware routing).")
                          .Register(*registry_)
                          .Add({})),
+      rebuilt_(prometheus::BuildCounter()
+                   .Name("llm_gateway_sessions_rebuilt_total")
+                   .Help("Model sessions lost (expired, evicted, replica gone) and re-prefilled "
+                         "from the conversation's history.")
+                   .Register(*registry_)
+                   .Add({})),
+      relocated_(prometheus::BuildCounter()
+                     .Name("llm_gateway_sessions_relocated_total")
+                     .Help("Model sessions found moved to another replica (live migration on "
+                           "drain) and continued there without a re-prefill.")
+                     .Register(*registry_)
+                     .Add({})),
       e2e_(prometheus::BuildHistogram()
                .Name("vllm:e2e_request_latency_seconds")
                .Help("Chat, completions and messages requests answered 200: from arrival to "

@@ -14,6 +14,10 @@
 //       tokens: "kept" (the named model session held them) or "computed" (the rest)
 //   llm_gateway_prefix_routed_total             new sessions placed on the replica that was
 //       given a prompt with the same long prefix (the client pool's prefix-aware routing)
+//   llm_gateway_sessions_rebuilt_total          model sessions lost and re-prefilled from the
+//       conversation's history (docs/client.md "Lost sessions")
+//   llm_gateway_sessions_relocated_total        model sessions found moved to another replica
+//       (a drain migrated them, docs/client.md "Sessions that move"): not re-prefilled
 //   vllm:e2e_request_latency_seconds{model_name}  chat, completions and messages requests
 //       answered 200, from arrival to the last byte (vLLM's name, for its Grafana dashboards
 //       and the inference gateway: docs/operations.md; the model server exports the others)
@@ -53,6 +57,11 @@ class GatewayMetrics {
   void ConversationTokens(int64_t kept, int64_t computed);
   // The model pool's ModelPool::prefix_routed() now (a running total).
   void PrefixRouted(int64_t total);
+  // Model sessions a request re-prefilled, and found moved.
+  void Sessions(int64_t rebuilt, int64_t relocated) {
+    rebuilt_.Increment(static_cast<double>(rebuilt));
+    relocated_.Increment(static_cast<double>(relocated));
+  }
   prometheus::Gauge& active() { return active_; }
   prometheus::Gauge& queued() { return queued_; }
 
@@ -77,6 +86,8 @@ class GatewayMetrics {
   prometheus::Counter& conversation_computed_;
   std::mutex prefix_routed_mu_;  // PrefixRouted's read and increment, as one
   prometheus::Counter& prefix_routed_;
+  prometheus::Counter& rebuilt_;
+  prometheus::Counter& relocated_;
   prometheus::Histogram& e2e_;
 };
 

@@ -662,6 +662,7 @@ int Handler::Serve(HttpExchange& http, absl::Time arrival, GenerationRequest& re
                                 out.usage.prompt_tokens - out.usage.kept_tokens);
   }
   metrics_.Forced(out.usage.forced_tokens);
+  metrics_.Sessions(out.usage.session_rebuilds, out.usage.session_relocations);
   metrics_.active().Decrement();
   done();
   if (!out.error.ok()) {

@@ -38,6 +38,7 @@
 #include "llm/v1/tokenizer.grpc.pb.h"
 #include "tests/model_calls.h"
 #include "tests/ops_server.h"
+#include "tests/replica_testing.h"
 #include "tests/server_process.h"
 
 namespace llm {
@@ -48,22 +49,8 @@ using ::testing::StartsWith;
 
 std::string ModelPath() { return testing::SourceDir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf"; }
 
-std::string ReplicaId(v1::Model::Stub& stub) {
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  v1::ModelInfo info;
-  const grpc::Status s = stub.Info(&context, v1::ModelInfoRequest(), &info);
-  EXPECT_TRUE(s.ok()) << s.error_message();
-  return info.replica_id();
-}
-
-client::GenerateParams Greedy(int max_tokens) {
-  client::GenerateParams p;
-  p.sampling.temperature = 0;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;  // a fixed length, whatever the model says
-  return p;
-}
+using testing::Greedy;
+using testing::ReplicaId;
 
 class RoutingTest : public ::testing::Test {
  protected:
@@ -80,14 +67,7 @@ class RoutingTest : public ::testing::Test {
   }
 
   std::unique_ptr<client::Generator> Connect(const std::string& model_address) {
-    client::ClientOptions o;
-    o.tokenizer_address = tokenizer_.process->address();
-    o.model_address = model_address;
-    o.rpc_timeout = absl::Seconds(120);
-    o.reconnect_timeout = absl::Seconds(30);
-    absl::StatusOr<std::unique_ptr<client::Generator>> g = client::Generator::Connect(o);
-    EXPECT_TRUE(g.ok()) << g.status();
-    return g.ok() ? std::move(*g) : nullptr;
+    return testing::ConnectGenerator(tokenizer_.process->address(), model_address);
   }
   std::string BothAddresses() const {
     return StrCat(models_[0].process->address(), ",", models_[1].process->address());
@@ -100,9 +80,7 @@ class RoutingTest : public ::testing::Test {
     return -1;
   }
   std::vector<int32_t> Encode(client::Generator& g, const std::string& text) {
-    absl::StatusOr<std::vector<int32_t>> ids = g.Encode(text);
-    EXPECT_TRUE(ids.ok()) << ids.status();
-    return ids.ok() ? *ids : std::vector<int32_t>{};
+    return testing::EncodeOrFail(g, text);
   }
 
   testing::ServerState<v1::Tokenizer> tokenizer_;

@@ -84,15 +84,17 @@ Exported Export(v1::Model::Stub& stub, const std::string& session_id) {
   return out;
 }
 
-// Sends `bytes` in chunks of `chunk` bytes.
+// Sends `bytes` in chunks of `chunk` bytes (the first with `id`, if any).
 grpc::Status Import(v1::Model::Stub& stub, const std::string& bytes,
-                    v1::ImportSessionResponse* response, size_t chunk = 1000) {
+                    v1::ImportSessionResponse* response, size_t chunk = 1000,
+                    const std::string& id = "") {
   grpc::ClientContext context;
   context.set_deadline(Deadline());
   auto writer = stub.ImportSession(&context, response);
   for (size_t at = 0; at < bytes.size(); at += chunk) {
     v1::SessionChunk c;
     c.set_data(bytes.substr(at, chunk));
+    if (at == 0) c.set_session_id(id);
     if (!writer->Write(c)) break;
   }
   writer->WritesDone();
@@ -213,6 +215,42 @@ TEST_F(SessionSnapshotTest, ExportLeavesTheLookaheadGuessOut) {
   ASSERT_EQ(on_a.size(), 512u * 4);
   ASSERT_EQ(on_b.size(), on_a.size());
   EXPECT_EQ(std::memcmp(on_a.data(), on_b.data(), on_a.size()), 0);
+}
+
+// Live migration's import (SessionChunk.session_id) and locate
+// (ListSessionsRequest.session_id).
+TEST_F(SessionSnapshotTest, ImportUnderAnIdIsFoundByItAndRefusesATakenOrBadId) {
+  const Exported exported = Export(a(), Prefill(a(), Prompt()).session_id());
+  ASSERT_TRUE(exported.status.ok()) << exported.status.error_message();
+  const std::string id = "pod-moved.1a2b.00000000000000aa";
+  v1::ImportSessionResponse imported;
+  grpc::Status st = Import(b(), exported.bytes, &imported, 1000, id);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(imported.session_id(), id);
+  EXPECT_EQ(imported.num_tokens(), 41);
+
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  v1::ListSessionsRequest locate;
+  locate.set_session_id(id);
+  v1::ListSessionsResponse listed;
+  ASSERT_TRUE(b().ListSessions(&context, locate, &listed).ok());
+  ASSERT_EQ(listed.sessions_size(), 1);
+  EXPECT_EQ(listed.sessions(0).session_id(), id);
+  EXPECT_EQ(listed.sessions(0).num_tokens(), 41);
+  grpc::ClientContext elsewhere;
+  elsewhere.set_deadline(Deadline());
+  ASSERT_TRUE(a().ListSessions(&elsewhere, locate, &listed).ok());
+  EXPECT_EQ(listed.sessions_size(), 0);
+
+  st = Import(b(), exported.bytes, &imported, 1000, id);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::ALREADY_EXISTS) << st.error_message();
+  st = Import(b(), exported.bytes, &imported, 1000, "../etc/passwd");
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+  EXPECT_THAT(st.error_message(), HasSubstr("SessionChunk.session_id"));
+  st = Import(b(), exported.bytes, &imported, 1000, std::string(300, 'x'));
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+  EXPECT_THAT(st.error_message(), HasSubstr("300 bytes"));
 }
 
 TEST_F(SessionSnapshotTest, AnotherModelRefusesTheSnapshot) {

@@ -120,6 +120,7 @@ class GenerateLoop::Run {
   std::vector<int32_t> proposed_;
   size_t accepted_ = 0;
   bool speculation_unsupported_ = false;  // the server ignored proposals
+  int relocations_ = 0;                   // AwaitStep's Relocate calls
 
   // Structured generation (GenerateParams::constraint).
   // The grammar's state after every token generated so far (and after the
@@ -352,6 +353,17 @@ absl::Status GenerateLoop::Run::AwaitStep(int32_t token, bool need_logits) {
     session_.pending.push_back(token);
     session_.unsynced = !session_.id.empty();
     return s;
+  }
+  // The session moved to another replica (a drain migrated it): go on there,
+  // rolled back to what this client knows (ModelPort::Relocate).
+  if (relocations_++ < kMaxRebuildsPerCall && model_.Relocate(session_)) {
+    if (!need_logits) {
+      session_.pending.push_back(token);  // the next call feeds it there
+      return absl::OkStatus();
+    }
+    const int32_t one[] = {token};
+    LLM_ASSIGN_OR_RETURN(PrefillResult moved, Prefill(one));
+    return logits_.Decode(moved.logits, model_.vocab_size());
   }
   // The session is lost, or may be half-updated on a server that came back:
   // drop it (best effort) and rebuild from the history (a named one keeps
@@ -600,7 +612,12 @@ absl::StatusOr<GenerateResult> GenerateLoop::Generate(Session& session,
                                                       const TokenCallback& on_token) {
   LLM_RETURN_IF_ERROR(ValidateParams(params));
   Run run(*this, session, params, on_token);
-  return run.PrefillAndDecode(new_tokens);
+  const int64_t relocations = session.relocations;
+  absl::StatusOr<GenerateResult> result = run.PrefillAndDecode(new_tokens);
+  if (result.ok()) {
+    result->session_relocations = static_cast<int32_t>(session.relocations - relocations);
+  }
+  return result;
 }
 
 }  // namespace llm::client

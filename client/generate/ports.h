@@ -65,6 +65,9 @@ struct Session {
   // `tokens` (the next Prefill rolls the model back). The model client
   // routes it by rendezvous hashing of the name (ModelPool::ForNamedSession).
   bool named = false;
+  // Times the model session was found moved to another replica
+  // (ModelPort::Relocate: live migration), over the session's life.
+  int64_t relocations = 0;
 };
 
 struct EncodeOptions {
@@ -217,6 +220,15 @@ class ModelPort {
   virtual absl::StatusOr<std::string> ImportSession(const std::string& bytes) {
     return absl::UnimplementedError("this model port has no session snapshots");
   }
+
+  // After a step on `session` failed as lost (NOT_FOUND, UNAVAILABLE,
+  // CANCELLED): true when the model session was found on a replica (it
+  // moved there: live migration on drain, docs/client.md "Sessions that
+  // move"); then the next call goes there and rolls the session back to
+  // session.tokens first (Session::overhang: a step cut short may have
+  // appended more), and nothing needs a re-prefill; session.relocations
+  // counts it. False: it is lost.
+  virtual bool Relocate(Session& session) { return false; }
 };
 
 }  // namespace llm::client

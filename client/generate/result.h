@@ -54,6 +54,7 @@ struct GenerateResult {
   absl::Duration time_to_first_token;  // Generate's start to the first sampled token
   absl::Duration decode_time;          // first sampled token to the last
   int32_t session_rebuilds = 0;        // lost sessions re-prefilled
+  int32_t session_relocations = 0;     // times the session was found moved (Session::relocations)
   int32_t inexact_samples = 0;         // samples with !Sample::exact (forced top-N)
   // Speculation (GenerateParams::speculate): tokens proposed to the model,
   // and how many of them the generation kept.

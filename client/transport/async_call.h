@@ -87,6 +87,8 @@ class BidiStream {
   }
 
   Response& response() { return response_; }
+  // The call's context (its trailing metadata, once finished).
+  const grpc::ClientContext& context() const { return context_; }
   bool finished() const { return finished_; }
 
   // Ends the call cleanly: waits for a pending read, half-closes, reads what

@@ -73,6 +73,10 @@ class GrpcDecodeSteps : public DecodeSteps {
     if (endpoint_ != nullptr && (absl::IsUnavailable(s) || absl::IsCancelled(s))) {
       pool_.MarkDown(endpoint_, s);
     }
+    // The session moved to another replica (the answer says which).
+    if (absl::IsNotFound(s) && stream_ != nullptr && stream_->finished()) {
+      if (!pool_.LearnLocation(session_id_, stream_->context())) pool_.Forget(session_id_);
+    }
     endpoint_ = nullptr;
     return s;
   }

@@ -67,22 +67,30 @@ absl::StatusOr<ModelPool::Endpoint*> ModelClient::Owner(const Session& session) 
 
 absl::Status ModelClient::Release(Session& session) {
   absl::Status result;
-  // A session whose replica is gone is released already.
-  absl::StatusOr<ModelPool::Endpoint*> owner = Owner(session);
-  if (owner.ok()) {
+  // A session whose replica is gone is released already; one that moved is
+  // released where it went (a second try).
+  for (int attempt = 0; attempt < 2 && !session.id.empty(); ++attempt) {
+    absl::StatusOr<ModelPool::Endpoint*> owner = Owner(session);
+    if (!owner.ok()) break;
     v1::ReleaseRequest request;
     request.set_session_id(session.id);
     v1::ReleaseResponse response;
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
     const grpc::Status s = pool_->Connect(*owner)->stub->Release(&context, request, &response);
+    if (s.error_code() == grpc::StatusCode::NOT_FOUND &&
+        pool_->LearnLocation(session.id, context)) {
+      continue;
+    }
     if (!s.ok() && s.error_code() != grpc::StatusCode::NOT_FOUND) {
       if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
         pool_->MarkDown(*owner, FromGrpcStatus(s));
       }
       result = WithContext(FromGrpcStatus(s), StrCat("model service at ", (*owner)->address));
     }
+    break;
   }
+  pool_->Forget(session.id);
   session = Session();
   return result;
 }
@@ -121,6 +129,14 @@ absl::StatusOr<std::string> ModelClient::ImportSession(const std::string& bytes)
   }
   pool_->Learned(endpoint, response.session_id());
   return response.session_id();
+}
+
+bool ModelClient::Relocate(Session& session) {
+  if (session.id.empty() || !pool_->Locate(session.id).ok()) return false;
+  session.overhang = true;  // roll back what a step cut short may have added
+  session.unsynced = false;
+  ++session.relocations;
+  return true;
 }
 
 absl::Status ModelClient::Truncate(Session& session, int64_t n) {
@@ -240,6 +256,9 @@ grpc::Status ModelClient::PrefillOnce(const v1::PrefillRequest& request,
   if (status.ok() && request.session_id().empty()) {
     pool_->Learned(*endpoint, response->session_id());
     pool_->PlacedPrompt(*endpoint, prompt);
+  } else if (status.error_code() == grpc::StatusCode::NOT_FOUND &&
+             !pool_->LearnLocation(request.session_id(), context)) {  // moved: where to
+    pool_->Forget(request.session_id());                              // not there (any more)
   } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
              (status.error_code() == grpc::StatusCode::CANCELLED &&
               !cancel.load(std::memory_order_relaxed))) {
@@ -258,6 +277,7 @@ absl::StatusOr<PrefillResult> ModelClient::Prefill(Session& session,
   const absl::Time give_up = absl::Now() + options_.reconnect_timeout;
   absl::Duration backoff = kFirstBackoff;
   int lost = 0;
+  int relocations = 0;
   int new_session_refusals = 0;
   while (true) {
     v1::PrefillRequest request;
@@ -326,6 +346,11 @@ absl::StatusOr<PrefillResult> ModelClient::Prefill(Session& session,
     // down by PrefillOnce): rebuild it from the history, on any replica.
     const bool replica_gone = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
                               s.error_code() == grpc::StatusCode::CANCELLED;
+    if ((s.error_code() == grpc::StatusCode::NOT_FOUND || replica_gone) && !session.id.empty() &&
+        relocations < kMaxRebuildsPerCall && Relocate(session)) {
+      ++relocations;  // it moved: go on there, no rebuild
+      continue;
+    }
     if ((s.error_code() == grpc::StatusCode::NOT_FOUND || replica_gone) && !session.id.empty() &&
         lost < kMaxRebuildsPerCall) {
       if (!session.named) session.id.clear();  // a name goes to its next replica

@@ -87,6 +87,7 @@ class ModelClient : public ModelPort {
   // for a snapshot of another model, UNIMPLEMENTED without snapshots).
   absl::StatusOr<std::string> ExportSession(const Session& session) override;
   absl::StatusOr<std::string> ImportSession(const std::string& bytes) override;
+  bool Relocate(Session& session) override;
 
  private:
   ModelClient(const ClientOptions& options, std::unique_ptr<ModelPool> pool);

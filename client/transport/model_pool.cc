@@ -14,6 +14,10 @@ namespace {
 
 // The deadline of an Info probe of an endpoint that is down.
 constexpr absl::Duration kDownProbeTimeout = absl::Seconds(1);
+// The most entries of the moved-session routing table.
+constexpr size_t kMaxMoved = 1 << 16;
+// The trailing metadata of a NOT_FOUND that names a moved session's replica.
+constexpr char kSessionLocationKey[] = "llm-session-location";
 
 // Whether `e` takes new sessions (named ones too).
 bool TakesNewSessions(const ModelPool::Endpoint& e) {
@@ -241,15 +245,20 @@ ModelPool::Endpoint* ModelPool::FindRestarted(const std::string& replica_id) {
 }
 
 absl::StatusOr<ModelPool::Endpoint*> ModelPool::ForSession(const std::string& session_id) {
-  const std::string replica = ReplicaOf(session_id);
+  std::string replica = MovedTo(session_id);  // a session that moved: its new replica
+  if (replica.empty()) replica = ReplicaOf(session_id);
   {
     absl::MutexLock lock(&mu_);
     if (Endpoint* e = Find(replica)) return e;
   }
   Refresh().IgnoreError();
-  absl::MutexLock lock(&mu_);
-  if (Endpoint* e = Find(replica)) return e;
-  if (Endpoint* e = FindRestarted(replica)) return e;
+  {
+    absl::MutexLock lock(&mu_);
+    if (Endpoint* e = Find(replica)) return e;
+    if (Endpoint* e = FindRestarted(replica)) return e;
+  }
+  // Its replica is gone: the session may have moved to another one.
+  if (absl::StatusOr<Endpoint*> e = Locate(session_id); e.ok()) return e;
   return absl::NotFoundError(StrCat("session \"", session_id, "\" is lost: no model server at ",
                                     spec_, " is replica \"", replica,
                                     "\" any more (restarted or gone)"));
@@ -287,6 +296,13 @@ absl::StatusOr<ModelPool::Endpoint*> ModelPool::ForNewSession() {
 absl::StatusOr<ModelPool::Endpoint*> ModelPool::ForNamedSession(const std::string& name) {
   if (absl::Status s = RefreshToPlace(/*unprobed=*/true); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
+  // A name that was found moved (a redirect, Locate) goes where it went while
+  // that replica is up and keeps it: a drain moves a name to the first pod of
+  // its order among the others, so this differs from the order only while
+  // the draining pod is still listed, or when that first choice refused it.
+  if (const auto it = moved_.find(name); it != moved_.end()) {
+    if (Endpoint* e = Find(it->second); e != nullptr && !e->info.draining()) return e;
+  }
   std::vector<Endpoint*> candidates;
   for (const auto& e : endpoints_) {
     if (TakesNewSessions(*e) && !e->info.replica_id().empty()) candidates.push_back(e.get());
@@ -357,6 +373,64 @@ void ModelPool::MarkDown(Endpoint* endpoint, const absl::Status& why) {
   absl::MutexLock lock(&mu_);
   endpoint->up = false;
   endpoint->last_error = why;
+}
+
+v1::ModelInfo ModelPool::InfoOf(const Endpoint* endpoint) const {
+  absl::MutexLock lock(&mu_);
+  return endpoint->info;
+}
+
+bool ModelPool::LearnLocation(const std::string& session_id, const grpc::ClientContext& context) {
+  const auto& trailers = context.GetServerTrailingMetadata();
+  const auto it = trailers.find(kSessionLocationKey);
+  if (it == trailers.end() || it->second.empty()) return false;
+  Moved(session_id, std::string(it->second.data(), it->second.size()));
+  relocated_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void ModelPool::Moved(const std::string& session_id, const std::string& replica_id) {
+  absl::MutexLock lock(&mu_);
+  if (moved_.size() >= kMaxMoved) moved_.clear();
+  moved_[session_id] = replica_id;
+}
+
+std::string ModelPool::MovedTo(const std::string& session_id) const {
+  absl::MutexLock lock(&mu_);
+  const auto it = moved_.find(session_id);
+  return it == moved_.end() ? std::string() : it->second;
+}
+
+void ModelPool::Forget(const std::string& session_id) {
+  absl::MutexLock lock(&mu_);
+  moved_.erase(session_id);
+}
+
+absl::StatusOr<ModelPool::Endpoint*> ModelPool::Locate(const std::string& session_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    const auto it = moved_.find(session_id);
+    if (it != moved_.end()) {
+      if (Endpoint* e = Find(it->second)) return e;
+    }
+  }
+  v1::ListSessionsRequest request;
+  request.set_session_id(session_id);
+  for (Endpoint* e : UpEndpoints()) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + options_.probe_timeout));
+    v1::ListSessionsResponse response;
+    if (!Connect(e)->stub->ListSessions(&context, request, &response).ok()) continue;
+    for (const v1::SessionInfo& s : response.sessions()) {
+      if (s.session_id() != session_id) continue;  // a server older than the filter lists all
+      const std::string replica = InfoOf(e).replica_id();
+      if (!replica.empty()) Moved(session_id, replica);
+      relocated_.fetch_add(1, std::memory_order_relaxed);
+      return e;
+    }
+  }
+  return absl::NotFoundError(
+      StrCat("no model server at ", spec_, " holds session \"", session_id, "\""));
 }
 
 }  // namespace llm::client

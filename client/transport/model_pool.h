@@ -14,6 +14,10 @@
 //     i.e. lost; on NOT_FOUND the caller rebuilds the session elsewhere;
 //   - spreads new sessions round robin over the replicas that are up and not
 //     draining (ForNewSession).
+// A session that a draining replica moved to another (live migration) is
+// routed by the pool's routing table (LearnLocation, Locate, below) before
+// its id's replica, and looked for on every up replica before it is called
+// lost.
 // An endpoint that answers UNAVAILABLE is marked down (MarkDown) until a
 // refresh finds it up again. Refresh() re-resolves the DNS name and calls
 // Info on every endpoint; it runs when the pool is created, every
@@ -44,6 +48,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -156,6 +161,31 @@ class ModelPool {
 
   // The replica part of a session id (up to its last '.'); "" if none.
   static std::string ReplicaOf(const std::string& session_id);
+  // `endpoint`'s last Info.
+  v1::ModelInfo InfoOf(const Endpoint* endpoint) const;
+
+  // Sessions that move (live migration on drain; docs/client.md "Sessions
+  // that move"): a routing table session id -> replica id, which ForSession
+  // consults before the replica the id names. An entry is learned from the
+  // "llm-session-location" trailing metadata of a NOT_FOUND (LearnLocation)
+  // or found by asking the replicas (Locate), and forgotten on Release.
+  //
+  // Reads `context`'s trailing "llm-session-location" after a call on
+  // `session_id` failed NOT_FOUND: true when it named a replica (recorded).
+  bool LearnLocation(const std::string& session_id, const grpc::ClientContext& context);
+  // Records that `session_id` lives on `replica_id` now.
+  void Moved(const std::string& session_id, const std::string& replica_id);
+  // The replica the table holds for `session_id`; "" if none.
+  std::string MovedTo(const std::string& session_id) const;
+  // Drops `session_id`'s entry (the session was released).
+  void Forget(const std::string& session_id);
+  // The up endpoint that holds `session_id`: its table entry's, else the
+  // first that lists it (ListSessions with session_id, each call with
+  // probe_timeout; recorded in the table). NOT_FOUND when none does.
+  // Counts the sessions found (relocated()).
+  absl::StatusOr<Endpoint*> Locate(const std::string& session_id);
+  // How many times Locate found a session (process lifetime).
+  int64_t relocated() const { return relocated_.load(std::memory_order_relaxed); }
 
  private:
   ModelPool(std::string spec, ModelTarget target, ChannelFactory factory,
@@ -187,6 +217,10 @@ class ModelPool {
   absl::Status last_refresh_status_ ABSL_GUARDED_BY(mu_);
   PrefixIndex prefixes_;
   std::atomic<int64_t> prefix_routed_{0};
+  // The routing table of moved sessions (bounded: cleared past kMaxMoved
+  // entries; a session it forgot is found again by Locate).
+  absl::flat_hash_map<std::string, std::string> moved_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> relocated_{0};
 };
 
 }  // namespace llm::client

@@ -232,6 +232,10 @@ def check_workload(objs: list[dict], w: dict, where: str) -> None:
     if kind == "grpc":
         serving_peers = [(dict([CLIENT_LABEL]), True)] + \
             [(g, False) for g in gateway_selectors(objs)]
+        # A model server with --peers: its own pods too (live migration).
+        if m.flag_value(args, "peers"):
+            serving_peers.append(({"app.kubernetes.io/name": labels["app.kubernetes.io/name"]},
+                                  False))
     else:
         serving_peers = [(dict([GATEWAY_CLIENT_LABEL]), True)]
     # Scrapers reach the metrics (gateway: admin) port, and only that one; the

@@ -17,6 +17,11 @@
 // (--session_checkpoint_seconds, session_checkpoint.h). Sessions evicted for
 // memory go to --kv_spill_dir (spill_dir.h) and come back on their next call.
 //
+// Live migration (--peers, migration.h): on drain the sessions move to the
+// peers under their ids first, each as soon as the request in flight on it
+// has ended, and calls on a moved session get NOT_FOUND with its location;
+// then the drain goes on as above.
+//
 // Identity: the replica id "<--session_prefix><--pod_name>.<epoch>" (epoch:
 // the start time in Unix milliseconds, hex) begins every session id, so a
 // client can route a session to its replica and tell a restarted one's ids
@@ -45,6 +50,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/transport/model_pool.h"
 #include "common/cpu_set.h"
 #include "common/flags.h"
 #include "common/gguf/gguf.h"
@@ -63,6 +69,7 @@
 #include "model_svc/engine/loader.h"
 #include "model_svc/model/config.h"
 #include "model_svc/server/compute_affinity.h"
+#include "model_svc/server/migration.h"
 #include "model_svc/server/model_service.h"
 #include "model_svc/server/session_checkpoint.h"
 #include "model_svc/server/session_dir.h"
@@ -153,6 +160,17 @@ ABSL_FLAG(int, max_message_bytes, 16 << 20,
           "(counted in llm_limit_rejected_total{reason=\"message_size\"}; gRPC itself refuses, "
           "uncounted, requests over twice this).");
 
+ABSL_FLAG(std::string, peers, "",
+          "Live migration on drain: the model servers to move this one's sessions to on "
+          "SIGTERM/SIGINT, as the client's --model takes them (a list, or dns:///NAME:PORT of a "
+          "headless Service; this server itself, recognised by its replica id, is skipped). Each "
+          "session goes to the first up, not draining peer in its rendezvous order (the next on "
+          "failure), under the same id; calls on it here then get NOT_FOUND with the "
+          "llm-session-location trailing metadata. The peers are called with this server's "
+          "--tls_cert/--tls_key (as the client certificate), --tls_ca and --auth_token_file. "
+          "Empty: off (sessions are dropped on drain, or saved by --session_dir).");
+ABSL_FLAG(int, migrate_parallel, 4, "Sessions moved at once on drain (--peers).");
+
 namespace llm {
 namespace {
 
@@ -197,6 +215,61 @@ std::string ReplicaId(const std::string& prefix, const std::string& pod, absl::T
 
 void PrintError(const absl::Status& status) {
   std::fprintf(stderr, "model_server: %s\n", std::string(status.message()).c_str());
+}
+
+// The --peers pool (null without --peers), its channels with this server's
+// TLS files and `token` as a client's; INVALID_ARGUMENT for a bad target.
+absl::StatusOr<std::unique_ptr<client::ModelPool>> PeerPool(const std::string& token) {
+  const std::string spec = absl::GetFlag(FLAGS_peers);
+  if (spec.empty()) return nullptr;
+  LLM_ASSIGN_OR_RETURN(
+      std::shared_ptr<grpc::ChannelCredentials> creds,
+      MakeChannelCredentials({absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+                              absl::GetFlag(FLAGS_tls_ca)}));
+  absl::StatusOr<std::unique_ptr<client::ModelPool>> pool = client::ModelPool::Create(
+      spec,
+      [creds, token](const std::string& address, const std::string& server_name) {
+        grpc::ChannelArguments args;
+        // A peer resolved from a DNS name is reached by its IP: its
+        // certificate is checked against the name.
+        if (!server_name.empty() && !absl::GetFlag(FLAGS_tls_ca).empty()) {
+          args.SetSslTargetNameOverride(server_name);
+        }
+        args.SetMaxSendMessageSize(-1);
+        return CreateAuthChannel(address, creds, args, token);
+      },
+      client::ModelPoolOptions());
+  if (!pool.ok()) {
+    return absl::InvalidArgumentError(StrCat("--peers: ", pool.status().message()));
+  }
+  return pool;
+}
+
+// The drain's live migration (--peers): moves every session to a peer, each
+// as soon as it is idle, until none is left or `deadline`.
+void MigrateSessions(engine::Engine& engine, client::ModelPool& peers, ModelServiceImpl& service,
+                     ModelMetrics* metrics, const std::string& replica_id, absl::Time deadline) {
+  const absl::Time start = absl::Now();
+  const size_t sessions = engine.ListSessions().size();
+  std::fprintf(stderr, "model_server: migrating %zu sessions to the peers (--peers %s)\n", sessions,
+               absl::GetFlag(FLAGS_peers).c_str());
+  MigrationOptions options;
+  options.replica_id = replica_id;
+  options.parallel = absl::GetFlag(FLAGS_migrate_parallel);
+  SessionMigrator migrator(engine, peers, service.moved(), metrics, options);
+  int64_t left = 0;
+  while ((left = migrator.Pass(deadline)) > 0 && absl::Now() < deadline) {
+    absl::SleepFor(kDrainPoll);
+  }
+  const MigrationCounts c = migrator.counts();
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  std::fprintf(stderr,
+               "model_server: migration: %lld sessions moved (%lld tokens, %.1f MiB, %.1f MiB/s), "
+               "%lld failed, %lld left, in %.2f s\n",
+               static_cast<long long>(c.moved), static_cast<long long>(c.tokens),
+               c.bytes / (1024.0 * 1024.0),
+               seconds > 0 ? c.bytes / (1024.0 * 1024.0) / seconds : 0.0,
+               static_cast<long long>(c.failed), static_cast<long long>(left), seconds);
 }
 
 // "135.0M params", for the loaded line.
@@ -273,6 +346,8 @@ int Main() {
        absl::GetFlag(FLAGS_kv_spill_quota_mb) >= 0 &&
            absl::GetFlag(FLAGS_kv_spill_quota_mb) <= (int64_t{1} << 30),
        "0 to 2^30"},
+      {absl::GetFlagReflectionHandle(FLAGS_migrate_parallel),
+       absl::GetFlag(FLAGS_migrate_parallel) >= 1, ">= 1"},
   };
   for (const auto& check : checks) {
     if (!check.ok) {
@@ -370,6 +445,11 @@ int Main() {
   }
   std::unique_ptr<BearerAuth> auth;
   if (!token->empty()) auth = std::make_unique<BearerAuth>(*token);
+  absl::StatusOr<std::unique_ptr<client::ModelPool>> peers = PeerPool(*token);
+  if (!peers.ok()) {
+    PrintError(peers.status());
+    return 2;
+  }
 
   std::unique_ptr<MetricsHttp> metrics_http;
   std::unique_ptr<ModelMetrics> metrics;
@@ -520,6 +600,9 @@ int Main() {
     std::fprintf(stderr, "model_server: signal %d, draining (%lld calls in flight, up to %.1f s)\n",
                  signal_number, static_cast<long long>(service.calls_in_flight()),
                  absl::GetFlag(FLAGS_drain_seconds));
+    if (engine != nullptr && *peers != nullptr) {
+      MigrateSessions(*engine, **peers, service, metrics.get(), replica_id, drain_end);
+    }
     while (engine != nullptr && service.calls_in_flight() > 0 && absl::Now() < drain_end) {
       absl::SleepFor(kDrainPoll);
     }

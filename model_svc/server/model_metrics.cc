@@ -210,6 +210,11 @@ ModelMetrics::ModelMetrics(prometheus::Registry& registry, VllmLabels vllm)
                        .Help("Sessions of --session_dir, by outcome: saved (on drain), restored "
                              "(at start), skipped (not saved or a file not imported).")
                        .Register(registry)),
+      migrated_(prometheus::BuildCounter()
+                    .Name("llm_sessions_migrated_total")
+                    .Help("Sessions a drain moved to a peer replica (--peers), by outcome: moved, "
+                          "or failed (no peer took it; dropped, its client re-prefills it).")
+                    .Register(registry)),
       collector_(std::make_shared<EngineCollector>(std::move(vllm))) {}
 
 std::shared_ptr<prometheus::Collectable> ModelMetrics::engine_collectable() const {
@@ -236,6 +241,10 @@ void ModelMetrics::CountStatus(absl::StatusCode code) {
 
 void ModelMetrics::CountSessionDir(std::string_view outcome, int64_t n) {
   session_dir_.Add({{"outcome", std::string(outcome)}}).Increment(static_cast<double>(n));
+}
+
+void ModelMetrics::CountMigration(std::string_view outcome) {
+  migrated_.Add({{"outcome", std::string(outcome)}}).Increment();
 }
 
 void ModelMetrics::CountLimit(std::string_view reason) {

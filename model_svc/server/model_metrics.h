@@ -30,6 +30,9 @@
 //   llm_kv_spill_copy_seconds_total   counter: time spent copying evicted sessions' KV for it,
 //       under the engine's lock (engine)
 //   llm_kv_spill_sessions             gauge: sessions held there, written or queued (engine)
+//   llm_sessions_migrated_total{outcome} counter: sessions a drain moved to a peer (--peers,
+//       migration.h): outcome moved, or failed (no peer took it: another model, full, down;
+//       the session is dropped as without --peers and its client re-prefills it)
 //   llm_prefix_cache_queries_total    counter: prompt tokens looked up in the prefix cache (engine)
 //   llm_prefix_cache_hits_total       counter: prompt tokens found there (engine)
 //   llm_kv_cache_cached_blocks        gauge: free KV blocks holding a cached prefix (engine)
@@ -100,6 +103,8 @@ class ModelMetrics {
   void CountNonFiniteLogits() { non_finite_.Increment(); }
   // `n` sessions of --session_dir with `outcome` (saved, restored, skipped).
   void CountSessionDir(std::string_view outcome, int64_t n);
+  // A session a drain tried to move to a peer: `outcome` moved or failed.
+  void CountMigration(std::string_view outcome);
 
  private:
   class EngineCollector;
@@ -113,6 +118,7 @@ class ModelMetrics {
   prometheus::Family<prometheus::Counter>& limited_;
   prometheus::Counter& non_finite_;
   prometheus::Family<prometheus::Counter>& session_dir_;
+  prometheus::Family<prometheus::Counter>& migrated_;
   std::shared_ptr<EngineCollector> collector_;
 };
 

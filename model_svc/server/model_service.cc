@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -401,8 +402,10 @@ class DecodeStreamReactor final
   // `admitted`: not OK ends the call with it at once (authentication,
   // loading, the stream limit). The counts last as long as the reactor.
   DecodeStreamReactor(engine::Engine* engine, ModelMetrics* metrics, int64_t max_message_bytes,
-                      const absl::Status& admitted, std::vector<CallCount> counts)
-      : engine_(engine),
+                      const absl::Status& admitted, std::vector<CallCount> counts,
+                      absl::AnyInvocable<absl::Status(const std::string&)> check_not_moved)
+      : check_not_moved_(std::move(check_not_moved)),
+        engine_(engine),
         metrics_(metrics),
         max_message_bytes_(max_message_bytes),
         counts_(std::move(counts)) {
@@ -422,6 +425,10 @@ class DecodeStreamReactor final
     log_.set_session(request_.session_id());
     log_.add_tokens(1 + request_.proposed_size());
     if (absl::Status s = CheckMessageSize(metrics_, request_, max_message_bytes_); !s.ok()) {
+      Finish(Counted(metrics_, &log_, s));
+      return;
+    }
+    if (absl::Status s = check_not_moved_(request_.session_id()); !s.ok()) {
       Finish(Counted(metrics_, &log_, s));
       return;
     }
@@ -490,6 +497,8 @@ class DecodeStreamReactor final
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
 
+  // ModelServiceImpl::CheckNotMoved on this call.
+  absl::AnyInvocable<absl::Status(const std::string&)> check_not_moved_;
   engine::Engine* const engine_;
   ModelMetrics* const metrics_;
   const int64_t max_message_bytes_;
@@ -572,6 +581,16 @@ absl::Status ModelServiceImpl::CheckNotDraining() const {
   return draining_.load(std::memory_order_acquire) ? Draining() : absl::OkStatus();
 }
 
+absl::Status ModelServiceImpl::CheckNotMoved(grpc::CallbackServerContext* context,
+                                             const std::string& id) const {
+  if (id.empty()) return absl::OkStatus();
+  const std::string replica = moved_.Wait(id);
+  if (replica.empty()) return absl::OkStatus();
+  context->AddTrailingMetadata(kSessionLocationKey, replica);
+  return absl::NotFoundError(StrCat("session \"", id, "\" moved to replica \"", replica,
+                                    "\" (this one is draining): send its calls there"));
+}
+
 grpc::ServerUnaryReactor* ModelServiceImpl::Prefill(grpc::CallbackServerContext* context,
                                                     const v1::PrefillRequest* request,
                                                     v1::PrefillResponse* response) {
@@ -584,10 +603,19 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Prefill(grpc::CallbackServerContext*
   if (admitted.ok() && request->sync_history()) {
     if (absl::Status s = CheckSessionName(request->session_id()); !s.ok()) admitted = s;
   }
-  // A draining replica creates no session (a named one may have to: the
-  // client's pool routes names to the replicas that are not draining).
+  if (admitted.ok()) {
+    if (absl::Status s = CheckNotMoved(context, request->session_id()); !s.ok()) admitted = s;
+  }
+  // A draining replica creates no session: not an unnamed one, nor a named
+  // one it does not hold (the client's pool routes names to the replicas
+  // that are not draining). A named session it holds goes on, as calls on
+  // any existing session do, until the drain moves it.
   if (admitted.ok() && (request->session_id().empty() || request->sync_history())) {
-    if (absl::Status s = CheckNotDraining(); !s.ok()) admitted = s;
+    if (absl::Status s = CheckNotDraining();
+        !s.ok() &&
+        (request->session_id().empty() || !(*admitted)->Restore(request->session_id()).ok())) {
+      admitted = s;
+    }
   }
   if (!admitted.ok()) return FinishNow(metrics_, &log, context, admitted.status());
   engine::Engine* e = *admitted;
@@ -659,6 +687,9 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Decode(grpc::CallbackServerContext* 
   log.set_session(request->session_id());
   log.add_tokens(1 + request->proposed_size());
   absl::StatusOr<engine::Engine*> admitted = Admit(*context, *request);
+  if (admitted.ok()) {
+    if (absl::Status s = CheckNotMoved(context, request->session_id()); !s.ok()) admitted = s;
+  }
   if (!admitted.ok()) return FinishNow(metrics_, &log, context, admitted.status());
   engine::Engine* e = *admitted;
   auto* reactor = new AppendReactor();
@@ -701,8 +732,9 @@ ModelServiceImpl::DecodeStream(grpc::CallbackServerContext* context) {
       counts.push_back(std::move(stream));
     }
   }
-  return new DecodeStreamReactor(e, metrics_, options_.max_message_bytes, admitted,
-                                 std::move(counts));
+  return new DecodeStreamReactor(
+      e, metrics_, options_.max_message_bytes, admitted, std::move(counts),
+      [this, context](const std::string& id) { return CheckNotMoved(context, id); });
 }
 
 grpc::ServerUnaryReactor* ModelServiceImpl::Truncate(grpc::CallbackServerContext* context,
@@ -711,6 +743,9 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Truncate(grpc::CallbackServerContext
   RequestLog log("model", "Truncate");
   log.set_session(request->session_id());
   absl::StatusOr<engine::Engine*> admitted = Admit(*context, *request, &request->session_id());
+  if (admitted.ok()) {
+    if (absl::Status s = CheckNotMoved(context, request->session_id()); !s.ok()) admitted = s;
+  }
   if (!admitted.ok()) return FinishNow(metrics_, &log, context, admitted.status());
   engine::Engine* e = *admitted;
   // The engine answers at once, or after one step when the session's
@@ -731,6 +766,9 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Fork(grpc::CallbackServerContext* co
   absl::StatusOr<engine::Engine*> admitted = Admit(*context, *request, &request->session_id());
   if (admitted.ok()) {
     if (absl::Status s = CheckNotDraining(); !s.ok()) admitted = s;
+  }
+  if (admitted.ok()) {
+    if (absl::Status s = CheckNotMoved(context, request->session_id()); !s.ok()) admitted = s;
   }
   if (!admitted.ok()) return FinishNow(metrics_, &log, context, admitted.status());
   engine::Engine* e = *admitted;
@@ -774,6 +812,9 @@ grpc::ServerUnaryReactor* ModelServiceImpl::Release(grpc::CallbackServerContext*
   RequestLog log("model", "Release");
   log.set_session(request->session_id());
   absl::StatusOr<engine::Engine*> admitted = Admit(*context, *request, &request->session_id());
+  if (admitted.ok()) {
+    if (absl::Status s = CheckNotMoved(context, request->session_id()); !s.ok()) admitted = s;
+  }
   if (!admitted.ok()) return FinishNow(metrics_, &log, context, admitted.status());
   engine::Engine* e = *admitted;
   return FinishNow(metrics_, &log, context, e->Release(request->session_id()));
@@ -822,6 +863,7 @@ grpc::ServerUnaryReactor* ModelServiceImpl::ListSessions(grpc::CallbackServerCon
   // One session asked for: brought back first if --kv_spill_dir holds it.
   if (!request->session_id().empty()) e->Restore(request->session_id()).IgnoreError();
   for (const engine::SessionInfo& s : e->ListSessions()) {
+    if (!request->session_id().empty() && s.id != request->session_id()) continue;
     v1::SessionInfo* out = response->add_sessions();
     out->set_session_id(s.id);
     out->set_num_tokens(s.num_tokens);

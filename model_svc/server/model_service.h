@@ -40,6 +40,7 @@
 #include "model_svc/core/logits.h"
 #include "model_svc/engine/engine.h"
 #include "model_svc/server/model_metrics.h"
+#include "model_svc/server/moved_sessions.h"
 
 namespace llm {
 
@@ -86,6 +87,9 @@ class ModelServiceImpl final : public v1::Model::CallbackService {
   // Requires the bearer token of `auth` on every call (UNAUTHENTICATED
   // otherwise); `auth` must outlive the service. Call before the server starts.
   void SetAuth(const BearerAuth* auth) { auth_ = auth; }
+  // The sessions moved to a peer on drain (migration.h): calls on them are
+  // answered NOT_FOUND with their location (moved_sessions.h).
+  MovedSessions& moved() { return moved_; }
 
   grpc::ServerUnaryReactor* Prefill(grpc::CallbackServerContext* context,
                                     const v1::PrefillRequest* request,
@@ -129,12 +133,17 @@ class ModelServiceImpl final : public v1::Model::CallbackService {
                                         bool session_required = true) const;
   // UNAVAILABLE while draining (for calls that would create a session).
   absl::Status CheckNotDraining() const;
+  // NOT_FOUND, with the "llm-session-location" trailing metadata on
+  // `context`, when session `id` moved to a peer (after waiting for a move
+  // in progress); OK otherwise (and for an empty id).
+  absl::Status CheckNotMoved(grpc::CallbackServerContext* context, const std::string& id) const;
 
   ModelServiceOptions options_;  // written before engine_ is published
   std::atomic<engine::Engine*> engine_{nullptr};
   ModelMetrics* metrics_ = nullptr;
   const BearerAuth* auth_ = nullptr;
   std::atomic<bool> draining_{false};
+  MovedSessions moved_;
   std::atomic<int64_t> in_flight_{0};     // calls_in_flight()
   std::atomic<int64_t> open_streams_{0};  // DecodeStreams admitted and not ended
 };

@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "common/strings.h"
+#include "model_svc/server/model_service.h"
+#include "model_svc/server/session_dir.h"
 
 namespace llm {
 namespace {
@@ -103,6 +105,13 @@ class ImportReactor : public grpc::ServerReadReactor<v1::SessionChunk> {
 
   void OnReadDone(bool ok) override {
     if (ok) {
+      if (first_) {
+        first_ = false;
+        if (absl::Status s = TakeSessionId(); !s.ok()) {
+          Finish(finish_(s));
+          return;
+        }
+      }
       if (static_cast<int64_t>(bytes_.size() + chunk_.data().size()) > max_bytes_) {
         Finish(finish_(absl::InvalidArgumentError(
             StrCat("the snapshot is over ", max_bytes_,
@@ -121,7 +130,7 @@ class ImportReactor : public grpc::ServerReadReactor<v1::SessionChunk> {
     }
     // The client has sent everything: decode and import off gRPC's threads.
     thread_.Start([this] {
-      absl::StatusOr<engine::ImportedSession> s = engine_->ImportSession(bytes_);
+      absl::StatusOr<engine::ImportedSession> s = engine_->ImportSession(bytes_, session_id_);
       if (s.ok()) {
         response_->set_session_id(s->session_id);
         response_->set_num_tokens(s->num_tokens);
@@ -132,11 +141,28 @@ class ImportReactor : public grpc::ServerReadReactor<v1::SessionChunk> {
   void OnDone() override { delete this; }
 
  private:
+  // The first chunk's session_id (SessionChunk.session_id): kept when it is
+  // a valid id, INVALID_ARGUMENT naming why otherwise.
+  absl::Status TakeSessionId() {
+    const std::string& id = chunk_.session_id();
+    if (id.empty()) return absl::OkStatus();
+    if (id.size() > kMaxSessionIdBytes) {
+      return absl::InvalidArgumentError(StrCat("SessionChunk.session_id has ", id.size(),
+                                               " bytes, more than the limit of ",
+                                               kMaxSessionIdBytes));
+    }
+    if (absl::Status s = CheckSessionIdChars("SessionChunk.session_id", id); !s.ok()) return s;
+    session_id_ = id;
+    return absl::OkStatus();
+  }
+
   grpc::CallbackServerContext* const context_;
   engine::Engine* const engine_;
   v1::ImportSessionResponse* const response_;
   SnapshotFinisher finish_;
   int64_t max_bytes_ = 0;
+  bool first_ = true;
+  std::string session_id_;  // the first chunk's; empty: a new id
   std::string bytes_;
   v1::SessionChunk chunk_;
   CallThread thread_;  // last: joined first
