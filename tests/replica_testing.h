@@ -1,7 +1,8 @@
 // Helpers of the tests that run the client library over real model server
-// replicas on loopback (routing_test, migration_test): a replica's id, a
-// Generator over a tokenizer and a model target, greedy parameters, and
-// encoding that fails the test on error.
+// replicas on loopback (routing_test, migration_test, stateless_gateway_test):
+// starting them, their sessions, a replica's id, a Generator over a tokenizer
+// and a model target, greedy parameters, and encoding that fails the test on
+// error.
 #ifndef LLM_TESTS_REPLICA_TESTING_H_
 #define LLM_TESTS_REPLICA_TESTING_H_
 
@@ -68,6 +69,33 @@ inline std::vector<int32_t> EncodeOrFail(client::Generator& g, const std::string
   absl::StatusOr<std::vector<int32_t>> ids = g.Encode(text);
   EXPECT_TRUE(ids.ok()) << ids.status();
   return ids.ok() ? *ids : std::vector<int32_t>{};
+}
+
+// The sessions the server holds (a failed call fails the test: none).
+inline std::vector<v1::SessionInfo> ListSessions(v1::Model::Stub& stub) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::ListSessionsResponse response;
+  const grpc::Status s = stub.ListSessions(&context, v1::ListSessionsRequest(), &response);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return {response.sessions().begin(), response.sessions().end()};
+}
+
+// Starts tokenizer_server (the vocabulary of `model_path`) and one
+// model_server of `model_path` per pod name (--pod_name pods[i], 32 MiB of
+// KV cache, one thread, a 1 s drain) into models[i]; the stubs of those that
+// failed stay null (their `error` says why).
+inline void StartTokenizerAndReplicas(const std::string& model_path,
+                                      ServerState<v1::Tokenizer>* tokenizer,
+                                      ServerState<v1::Model>* models,
+                                      const std::vector<std::string>& pods) {
+  StartServer(tokenizer, "tokenizer_server", {"--vocab", model_path}, std::chrono::seconds(60));
+  for (size_t i = 0; i < pods.size(); ++i) {
+    StartServer(&models[i], "model_server",
+                {"--model", model_path, "--kv_cache_mb", "32", "--threads", "1", "--pod_name",
+                 pods[i], "--drain_seconds", "1"},
+                std::chrono::seconds(120));
+  }
 }
 
 }  // namespace llm::testing

@@ -36,7 +36,6 @@
 #include "common/test_paths.h"
 #include "llm/v1/model.grpc.pb.h"
 #include "llm/v1/tokenizer.grpc.pb.h"
-#include "tests/model_calls.h"
 #include "tests/ops_server.h"
 #include "tests/replica_testing.h"
 #include "tests/server_process.h"

@@ -46,7 +46,7 @@
 #include "llm/v1/tokenizer.grpc.pb.h"
 #include "nlohmann/json.hpp"
 #include "tests/http_client.h"
-#include "tests/model_calls.h"
+#include "tests/replica_testing.h"
 #include "tests/server_process.h"
 
 namespace llm {
