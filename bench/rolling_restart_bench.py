@@ -6,7 +6,9 @@ conversations (X-Session-Id) stream greedy turns of --tokens tokens, one after
 another, for the whole run. After --warmup seconds A gets SIGTERM (its sessions move
 to B), is started again on its port, and once it serves, B gets SIGTERM (its sessions,
 A's old ones among them, move to the new A) and is started again. Counts requests
-that failed (lost), and the gateway's llm_gateway_sessions_rebuilt_total (re-prefilled)
+that failed (lost), turns whose history was computed again (usage.prompt_tokens_details.
+cached_tokens below the previous turn's prompt and answer: the conversation's named
+session was not where the turn went), the gateway's llm_gateway_sessions_rebuilt_total
 and llm_gateway_sessions_relocated_total; compares the p50 / p99 inter-token latency
 (gaps between streamed chunks, per chat) before the restart and during it.
 
@@ -74,12 +76,26 @@ class Chat(threading.Thread):
         self.gaps: list[tuple[float, float]] = []  # (time, gap in seconds)
         self.turns = 0
         self.failed: list[str] = []
+        self.history = 0      # the previous turn's prompt and answer tokens
+        self.reprefilled = 0  # turns that found less of the history kept than that
+        self.kept = 0         # history tokens kept, all turns
+
+    def usage(self, u: dict) -> None:
+        """A turn's usage: with a conversation (named model session), cached_tokens
+        counts the history the session kept; less than the previous turn's prompt
+        means the history was computed again."""
+        cached = (u.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+        if self.history and cached < self.history - 8:  # (the answer may re-encode)
+            self.reprefilled += 1
+        self.kept += cached
+        self.history = u["prompt_tokens"] + u["completion_tokens"]
 
     def turn(self, messages: list[dict]) -> str:
         host, port = self.gateway.split(":")
         conn = http.client.HTTPConnection(host, int(port), timeout=120)
         body = json.dumps({"model": self.model_id, "messages": messages, "max_tokens": self.tokens,
-                           "temperature": 0, "ignore_eos": True, "stream": True})
+                           "temperature": 0, "ignore_eos": True, "stream": True,
+                           "stream_options": {"include_usage": True}})
         conn.request("POST", "/v1/chat/completions", body,
                      {"Content-Type": "application/json",
                       "X-Session-Id": f"rolling-{self.index}"})
@@ -97,6 +113,8 @@ class Chat(threading.Thread):
             j = json.loads(line[6:])
             if "error" in j:
                 raise RuntimeError(str(j["error"]))
+            if j.get("usage"):
+                self.usage(j["usage"])
             delta = j["choices"][0]["delta"].get("content") if j.get("choices") else None
             if delta:
                 now = time.perf_counter()
@@ -182,7 +200,9 @@ def main() -> None:
     moved = [m for log in logs for m in re.findall(r"migration: (\d+) sessions moved.*", log)]
     summary = {
         "chats": args.chats, "turns": sum(c.turns for c in chats), "lost": lost,
-        "rebuilt": rebuilt, "relocated": relocated, "moved_per_drain": moved,
+        "rebuilt": rebuilt, "relocated": relocated,
+        "turns_reprefilled": sum(c.reprefilled for c in chats),
+        "history_tokens_kept": sum(c.kept for c in chats), "moved_per_drain": moved,
         "restart_s": t_end - t_start,
         "itl_before_ms": {"p50": pct(before, 50), "p99": pct(before, 99), "n": len(before)},
         "itl_during_ms": {"p50": pct(during, 50), "p99": pct(during, 99), "n": len(during)},

@@ -295,14 +295,24 @@ absl::StatusOr<ModelPool::Endpoint*> ModelPool::ForNewSession() {
 
 absl::StatusOr<ModelPool::Endpoint*> ModelPool::ForNamedSession(const std::string& name) {
   if (absl::Status s = RefreshToPlace(/*unprobed=*/true); !s.ok()) return s;
-  absl::MutexLock lock(&mu_);
-  // A name that was found moved (a redirect, Locate) goes where it went while
-  // that replica is up and keeps it: a drain moves a name to the first pod of
-  // its order among the others, so this differs from the order only while
-  // the draining pod is still listed, or when that first choice refused it.
-  if (const auto it = moved_.find(name); it != moved_.end()) {
-    if (Endpoint* e = Find(it->second); e != nullptr && !e->info.draining()) return e;
+  {
+    absl::MutexLock lock(&mu_);
+    // Where this process last found the name (a redirect, Locate, or a call
+    // that went there), while that replica is up and not draining.
+    if (const auto it = moved_.find(name); it != moved_.end()) {
+      if (Endpoint* e = Find(it->second); e != nullptr && !e->info.draining()) return e;
+      moved_.erase(it);  // Locate asks again
+    }
   }
+  // A name may live elsewhere than its rendezvous winner: moved there by a
+  // drain while its pod was away (a rolling restart brings the pod back),
+  // placed while a replica was down, before one was added, or by another
+  // process. Asking the replicas first (one ListSessions each, for a name
+  // this process has not placed) keeps its KV instead of prefilling the
+  // whole history anew on the winner. A draining replica that still holds
+  // it serves it until its drain moves it.
+  if (absl::StatusOr<Endpoint*> e = Locate(name, /*count=*/false); e.ok()) return *e;
+  absl::MutexLock lock(&mu_);
   std::vector<Endpoint*> candidates;
   for (const auto& e : endpoints_) {
     if (TakesNewSessions(*e) && !e->info.replica_id().empty()) candidates.push_back(e.get());
@@ -321,7 +331,10 @@ absl::StatusOr<ModelPool::Endpoint*> ModelPool::ForNamedSession(const std::strin
     std::string pod = ReplicaOf(e->info.replica_id());
     pods.push_back(pod.empty() ? e->info.replica_id() : std::move(pod));
   }
-  return candidates[RendezvousOrder(name, pods).front()];
+  Endpoint* winner = candidates[RendezvousOrder(name, pods).front()];
+  if (moved_.size() >= kMaxMoved) moved_.clear();
+  moved_[name] = winner->info.replica_id();  // placed: no Locate next time
+  return winner;
 }
 
 absl::StatusOr<ModelPool::Endpoint*> ModelPool::ForNewSessionWithPrompt(
@@ -406,7 +419,7 @@ void ModelPool::Forget(const std::string& session_id) {
   moved_.erase(session_id);
 }
 
-absl::StatusOr<ModelPool::Endpoint*> ModelPool::Locate(const std::string& session_id) {
+absl::StatusOr<ModelPool::Endpoint*> ModelPool::Locate(const std::string& session_id, bool count) {
   {
     absl::MutexLock lock(&mu_);
     const auto it = moved_.find(session_id);
@@ -425,7 +438,7 @@ absl::StatusOr<ModelPool::Endpoint*> ModelPool::Locate(const std::string& sessio
       if (s.session_id() != session_id) continue;  // a server older than the filter lists all
       const std::string replica = InfoOf(e).replica_id();
       if (!replica.empty()) Moved(session_id, replica);
-      relocated_.fetch_add(1, std::memory_order_relaxed);
+      if (count) relocated_.fetch_add(1, std::memory_order_relaxed);
       return e;
     }
   }

@@ -115,12 +115,19 @@ class ModelPool {
   // refresh_interval has passed or none is up. UNAVAILABLE when none is.
   absl::StatusOr<Endpoint*> ForNewSession();
   // The replica of the named session `name` (docs/client.md, "Named
-  // sessions"): of the up, not draining endpoints, the one whose pod
+  // sessions"), the first of: the routing table's replica for it (where this
+  // process placed or found it) while up and not draining; the up replica
+  // that holds it (Locate, not counted in relocated(): a drain may have
+  // moved it off its rendezvous winner, e.g. while a rolling restart had its
+  // pod away); else, of the up, not draining endpoints, the one whose pod
   // (ReplicaOf(info.replica_id)) ranks first in RendezvousOrder(name, pods)
   // (common/rendezvous.h): the same answer in every process given the same
-  // replicas in any order. Refreshes first as ForNewSession does, and when
-  // an endpoint has never been probed. UNAVAILABLE when none is up. A name
-  // never begins with a replica id: ForSession must not be used for it.
+  // replicas in any order (recorded in the table). Refreshes first as
+  // ForNewSession does, and when an endpoint has never been probed.
+  // UNAVAILABLE when none is up. Cost: one ListSessions per up replica the
+  // first time a process routes a name (and when its table entry went
+  // stale). A name never begins with a replica id: ForSession must not be
+  // used for it.
   absl::StatusOr<Endpoint*> ForNamedSession(const std::string& name);
   // Prefix-aware placement (prefix_index.h) of a new session whose whole
   // history is `prompt`: the replica recorded (PlacedPrompt) for the
@@ -182,8 +189,8 @@ class ModelPool {
   // The up endpoint that holds `session_id`: its table entry's, else the
   // first that lists it (ListSessions with session_id, each call with
   // probe_timeout; recorded in the table). NOT_FOUND when none does.
-  // Counts the sessions found (relocated()).
-  absl::StatusOr<Endpoint*> Locate(const std::string& session_id);
+  // Counts the sessions found (relocated()) when `count`.
+  absl::StatusOr<Endpoint*> Locate(const std::string& session_id, bool count = true);
   // How many times Locate found a session (process lifetime).
   int64_t relocated() const { return relocated_.load(std::memory_order_relaxed); }
 
