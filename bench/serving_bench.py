@@ -53,6 +53,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import signal
 import socket
 import statistics
@@ -75,6 +76,7 @@ GGUF_PY = "0.19.0"
 DEFAULT_MODEL = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 SERVER_BUILD = "build-server"  # build/bench-llama.cpp/build-server
 SIDES = ("ours", "llama.cpp")
+MAX_RUN_S = 300  # seconds of requests per run, at most
 
 
 def log(msg: str) -> None:
@@ -292,6 +294,12 @@ def aiperf_cmd(aiperf: Path, tokenizer: Path, server: Server, wl: Workload, conc
            "--num-dataset-entries", str(max(100, wl.requests.get(concurrency, 0) + 8)),
            "--ui", "none", "--no-server-metrics", "--no-gpu-telemetry",
            "--workers-max", "1", "--record-processors", "1",
+           # A new connection per request: a kept-alive one that llama-server
+           # closed while idle failed a request (ServerDisconnectedError).
+           "--connection-reuse-strategy", "never",
+           # A cap, not the length: a run on a machine too busy to finish it
+           # stops sending after this and counts what is back 60 s later.
+           "--benchmark-duration", str(MAX_RUN_S), "--benchmark-grace-period", "60",
            "--artifact-dir", str(artifacts), *wl.extra]
     if wl.conversations:
         cmd += ["--conversation-num", str(wl.conversations)]
@@ -320,9 +328,26 @@ def read_metrics(artifacts: Path) -> dict[str, float]:
     return out
 
 
+def busy_cpu_seconds() -> float:
+    """CPU seconds the whole machine has been busy (not idle or waiting), /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds() -> float:
+    """CPU seconds of this script's ended children (and theirs, waited for)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def one_run(side: str, wl: Workload, concurrency: int, args, ctx: dict, folder: Path) -> dict:
+    """One server started, one aiperf run against it, the server stopped: the
+    metrics, the load average before and after, and the CPU that other
+    processes than the server, aiperf and this script took meanwhile."""
     folder.mkdir(parents=True, exist_ok=True)
     tokens = concurrency * wl.slot_ctx
+    busy0, ours0, self0, t_start = (busy_cpu_seconds(), children_cpu_seconds(),
+                                    time.process_time(), time.monotonic())
     if side == "ours":
         kv_mb = max(512, math.ceil(tokens * ctx["kv_bytes"] / 2**20))
         server = start_ours(args.model, args.threads, kv_mb, concurrency, folder / "server.log")
@@ -345,7 +370,10 @@ def one_run(side: str, wl: Workload, concurrency: int, args, ctx: dict, folder: 
         sys.exit(f"serving_bench: aiperf failed ({res.returncode}) on {side} {wl.name} "
                  f"c={concurrency}; see {folder / 'aiperf.log'}:\n{res.stderr[-3000:]}")
     got = read_metrics(folder)
-    got.update(load_before=load_before, load_after=os.getloadavg()[0], wall_s=wall)
+    mine = children_cpu_seconds() - ours0 + time.process_time() - self0
+    others = max(0.0, busy_cpu_seconds() - busy0 - mine)
+    got.update(load_before=load_before, load_after=os.getloadavg()[0], wall_s=wall,
+               other_cpus=others / (time.monotonic() - t_start))
     return got
 
 
@@ -358,7 +386,8 @@ COLUMNS = [("out_tok_s", "out tok/s", 1), ("req_s", "req/s", 2), ("ttft_p50", "T
 def run_line(side: str, got: dict) -> str:
     vals = "  ".join(f"{label} {got[key]:.{d}f}" for key, label, d in COLUMNS)
     errors = got.get("error_request_count", 0)
-    return (f"{side:9s} {vals} (ms)  load {got['load_before']:.2f} -> {got['load_after']:.2f}"
+    return (f"{side:9s} {vals} (ms)  load {got['load_before']:.2f} -> {got['load_after']:.2f}, "
+            f"other processes {got['other_cpus']:.2f} CPUs"
             + (f"  ERRORS {errors:.0f}" if errors else ""))
 
 
@@ -368,22 +397,27 @@ def median_of(runs: list[dict], key: str) -> float:
 
 def table(results: dict) -> str:
     head = (f"{'workload':10s} {'users':>5s} {'side':10s}"
-            + "".join(f"{label:>10s}" for _, label, _ in COLUMNS) + "  load (1m, min-max)")
+            + "".join(f"{label:>10s}" for _, label, _ in COLUMNS)
+            + "  load avg  other CPUs")
     lines = [head, "-" * len(head)]
     for cell, sides in results.items():
         wl, c = cell.split("@")
         med = {s: {k: median_of(sides[s], k) for k, _, _ in COLUMNS} for s in SIDES}
         for s in SIDES:
             loads = [r[x] for r in sides[s] for x in ("load_before", "load_after")]
+            others = [r["other_cpus"] for r in sides[s]]
             lines.append(f"{wl:10s} {c:>5s} {s:10s}"
                          + "".join(f"{med[s][k]:10.{d}f}" for k, _, d in COLUMNS)
-                         + f"  {min(loads):.2f}-{max(loads):.2f}")
+                         + f"  {min(loads):.1f}-{max(loads):.1f}  "
+                         f"{min(others):.2f}-{max(others):.2f}")
         ratio = {k: med["ours"][k] / med["llama.cpp"][k] if med["llama.cpp"][k] else math.inf
                  for k, _, _ in COLUMNS}
         lines.append(f"{'':10s} {'':>5s} {'ours/llama':10s}"
                      + "".join(f"{ratio[k]:9.2f}x" for k, _, _ in COLUMNS))
     lines.append("(medians over the rounds; TTFT and ITL in ms; ratios ours / llama.cpp: "
-                 "above 1 is better for tok/s and req/s, below 1 for latencies)")
+                 "above 1 is better for tok/s and req/s, below 1 for latencies; load "
+                 "average (1 min) before and after the runs, min-max; other CPUs: the CPUs "
+                 "that processes other than the server and aiperf kept busy, min-max)")
     return "\n".join(lines)
 
 
