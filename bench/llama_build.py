@@ -1,7 +1,8 @@
 """llama.cpp, built from the llama-cpp-python source distribution, for the
 benchmarks that compare with it (model_bench.py, serving_bench.py).
 
-    from llama_build import llama_source, build_llama
+    from llama_build import llama_source, build_llama, tool_logger
+    log, run = tool_logger("my_bench")
     src = llama_source(log, run)          # build/bench-llama.cpp/src-VERSION
     bin_dir = build_llama(["llama-server"], "build-server", log, run)
 
@@ -41,6 +42,22 @@ _ISA_OPTIONS = {
     "avx512vbmi": "GGML_AVX512_VBMI", "avx512_vnni": "GGML_AVX512_VNNI",
     "avx512_bf16": "GGML_AVX512_BF16",
 }
+
+
+def tool_logger(who: str) -> tuple[Log, Run]:
+    """(log, run) for the script `who`: log(msg) writes "who: msg" to stderr;
+    run(cmd, **subprocess_kw) runs cmd capturing its output, and exits the
+    script with the command's last output when it fails."""
+    def log(msg: str) -> None:
+        print(f"{who}: {msg}", file=sys.stderr, flush=True)
+
+    def run(cmd: list, **kw) -> subprocess.CompletedProcess:
+        res = subprocess.run(cmd, capture_output=True, text=True, **kw)
+        if res.returncode != 0:
+            sys.exit(f"{who}: {' '.join(map(str, cmd))} failed ({res.returncode}):\n"
+                     f"{res.stdout[-2000:]}\n{res.stderr[-4000:]}")
+        return res
+    return log, run
 
 
 def cpu_flags() -> set[str]:

@@ -46,11 +46,9 @@ import json
 import os
 import re
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
-from llama_build import LLAMA_CPP_PYTHON, LLAMA_DIR, llama_source
+from llama_build import LLAMA_CPP_PYTHON, LLAMA_DIR, llama_source, tool_logger
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build"
@@ -59,16 +57,7 @@ DEFAULT_MODEL = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 TOOLS = ("llama-bench", "llama-batched-bench", "llama-quantize")
 
 
-def log(msg: str) -> None:
-    print(f"model_bench: {msg}", file=sys.stderr, flush=True)
-
-
-def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
-    res = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if res.returncode != 0:
-        sys.exit(f"model_bench: {' '.join(cmd)} failed ({res.returncode}):\n"
-                 f"{res.stdout[-2000:]}\n{res.stderr[-4000:]}")
-    return res
+log, run = tool_logger("model_bench")
 
 
 def llama_tools() -> Path:

@@ -65,7 +65,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from llama_build import LLAMA_CPP_PYTHON, build_llama, built_without_amx, has_amx
+from llama_build import (LLAMA_CPP_PYTHON, build_llama, built_without_amx, has_amx,
+                         tool_logger)
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build"
@@ -79,16 +80,7 @@ SIDES = ("ours", "llama.cpp")
 MAX_RUN_S = 300  # seconds of requests per run, at most
 
 
-def log(msg: str) -> None:
-    print(f"serving_bench: {msg}", file=sys.stderr, flush=True)
-
-
-def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
-    res = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if res.returncode != 0:
-        sys.exit(f"serving_bench: {' '.join(map(str, cmd))} failed ({res.returncode}):\n"
-                 f"{res.stdout[-2000:]}\n{res.stderr[-4000:]}")
-    return res
+log, run = tool_logger("serving_bench")
 
 
 @dataclass
