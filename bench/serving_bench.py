@@ -78,6 +78,7 @@ DEFAULT_MODEL = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 SERVER_BUILD = "build-server"  # build/bench-llama.cpp/build-server
 SIDES = ("ours", "llama.cpp")
 MAX_RUN_S = 300  # seconds of requests per run, at most
+POLL_RATE = 200  # aiperf's request-issuing ticks a second (see aiperf_cmd)
 
 
 log, run = tool_logger("serving_bench")
@@ -281,6 +282,11 @@ def aiperf_cmd(aiperf: Path, tokenizer: Path, server: Server, wl: Workload, conc
            "--extra-inputs", json.dumps({"temperature": 0, "ignore_eos": True}),
            "--isl", str(wl.isl), "--isl-stddev", "0", "--osl", str(wl.osl), "--osl-stddev", "0",
            "--concurrency", str(concurrency), "--random-seed", "42",
+           # With --concurrency alone (its concurrency-burst pattern) aiperf's
+           # timing manager polls for a free slot in a busy loop: a whole core of
+           # this machine's two. A constant POLL_RATE a second caps its polling
+           # (a request waits up to 1/POLL_RATE s for its turn once a slot frees).
+           "--request-rate", str(POLL_RATE), "--arrival-pattern", "constant",
            # Distinct prompts: aiperf makes only --request-count of them otherwise,
            # and the warm-up's comes again.
            "--num-dataset-entries", str(max(100, wl.requests.get(concurrency, 0) + 8)),
