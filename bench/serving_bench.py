@@ -456,7 +456,15 @@ def new_stamp() -> str:
     return stamp
 
 
+def interrupt(*_) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
+    # Ctrl-C or SIGTERM ends the run with a report of the cells finished, even
+    # where the script was started in the background (SIGINT ignored there).
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=None, help="rounds (default 2; --quick: 1)")
@@ -502,17 +510,24 @@ def main() -> None:
         f"{wl.name}@{c}": {s: [] for s in SIDES} for wl, c in cells}
     log(f"{len(cells)} workload/concurrency cells x {rounds} rounds x 2 sides, "
         f"threads {args.threads}, model {args.model.name}; artifacts in {folder}")
-    for r in range(rounds):
-        order = SIDES if r % 2 == 0 else SIDES[::-1]
-        for wl, c in cells:
-            for side in order:
-                where = folder / f"round{r + 1}" / f"{wl.name}-c{c}-{side.replace('.', '')}"
-                got = one_run(side, wl, c, args, ctx, where)
-                results[f"{wl.name}@{c}"][side].append(got)
-                log(f"round {r + 1}/{rounds} {wl.name} c={c}: {run_line(side, got)}")
+    interrupted = False
+    try:
+        for r in range(rounds):
+            order = SIDES if r % 2 == 0 else SIDES[::-1]
+            for wl, c in cells:
+                for side in order:
+                    where = folder / f"round{r + 1}" / f"{wl.name}-c{c}-{side.replace('.', '')}"
+                    got = one_run(side, wl, c, args, ctx, where)
+                    results[f"{wl.name}@{c}"][side].append(got)
+                    log(f"round {r + 1}/{rounds} {wl.name} c={c}: {run_line(side, got)}")
+    except KeyboardInterrupt:  # Ctrl-C: report what both sides have finished
+        interrupted = True
+        log("interrupted: the report below has the cells both sides finished")
+        results = {cell: sides for cell, sides in results.items() if all(sides.values())}
 
     report = {"time": stamp, "threads": args.threads, "rounds": rounds, "model": args.model.name,
               "aiperf": AIPERF, "llama_cpp_python": LLAMA_CPP_PYTHON, "quick": args.quick,
+              "interrupted": interrupted,
               "command": " ".join(["python3", "bench/serving_bench.py", *sys.argv[1:]]),
               "workloads": {wl.name: {k: v for k, v in vars(wl).items() if k != "name"}
                             for wl, _ in cells},
