@@ -107,13 +107,13 @@ def workloads(concurrency: list[int], quick: bool) -> dict[str, Workload]:
                      for c in concurrency}
     return {
         "chat": Workload("chat", concurrency, 256, 128, 512, chat_requests),
-        "prefix": Workload("prefix", [4], 32, 32, 1280, {4: 8 if quick else 24},
+        "prefix": Workload("prefix", [4], 32, 32, 1280, {4: 8 if quick else 16},
                            ["--shared-system-prompt-length", "1000"]),
         "multiturn": Workload("multiturn", [4], 64, 32, 1024, {},
                               ["--conversation-turn-mean", "8",
                                "--conversation-turn-stddev", "0"],
                               conversations=4 if quick else 8),
-        "long": Workload("long", [1], 7800, 256, 8192, {1: 1 if quick else 2}, warmup=0),
+        "long": Workload("long", [1], 7800, 256, 8192, {1: 1}, warmup=0),
     }
 
 
