@@ -393,29 +393,45 @@ def median_of(runs: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
 
-def table(results: dict) -> str:
-    head = (f"{'workload':10s} {'users':>5s} {'side':10s}"
-            + "".join(f"{label:>10s}" for _, label, _ in COLUMNS)
-            + "  load avg  other CPUs")
-    lines = [head, "-" * len(head)]
+def rows(results: dict):
+    """Per cell and side: (workload, users, side, the formatted medians, the load
+    average's span, the other CPUs' span); then (workload, users, None, the
+    ratios ours / llama.cpp, "", "")."""
     for cell, sides in results.items():
         wl, c = cell.split("@")
         med = {s: {k: median_of(sides[s], k) for k, _, _ in COLUMNS} for s in SIDES}
         for s in SIDES:
             loads = [r[x] for r in sides[s] for x in ("load_before", "load_after")]
             others = [r["other_cpus"] for r in sides[s]]
-            lines.append(f"{wl:10s} {c:>5s} {s:10s}"
-                         + "".join(f"{med[s][k]:10.{d}f}" for k, _, d in COLUMNS)
-                         + f"  {min(loads):.1f}-{max(loads):.1f}  "
-                         f"{min(others):.2f}-{max(others):.2f}")
-        ratio = {k: med["ours"][k] / med["llama.cpp"][k] if med["llama.cpp"][k] else math.inf
-                 for k, _, _ in COLUMNS}
-        lines.append(f"{'':10s} {'':>5s} {'ours/llama':10s}"
-                     + "".join(f"{ratio[k]:9.2f}x" for k, _, _ in COLUMNS))
+            yield (wl, c, s, [f"{med[s][k]:.{d}f}" for k, _, d in COLUMNS],
+                   f"{min(loads):.1f}-{max(loads):.1f}", f"{min(others):.2f}-{max(others):.2f}")
+        yield (wl, c, None, [f"{med['ours'][k] / med['llama.cpp'][k]:.2f}x"
+                             if med["llama.cpp"][k] else "-" for k, _, _ in COLUMNS], "", "")
+
+
+def table(results: dict) -> str:
+    head = (f"{'workload':10s} {'users':>5s} {'side':10s}"
+            + "".join(f"{label:>10s}" for _, label, _ in COLUMNS) + "  load avg  other CPUs")
+    lines = [head, "-" * len(head)]
+    for wl, c, side, vals, loads, others in rows(results):
+        first = f"{wl:10s} {c:>5s} {side:10s}" if side else f"{'':16s} {'ours/llama':10s}"
+        lines.append((first + "".join(f"{v:>10s}" for v in vals)
+                      + f"  {loads:8s}  {others}").rstrip())
     lines.append("(medians over the rounds; TTFT and ITL in ms; ratios ours / llama.cpp: "
                  "above 1 is better for tok/s and req/s, below 1 for latencies; load "
                  "average (1 min) before and after the runs, min-max; other CPUs: the CPUs "
                  "that processes other than the server and aiperf kept busy, min-max)")
+    return "\n".join(lines)
+
+
+def markdown(results: dict) -> str:
+    """The table as Markdown (for bench/README.md)."""
+    lines = ["| workload | users | side | " + " | ".join(label for _, label, _ in COLUMNS)
+             + " | load avg | other CPUs |", "|" + "---|" * (len(COLUMNS) + 5)]
+    for wl, c, side, vals, loads, others in rows(results):
+        if side is None:
+            wl, c, side, vals = "", "", "**ours / llama**", [f"**{v}**" for v in vals]
+        lines.append(f"| {wl} | {c} | {side} | " + " | ".join(vals) + f" | {loads} | {others} |")
     return "\n".join(lines)
 
 
@@ -535,10 +551,13 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     out_json = OUT / f"serving-{stamp}.json"
     out_json.write_text(json.dumps(report, indent=1))
+    out_md = OUT / f"serving-{stamp}.md"
+    out_md.write_text(markdown(results) + "\n\n" + "\n".join(f"- {t}" for t in targets(results))
+                      + "\n")
     print(table(results))
     print()
     print("\n".join(targets(results)))
-    log(f"wrote {out_json}")
+    log(f"wrote {out_json} and {out_md} (the table in Markdown)")
 
 
 if __name__ == "__main__":
