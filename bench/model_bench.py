@@ -46,30 +46,18 @@ import json
 import os
 import re
 import statistics
-import subprocess
-import sys
-import tarfile
 from pathlib import Path
+
+from llama_build import LLAMA_CPP_PYTHON, LLAMA_DIR, llama_source, tool_logger
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build"
-LLAMA_DIR = BUILD / "bench-llama.cpp"
 OUT = BUILD / "bench"
-LLAMA_CPP_PYTHON = "0.3.36"  # the newest llama-cpp-python on 2026-12-01
 DEFAULT_MODEL = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 TOOLS = ("llama-bench", "llama-batched-bench", "llama-quantize")
 
 
-def log(msg: str) -> None:
-    print(f"model_bench: {msg}", file=sys.stderr, flush=True)
-
-
-def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
-    res = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if res.returncode != 0:
-        sys.exit(f"model_bench: {' '.join(cmd)} failed ({res.returncode}):\n"
-                 f"{res.stdout[-2000:]}\n{res.stderr[-4000:]}")
-    return res
+log, run = tool_logger("model_bench")
 
 
 def llama_tools() -> Path:
@@ -77,16 +65,7 @@ def llama_tools() -> Path:
     bin_dir = LLAMA_DIR / "build" / "bin"
     if all((bin_dir / t).exists() for t in TOOLS):
         return bin_dir
-    src = LLAMA_DIR / f"src-{LLAMA_CPP_PYTHON}"
-    if not src.exists():
-        LLAMA_DIR.mkdir(parents=True, exist_ok=True)
-        log(f"downloading llama-cpp-python=={LLAMA_CPP_PYTHON} (source) from PyPI")
-        run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-             "-d", str(LLAMA_DIR), f"llama-cpp-python=={LLAMA_CPP_PYTHON}"])
-        sdist = LLAMA_DIR / f"llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz"
-        with tarfile.open(sdist) as tar:
-            tar.extractall(LLAMA_DIR, filter="data")
-        (LLAMA_DIR / f"llama_cpp_python-{LLAMA_CPP_PYTHON}").rename(src)
+    src = llama_source(log, run)
     log("building llama-bench, llama-batched-bench, llama-quantize (several minutes)")
     run(["cmake", "-S", str(src / "vendor" / "llama.cpp"), "-B", str(LLAMA_DIR / "build"),
          "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF",
