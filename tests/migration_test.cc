@@ -146,10 +146,14 @@ TEST_F(MigrationTest, SigtermMidStreamMovesEveryChatToThePeerWithoutRePrefill) {
   std::vector<std::thread> chats;
   for (int c = 0; c < kChats; ++c) {
     chats.emplace_back([&, c] {
+      // A Generator runs one generation at a time (its sampler's scratch is
+      // its own): one per chat, over the same services (the same pool and
+      // routing table), as the gateway makes one per request.
+      client::Generator chat(g->shared_services());
       client::Session s;
       for (int t = 0; t < kTurns; ++t) {
         absl::StatusOr<client::GenerateResult> r =
-            g->Generate(s, Encode(*g, Turn(c, t)), Greedy(), [&](const client::TokenEvent& e) {
+            chat.Generate(s, Encode(chat, Turn(c, t)), Greedy(), [&](const client::TokenEvent& e) {
               if (e.token < 0 || ++tokens_seen != trigger || signalled.exchange(true)) return;
               terminator = std::thread(
                   [&] { victim_status = models_[0].process->Terminate(std::chrono::seconds(90)); });
@@ -172,7 +176,7 @@ TEST_F(MigrationTest, SigtermMidStreamMovesEveryChatToThePeerWithoutRePrefill) {
   ASSERT_TRUE(victim_status.has_value()) << "server 0 did not exit within 90 s of SIGTERM";
   EXPECT_TRUE(testing::ExitedZero(*victim_status)) << testing::DescribeWaitStatus(*victim_status);
 
-  int moved = 0;
+  int moved = 0, moved_relocations = 0;
   for (int c = 0; c < kChats; ++c) {
     SCOPED_TRACE(StrCat("chat ", c, " (session ", first_ids[c], ")"));
     EXPECT_EQ(errors[c], "");  // none lost
@@ -180,13 +184,17 @@ TEST_F(MigrationTest, SigtermMidStreamMovesEveryChatToThePeerWithoutRePrefill) {
     EXPECT_EQ(rebuilds[c], 0);             // none re-prefilled
     EXPECT_EQ(last_ids[c], first_ids[c]);  // the same id, wherever it lives
     if (MadeBy(0, first_ids[c])) {
+      // A chat caught mid-turn relocates (NOT_FOUND + location); one between
+      // turns may find its session through the pool instead (server 0 gone:
+      // ModelPool::ForSession asks the replicas), which counts no relocation.
       ++moved;
-      EXPECT_GE(relocations[c], 1);
+      moved_relocations += relocations[c];
     } else {
       EXPECT_EQ(relocations[c], 0);
     }
   }
-  EXPECT_GE(moved, 1);  // round robin put chats on server 0
+  EXPECT_GE(moved, 1);              // round robin put chats on server 0
+  EXPECT_GE(moved_relocations, 1);  // the SIGTERM came mid-turn
   // Every chat lives on server 1 now, under its first id.
   grpc::ClientContext context;
   v1::ListSessionsResponse listed;

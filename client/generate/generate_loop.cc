@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/time/clock.h"
 #include "client/constrain/matcher.h"
 #include "client/generate/stop_strings.h"
@@ -611,6 +612,14 @@ absl::StatusOr<GenerateResult> GenerateLoop::Generate(Session& session,
                                                       const GenerateParams& params,
                                                       const TokenCallback& on_token) {
   LLM_RETURN_IF_ERROR(ValidateParams(params));
+  // One generation at a time: a second one at once would share the
+  // sampler's scratch and draw wrong tokens (silently, now and then).
+  if (running_.exchange(true, std::memory_order_acquire)) {
+    return absl::FailedPreconditionError(
+        "a generation is already running on this loop: one at a time (a Generator per thread, "
+        "over shared Services)");
+  }
+  absl::Cleanup done = [this] { running_.store(false, std::memory_order_release); };
   Run run(*this, session, params, on_token);
   const int64_t relocations = session.relocations;
   absl::StatusOr<GenerateResult> result = run.PrefillAndDecode(new_tokens);

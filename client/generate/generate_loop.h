@@ -58,7 +58,9 @@
 // the next call.
 //
 // Threads: one generation at a time (calls from several threads must be
-// serialized); Cancel() may be called from any thread or a signal handler.
+// serialized: one that overlaps another, or comes from its on_token, fails
+// with FAILED_PRECONDITION); Cancel() may be called from any thread or a
+// signal handler.
 // Ownership: borrows both ports, which must outlive the loop.
 // Cost: per token, one sample (sampler.h) and one step of each stream (a
 // step for every 1 + accepted tokens with speculation, plus the n-gram scan).
@@ -137,6 +139,7 @@ class GenerateLoop {
   ModelPort& model_;
   const LoopOptions options_;
   std::atomic<bool> cancel_{false};
+  std::atomic<bool> running_{false};  // a Generate is in progress
   sampler::Sampler sampler_;
 };
 

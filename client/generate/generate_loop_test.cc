@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,25 @@ TEST_F(GenerateLoopTest, ScoresThePromptAndListsTopLogprobs) {
   }
   p.top_logprobs = kMaxTopLogprobs + 1;
   EXPECT_EQ(Generate(p).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// One generation at a time: a second one on the same loop while the first
+// runs (here from its on_token; from another thread alike) is refused, and
+// the first goes on unharmed; the loop serves the next one after it.
+TEST_F(GenerateLoopTest, RefusesASecondGenerationWhileOneRuns) {
+  Session other;
+  std::optional<absl::Status> nested;
+  absl::StatusOr<GenerateResult> r = Generate(Greedy(3), {1}, [&](const TokenEvent& e) {
+    if (e.token < 0 || nested.has_value()) return;
+    const std::vector<int32_t> prompt = {1};
+    nested = loop_.Generate(other, prompt, Greedy(2), nullptr).status();
+  });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->tokens, ElementsAre(2, 3, 4));
+  ASSERT_TRUE(nested.has_value());
+  EXPECT_EQ(nested->code(), absl::StatusCode::kFailedPrecondition) << *nested;
+  EXPECT_TRUE(other.id.empty());  // the refused call touched nothing
+  EXPECT_TRUE(Generate(Greedy(2)).ok());
 }
 
 TEST_F(GenerateLoopTest, IgnoreEosGoesOn) {
