@@ -2,8 +2,8 @@
 // default model (SmolLM2-135M): a 1536x576 Q4_1 FFN matrix and the 49152x576
 // Q8_0 tied LM head, with 1 token (decode, memory-bound) and 64 tokens
 // (prefill, compute-bound). The *_Isa benchmarks run each SIMD kernel set
-// (avx2, avx512vnni; skipped when the CPU lacks it) at 1, 2, 4, 8, 16 and 64
-// tokens: a step that batches the decode of several sessions; BM_AllTypes
+// (avx2, avx512vnni, amx; skipped when the CPU lacks it) at 1, 2, 4, 8, 16,
+// 64 (and 256) tokens: a step that batches the decode of several sessions; BM_AllTypes
 // every weight type at 1, 4, 16 and 64.
 //
 // Counters: GFLOP/s counts 2 * rows * cols * tokens per call; weight_GB/s is
@@ -179,15 +179,18 @@ void BM_Q4_1_1536x576_Scalar(benchmark::State& state) {
 }
 
 // The SIMD kernel sets side by side: state.range(1) = 0 for AVX2, 1 for
-// AVX-512 VNNI.
+// AVX-512 VNNI, 2 for AMX int8 (whole 16 x 16 tiles; the rest VNNI).
 void RunIsa(benchmark::State& state, TensorType type, int64_t rows, int64_t cols) {
   if (state.range(1) == 0) {
     if (!internal::CpuHasAvx2Fma()) return state.SkipWithError("no AVX2+FMA on this CPU");
     RunMatMul(state, type, rows, cols, {.tile = internal::MatMulTileAvx2, .isa = "avx2"});
-  } else {
+  } else if (state.range(1) == 1) {
     if (!internal::CpuHasAvx512Vnni()) return state.SkipWithError("no AVX-512 VNNI on this CPU");
     RunMatMul(state, type, rows, cols,
               {.tile = internal::MatMulTileAvx512Vnni, .isa = "avx512vnni"});
+  } else {
+    if (!internal::CpuHasAmxInt8()) return state.SkipWithError("no AMX int8 on this CPU");
+    RunMatMul(state, type, rows, cols, {.tile = internal::MatMulTileAmx, .isa = "amx"});
   }
 }
 void BM_Q4_1_1536x576_Isa(benchmark::State& state) { RunIsa(state, TensorType::kQ4_1, 1536, 576); }
@@ -209,10 +212,10 @@ BENCHMARK(BM_Q4_1_1536x576_Cold)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)
 BENCHMARK(BM_Q4_1_1536x576_Grain16)->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Q4_1_1536x576_Scalar)->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Q4_1_1536x576_Isa)
-    ->ArgsProduct({{1, 2, 4, 8, 16, 64}, {0, 1}})
+    ->ArgsProduct({{1, 2, 4, 8, 16, 64, 256}, {0, 1, 2}})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Q8_0_49152x576_Isa)
-    ->ArgsProduct({{1, 2, 4, 8, 16, 64}, {0, 1}})
+    ->ArgsProduct({{1, 2, 4, 8, 16, 64}, {0, 1, 2}})
     ->Unit(benchmark::kMicrosecond);
 
 BENCHMARK(BM_AllTypes_576x1536)

@@ -11,6 +11,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 #include "common/half.h"
@@ -45,6 +47,30 @@ bool CpuHasAvx512Vnni() {
   return CpuHasAvx2Fma() && __builtin_cpu_supports("avx512f") &&
          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
          __builtin_cpu_supports("avx512vnni");
+#else
+  return false;
+#endif
+}
+
+bool CpuHasAmxInt8() {
+#if defined(__x86_64__)
+  static const bool usable = [] {
+    if (!CpuHasAvx512Vnni()) return false;
+    unsigned eax, ebx, ecx, edx;
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+    constexpr unsigned kAmxTile = 1u << 24, kAmxInt8 = 1u << 25;
+    if ((edx & kAmxTile) == 0 || (edx & kAmxInt8) == 0) return false;
+    // XCR0: the OS manages XTILECFG (bit 17) and XTILEDATA (bit 18).
+    unsigned xcr0_lo, xcr0_hi;
+    __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    constexpr unsigned kTileState = (1u << 17) | (1u << 18);
+    if ((xcr0_lo & kTileState) != kTileState) return false;
+    // Linux hands out the tile data state on request, per process
+    // (Documentation/arch/x86/xstate.rst); without it TILELOADD faults.
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return usable;
 #else
   return false;
 #endif
@@ -300,6 +326,13 @@ struct KernelSet {
 
 const KernelSet& Active() {
   static const KernelSet kernels = [] {
+    // LLM_NO_AMX=1 keeps the AVX-512 VNNI products (to compare the two).
+    const char* no_amx = std::getenv("LLM_NO_AMX");
+    if (CpuHasAvx512Vnni() && (no_amx == nullptr || std::strcmp(no_amx, "1") != 0) &&
+        CpuHasAmxInt8()) {
+      return KernelSet{"avx512vnni+amx", DequantizeRowAvx2, QuantizeQ8Avx512, DotRowAvx512Vnni,
+                       MatMulTileAmx};
+    }
     if (CpuHasAvx512Vnni()) {
       return KernelSet{"avx512vnni", DequantizeRowAvx2, QuantizeQ8Avx512, DotRowAvx512Vnni,
                        MatMulTileAvx512Vnni};

@@ -9,7 +9,9 @@
 // formats/blocks.h. Namespace llm::kernels: the CPU backend calls these, and
 // the CUDA backend dequantizes with DequantizeRow at upload.
 //
-// Kernels are chosen once at startup from the CPU's features: AVX-512 VNNI
+// Kernels are chosen once at startup from the CPU's features: AMX int8 for
+// whole 16 x 16 tiles of multi-token products (prefill) where the CPU and
+// the OS allow it, AVX-512 VNNI
 // (multi-token products of the common formats and one-token products of the
 // K-quants; AVX2 for the rest) when
 // present, else AVX2+FMA, else a portable scalar path. All give the same bits.
@@ -130,7 +132,9 @@ class SameActivationsScope {
   SameActivationsScope& operator=(const SameActivationsScope&) = delete;
 };
 
-// Which kernel set is active: "avx512vnni", "avx2" or "scalar".
+// Which kernel set is active: "avx512vnni+amx" (AMX int8 tiles for the
+// multi-token products of most formats; LLM_NO_AMX=1 in the environment turns
+// them off), "avx512vnni", "avx2" or "scalar".
 std::string_view KernelIsa();
 
 }  // namespace llm::kernels

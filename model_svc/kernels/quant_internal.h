@@ -5,7 +5,8 @@
 // Contracts are those of the matching quant.h functions. The *Avx2 functions
 // may only be called when CpuHasAvx2Fma() is true (they are compiled with
 // -mavx2 -mfma -mf16c in quant_avx2.cc), the *Avx512Vnni ones only when
-// CpuHasAvx512Vnni() is true (quant_avx512.cc).
+// CpuHasAvx512Vnni() is true (quant_avx512.cc), the *Amx ones only when
+// CpuHasAmxInt8() is true (quant_amx.cc).
 //
 // All sets follow the canonical order of quant.h, so MatMulTile, DotRow and
 // QuantizeQ8 give the same bits in each; the scalar set is the readable
@@ -51,6 +52,13 @@ bool CpuHasAvx2Fma();
 // supports AVX-512 F, BW, VL and VNNI.
 bool CpuHasAvx512Vnni();
 
+// True when, besides CpuHasAvx512Vnni(), the CPU has AMX-TILE and AMX-INT8,
+// the OS enables their state (XCR0 bits 17 and 18), and Linux granted this
+// process the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM, asked once:
+// the grant covers every thread of the process). Checked once; the answer is
+// kept.
+bool CpuHasAmxInt8();
+
 // Portable reference kernels. DequantizeRowScalar is formats::DequantizeRow.
 void DequantizeRowScalar(TensorType type, const void* row, float* out, int64_t n);
 void QuantizeQ8Scalar(const float* x, BlockQ8* out, int64_t n);
@@ -82,6 +90,15 @@ float DotRowAvx512Vnni(TensorType type, const void* w, const ActRow& x, int64_t 
 void MatMulTileAvx512Vnni(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n,
                           int64_t r0, int64_t r1, const ActRow* x, int64_t num_tokens, float* out,
                           int64_t out_stride);
+
+// AMX int8 (quant_amx.cc): MatMulTile with whole tiles of 16 rows x 16
+// tokens of the formats with one integer sum per 32-element block (Q4_0,
+// Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, IQ4_NL, IQ4_XS) on AMX tiles; every
+// other case (the rows and tokens left over, the other types) is passed to
+// MatMulTileAvx512Vnni. Only when CpuHasAmxInt8() is true. Per-thread
+// scratch: the tokens' codes and one 16-row tile's unpacked codes.
+void MatMulTileAmx(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0,
+                   int64_t r1, const ActRow* x, int64_t num_tokens, float* out, int64_t out_stride);
 
 // AVX-512 VNNI one-token product of the K-quants (Q2_K, Q3_K, Q4_K, Q5_K,
 // Q6_K):

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -516,6 +517,9 @@ std::vector<KernelSet> KernelSets() {
   if (internal::CpuHasAvx512Vnni()) {
     sets.push_back({"avx512vnni", internal::DotRowAvx512Vnni, internal::MatMulTileAvx512Vnni});
   }
+  if (internal::CpuHasAmxInt8()) {
+    sets.push_back({"amx", internal::DotRowAvx512Vnni, internal::MatMulTileAmx});
+  }
   return sets;
 }
 
@@ -689,6 +693,16 @@ TEST_P(KernelTest, Avx512VnniMatchesScalarOnLargeTiles) {
   // 16 + 16 + 6 (groups of 16 and one of 8); 16 + 16 + 13 (a padded 16);
   // 16 + 2 (a 2-token tail); 261 (more than one pointer batch).
   ExpectMatchesScalarOnLargeTiles(GetParam(), internal::MatMulTileAvx512Vnni, {38, 45, 18, 261});
+}
+
+TEST_P(KernelTest, AmxMatchesScalarOnLargeTiles) {
+  if (!internal::CpuHasAmxInt8()) {
+    GTEST_SKIP() << "no AMX int8 on this CPU (or Linux did not grant the tile state)";
+  }
+  // 16 (one token tile); 16 + 16 + 13 (13 left to the VNNI kernels); 261
+  // (16 tiles and 5); the rows: ~2.5 chunks, with rows left past the last
+  // whole 16-row tile for most types.
+  ExpectMatchesScalarOnLargeTiles(GetParam(), internal::MatMulTileAmx, {16, 45, 261});
 }
 
 // (c) In a SameActivationsScope, MatMulTile over pieces of the rows gives one
@@ -993,9 +1007,12 @@ TEST(QuantizeQ8Test, Avx512MatchesScalarExactly) {
 }
 
 TEST(KernelIsaTest, MatchesCpu) {
-  EXPECT_EQ(KernelIsa(), internal::CpuHasAvx512Vnni() ? "avx512vnni"
-                         : internal::CpuHasAvx2Fma()  ? "avx2"
-                                                      : "scalar");
+  const char* no_amx = std::getenv("LLM_NO_AMX");
+  const bool amx = internal::CpuHasAmxInt8() && (no_amx == nullptr || std::string(no_amx) != "1");
+  EXPECT_EQ(KernelIsa(), amx                            ? "avx512vnni+amx"
+                         : internal::CpuHasAvx512Vnni() ? "avx512vnni"
+                         : internal::CpuHasAvx2Fma()    ? "avx2"
+                                                        : "scalar");
 }
 
 }  // namespace
