@@ -14,7 +14,11 @@
 // for n < ~100) over fixed arrays on the stack; longer pieces use a priority
 // queue (FlatHeap, or MergeQueue from kBpeQueueThreshold bytes) over a linked
 // list of parts, O(n log n) at worst and O(n) for runs of a repeated letter,
-// so 20,000 repeated letters take milliseconds, not seconds. All paths pick
+// so 20,000 repeated letters take milliseconds, not seconds. From
+// kBpeQueueThreshold bytes the parts are 8 bytes (LongPart) instead of 16: a
+// megabyte-long piece is a merge sweep over the parts per distinct rank, and
+// once they outgrow the core's L2 every sweep is a trip to L3, so bytes moved
+// per byte of input, not instructions, set its cost there. All paths pick
 // the same merge at every step, so their results are identical. Under the
 // concatenation rule with a pair table, the initial ranks (pairs of single
 // bytes) come from its direct byte-pair table, and the two re-ranks after
@@ -117,6 +121,19 @@ struct BpeScratch {
     uint32_t prev;   // index of the previous live part
   };
   std::vector<Part> parts;
+  // Long pieces' parts (kBpeQueueThreshold bytes or more): the part starting
+  // at byte i is i..i+len; the previous live part starts at i - prev_len. No
+  // rank: a queued (rank, i) is checked by ranking the pair again when popped.
+  // The constructor leaves the fields uninitialized, so that resizing does not
+  // write the whole vector before the merge loop does.
+  struct LongPart {
+    LongPart() {}  // NOLINT: deliberately no zeroing (see above)
+    LongPart(uint32_t s, uint16_t l, uint16_t p) : state(s), len(l), prev_len(p) {}
+    uint32_t state;  // token id, Trie::kNoValue (a byte without one), kGonePart
+    uint16_t len;
+    uint16_t prev_len;
+  };
+  std::vector<LongPart> long_parts;
   FlatHeap heap;     // pieces shorter than kBpeQueueThreshold
   MergeQueue queue;  // longer ones
 };
@@ -127,8 +144,11 @@ inline constexpr size_t kBpeHeapThreshold = 128;
 // Heap-path pieces at least this long use MergeQueue instead of FlatHeap:
 // it is ~2x faster on 100 KB - 1 MB runs of one letter and grows linearly
 // there, but its hash lookups cost ~10 % more on the few-hundred-byte pieces
-// of ordinary text.
+// of ordinary text. Such pieces also use the 8-byte LongPart (where no part
+// outgrows 65,535 bytes; else the 16-byte Part).
 inline constexpr size_t kBpeQueueThreshold = 4096;
+// LongPart::state of a part merged into its left neighbour.
+inline constexpr uint32_t kGonePart = UINT32_MAX - 1;
 
 // Runs the merge loop on `piece` (non-empty) and calls
 // emit(token_id, byte_begin, byte_end) for each resulting part, in order.

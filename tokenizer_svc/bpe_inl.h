@@ -296,6 +296,63 @@ void HeapMerge(const BpeModel& m, std::string_view piece, BpeScratch& s, Queue& 
   for (uint32_t i = 0; i < n; i = parts[i].next) emit(parts[i].state, i, parts[i].next);
 }
 
+// HeapMerge's merges on 8-byte parts (BpeScratch::LongPart) with a
+// MergeQueue, for long pieces. Part i's rank is not stored: a popped (rank, i)
+// counts only while part i is live and ranking it with its next part again
+// gives that rank, which is what HeapMerge's stored rank would say (both
+// re-rank a part whenever it or its next part changes). Returns false, having
+// emitted nothing, when a part would grow past 65,535 bytes (a vocabulary
+// with tokens that long); the caller then runs HeapMerge.
+template <typename Emit>
+bool LongMerge(const BpeModel& m, std::string_view piece, BpeScratch& s, Emit& emit) {
+  using LongPart = BpeScratch::LongPart;
+  auto& parts = s.long_parts;
+  MergeQueue& queue = s.queue;
+  const auto n = static_cast<uint32_t>(piece.size());
+  if (parts.size() < n) parts.resize(n);
+  queue.Clear();
+  for (uint32_t i = 0; i < n; ++i) parts[i] = {m.byte_ids[static_cast<uint8_t>(piece[i])], 1, 1};
+  const PairTable* pairs = UsablePairs(m);
+  // The rank and merged id of part i (live) with the next live part.
+  auto rank_at = [&](uint32_t i, uint32_t* rank, uint32_t* merged) {
+    const uint32_t j = i + parts[i].len;
+    if (j >= n) return false;
+    return PairRank(m, piece, parts[i].state, parts[j].state, i, j + parts[j].len, rank, merged);
+  };
+  for (uint32_t i = 0; i + 1 < n; ++i) {
+    uint32_t r = kNoRank;
+    uint32_t unused = 0;
+    if (InitialRank(m, pairs, piece, i, parts[i].state, parts[i + 1].state, &r, &unused)) {
+      queue.Push(r, i);
+    }
+  }
+  while (!queue.empty()) {
+    const auto [r, i] = queue.Pop();
+    LongPart& a = parts[i];
+    if (a.state == kGonePart) continue;  // merged away
+    uint32_t rank = kNoRank;
+    uint32_t merged = 0;
+    if (!rank_at(i, &rank, &merged) || rank != r) continue;  // re-ranked since
+    const uint32_t j = i + a.len;
+    const uint32_t len = a.len + parts[j].len;
+    if (len > UINT16_MAX) return false;
+    a.state = merged;
+    a.len = static_cast<uint16_t>(len);
+    parts[j].state = kGonePart;
+    const uint32_t k = i + len;
+    if (k < n) parts[k].prev_len = a.len;
+    const uint32_t p = i - a.prev_len;  // valid when i > 0
+    if (pairs != nullptr) {             // both lookups' cache misses at once
+      if (k < n) pairs->Prefetch(merged, parts[k].state);
+      if (i > 0) pairs->Prefetch(parts[p].state, merged);
+    }
+    if (rank_at(i, &rank, &merged)) queue.Push(rank, i);
+    if (i > 0 && rank_at(p, &rank, &merged)) queue.Push(rank, p);
+  }
+  for (uint32_t i = 0; i < n; i += parts[i].len) emit(parts[i].state, i, i + parts[i].len);
+  return true;
+}
+
 }  // namespace llm::tok::bpe_internal
 
 namespace llm::tok {
@@ -307,7 +364,7 @@ void BytePairEncode(const BpeModel& model, std::string_view piece, BpeScratch& s
     bpe_internal::ScanMerge(model, piece, emit);
   } else if (piece.size() < kBpeQueueThreshold) {
     bpe_internal::HeapMerge(model, piece, scratch, scratch.heap, emit);
-  } else {
+  } else if (!bpe_internal::LongMerge(model, piece, scratch, emit)) {
     bpe_internal::HeapMerge(model, piece, scratch, scratch.queue, emit);
   }
 }

@@ -22,6 +22,20 @@
 #include "tokenizer_svc/trie.h"
 
 namespace llm::tok {
+namespace {
+
+// The calling thread's merge scratch, kept from call to call: a long piece
+// then reuses the parts and queue of the last one instead of allocating (and
+// faulting in, and growing) megabytes afresh. After a piece longer than
+// kKeptScratchPieceBytes it is freed again, so a thread keeps at most ~15 MB.
+constexpr size_t kKeptScratchPieceBytes = size_t{1} << 20;
+
+BpeScratch& ThreadBpeScratch() {
+  static thread_local BpeScratch scratch;
+  return scratch;
+}
+
+}  // namespace
 
 struct Tokenizer::Impl {
   Vocab vocab;
@@ -53,13 +67,13 @@ struct Tokenizer::Impl {
   // Names this instance's entries in the per-thread piece caches.
   uint64_t cache_owner = 0;
 
-  // One call's state: the allowed special ids, the merge scratch and the
-  // calling thread's piece cache.
+  // One call's state: the allowed special ids, and the calling thread's merge
+  // scratch and piece cache.
   struct Call {
     const EncodeOptions& options;
     const char* text;               // the request's text, for byte offsets in errors
     std::vector<uint32_t> allowed;  // sorted
-    BpeScratch scratch;
+    BpeScratch& scratch;            // ThreadBpeScratch()
     std::vector<uint32_t>* ids;
     absl::Status status;
     PieceCache* cache = nullptr;  // nullptr: options.use_piece_cache is false
@@ -202,6 +216,7 @@ struct Tokenizer::Impl {
     if (all_tokens && call.cache != nullptr) {
       call.cache->Insert(piece, std::span(*call.ids).subspan(before));
     }
+    if (piece.size() > kKeptScratchPieceBytes) call.scratch = BpeScratch();
   }
 
   void EncodeLongestMatch(Call& call, std::string_view text) const {
@@ -398,7 +413,7 @@ absl::StatusOr<std::vector<uint32_t>> Tokenizer::Encode(std::string_view text,
 absl::Status Tokenizer::EncodeTo(std::string_view text, const EncodeOptions& options,
                                  std::vector<uint32_t>* ids) const {
   const Impl& im = *impl_;
-  Impl::Call call{options, text.data(), {}, {}, ids, absl::OkStatus(), nullptr};
+  Impl::Call call{options, text.data(), {}, ThreadBpeScratch(), ids, absl::OkStatus(), nullptr};
   if (options.use_piece_cache) {
     call.cache = &ThreadPieceCache(im.cache_owner);
     // Long pieces are remembered within one call only (see piece_cache.h).
