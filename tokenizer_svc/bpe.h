@@ -70,6 +70,7 @@ class FlatHeap {
   void Push(uint32_t rank, uint32_t index);
   // Requires !empty().
   std::pair<uint32_t, uint32_t> Pop();
+  size_t ReservedBytes() const { return h_.capacity() * sizeof(uint64_t); }
 
  private:
   std::vector<uint64_t> h_;
@@ -90,6 +91,8 @@ class MergeQueue {
   void Push(uint32_t rank, uint32_t index);
   // Requires !empty(). Removes and returns the smallest (rank, index).
   std::pair<uint32_t, uint32_t> Pop();
+  // Memory held (for a caller's cap on what it keeps); O(distinct ranks seen).
+  size_t ReservedBytes() const;
 
  private:
   struct PerRank {
@@ -136,6 +139,12 @@ struct BpeScratch {
   std::vector<LongPart> long_parts;
   FlatHeap heap;     // pieces shorter than kBpeQueueThreshold
   MergeQueue queue;  // longer ones
+
+  // Memory held; O(distinct ranks the queue has seen).
+  size_t ReservedBytes() const {
+    return parts.capacity() * sizeof(Part) + long_parts.capacity() * sizeof(LongPart) +
+           heap.ReservedBytes() + queue.ReservedBytes();
+  }
 };
 
 inline constexpr uint32_t kNoRank = UINT32_MAX;

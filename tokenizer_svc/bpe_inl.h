@@ -81,6 +81,15 @@ inline void MergeQueue::Clear() {
   memo_.fill(0);
 }
 
+inline size_t MergeQueue::ReservedBytes() const {
+  size_t bytes = ranks_.capacity() * sizeof(uint32_t) + per_rank_.capacity() * sizeof(PerRank) +
+                 slot_of_.capacity() * (sizeof(uint32_t) * 2 + 1);
+  for (const PerRank& q : per_rank_) {
+    bytes += (q.run.capacity() + q.overflow.capacity()) * sizeof(uint32_t);
+  }
+  return bytes;
+}
+
 inline MergeQueue::PerRank& MergeQueue::Find(uint32_t rank) {
   uint64_t& memo = memo_[rank & 255];
   if ((memo >> 32) == uint64_t{rank} + 1) return per_rank_[memo & 0xFFFFFFFFu];

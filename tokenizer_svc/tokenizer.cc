@@ -26,9 +26,10 @@ namespace {
 
 // The calling thread's merge scratch, kept from call to call: a long piece
 // then reuses the parts and queue of the last one instead of allocating (and
-// faulting in, and growing) megabytes afresh. After a piece longer than
-// kKeptScratchPieceBytes it is freed again, so a thread keeps at most ~15 MB.
-constexpr size_t kKeptScratchPieceBytes = size_t{1} << 20;
+// faulting in, and growing) megabytes afresh. When it holds more than
+// kKeptScratchBytes after a long piece it is freed, so a thread keeps at most
+// that much (a 1 MB piece of one letter leaves ~17 MB).
+constexpr size_t kKeptScratchBytes = size_t{32} << 20;
 
 BpeScratch& ThreadBpeScratch() {
   static thread_local BpeScratch scratch;
@@ -216,7 +217,9 @@ struct Tokenizer::Impl {
     if (all_tokens && call.cache != nullptr) {
       call.cache->Insert(piece, std::span(*call.ids).subspan(before));
     }
-    if (piece.size() > kKeptScratchPieceBytes) call.scratch = BpeScratch();
+    if (piece.size() >= kBpeQueueThreshold && call.scratch.ReservedBytes() > kKeptScratchBytes) {
+      call.scratch = BpeScratch();
+    }
   }
 
   void EncodeLongestMatch(Call& call, std::string_view text) const {
