@@ -124,17 +124,16 @@ struct BpeScratch {
     uint32_t prev;   // index of the previous live part
   };
   std::vector<Part> parts;
-  // Long pieces' parts (kBpeQueueThreshold bytes or more): the part starting
-  // at byte i is i..i+len; the previous live part starts at i - prev_len. No
-  // rank: a queued (rank, i) is checked by ranking the pair again when popped.
-  // The constructor leaves the fields uninitialized, so that resizing does not
-  // write the whole vector before the merge loop does.
+  // Long pieces' parts (kBpeQueueThreshold bytes or more), Part packed into
+  // 8 bytes: the part starting at byte i is i..i+len, the previous live part
+  // starts at i - prev_len; ids and ranks take 24 bits (kLongNone: none, or a
+  // byte without a token), lengths 8. The constructor leaves the fields
+  // uninitialized, so that resizing does not write the whole vector before the
+  // merge loop does.
   struct LongPart {
-    LongPart() {}  // NOLINT: deliberately no zeroing (see above)
-    LongPart(uint32_t s, uint16_t l, uint16_t p) : state(s), len(l), prev_len(p) {}
-    uint32_t state;  // token id, Trie::kNoValue (a byte without one), kGonePart
-    uint16_t len;
-    uint16_t prev_len;
+    LongPart() {}        // NOLINT: deliberately no zeroing (see above)
+    uint32_t id_len;     // token id << 8 | len
+    uint32_t rank_prev;  // rank of merging with the next part << 8 | prev_len
   };
   std::vector<LongPart> long_parts;
   FlatHeap heap;     // pieces shorter than kBpeQueueThreshold
@@ -154,10 +153,11 @@ inline constexpr size_t kBpeHeapThreshold = 128;
 // it is ~2x faster on 100 KB - 1 MB runs of one letter and grows linearly
 // there, but its hash lookups cost ~10 % more on the few-hundred-byte pieces
 // of ordinary text. Such pieces also use the 8-byte LongPart (where no part
-// outgrows 65,535 bytes; else the 16-byte Part).
+// outgrows 255 bytes and all ids and ranks are below kLongNone; else the
+// 16-byte Part).
 inline constexpr size_t kBpeQueueThreshold = 4096;
-// LongPart::state of a part merged into its left neighbour.
-inline constexpr uint32_t kGonePart = UINT32_MAX - 1;
+// LongPart's 24-bit "no id" (Trie::kNoValue) and "no rank".
+inline constexpr uint32_t kLongNone = 0xFFFFFF;
 
 // Runs the merge loop on `piece` (non-empty) and calls
 // emit(token_id, byte_begin, byte_end) for each resulting part, in order.

@@ -236,8 +236,9 @@ TEST(MergeQueueTest, PopsInRankThenIndexOrderLikeAHeap) {
 }
 
 // 'a' x 2^k for k = 0..17: a run of 2^17 letters merges into one part of
-// 131,072 bytes, more than a LongPart holds, so the long path gives up and
-// BytePairEncode takes the 16-byte parts; the result is still the one token.
+// 131,072 bytes, more than a LongPart holds (255), so the long path gives up
+// and BytePairEncode takes the 16-byte parts; the result is still the one
+// token.
 TEST(BpeTest, PartsLongerThanLongPartFallBackToTheHeapPath) {
   Trie trie;
   for (int k = 0; k <= 17; ++k) trie.Insert(std::string(size_t{1} << k, 'a'), k);
@@ -253,8 +254,8 @@ TEST(BpeTest, PartsLongerThanLongPartFallBackToTheHeapPath) {
   std::vector<uint32_t> ids;
   BytePairEncode(model, s, scratch, [&](uint32_t id, uint32_t, uint32_t) { ids.push_back(id); });
   EXPECT_EQ(ids, std::vector<uint32_t>{17});
-  // 2^16 - 1 letters end as parts of at most 32,768 bytes, which it keeps.
-  const std::string t((size_t{1} << 16) - 1, 'a');
+  // 255 letters end as 8 parts of at most 128 bytes, which it keeps.
+  const std::string t(255, 'a');
   std::vector<uint32_t> long_ids;
   auto long_emit = [&](uint32_t id, uint32_t, uint32_t) { long_ids.push_back(id); };
   EXPECT_TRUE(bpe_internal::LongMerge(model, t, scratch, long_emit));
@@ -262,7 +263,9 @@ TEST(BpeTest, PartsLongerThanLongPartFallBackToTheHeapPath) {
   auto heap_emit = [&](uint32_t id, uint32_t, uint32_t) { heap_ids.push_back(id); };
   bpe_internal::HeapMerge(model, t, scratch, scratch.queue, heap_emit);
   EXPECT_EQ(long_ids, heap_ids);
-  EXPECT_EQ(long_ids.size(), 16u);
+  EXPECT_EQ(long_ids.size(), 8u);
+  // 256 letters: one part of 256 bytes, too long.
+  EXPECT_FALSE(bpe_internal::LongMerge(model, std::string(256, 'a'), scratch, fail));
 }
 
 TEST(BpeTest, MissingBytesComeOutAsNoValueParts) {
