@@ -4,13 +4,15 @@ benchmarks that compare with it (model_bench.py, serving_bench.py).
     from llama_build import llama_source, build_llama, tool_logger
     log, run = tool_logger("my_bench")
     src = llama_source(log, run)          # build/bench-llama.cpp/src-VERSION
-    bin_dir = build_llama(["llama-server"], "build-server", log, run)
+    bin_dir = build_llama(["llama-server"], log, run)
 
 The first call downloads llama-cpp-python==LLAMA_CPP_PYTHON (source) from PyPI
 with pip into build/bench-llama.cpp and unpacks it (it vendors llama.cpp);
 nothing of it is kept in the repository. build_llama() configures and builds
-the named targets in build/bench-llama.cpp/<build_dir> (Release, Ninja, the
-same compiler as ours) unless they are there already.
+the named targets in build/bench-llama.cpp/build (Release, Ninja, the same
+compiler as ours) unless they are there already. All the benchmarks share
+that one build dir; the first build makes every tool of ALL_TOOLS, so that
+no benchmark has to rebuild for its own.
 
 CPU flags: GGML_NATIVE (-march=native) except where /proc/cpuinfo lists AMX
 (amx_tile / amx_int8 / amx_bf16): llama.cpp's AMX path crashes on such a CPU
@@ -31,6 +33,10 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parent.parent
 LLAMA_DIR = ROOT / "build" / "bench-llama.cpp"
 LLAMA_CPP_PYTHON = "0.3.36"  # the newest llama-cpp-python on 2026-12-01
+BUILD_DIR = LLAMA_DIR / "build"  # one build of llama.cpp for every benchmark
+# What the benchmarks use; a build makes them all at once.
+ALL_TOOLS = ("llama-bench", "llama-batched-bench", "llama-quantize", "llama-perplexity",
+             "llama-server")
 
 Log = Callable[[str], None]
 Run = Callable[..., subprocess.CompletedProcess]
@@ -104,28 +110,50 @@ def llama_source(log: Log, run: Run) -> Path:
     return src
 
 
-def build_llama(targets: list[str], build_dir: str, log: Log, run: Run) -> Path:
-    """Builds `targets` in build/bench-llama.cpp/`build_dir` (AMX-aware CPU flags,
-    the server on); their bin dir. Nothing is rebuilt when all are there."""
-    out = LLAMA_DIR / build_dir
-    bin_dir = out / "bin"
-    if all((bin_dir / t).exists() for t in targets):
+def build_llama(targets: list[str], log: Log, run: Run) -> Path:
+    """Builds `targets` (and the rest of ALL_TOOLS) in build/bench-llama.cpp/build
+    (AMX-aware CPU flags, the server on); their bin dir. Nothing is rebuilt when
+    all are there, unless that build has AMX on and this CPU has AMX (then it
+    is configured afresh with AMX off)."""
+    bin_dir = BUILD_DIR / "bin"
+    stale = has_amx() and (BUILD_DIR / "CMakeCache.txt").exists() and not built_without_amx()
+    if all((bin_dir / t).exists() for t in targets) and not stale:
         return bin_dir
+    if stale:
+        log(f"{BUILD_DIR} was configured with AMX on, on a CPU with AMX: reconfiguring it")
+        (BUILD_DIR / "CMakeCache.txt").unlink()
     src = llama_source(log, run)
-    log(f"building {', '.join(targets)} in {out} (several minutes)")
-    run(["cmake", "-S", str(src / "vendor" / "llama.cpp"), "-B", str(out), "-G", "Ninja",
+    every = list(dict.fromkeys([*targets, *ALL_TOOLS]))
+    log(f"building {', '.join(every)} in {BUILD_DIR} (several minutes)")
+    run(["cmake", "-S", str(src / "vendor" / "llama.cpp"), "-B", str(BUILD_DIR), "-G", "Ninja",
          "-DCMAKE_BUILD_TYPE=Release", *cpu_cmake_flags(log), "-DLLAMA_CURL=OFF",
          "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=ON",
          "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_OPENSSL=OFF"])
-    run(["cmake", "--build", str(out), "-j", str(os.cpu_count() or 2), "--target", *targets])
+    run(["nice", "-n", "10", "cmake", "--build", str(BUILD_DIR), "-j",
+         str(os.cpu_count() or 2), "--target", *every])
     return bin_dir
 
 
-def built_without_amx(build_dir: str) -> bool:
-    """Whether build/bench-llama.cpp/`build_dir` was configured with AMX off."""
-    cache = LLAMA_DIR / build_dir / "CMakeCache.txt"
+def built_without_amx() -> bool:
+    """Whether build/bench-llama.cpp/build was configured with AMX off."""
     try:
-        text = cache.read_text()
+        text = (BUILD_DIR / "CMakeCache.txt").read_text()
     except OSError:
         return False
     return "GGML_NATIVE:BOOL=OFF" in text and "GGML_AMX_INT8:BOOL=ON" not in text
+
+
+def build_flags() -> str:
+    """The CPU flags build/bench-llama.cpp/build was configured with, in words
+    (for the benchmarks' output)."""
+    try:
+        text = (BUILD_DIR / "CMakeCache.txt").read_text()
+    except OSError:
+        return "not built"
+    on = sorted(line.split(":", 1)[0] for line in text.splitlines()
+                if line.startswith("GGML_") and line.endswith("=ON")
+                and line.split(":", 1)[0] in {*_ISA_OPTIONS.values(), "GGML_NATIVE",
+                                              "GGML_AMX_TILE", "GGML_AMX_INT8",
+                                              "GGML_AMX_BF16"})
+    return "Release, " + (" ".join(f"{o}=ON" for o in on) or "no x86 extensions") + (
+        ", AMX off" if built_without_amx() else "")

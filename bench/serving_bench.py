@@ -62,11 +62,11 @@ import sys
 import time
 import urllib.request
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
-from llama_build import (LLAMA_CPP_PYTHON, build_llama, built_without_amx, has_amx,
-                         tool_logger)
+from llama_build import (LLAMA_CPP_PYTHON, build_flags, build_llama, built_without_amx,
+                         has_amx, tool_logger)
+from run_record import new_stamp
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build"
@@ -75,7 +75,6 @@ VENV = BUILD / "aiperf-venv"
 AIPERF = "0.13.0"
 GGUF_PY = "0.19.0"
 DEFAULT_MODEL = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
-SERVER_BUILD = "build-server"  # build/bench-llama.cpp/build-server
 SIDES = ("ours", "llama.cpp")
 MAX_RUN_S = 300  # seconds of requests per run, at most
 POLL_RATE = 200  # aiperf's request-issuing ticks a second (see aiperf_cmd)
@@ -462,16 +461,6 @@ def targets(results: dict) -> list[str]:
     return out
 
 
-def new_stamp() -> str:
-    """A timestamp no earlier run's JSON or artifact folder has."""
-    base = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    stamp, n = base, 1
-    while (OUT / f"serving-{stamp}.json").exists() or (OUT / f"serving-{stamp}").exists():
-        n += 1
-        stamp = f"{base}-{n}"
-    return stamp
-
-
 def interrupt(*_) -> None:
     raise KeyboardInterrupt
 
@@ -508,18 +497,19 @@ def main() -> None:
         log("building tokenizer_server, model_server, llm_gateway and llm")
         run(["cmake", "--build", str(BUILD), "-j2", "--target", "tokenizer_server",
              "model_server", "llm_gateway", "llm"], cwd=ROOT)
-    server_bin = build_llama(["llama-server"], SERVER_BUILD, log, run) / "llama-server"
+    server_bin = build_llama(["llama-server"], log, run) / "llama-server"
+    log(f"llama-server: {build_flags()}")
     if has_amx():
         log("llama-server: this CPU has AMX; "
             + ("built with GGML_NATIVE=OFF and AMX off (llama.cpp's AMX path crashes here)"
-               if built_without_amx(SERVER_BUILD) else
-               "WARNING: build/bench-llama.cpp/build-server was not built with AMX off"))
+               if built_without_amx() else
+               "WARNING: build/bench-llama.cpp/build was not built with AMX off"))
     aiperf = ensure_aiperf()
     tokenizer, kv_bytes = derive_tokenizer(args.model)
     ctx = {"server_bin": server_bin, "aiperf": aiperf, "tokenizer": tokenizer,
            "kv_bytes": kv_bytes}
 
-    stamp = new_stamp()
+    stamp = new_stamp(OUT, "serving", ".json", "")
     folder = OUT / f"serving-{stamp}"
     cells = [(all_workloads[w], c) for w in names for c in all_workloads[w].concurrency]
     results: dict[str, dict[str, list[dict]]] = {

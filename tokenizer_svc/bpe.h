@@ -14,7 +14,11 @@
 // for n < ~100) over fixed arrays on the stack; longer pieces use a priority
 // queue (FlatHeap, or MergeQueue from kBpeQueueThreshold bytes) over a linked
 // list of parts, O(n log n) at worst and O(n) for runs of a repeated letter,
-// so 20,000 repeated letters take milliseconds, not seconds. All paths pick
+// so 20,000 repeated letters take milliseconds, not seconds. From
+// kBpeQueueThreshold bytes the parts are 8 bytes (LongPart) instead of 16: a
+// megabyte-long piece is a merge sweep over the parts per distinct rank, and
+// once they outgrow the core's L2 every sweep is a trip to L3, so bytes moved
+// per byte of input, not instructions, set its cost there. All paths pick
 // the same merge at every step, so their results are identical. Under the
 // concatenation rule with a pair table, the initial ranks (pairs of single
 // bytes) come from its direct byte-pair table, and the two re-ranks after
@@ -66,6 +70,7 @@ class FlatHeap {
   void Push(uint32_t rank, uint32_t index);
   // Requires !empty().
   std::pair<uint32_t, uint32_t> Pop();
+  size_t ReservedBytes() const { return h_.capacity() * sizeof(uint64_t); }
 
  private:
   std::vector<uint64_t> h_;
@@ -86,6 +91,8 @@ class MergeQueue {
   void Push(uint32_t rank, uint32_t index);
   // Requires !empty(). Removes and returns the smallest (rank, index).
   std::pair<uint32_t, uint32_t> Pop();
+  // Memory held (for a caller's cap on what it keeps); O(distinct ranks seen).
+  size_t ReservedBytes() const;
 
  private:
   struct PerRank {
@@ -117,8 +124,26 @@ struct BpeScratch {
     uint32_t prev;   // index of the previous live part
   };
   std::vector<Part> parts;
+  // Long pieces' parts (kBpeQueueThreshold bytes or more), Part packed into
+  // 8 bytes: the part starting at byte i is i..i+len, the previous live part
+  // starts at i - prev_len; ids and ranks take 24 bits (kLongNone: none, or a
+  // byte without a token), lengths 8. The constructor leaves the fields
+  // uninitialized, so that resizing does not write the whole vector before the
+  // merge loop does.
+  struct LongPart {
+    LongPart() {}        // NOLINT: deliberately no zeroing (see above)
+    uint32_t id_len;     // token id << 8 | len
+    uint32_t rank_prev;  // rank of merging with the next part << 8 | prev_len
+  };
+  std::vector<LongPart> long_parts;
   FlatHeap heap;     // pieces shorter than kBpeQueueThreshold
   MergeQueue queue;  // longer ones
+
+  // Memory held; O(distinct ranks the queue has seen).
+  size_t ReservedBytes() const {
+    return parts.capacity() * sizeof(Part) + long_parts.capacity() * sizeof(LongPart) +
+           heap.ReservedBytes() + queue.ReservedBytes();
+  }
 };
 
 inline constexpr uint32_t kNoRank = UINT32_MAX;
@@ -127,8 +152,12 @@ inline constexpr size_t kBpeHeapThreshold = 128;
 // Heap-path pieces at least this long use MergeQueue instead of FlatHeap:
 // it is ~2x faster on 100 KB - 1 MB runs of one letter and grows linearly
 // there, but its hash lookups cost ~10 % more on the few-hundred-byte pieces
-// of ordinary text.
+// of ordinary text. Such pieces also use the 8-byte LongPart (where no part
+// outgrows 255 bytes and all ids and ranks are below kLongNone; else the
+// 16-byte Part).
 inline constexpr size_t kBpeQueueThreshold = 4096;
+// LongPart's 24-bit "no id" (Trie::kNoValue) and "no rank".
+inline constexpr uint32_t kLongNone = 0xFFFFFF;
 
 // Runs the merge loop on `piece` (non-empty) and calls
 // emit(token_id, byte_begin, byte_end) for each resulting part, in order.

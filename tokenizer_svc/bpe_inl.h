@@ -81,6 +81,15 @@ inline void MergeQueue::Clear() {
   memo_.fill(0);
 }
 
+inline size_t MergeQueue::ReservedBytes() const {
+  size_t bytes = ranks_.capacity() * sizeof(uint32_t) + per_rank_.capacity() * sizeof(PerRank) +
+                 slot_of_.capacity() * (sizeof(uint32_t) * 2 + 1);
+  for (const PerRank& q : per_rank_) {
+    bytes += (q.run.capacity() + q.overflow.capacity()) * sizeof(uint32_t);
+  }
+  return bytes;
+}
+
 inline MergeQueue::PerRank& MergeQueue::Find(uint32_t rank) {
   uint64_t& memo = memo_[rank & 255];
   if ((memo >> 32) == uint64_t{rank} + 1) return per_rank_[memo & 0xFFFFFFFFu];
@@ -296,6 +305,91 @@ void HeapMerge(const BpeModel& m, std::string_view piece, BpeScratch& s, Queue& 
   for (uint32_t i = 0; i < n; i = parts[i].next) emit(parts[i].state, i, parts[i].next);
 }
 
+// HeapMerge's merges on 8-byte parts (BpeScratch::LongPart) with a
+// MergeQueue, for long pieces: the same steps on a packed layout. Returns
+// false, having emitted nothing, when an id or rank does not fit in 24 bits or
+// a part would outgrow 255 bytes (a vocabulary with tokens that long); the
+// caller then runs HeapMerge.
+template <typename Emit>
+bool LongMerge(const BpeModel& m, std::string_view piece, BpeScratch& s, Emit& emit) {
+  auto& parts = s.long_parts;
+  MergeQueue& queue = s.queue;
+  const auto n = static_cast<uint32_t>(piece.size());
+  if (parts.size() < n) parts.resize(n);
+  queue.Clear();
+  constexpr uint32_t kLow = 0xFF;
+  auto id = [](uint32_t id_len) {
+    const uint32_t v = id_len >> 8;
+    return v == kLongNone ? Trie::kNoValue : v;
+  };
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t b = m.byte_ids[static_cast<uint8_t>(piece[i])];
+    if (b != Trie::kNoValue && b >= kLongNone) return false;
+    parts[i].id_len = (b == Trie::kNoValue ? kLongNone : b) << 8 | 1;
+    parts[i].rank_prev = kLongNone << 8 | 1;
+  }
+  const PairTable* pairs = UsablePairs(m);
+  // Sets part i's rank with the next live part and queues it; false when the
+  // rank does not fit.
+  auto rerank = [&](uint32_t i) {
+    auto& a = parts[i];
+    const uint32_t j = i + (a.id_len & kLow);
+    uint32_t r = kNoRank;
+    uint32_t unused = 0;
+    if (j >= n || !PairRank(m, piece, id(a.id_len), id(parts[j].id_len), i,
+                            j + (parts[j].id_len & kLow), &r, &unused)) {
+      r = kLongNone;
+    } else if (r >= kLongNone) {
+      return false;
+    } else {
+      queue.Push(r, i);
+    }
+    a.rank_prev = r << 8 | (a.rank_prev & kLow);
+    return true;
+  };
+  for (uint32_t i = 0; i + 1 < n; ++i) {
+    uint32_t r = kNoRank;
+    uint32_t unused = 0;
+    if (InitialRank(m, pairs, piece, i, id(parts[i].id_len), id(parts[i + 1].id_len), &r,
+                    &unused)) {
+      if (r >= kLongNone) return false;
+      parts[i].rank_prev = r << 8 | 1;
+      queue.Push(r, i);
+    }
+  }
+  while (!queue.empty()) {
+    const auto [r, i] = queue.Pop();
+    auto& a = parts[i];
+    if ((a.rank_prev >> 8) != r) continue;  // stale entry (merged away or re-ranked)
+    const uint32_t j = i + (a.id_len & kLow);
+    const uint32_t len = (a.id_len & kLow) + (parts[j].id_len & kLow);
+    if (len > kLow) return false;
+    // Under the concatenation rule the rank is the merged id; a merge list
+    // needs its entry again.
+    uint32_t merged = r;
+    if (m.merges != nullptr) {
+      uint32_t rank = 0;
+      PairRank(m, piece, id(a.id_len), id(parts[j].id_len), i, j + (parts[j].id_len & kLow), &rank,
+               &merged);
+      if (merged >= kLongNone) return false;
+    }
+    a.id_len = merged << 8 | len;
+    parts[j].rank_prev |= kLongNone << 8;  // j is gone: its entries become stale
+    const uint32_t k = i + len;
+    if (k < n) parts[k].rank_prev = (parts[k].rank_prev & ~kLow) | len;
+    const uint32_t p = i - (a.rank_prev & kLow);  // valid when i > 0
+    if (pairs != nullptr) {                       // both lookups' cache misses at once
+      if (k < n) pairs->Prefetch(merged, id(parts[k].id_len));
+      if (i > 0) pairs->Prefetch(id(parts[p].id_len), merged);
+    }
+    if (!rerank(i) || (i > 0 && !rerank(p))) return false;
+  }
+  for (uint32_t i = 0; i < n; i += parts[i].id_len & kLow) {
+    emit(id(parts[i].id_len), i, i + (parts[i].id_len & kLow));
+  }
+  return true;
+}
+
 }  // namespace llm::tok::bpe_internal
 
 namespace llm::tok {
@@ -307,7 +401,7 @@ void BytePairEncode(const BpeModel& model, std::string_view piece, BpeScratch& s
     bpe_internal::ScanMerge(model, piece, emit);
   } else if (piece.size() < kBpeQueueThreshold) {
     bpe_internal::HeapMerge(model, piece, scratch, scratch.heap, emit);
-  } else {
+  } else if (!bpe_internal::LongMerge(model, piece, scratch, emit)) {
     bpe_internal::HeapMerge(model, piece, scratch, scratch.queue, emit);
   }
 }

@@ -1,7 +1,7 @@
 // The merge loop against a deliberately naive reference (tiktoken's algorithm
-// on byte strings and a map), for both rank rules and all three code paths
-// (the O(n^2) scan, and the heap path with FlatHeap or MergeQueue), and the
-// two queues against std::priority_queue.
+// on byte strings and a map), for both rank rules and all four code paths
+// (the O(n^2) scan, the heap path with FlatHeap or MergeQueue, and the long
+// pieces' 8-byte parts), and the two queues against std::priority_queue.
 #include "tokenizer_svc/bpe.h"
 
 #include <gtest/gtest.h>
@@ -119,7 +119,7 @@ std::unique_ptr<Models> BuildModels(const RandomVocab& v) {
   return m;
 }
 
-enum class Path { kScan, kFlatHeap, kMergeQueue };
+enum class Path { kScan, kFlatHeap, kMergeQueue, kLongParts };
 
 // One code path, whatever the piece's length; each path is checked against
 // the reference and emits every byte exactly once.
@@ -142,6 +142,9 @@ std::vector<uint32_t> RunMerge(const BpeModel& model, const std::string& s, Path
       break;
     case Path::kMergeQueue:
       bpe_internal::HeapMerge(model, s, scratch, scratch.queue, emit);
+      break;
+    case Path::kLongParts:
+      EXPECT_TRUE(bpe_internal::LongMerge(model, s, scratch, emit));
       break;
   }
   EXPECT_EQ(covered, s.size());
@@ -189,7 +192,7 @@ TEST(BpeTest, EveryPathEqualsTheReferenceOnRandomVocabularies) {
       const bool scan = s.size() < kBpeHeapThreshold;
       const auto concat = ReferenceConcat(v, s);
       const auto listed = ReferenceMergeList(v, s);
-      for (const Path path : {Path::kScan, Path::kFlatHeap, Path::kMergeQueue}) {
+      for (const Path path : {Path::kScan, Path::kFlatHeap, Path::kMergeQueue, Path::kLongParts}) {
         if (path == Path::kScan && !scan) continue;
         ASSERT_EQ(RunMerge(m->concat, s, path), concat) << s;
         ASSERT_EQ(RunMerge(m->concat_table, s, path), concat) << s;
@@ -230,6 +233,39 @@ TEST(MergeQueueTest, PopsInRankThenIndexOrderLikeAHeap) {
     }
     EXPECT_TRUE(q.empty());
   }
+}
+
+// 'a' x 2^k for k = 0..17: a run of 2^17 letters merges into one part of
+// 131,072 bytes, more than a LongPart holds (255), so the long path gives up
+// and BytePairEncode takes the 16-byte parts; the result is still the one
+// token.
+TEST(BpeTest, PartsLongerThanLongPartFallBackToTheHeapPath) {
+  Trie trie;
+  for (int k = 0; k <= 17; ++k) trie.Insert(std::string(size_t{1} << k, 'a'), k);
+  trie.Freeze();
+  BpeModel model;
+  model.trie = &trie;
+  model.byte_ids.fill(Trie::kNoValue);
+  model.byte_ids['a'] = 0;
+  BpeScratch scratch;
+  const std::string s(size_t{1} << 17, 'a');
+  auto fail = [](uint32_t, uint32_t, uint32_t) { ADD_FAILURE() << "emitted"; };
+  EXPECT_FALSE(bpe_internal::LongMerge(model, s, scratch, fail));
+  std::vector<uint32_t> ids;
+  BytePairEncode(model, s, scratch, [&](uint32_t id, uint32_t, uint32_t) { ids.push_back(id); });
+  EXPECT_EQ(ids, std::vector<uint32_t>{17});
+  // 255 letters end as 8 parts of at most 128 bytes, which it keeps.
+  const std::string t(255, 'a');
+  std::vector<uint32_t> long_ids;
+  auto long_emit = [&](uint32_t id, uint32_t, uint32_t) { long_ids.push_back(id); };
+  EXPECT_TRUE(bpe_internal::LongMerge(model, t, scratch, long_emit));
+  std::vector<uint32_t> heap_ids;
+  auto heap_emit = [&](uint32_t id, uint32_t, uint32_t) { heap_ids.push_back(id); };
+  bpe_internal::HeapMerge(model, t, scratch, scratch.queue, heap_emit);
+  EXPECT_EQ(long_ids, heap_ids);
+  EXPECT_EQ(long_ids.size(), 8u);
+  // 256 letters: one part of 256 bytes, too long.
+  EXPECT_FALSE(bpe_internal::LongMerge(model, std::string(256, 'a'), scratch, fail));
 }
 
 TEST(BpeTest, MissingBytesComeOutAsNoValueParts) {

@@ -22,6 +22,21 @@
 #include "tokenizer_svc/trie.h"
 
 namespace llm::tok {
+namespace {
+
+// The calling thread's merge scratch, kept from call to call: a long piece
+// then reuses the parts and queue of the last one instead of allocating (and
+// faulting in, and growing) megabytes afresh. When it holds more than
+// kKeptScratchBytes after a long piece it is freed, so a thread keeps at most
+// that much (a 1 MB piece of one letter leaves ~17 MB).
+constexpr size_t kKeptScratchBytes = size_t{32} << 20;
+
+BpeScratch& ThreadBpeScratch() {
+  static thread_local BpeScratch scratch;
+  return scratch;
+}
+
+}  // namespace
 
 struct Tokenizer::Impl {
   Vocab vocab;
@@ -53,13 +68,13 @@ struct Tokenizer::Impl {
   // Names this instance's entries in the per-thread piece caches.
   uint64_t cache_owner = 0;
 
-  // One call's state: the allowed special ids, the merge scratch and the
-  // calling thread's piece cache.
+  // One call's state: the allowed special ids, and the calling thread's merge
+  // scratch and piece cache.
   struct Call {
     const EncodeOptions& options;
     const char* text;               // the request's text, for byte offsets in errors
     std::vector<uint32_t> allowed;  // sorted
-    BpeScratch scratch;
+    BpeScratch& scratch;            // ThreadBpeScratch()
     std::vector<uint32_t>* ids;
     absl::Status status;
     PieceCache* cache = nullptr;  // nullptr: options.use_piece_cache is false
@@ -201,6 +216,9 @@ struct Tokenizer::Impl {
     });
     if (all_tokens && call.cache != nullptr) {
       call.cache->Insert(piece, std::span(*call.ids).subspan(before));
+    }
+    if (piece.size() >= kBpeQueueThreshold && call.scratch.ReservedBytes() > kKeptScratchBytes) {
+      call.scratch = BpeScratch();
     }
   }
 
@@ -398,7 +416,7 @@ absl::StatusOr<std::vector<uint32_t>> Tokenizer::Encode(std::string_view text,
 absl::Status Tokenizer::EncodeTo(std::string_view text, const EncodeOptions& options,
                                  std::vector<uint32_t>* ids) const {
   const Impl& im = *impl_;
-  Impl::Call call{options, text.data(), {}, {}, ids, absl::OkStatus(), nullptr};
+  Impl::Call call{options, text.data(), {}, ThreadBpeScratch(), ids, absl::OkStatus(), nullptr};
   if (options.use_piece_cache) {
     call.cache = &ThreadPieceCache(im.cache_owner);
     // Long pieces are remembered within one call only (see piece_cache.h).
