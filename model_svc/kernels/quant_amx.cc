@@ -5,7 +5,8 @@
 // CpuHasAmxInt8() has returned true (which also asks Linux for the tile
 // state, ARCH_REQ_XCOMP_PERM).
 //
-// What is here: the multi-token product of whole 16-row x 16-token tiles for
+// What is here: the product of whole 16-row x 16-token tiles, in calls of
+// kAmxMinTokens tokens or more (prefill), for
 // the formats whose 32-element block sum is one plain integer dot product
 // (those of quant_avx512.cc's kVnniFormat: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
 // Q4_K, Q5_K, IQ4_NL, IQ4_XS); everything else (rows or tokens left over, one
@@ -53,6 +54,13 @@ constexpr bool kAmxFormat =
     std::is_same_v<F, Q5_K> || std::is_same_v<F, IQ4_NL> || std::is_same_v<F, IQ4_XS>;
 
 constexpr int kTile = 16;  // rows of a tile, and tokens
+
+// Fewer tokens than this go to the VNNI kernels: a row tile's unpacking,
+// done once for all token tiles, pays only when there are many of them (at
+// 16 and 64 tokens the VNNI kernels were as fast or faster, and ~2x faster
+// on the memory-bound LM head; bench/README.md, "AMX int8 tiles for
+// prefill").
+constexpr int64_t kAmxMinTokens = 128;
 
 // No interprocedural analysis of the functions that fill the tiles'
 // operands (PackRows says why); clang has no such attribute.
@@ -260,6 +268,13 @@ void AmxMatMul(const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0, int64_
   for (int64_t rt = 0; rt < row_tiles; ++rt) {
     const int64_t r = r0 + rt * kTile;
     PackRows<F>(w + static_cast<size_t>(r) * row_bytes, row_bytes, num_blocks, scratch.rows.data());
+    // The next tile's rows stream into L2 while this one's products run.
+    if (rt + 1 < row_tiles) {
+      const char* next =
+          reinterpret_cast<const char*>(w) + static_cast<size_t>(r + kTile) * row_bytes;
+      for (size_t off = 0; off < kTile * row_bytes; off += 64)
+        _mm_prefetch(next + off, _MM_HINT_T1);
+    }
     for (int64_t g = 0; g < token_tiles; ++g) {
       TileProduct<F>(scratch.rows.data(), scratch.tokens.data() + g * num_blocks, num_blocks,
                      out + g * kTile * out_stride + r, out_stride);
@@ -273,7 +288,7 @@ template <class F>
 void MatMulAmx(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0,
                int64_t r1, const ActRow* x, int64_t num_tokens, float* out, int64_t out_stride) {
   const int64_t row_tiles = (r1 - r0) / kTile, token_tiles = num_tokens / kTile;
-  if (row_tiles == 0 || token_tiles == 0) {
+  if (row_tiles == 0 || num_tokens < kAmxMinTokens) {
     MatMulTileAvx512Vnni(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);
     return;
   }

@@ -695,14 +695,34 @@ TEST_P(KernelTest, Avx512VnniMatchesScalarOnLargeTiles) {
   ExpectMatchesScalarOnLargeTiles(GetParam(), internal::MatMulTileAvx512Vnni, {38, 45, 18, 261});
 }
 
-TEST_P(KernelTest, AmxMatchesScalarOnLargeTiles) {
+// The AMX tiles against the scalar reference, bit for bit: 37 rows (two
+// whole 16-row tiles and 5 left to the VNNI kernels) from row 3, 128 tokens
+// (8 token tiles, the least AMX takes) and 141 (13 left over), every row
+// length; and 127 tokens, which all go to the VNNI kernels.
+TEST_P(KernelTest, AmxMatchesScalar) {
   if (!internal::CpuHasAmxInt8()) {
     GTEST_SKIP() << "no AMX int8 on this CPU (or Linux did not grant the tile state)";
   }
-  // 16 (one token tile); 16 + 16 + 13 (13 left to the VNNI kernels); 261
-  // (16 tiles and 5); the rows: ~2.5 chunks, with rows left past the last
-  // whole 16-row tile for most types.
-  ExpectMatchesScalarOnLargeTiles(GetParam(), internal::MatMulTileAmx, {16, 45, 261});
+  const TensorType type = GetParam();
+  std::mt19937 rng(11 + static_cast<int>(type));
+  constexpr int64_t kRows = 40, kR0 = 3;
+  for (int64_t n : RowLengths(type)) {
+    SCOPED_TRACE(::testing::Message() << "n=" << n);
+    const size_t row_bytes = RowBytes(type, n);
+    const std::vector<uint8_t> w = RandomRows(type, kRows, n, rng);
+    for (int64_t nt : {128, 141, 127}) {
+      std::vector<Token> tokens;
+      for (int64_t t = 0; t < nt; ++t) tokens.push_back(RandomToken(n, rng));
+      std::vector<ActRow> acts;
+      for (const Token& t : tokens) acts.push_back(t.act());
+      std::vector<float> fast(nt * kRows, 0.0f), slow(nt * kRows, 0.0f);
+      internal::MatMulTileAmx(type, w.data(), row_bytes, n, kR0, kRows, acts.data(), nt,
+                              fast.data(), kRows);
+      internal::MatMulTileScalar(type, w.data(), row_bytes, n, kR0, kRows, acts.data(), nt,
+                                 slow.data(), kRows);
+      ASSERT_EQ(BitsOf(fast), BitsOf(slow)) << "tokens=" << nt;
+    }
+  }
 }
 
 // (c) In a SameActivationsScope, MatMulTile over pieces of the rows gives one
