@@ -8,7 +8,7 @@
 // What is here: the product of whole 16-row x 16-token tiles, in calls of
 // kAmxMinTokens tokens or more (prefill), for
 // the formats whose 32-element block sum is one plain integer dot product
-// (those of quant_avx512.cc's kVnniFormat: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+// (kOneSumFormat: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
 // Q4_K, Q5_K, IQ4_NL, IQ4_XS); everything else (rows or tokens left over, one
 // token, the halves formats Q2_K / Q3_K / Q6_K, the float types) goes to the
 // AVX-512 VNNI kernels. Prefill is where it pays: its products carry hundreds
@@ -44,14 +44,6 @@
 
 namespace llm::kernels::internal {
 namespace {
-
-// Formats with one plain integer sum per 32-element block (no sub-scales
-// per 16 elements), one sub-block per 32 activations.
-template <class F>
-constexpr bool kAmxFormat =
-    std::is_same_v<F, Q4_0> || std::is_same_v<F, Q4_1> || std::is_same_v<F, Q5_0> ||
-    std::is_same_v<F, Q5_1> || std::is_same_v<F, Q8_0> || std::is_same_v<F, Q4_K> ||
-    std::is_same_v<F, Q5_K> || std::is_same_v<F, IQ4_NL> || std::is_same_v<F, IQ4_XS>;
 
 constexpr int kTile = 16;  // rows of a tile, and tokens
 
@@ -311,7 +303,7 @@ void MatMulTileAmx(TensorType type, const uint8_t* w, size_t row_bytes, int64_t 
   switch (type) {
 #define LLM_AMX_CASE(F, block_elements)                                                           \
   case TensorType::k##F:                                                                          \
-    if constexpr (kAmxFormat<F>) {                                                                \
+    if constexpr (kOneSumFormat<F>) {                                                             \
       return MatMulAmx<F>(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride);         \
     } else {                                                                                      \
       return MatMulTileAvx512Vnni(type, w, row_bytes, n, r0, r1, x, num_tokens, out, out_stride); \

@@ -57,10 +57,7 @@ namespace {
 // The formats this file handles, and how their codes become vpdpbusd's
 // unsigned operand: kVnniOffset is k above (the unsigned lanes are q + k).
 template <class F>
-constexpr bool kVnniFormat =
-    std::is_same_v<F, Q4_0> || std::is_same_v<F, Q4_1> || std::is_same_v<F, Q5_0> ||
-    std::is_same_v<F, Q5_1> || std::is_same_v<F, Q8_0> || std::is_same_v<F, Q4_K> ||
-    std::is_same_v<F, Q5_K> || std::is_same_v<F, IQ4_NL> || std::is_same_v<F, IQ4_XS>;
+constexpr bool kVnniFormat = kOneSumFormat<F>;
 
 // The formats whose block sum has a scale per 16 elements (Q2_K, Q3_K, Q6_K):
 // the tiles keep two chains per block, elements 0..15 and 16..31, and add

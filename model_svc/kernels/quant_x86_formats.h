@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "model_svc/kernels/quant_internal.h"
 
@@ -518,6 +519,16 @@ constexpr bool OffsetPerHalf() {
     return false;
   }
 }
+
+// The formats whose 32-element block sum is one plain integer dot product
+// of the codes (no sub-scales per 16 elements, one sub-block per 32
+// activations): the VNNI tiles' (quant_avx512.cc) and the AMX tiles'
+// (quant_amx.cc).
+template <class F>
+constexpr bool kOneSumFormat =
+    std::is_same_v<F, Q4_0> || std::is_same_v<F, Q4_1> || std::is_same_v<F, Q5_0> ||
+    std::is_same_v<F, Q5_1> || std::is_same_v<F, Q8_0> || std::is_same_v<F, Q4_K> ||
+    std::is_same_v<F, Q5_K> || std::is_same_v<F, IQ4_NL> || std::is_same_v<F, IQ4_XS>;
 
 // Sub-blocks of F per 32 activations (F::kPasses, 1 when absent).
 template <class F>
