@@ -143,6 +143,35 @@ TEST_P(EngineKvQ8Test, CloseToTheF16Cache) {
   EXPECT_GT(diff, 0.0);
 }
 
+// Q8_0 keys beside fp16 values (--kv_cache_type_k q8_0): the rows of each
+// are where attention and snapshots look for them.
+TEST_P(EngineKvQ8Test, MixedTypesDecodeAndSnapshotAlike) {
+  EngineSetup setup = Setup();
+  setup.kv_type_v = model::KvType::kF16;
+  auto engine = MakeEngine(setup);
+  auto other = MakeEngine(setup);
+  const std::vector<int32_t> tokens = Tokens(19, 8);
+  auto whole = engine->Append(Request("", tokens, true));
+  auto r = engine->Append(Request("", {tokens.begin(), tokens.begin() + 6}));
+  ASSERT_TRUE(whole.ok() && r.ok());
+  for (int i = 6; i < 19; ++i) {
+    auto step = engine->Append(Request(r->session_id, {tokens[i]}));
+    ASSERT_TRUE(step.ok()) << step.status();
+    EXPECT_EQ(step->logits.back().values, whole->logits[i].values) << "position " << i;
+  }
+  auto bytes = engine->ExportSession(r->session_id);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto imported = other->ImportSession(*bytes);
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  auto x = engine->Append(Request(r->session_id, {4}));
+  auto y = other->Append(Request(imported->session_id, {4}));
+  ASSERT_TRUE(x.ok() && y.ok());
+  EXPECT_EQ(x->logits.back().values, y->logits.back().values);
+  auto q8 = MakeEngine(Setup());
+  EXPECT_THAT(q8->ImportSession(*bytes).status().message(),
+              ::testing::HasSubstr("KV cache type is k q8_0, v f16"));
+}
+
 INSTANTIATE_TEST_SUITE_P(HeadDims, EngineKvQ8Test, ::testing::Values(32, 64));
 
 }  // namespace

@@ -93,6 +93,7 @@ struct EngineSetup {
   bool prefix_cache = true;
   std::shared_ptr<SpillStore> spill;
   model::KvType kv_type = model::KvType::kF32;          // keys and values
+  std::optional<model::KvType> kv_type_v;               // the values', when not kv_type
   std::optional<model::testing::RandomModelSpec> spec;  // Spec() when unset
 };
 
@@ -103,6 +104,7 @@ inline std::unique_ptr<Engine> MakeEngine(const EngineSetup& setup = {}) {
   mo.kv_blocks = setup.kv_blocks;
   mo.kv_block_size = setup.block_size;
   mo.kv_type = setup.kv_type;
+  mo.kv_type_v = setup.kv_type_v;
   auto m = model::testing::LoadRandomModel(setup.spec.value_or(Spec()), mo, setup.threads);
   EXPECT_TRUE(m.ok()) << m.status();
   EngineOptions eo;
