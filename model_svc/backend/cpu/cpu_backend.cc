@@ -675,17 +675,28 @@ class CpuBackend : public model::Backend {
     // every sequence is one chunk (decode) and there are enough sequences;
     // one, when there would be fewer than 4 items per thread otherwise (one
     // session decoding: 3 KV heads, 2 threads), so that the threads finish
-    // together. The query heads of a KV head are computed together (up to
-    // score_rows_ at a time), so each key and value row is read once for
-    // all of them; a thread that takes all of a sequence's KV heads reads
+    // together, unless a context is long (kGroupedContext). The query
+    // heads of a KV head are computed together (up to score_rows_ at a
+    // time), so each key and value row is read once for all of them; a
+    // thread that takes all of a sequence's KV heads reads
     // each block's keys and values from one place (bench/README.md,
     // "Measurements behind the code", attention items).
     constexpr int64_t kChunk = 16;
+    // From this many positions, the items keep a KV head's query heads
+    // together even when there are few: each key and value row is then read
+    // (and, fp16 or Q8_0, converted) once instead of once per query head,
+    // which outweighs the uneven split (SmolLM2 at 8192 positions: 3 items
+    // on 2 threads; the attention kernels' CPU time per token 26.5 ms
+    // instead of 50.7 with an fp16 cache, 21.7 instead of 45.2 with Q8_0;
+    // bench/README.md, "KV cache q8_0"). The items' bits are the same
+    // either way (DotRowsHeads, AxpyRowsHeads).
+    constexpr int64_t kGroupedContext = 1024;
     const int64_t kv_group = p.head_count / p.head_count_kv;
     const int64_t min_items = 4 * pool_.num_threads();
-    int64_t chunks = 0;
+    int64_t chunks = 0, max_context = 0;
     bool one_chunk_each = true;
     for (const model::SequenceStep& s : batch_->sequences) {
+      max_context = std::max(max_context, s.start_pos + s.num_new);
       chunks += (s.num_new + kChunk - 1) / kChunk;
       one_chunk_each = one_chunk_each && s.num_new <= kChunk;
     }
@@ -695,7 +706,7 @@ class CpuBackend : public model::Backend {
     int64_t item_heads = kv_group;  // query heads per item
     if (per_sequence) {
       item_heads = p.head_count;
-    } else if (chunks * p.head_count_kv < min_items) {
+    } else if (chunks * p.head_count_kv < min_items && max_context < kGroupedContext) {
       item_heads = 1;
     }
     items_.clear();
