@@ -686,10 +686,10 @@ class CpuBackend : public model::Backend {
     // together even when there are few: each key and value row is then read
     // (and, fp16 or Q8_0, converted) once instead of once per query head,
     // which outweighs the uneven split (SmolLM2 at 8192 positions: 3 items
-    // on 2 threads; the attention kernels' CPU time per token 26.5 ms
-    // instead of 50.7 with an fp16 cache, 21.7 instead of 45.2 with Q8_0;
-    // bench/README.md, "KV cache q8_0"). The items' bits are the same
-    // either way (DotRowsHeads, AxpyRowsHeads).
+    // on 2 threads; the attention kernels' CPU time per token ~1.3-1.9x
+    // less, more with Q8_0 than fp16, in runs on a loaded machine;
+    // llm-kv-attention-bench, bench/README.md, "KV cache q8_0"). The items'
+    // bits are the same either way (DotRowsHeads, AxpyRowsHeads).
     constexpr int64_t kGroupedContext = 1024;
     const int64_t kv_group = p.head_count / p.head_count_kv;
     const int64_t min_items = 4 * pool_.num_threads();
