@@ -146,8 +146,13 @@ class Engine::Impl {
   snapshot::SnapshotLayout SnapshotLayout() const {
     snapshot::SnapshotLayout l;
     l.fingerprint = options_.model_fingerprint;
+    auto code = [](model::KvType t) {
+      return t == model::KvType::kF16   ? snapshot::kKvF16
+             : t == model::KvType::kF32 ? snapshot::kKvF32
+                                        : snapshot::kKvQ8_0;
+    };
     l.kv_type =
-        model_->options().kv_type == model::KvType::kF16 ? snapshot::kKvF16 : snapshot::kKvF32;
+        snapshot::KvTypeCode(code(model_->options().k_type()), code(model_->options().v_type()));
     // Backend::KvLayout's values are the snapshot's (kKvLayoutCpu == 1).
     l.kv_layout = static_cast<uint32_t>(model_->backend().KvLayout());
     l.block_size = static_cast<uint32_t>(model_->options().kv_block_size);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -91,6 +92,9 @@ struct EngineSetup {
   int threads = 2;
   bool prefix_cache = true;
   std::shared_ptr<SpillStore> spill;
+  model::KvType kv_type = model::KvType::kF32;          // keys and values
+  std::optional<model::KvType> kv_type_v;               // the values', when not kv_type
+  std::optional<model::testing::RandomModelSpec> spec;  // Spec() when unset
 };
 
 inline std::unique_ptr<Engine> MakeEngine(const EngineSetup& setup = {}) {
@@ -99,7 +103,9 @@ inline std::unique_ptr<Engine> MakeEngine(const EngineSetup& setup = {}) {
   mo.max_logit_rows = setup.max_batch_tokens;
   mo.kv_blocks = setup.kv_blocks;
   mo.kv_block_size = setup.block_size;
-  auto m = model::testing::LoadRandomModel(Spec(), mo, setup.threads);
+  mo.kv_type = setup.kv_type;
+  mo.kv_type_v = setup.kv_type_v;
+  auto m = model::testing::LoadRandomModel(setup.spec.value_or(Spec()), mo, setup.threads);
   EXPECT_TRUE(m.ok()) << m.status();
   EngineOptions eo;
   eo.max_batch_tokens = setup.max_batch_tokens;

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "model_svc/core/kv_cache_shape.h"
 #include "model_svc/engine/engine.h"
+#include "model_svc/model/config.h"
 
 namespace llm::engine {
 
@@ -29,9 +31,20 @@ struct LoadOptions {
   bool mmap_weights = false;           // CPU: compute from the file mapping (no copy)
   int64_t kv_cache_mb = 512;           // KV pool size; blocks = MiB / block bytes
   int32_t kv_block_size = 16;          // positions per KV block
-  std::string kv_cache_type = "f16";   // "f16" or "f32"
-  EngineOptions engine;                // engine.max_batch_tokens also sizes the step scratch
+  // The KV cache's element types: "f16", "f32" or "q8_0" (GGUF's Q8_0
+  // blocks; head dimension a multiple of 32), for keys and values
+  // (kv_cache_type), or for each (kv_cache_type_k / _v, when not empty).
+  // f32 is for both or neither.
+  std::string kv_cache_type = "f16";
+  std::string kv_cache_type_k, kv_cache_type_v;
+  EngineOptions engine;  // engine.max_batch_tokens also sizes the step scratch
 };
+
+// The KV pool LoadEngine allocates for a model of `config`: the types
+// (INVALID_ARGUMENT for an unknown or unsupported one) and as many blocks as
+// kv_cache_mb holds (INVALID_ARGUMENT when none).
+absl::StatusOr<model::KvCacheShape> KvPoolShape(const model::ModelConfig& config,
+                                                const LoadOptions& options);
 
 // Maps the file, loads the weights on the backend, allocates the KV pool and
 // starts the engine. Errors name the file and the problem.

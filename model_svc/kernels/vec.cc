@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "common/half.h"
 #include "model_svc/kernels/quant_internal.h"
@@ -161,6 +162,74 @@ void AxpyRowsHeads(const float* const* w, int g, const float* v, int64_t stride,
   if (HasAvx512() && vec_internal::AxpyRowsHeadsAvx512(w, g, v, stride, rows, n, acc)) return;
   if (HasAvx2()) return vec_internal::AxpyRowsHeadsAvx2(w, g, v, stride, rows, n, acc);
   for (int h = 0; h < g; ++h) AxpyRows(w[h], v, stride, rows, n, acc[h]);
+}
+
+void QuantizeKvQ8(const float* x, KvQ8Block* out, int64_t n) {
+  for (int64_t b = 0; b < n / 32; ++b, x += 32) {
+    float amax = 0.0f;
+    for (int l = 0; l < 32; ++l) amax = std::max(amax, std::fabs(x[l]));
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    out[b].d = FloatToHalf(amax / 127.0f);
+    for (int l = 0; l < 32; ++l) {
+      // |x * id| <= 127 (up to rounding of id: clamped); half to even.
+      const float v = std::fmin(std::fmax(x[l] * id, -127.0f), 127.0f);
+      out[b].q[l] = static_cast<int8_t>(std::nearbyint(v));
+    }
+  }
+}
+
+void DequantizeKvQ8(const KvQ8Block* x, float* out, int64_t n) {
+  for (int64_t b = 0; b < n / 32; ++b, out += 32) {
+    const float d = HalfToFloat(x[b].d);
+    for (int l = 0; l < 32; ++l) out[l] = d * static_cast<float>(x[b].q[l]);
+  }
+}
+
+namespace {
+
+// Rows [r0, r0 + count) of Q8_0 rows `stride` elements apart, dequantized
+// into buf as rows of n floats, in turns of at most kBufferFloats / n rows:
+// f(buf, first row, rows) for each turn.
+template <typename F>
+void InDequantizedTurns(const KvQ8Block* x, int64_t stride, int64_t rows, int64_t n, F f) {
+  constexpr int64_t kBufferFloats = 4096;
+  float stack[kBufferFloats];
+  std::vector<float> heap;
+  float* buf = stack;
+  if (n > kBufferFloats) {
+    heap.resize(n);
+    buf = heap.data();
+  }
+  const int64_t turn = std::max<int64_t>(1, kBufferFloats / n);
+  for (int64_t r0 = 0; r0 < rows; r0 += turn) {
+    const int64_t count = std::min(turn, rows - r0);
+    for (int64_t r = 0; r < count; ++r) {
+      DequantizeKvQ8(x + (r0 + r) * stride / 32, buf + r * n, n);
+    }
+    f(buf, r0, count);
+  }
+}
+
+}  // namespace
+
+void DotRowsHeads(const float* const* q, int g, const KvQ8Block* k, int64_t stride, int64_t rows,
+                  int64_t n, float scale, float* const* out) {
+  if (HasAvx512() && vec_internal::DotRowsHeadsAvx512(q, g, k, stride, rows, n, scale, out)) return;
+  InDequantizedTurns(k, stride, rows, n, [&](const float* buf, int64_t r0, int64_t count) {
+    float* o[kMaxRowHeads];
+    for (int h = 0; h < g; ++h) o[h] = out[h] + r0;
+    DotRowsHeads(q, g, buf, n, count, n, scale, o);
+  });
+}
+
+void AxpyRowsHeads(const float* const* w, int g, const KvQ8Block* v, int64_t stride, int64_t rows,
+                   int64_t n, float* const* acc) {
+  if (HasAvx512() && vec_internal::AxpyRowsHeadsAvx512(w, g, v, stride, rows, n, acc)) return;
+  InDequantizedTurns(v, stride, rows, n, [&](const float* buf, int64_t r0, int64_t count) {
+    const float* wr[kMaxRowHeads];
+    for (int h = 0; h < g; ++h) wr[h] = w[h] + r0;
+    AxpyRowsHeads(wr, g, buf, n, count, n, acc);
+  });
 }
 
 void SiluMul(const float* gate, const float* up, float* out, int64_t n) {

@@ -1,5 +1,5 @@
 // Small vector kernels for the CPU backend's attention and norms: fp32 dot
-// products, and fp32 x fp16 products over the fp16 KV cache; the host's
+// products, and fp32 x fp16 (x Q8_0) products over an fp16 (Q8_0) KV cache; the host's
 // logits encodings (core/logits.h) use them too.
 //
 // Chosen once at startup like quant.h's kernels: AVX2+FMA+F16C when the CPU
@@ -72,6 +72,29 @@ void DotRowsHeads(const float* const* q, int g, const float* k, int64_t stride, 
 void AxpyRowsHeads(const float* const* w, int g, const uint16_t* v, int64_t stride, int64_t rows,
                    int64_t n, float* const* acc);
 void AxpyRowsHeads(const float* const* w, int g, const float* v, int64_t stride, int64_t rows,
+                   int64_t n, float* const* acc);
+// A KV cache row of Q8_0 blocks (GGUF's and llama.cpp's Q8_0, 34 bytes):
+// element i of a block is d * q[i], d the fp16 bits of the scale.
+struct KvQ8Block {
+  uint16_t d;
+  int8_t q[32];
+};
+static_assert(sizeof(KvQ8Block) == 34);
+// n values (n % 32 == 0) into n / 32 blocks as llama.cpp's x86
+// quantize_row_q8_0 writes them: amax = max |x|, d = half(amax / 127),
+// q = nearbyint(x * (127 / amax)) (round half to even; 0 when amax is 0).
+void QuantizeKvQ8(const float* x, KvQ8Block* out, int64_t n);
+// out[i] = float(d) * q[i] (exact: an int8 times an fp16 fits a float).
+void DequantizeKvQ8(const KvQ8Block* x, float* out, int64_t n);
+// DotRowsHeads and AxpyRowsHeads over Q8_0 rows: element e of the rows is
+// element e % 32 of block e / 32 (stride and n multiples of 32). Each head
+// gets exactly the bits of the fp32 overloads over the dequantized rows
+// (DequantizeKvQ8), as the product d * q is exact; the AVX-512 kernels
+// (head dimensions 64, 128, 256) convert each block in registers once for
+// all g heads, the others dequantize a few rows at a time into a buffer.
+void DotRowsHeads(const float* const* q, int g, const KvQ8Block* k, int64_t stride, int64_t rows,
+                  int64_t n, float scale, float* const* out);
+void AxpyRowsHeads(const float* const* w, int g, const KvQ8Block* v, int64_t stride, int64_t rows,
                    int64_t n, float* const* acc);
 // out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)) (SwiGLU),
 // bit for bit as the scalar loop with libm's expf computes it: the AVX2 and
@@ -149,6 +172,10 @@ bool AxpyRowsHeadsAvx512(const float* const* w, int g, const uint16_t* v, int64_
                          int64_t rows, int64_t n, float* const* acc);
 bool AxpyRowsHeadsAvx512(const float* const* w, int g, const float* v, int64_t stride, int64_t rows,
                          int64_t n, float* const* acc);
+bool DotRowsHeadsAvx512(const float* const* q, int g, const KvQ8Block* k, int64_t stride,
+                        int64_t rows, int64_t n, float scale, float* const* out);
+bool AxpyRowsHeadsAvx512(const float* const* w, int g, const KvQ8Block* v, int64_t stride,
+                         int64_t rows, int64_t n, float* const* acc);
 }  // namespace vec_internal
 
 }  // namespace llm::kernels

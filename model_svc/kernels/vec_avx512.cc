@@ -43,6 +43,25 @@ inline __m512 Load16(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 inline __m512 Load16(const float* p) { return _mm512_loadu_ps(p); }
+// A row of T starting at element e (of Q8_0 rows, e a multiple of 32), and
+// its elements [16c, 16c + 16): of Q8_0 rows, half of block c / 2, q
+// converted to float and times d, exactly (see vec.h). With c a constant
+// (the kernels' unrolled loops), the two halves of a block share its d.
+template <typename T>
+inline const T* RowAt(const T* p, int64_t e) {
+  return p + e;
+}
+inline const KvQ8Block* RowAt(const KvQ8Block* p, int64_t e) { return p + (e >> 5); }
+template <typename T>
+inline __m512 Load16Of(const T* row, int c) {
+  return Load16(row + 16 * c);
+}
+inline __m512 Load16Of(const KvQ8Block* row, int c) {
+  const KvQ8Block& b = row[c >> 1];
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.q + 16 * (c & 1)));
+  const __m512 d = _mm512_set1_ps(_cvtsh_ss(b.d));
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d);
+}
 
 // The sums of the eight lanes of a, b, c and d in the tree of the AVX2
 // HorizontalSum ((l + l+4) + (l+2 + l+6), then the two halves), four at a
@@ -108,7 +127,7 @@ void DotRowsHeadsImpl(const float* const* q, const T* k, int64_t stride, int64_t
     for (int c = 0; c < C; ++c) {
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
-        const __m512 kc = Load16(k + (r + j) * stride + 16 * c);
+        const __m512 kc = Load16Of(RowAt(k, (r + j) * stride), c);
 #pragma GCC unroll 4
         for (int h = 0; h < G; ++h) acc[j][h] = _mm512_fmadd_ps(query(h, c), kc, acc[j][h]);
       }
@@ -126,7 +145,7 @@ void DotRowsHeadsImpl(const float* const* q, const T* k, int64_t stride, int64_t
     for (int h = 0; h < G; ++h) acc[h] = _mm512_setzero_ps();
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
-      const __m512 kc = Load16(k + r * stride + 16 * c);
+      const __m512 kc = Load16Of(RowAt(k, r * stride), c);
 #pragma GCC unroll 4
       for (int h = 0; h < G; ++h) acc[h] = _mm512_fmadd_ps(query(h, c), kc, acc[h]);
     }
@@ -153,10 +172,10 @@ void AxpyRowsHeadsImpl(const float* const* w, const T* v, int64_t stride, int64_
       for (int j = 0; j < S / 16; ++j) a[h][j] = _mm512_loadu_ps(acc[h] + s0 + 16 * j);
     }
     for (int64_t r = 0; r < rows; ++r) {
-      const T* vr = v + r * stride + s0;
+      const T* vr = RowAt(v, r * stride + s0);
       __m512 x[S / 16];
 #pragma GCC unroll 8
-      for (int j = 0; j < S / 16; ++j) x[j] = Load16(vr + 16 * j);
+      for (int j = 0; j < S / 16; ++j) x[j] = Load16Of(vr, j);
 #pragma GCC unroll 4
       for (int h = 0; h < G; ++h) {
         const __m512 vw = _mm512_set1_ps(w[h][r]);
@@ -237,6 +256,17 @@ bool AxpyRowsHeadsAvx512(const float* const* w, int g, const uint16_t* v, int64_
 }
 bool AxpyRowsHeadsAvx512(const float* const* w, int g, const float* v, int64_t stride, int64_t rows,
                          int64_t n, float* const* acc) {
+  return WithHeadShape<1>(
+      n, g, [&]<int kN, int G>() { AxpyRowsHeadsImpl<kN, G>(w, v, stride, rows, acc); });
+}
+
+bool DotRowsHeadsAvx512(const float* const* q, int g, const KvQ8Block* k, int64_t stride,
+                        int64_t rows, int64_t n, float scale, float* const* out) {
+  return WithHeadShape<1>(
+      n, g, [&]<int kN, int G>() { DotRowsHeadsImpl<kN, G>(q, k, stride, rows, scale, out); });
+}
+bool AxpyRowsHeadsAvx512(const float* const* w, int g, const KvQ8Block* v, int64_t stride,
+                         int64_t rows, int64_t n, float* const* acc) {
   return WithHeadShape<1>(
       n, g, [&]<int kN, int G>() { AxpyRowsHeadsImpl<kN, G>(w, v, stride, rows, acc); });
 }

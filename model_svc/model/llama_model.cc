@@ -83,7 +83,8 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(std::shared_ptr<con
   kv.block_size = options.kv_block_size;
   kv.layers = c.block_count;
   kv.kv_dim = c.kv_dim();
-  kv.type = options.kv_type;
+  kv.k_type = options.k_type();
+  kv.v_type = options.v_type();
   LLM_RETURN_IF_ERROR(b.AllocKvCache(kv));
   return m;
 }

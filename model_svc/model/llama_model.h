@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,11 @@ struct ModelOptions {
   // F32 here (exact, what the unit tests compare with their reference);
   // the server and tools default to F16 (engine::LoadOptions).
   KvType kv_type = KvType::kF32;
+  // The keys' and the values' types, when not kv_type (--kv_cache_type_k,
+  // --kv_cache_type_v).
+  std::optional<KvType> kv_type_k, kv_type_v;
+  KvType k_type() const { return kv_type_k.value_or(kv_type); }
+  KvType v_type() const { return kv_type_v.value_or(kv_type); }
   // The longest sequence the model will serve (0: the model's
   // context_length): picks Phi-3's long or short RoPE factors as llama.cpp
   // does from its context size.

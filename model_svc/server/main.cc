@@ -88,12 +88,10 @@ ABSL_FLAG(bool, pin_threads, false,
           "pass. Needs --threads below the available CPUs. See docs/model_service.md.");
 ABSL_FLAG(std::string, backend, "auto",
           "cpu, cuda, or auto (CUDA when this build has it and a GPU is present, else CPU).");
-ABSL_FLAG(std::string, kv_cache_type, "f16",
-          "KV cache element type: f16 (half the memory; llama.cpp's default) or f32.");
 ABSL_FLAG(
     int64_t, kv_cache_mb, 512,
     "KV cache size in MiB: the pool holds kv_cache_mb MiB / block bytes blocks of 16 "
-    "positions, a block holding the keys and values of every layer (--kv_cache_type). A request "
+    "positions, a block holding the keys and values of every layer (--kv_cache_type*). A request "
     "that needs more than the whole pool gets RESOURCE_EXHAUSTED; idle sessions are "
     "evicted, least recently used first, when it is full.");
 ABSL_FLAG(int64_t, max_batch_tokens, 512,
@@ -400,10 +398,6 @@ int Main() {
     return 2;
   }
   SetLogLevel(*log_level);
-  if (absl::GetFlag(FLAGS_kv_cache_type) != "f16" && absl::GetFlag(FLAGS_kv_cache_type) != "f32") {
-    std::fprintf(stderr, "model_server: --kv_cache_type must be f16 or f32\n");
-    return 2;
-  }
 
   // The header and configuration: fast, and a bad file fails before the port line.
   std::fprintf(stderr, "model_server: loading %s\n", path.c_str());
@@ -419,18 +413,13 @@ int Main() {
     PrintError(config.status());
     return 1;
   }
-  model::KvCacheShape shape;
-  shape.block_size = kKvBlockSize;
-  shape.layers = config->block_count;
-  shape.kv_dim = config->kv_dim();
-  shape.type =
-      absl::GetFlag(FLAGS_kv_cache_type) == "f32" ? model::KvType::kF32 : model::KvType::kF16;
-  const int64_t kv_blocks =
-      absl::GetFlag(FLAGS_kv_cache_mb) * (int64_t{1} << 20) / shape.block_bytes();
-  if (kv_blocks < 1) {
-    std::fprintf(stderr, "model_server: --kv_cache_mb %lld holds no KV block of %lld bytes\n",
-                 static_cast<long long>(absl::GetFlag(FLAGS_kv_cache_mb)),
-                 static_cast<long long>(shape.block_bytes()));
+  engine::LoadOptions load;
+  llm::engine::ApplyBackendFlags(&load);
+  load.kv_cache_mb = absl::GetFlag(FLAGS_kv_cache_mb);
+  load.kv_block_size = kKvBlockSize;
+  const absl::StatusOr<model::KvCacheShape> shape = engine::KvPoolShape(*config, load);
+  if (!shape.ok()) {
+    PrintError(shape.status());
     return 2;
   }
 
@@ -503,7 +492,6 @@ int Main() {
     stop.store(true);
   });
 
-  engine::LoadOptions load;
   load.model_path = path;
   load.threads = absl::GetFlag(FLAGS_threads);
   if (pinned.has_value()) {
@@ -511,10 +499,6 @@ int Main() {
     load.callback_cpus = pinned->all_cpus;  // compute_affinity.h says why
   }
   load.backend = absl::GetFlag(FLAGS_backend);
-  llm::engine::ApplyBackendFlags(&load);
-  load.kv_cache_mb = absl::GetFlag(FLAGS_kv_cache_mb);
-  load.kv_cache_type = absl::GetFlag(FLAGS_kv_cache_type);
-  load.kv_block_size = kKvBlockSize;
   load.engine.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   load.engine.max_sessions = absl::GetFlag(FLAGS_max_sessions);
   load.engine.session_ttl = absl::GetFlag(FLAGS_session_ttl);
@@ -551,7 +535,7 @@ int Main() {
                  "%lld tokens per step, %lld sessions, prefix cache %s\n",
                  static_cast<long long>(engine->max_context()),
                  static_cast<int>(engine->Stats().kv_blocks_total), kKvBlockSize,
-                 engine->Stats().kv_blocks_total * static_cast<double>(shape.block_bytes()) /
+                 engine->Stats().kv_blocks_total * static_cast<double>(shape->block_bytes()) /
                      (1024.0 * 1024.0),
                  static_cast<long long>(absl::GetFlag(FLAGS_max_batch_tokens)),
                  static_cast<long long>(absl::GetFlag(FLAGS_max_sessions)),

@@ -53,6 +53,17 @@ absl::Status Mismatch(const char* what, uint64_t got, uint64_t want) {
 
 }  // namespace
 
+std::string KvTypeName(uint32_t code) {
+  auto name = [](uint32_t t) -> std::string {
+    return t == kKvF16    ? "f16"
+           : t == kKvF32  ? "f32"
+           : t == kKvQ8_0 ? "q8_0"
+                          : StrCat("unknown (", t, ")");
+  };
+  if (KeyType(code) == ValueType(code)) return name(code);
+  return StrCat("k ", name(KeyType(code)), ", v ", name(ValueType(code)));
+}
+
 int64_t MaxEncodedBytes(const SnapshotLayout& layout, int64_t tokens) {
   SnapshotLayout bounded = layout;
   bounded.block_size = std::max<uint32_t>(layout.block_size, 1);
@@ -166,10 +177,9 @@ absl::StatusOr<Snapshot> Decode(std::string_view bytes, const SnapshotLayout& ex
                absl::Hex(expect.fingerprint, absl::kZeroPad16), ")"));
   }
   if (l.kv_type != expect.kv_type) {
-    auto name = [](uint32_t t) { return t == kKvF16 ? "f16" : t == kKvF32 ? "f32" : "unknown"; };
-    return absl::FailedPreconditionError(StrCat("the snapshot's KV cache type is ", name(l.kv_type),
-                                                "; this model server's is ", name(expect.kv_type),
-                                                " (--kv_cache_type)"));
+    return absl::FailedPreconditionError(StrCat("the snapshot's KV cache type is ",
+                                                KvTypeName(l.kv_type), "; this model server's is ",
+                                                KvTypeName(expect.kv_type), " (--kv_cache_type)"));
   }
   if (l.kv_layout != expect.kv_layout) return Mismatch("KV layout", l.kv_layout, expect.kv_layout);
   if (l.block_size != expect.block_size)

@@ -39,9 +39,24 @@ namespace llm::snapshot {
 
 inline constexpr uint32_t kVersion = 1;
 inline constexpr int64_t kHeaderBytes = 80;
-// KV types (SnapshotLayout::kv_type).
+// KV types (SnapshotLayout::kv_type): of keys and values alike, or
+// KvTypeCode's for different ones.
 inline constexpr uint32_t kKvF16 = 0;
 inline constexpr uint32_t kKvF32 = 1;
+inline constexpr uint32_t kKvQ8_0 = 2;  // GGUF's Q8_0 blocks, 34 bytes per 32 values
+// The KV type of keys of type k and values of type v (kKv* each): k when
+// they are alike, else k | (v + 1) << 8.
+constexpr uint32_t KvTypeCode(uint32_t k, uint32_t v) { return k == v ? k : k | (v + 1) << 8; }
+constexpr uint32_t KeyType(uint32_t code) { return code & 0xff; }
+constexpr uint32_t ValueType(uint32_t code) {
+  return (code >> 8) != 0 ? (code >> 8) - 1 : code & 0xff;
+}
+// Bytes of n values of kKv* type t (n a multiple of 32 for kKvQ8_0).
+constexpr int64_t KvRowBytes(uint32_t t, int64_t n) {
+  return t == kKvQ8_0 ? n / 32 * 34 : t == kKvF32 ? 4 * n : 2 * n;
+}
+// "f16", "q8_0", or "k q8_0, v f16" for different types.
+std::string KvTypeName(uint32_t code);
 // KV layouts (SnapshotLayout::kv_layout): the CPU backend's, per block and
 // layer the keys then the values, each [KV head][slot][head_dim].
 inline constexpr uint32_t kLayoutCpuHeadMajor = 1;
@@ -56,10 +71,11 @@ struct SnapshotLayout {
   uint32_t layers = 0;
   uint64_t kv_dim = 0;  // KV heads * head_dim
 
-  int64_t element_bytes() const { return kv_type == kKvF16 ? 2 : 4; }
   // Keys and values of every layer for block_size positions.
   int64_t block_bytes() const {
-    return 2 * int64_t{layers} * block_size * static_cast<int64_t>(kv_dim) * element_bytes();
+    const auto dim = static_cast<int64_t>(kv_dim);
+    return int64_t{layers} * block_size *
+           (KvRowBytes(KeyType(kv_type), dim) + KvRowBytes(ValueType(kv_type), dim));
   }
   bool operator==(const SnapshotLayout&) const = default;
 };

@@ -103,19 +103,43 @@ TEST(SnapshotTest, AFlippedByteIsDataLoss) {
   }
 }
 
+// Keys and values of different types: the code names both, the old codes
+// (the same type for both) are unchanged, and a block's bytes are the sum
+// of the two rows' (Q8_0: 34 bytes per 32 values).
+TEST(SnapshotTest, KvTypeCodesAndBlockBytes) {
+  for (uint32_t k : {kKvF16, kKvF32, kKvQ8_0}) {
+    for (uint32_t v : {kKvF16, kKvF32, kKvQ8_0}) {
+      EXPECT_EQ(KeyType(KvTypeCode(k, v)), k);
+      EXPECT_EQ(ValueType(KvTypeCode(k, v)), v);
+    }
+    EXPECT_EQ(KvTypeCode(k, k), k);
+  }
+  SnapshotLayout l = TestLayout();
+  l.kv_dim = 64, l.layers = 2, l.block_size = 16;
+  l.kv_type = kKvQ8_0;
+  EXPECT_EQ(l.block_bytes(), 2 * 16 * 2 * 68);
+  l.kv_type = KvTypeCode(kKvQ8_0, kKvF16);
+  EXPECT_EQ(l.block_bytes(), 2 * 16 * (68 + 128));
+  EXPECT_EQ(KvTypeName(l.kv_type), "k q8_0, v f16");
+}
+
 TEST(SnapshotTest, AnotherModelOrLayoutIsFailedPrecondition) {
   const std::string bytes = *Encode(TestSnapshot(false));
   struct Case {
     SnapshotLayout expect;
     const char* names;
   };
-  std::vector<Case> cases(5, Case{TestLayout(), ""});
+  std::vector<Case> cases(7, Case{TestLayout(), ""});
   cases[0].expect.fingerprint = 99, cases[0].names = "another model";
   cases[1].expect.kv_type = kKvF32,
   cases[1].names = "KV cache type is f16; this model server's is f32";
   cases[2].expect.block_size = 8, cases[2].names = "block size";
   cases[3].expect.layers = 3, cases[3].names = "layer count";
   cases[4].expect.kv_dim = 16, cases[4].names = "KV dimension";
+  cases[5].expect.kv_type = kKvQ8_0,
+  cases[5].names = "KV cache type is f16; this model server's is q8_0";
+  cases[6].expect.kv_type = KvTypeCode(kKvQ8_0, kKvF16),
+  cases[6].names = "KV cache type is f16; this model server's is k q8_0, v f16";
   for (const Case& c : cases) {
     absl::Status st = Decode(bytes, c.expect, kLimits).status();
     EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;

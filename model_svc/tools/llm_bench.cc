@@ -45,6 +45,10 @@ ABSL_FLAG(std::string, backend, "cpu",
           "cpu, cuda, or auto (CUDA when this build has it and a GPU is present, else CPU).");
 ABSL_FLAG(int, p, 512, "Prompt tokens for the prefill test (0 skips it).");
 ABSL_FLAG(int, n, 128, "Generated tokens for the decode test (0 skips it).");
+ABSL_FLAG(int, d, 0,
+          "Context depth of the decode test (llama-bench's -d): each repetition first "
+          "prefills these many random tokens (the same ones each time, untimed; the prefix "
+          "cache keeps their full blocks), then decodes -n tokens after them.");
 ABSL_FLAG(int, repetitions, 5, "Timed repetitions of each test (after one warm-up).");
 ABSL_FLAG(std::vector<std::string>, sessions, {},
           "Also measure aggregate decode throughput with these numbers of concurrent "
@@ -65,12 +69,12 @@ ABSL_FLAG(double, roofline_gb_s, 0,
           "Memory bandwidth in GB/s (e.g. 4800 for an H200): also print the decode rate's "
           "share of the bandwidth roofline (weight bytes read per token x tokens/s).");
 ABSL_FLAG(int64_t, kv_cache_mb, 256, "KV cache size in MiB.");
-ABSL_FLAG(std::string, kv_cache_type, "f16", "KV cache element type: f16 or f32.");
 
 namespace {
 
 constexpr char kUsage[] =
-    "llm-bench --model PATH [--threads N] [-p 512] [-n 128] [--repetitions 5]\n"
+    "llm-bench --model PATH [--threads N] [-p 512] [-n 128] [-d 0] [--repetitions 5]\n"
+    "          [--kv_cache_type f16|f32|q8_0] [--kv_cache_type_k ...] [--kv_cache_type_v ...]\n"
     "          [--sessions 1,4,16]\n"
     "Prints one JSON line: prefill_tok_s (pp), decode_tok_s (tg), their standard\n"
     "deviations, the model and the threads. Method: llama-bench's pp and tg tests.";
@@ -214,7 +218,6 @@ int main(int argc, char** argv) {
   options.backend = absl::GetFlag(FLAGS_backend);
   llm::engine::ApplyBackendFlags(&options);
   options.kv_cache_mb = absl::GetFlag(FLAGS_kv_cache_mb);
-  options.kv_cache_type = absl::GetFlag(FLAGS_kv_cache_type);
   options.engine.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   // Before the model is loaded, so that its threads are idle.
   const double read_gb_s =
@@ -240,9 +243,9 @@ int main(int argc, char** argv) {
     Check((*engine)->Release(result->session_id));
     return n / seconds;
   };
-  // Decodes `tokens` one at a time on a fresh session, then releases it.
-  auto decode_all = [&](const std::vector<int32_t>& tokens) {
-    std::string session;
+  // Decodes `tokens` one at a time on a fresh session (or on `session`),
+  // then releases it.
+  auto decode_all = [&](const std::vector<int32_t>& tokens, std::string session = "") {
     for (int32_t token : tokens) {
       llm::engine::AppendRequest r;
       r.session_id = session;
@@ -254,10 +257,20 @@ int main(int argc, char** argv) {
     }
     Check((*engine)->Release(session));
   };
+  const int depth = absl::GetFlag(FLAGS_d);
+  const std::vector<int32_t> depth_tokens = random_tokens(depth);
   auto run_tg = [&](int n) -> double {
     const std::vector<int32_t> tokens = random_tokens(n);
+    std::string session;
+    if (depth > 0) {
+      llm::engine::AppendRequest r;
+      r.tokens = depth_tokens;
+      auto result = (*engine)->Append(std::move(r));
+      Check(result.status());
+      session = result->session_id;
+    }
     const absl::Time start = absl::Now();
-    decode_all(tokens);
+    decode_all(tokens, session);
     return n / absl::ToDoubleSeconds(absl::Now() - start);
   };
   const int reps = std::max(1, absl::GetFlag(FLAGS_repetitions));
@@ -286,6 +299,7 @@ int main(int argc, char** argv) {
     out["decode_step_ms"] =
         MeanStepMs(after.step_time - before.step_time, after.steps - before.steps);
     out["n"] = n;
+    out["d"] = depth;
     auto file = llm::gguf::File::Open(options.model_path);
     Check(file.status());
     const bool cuda = (*engine)->backend_description().rfind("cuda", 0) == 0;

@@ -34,7 +34,7 @@ ABSL_FLAG(std::string, model, "", "Path to a GGUF model (required).");
 ABSL_FLAG(std::string, tokens, "", "JSON array of token ids (required).");
 ABSL_FLAG(std::string, out, "", "Output directory (required; created).");
 ABSL_FLAG(std::string, names, "", "Comma-separated tensor names to write (empty: all).");
-ABSL_FLAG(std::string, kv_cache_type, "f16", "f16 or f32.");
+ABSL_FLAG(std::string, kv_cache_type, "f16", "f16, f32 or q8_0 (keys and values).");
 ABSL_FLAG(int, ubatch, 0, "Tokens per forward step (0: all in one).");
 ABSL_FLAG(int, threads, 0, "CPU threads; 0: every core the process may use.");
 ABSL_FLAG(bool, reference, false, "Also run the fp64 reference forward.");
@@ -45,7 +45,7 @@ namespace {
 
 constexpr char kUsage[] =
     "llm-layers --model PATH --tokens IDS.json --out DIR [--names a,b] [--ubatch N]\n"
-    "           [--kv_cache_type f16|f32] [--reference [--reference_q8]] [--logits]\n"
+    "           [--kv_cache_type f16|f32|q8_0] [--reference [--reference_q8]] [--logits]\n"
     "Writes the forward's intermediate tensors per layer (llama.cpp's names) as raw\n"
     "row-major files DIR/ours/NAME-LAYER.f32 (and DIR/reference/NAME-LAYER.f64).";
 
@@ -84,7 +84,9 @@ int main(int argc, char** argv) {
   const std::set<std::string, std::less<>> names(name_list.begin(), name_list.end());
   auto wanted = [&names](std::string_view name) { return names.empty() || names.contains(name); };
   const std::string kv_type = absl::GetFlag(FLAGS_kv_cache_type);
-  if (kv_type != "f16" && kv_type != "f32") Fail("--kv_cache_type must be f16 or f32");
+  if (kv_type != "f16" && kv_type != "f32" && kv_type != "q8_0") {
+    Fail("--kv_cache_type must be f16, f32 or q8_0");
+  }
   const int64_t ubatch = absl::GetFlag(FLAGS_ubatch) > 0 ? absl::GetFlag(FLAGS_ubatch) : n;
 
   auto file = llm::gguf::File::Open(model_path);
@@ -99,7 +101,9 @@ int main(int argc, char** argv) {
   options.max_logit_rows = ubatch;
   options.kv_block_size = 16;
   options.kv_blocks = static_cast<int32_t>((n + 15) / 16);
-  options.kv_type = kv_type == "f32" ? llm::model::KvType::kF32 : llm::model::KvType::kF16;
+  options.kv_type = kv_type == "f32"    ? llm::model::KvType::kF32
+                    : kv_type == "q8_0" ? llm::model::KvType::kQ8_0
+                                        : llm::model::KvType::kF16;
   options.context_length = n;
   auto model = llm::model::LlamaModel::Load(shared, *std::move(backend), options);
   if (!model.ok()) Fail(std::string(model.status().message()));

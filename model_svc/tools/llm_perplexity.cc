@@ -35,7 +35,6 @@ ABSL_FLAG(int, ctx, 512, "Window length in tokens.");
 ABSL_FLAG(int, threads, 0, "CPU threads; 0: every core the process may use.");
 ABSL_FLAG(std::string, backend, "cpu",
           "cpu, cuda, or auto (CUDA when this build has it and a GPU is present, else CPU).");
-ABSL_FLAG(std::string, kv_cache_type, "f16", "KV cache element type: f16 or f32.");
 ABSL_FLAG(int, max_windows, 0, "Score at most this many windows (0: all).");
 ABSL_FLAG(int, score_from, -1,
           "Score positions j in [score_from, ctx - 1) of each window (-1: ctx/2, as "
@@ -49,7 +48,9 @@ ABSL_FLAG(std::string, tokens_out, "",
 namespace {
 
 constexpr char kUsage[] =
-    "llm-perplexity --model PATH --file TEXT [--ctx 512] [--threads N] [--kv_cache_type f16|f32]\n"
+    "llm-perplexity --model PATH --file TEXT [--ctx 512] [--threads N] [--kv_cache_type "
+    "f16|f32|q8_0]\n"
+    "               [--kv_cache_type_k f16|q8_0] [--kv_cache_type_v f16|q8_0]\n"
     "               [--score_from J] [--token_logprobs]\n"
     "Prints one JSON line {\"perplexity\", \"tokens\" (scored), \"windows\", \"ctx\"}.\n"
     "Method (llama-perplexity's): non-overlapping windows of --ctx tokens, each\n"
@@ -105,7 +106,6 @@ int main(int argc, char** argv) {
   options.engine.max_batch_tokens = std::max(ctx, 512);
   options.engine.max_context = ctx;
   options.kv_cache_mb = 64;
-  options.kv_cache_type = absl::GetFlag(FLAGS_kv_cache_type);
   auto engine = llm::engine::LoadEngine(options);
   if (!engine.ok()) Fail(std::string(engine.status().message()));
   if (ctx > (*engine)->max_context()) Fail("--ctx is longer than the model's context");

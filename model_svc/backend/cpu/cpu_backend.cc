@@ -138,6 +138,14 @@ class CpuBackend : public model::Backend {
   }
 
   absl::Status AllocKvCache(const KvCacheShape& shape) override {
+    const int64_t row = head_dim_ > 0 ? head_dim_ : shape.kv_dim;
+    if ((shape.k_type == model::KvType::kQ8_0 || shape.v_type == model::KvType::kQ8_0) &&
+        row % kernels::kQ8Block != 0) {
+      return absl::InvalidArgumentError(
+          StrCat("a q8_0 KV cache needs a head dimension that is a "
+                 "multiple of 32; the model's is ",
+                 row));
+    }
     kv_ = shape;
     auto cache = AllocAligned<uint8_t>(shape.block_bytes() * shape.num_blocks, "the KV cache");
     if (!cache.ok()) return cache.status();
@@ -184,11 +192,16 @@ class CpuBackend : public model::Backend {
     // Zero the slots from `positions` on: per layer, K and V, each head's
     // [slot][head_dim] rows.
     const int64_t used = std::clamp<int64_t>(positions, 0, kv_.block_size);
-    const int64_t row = head_dim_ * kv_.element_bytes();
-    const int64_t heads = 2 * kv_.layers * (kv_.kv_dim / head_dim_);
-    for (int64_t h = 0; h < heads; ++h) {
-      uint8_t* head = out.data() + h * kv_.block_size * row;
-      std::memset(head + used * row, 0, (kv_.block_size - used) * row);
+    const int64_t k_row = model::KvRowBytes(kv_.k_type, head_dim_);
+    const int64_t v_row = model::KvRowBytes(kv_.v_type, head_dim_);
+    const int64_t heads = kv_.kv_dim / head_dim_;
+    uint8_t* head = out.data();
+    for (int64_t l = 0; l < kv_.layers; ++l) {
+      for (const int64_t row : {k_row, v_row}) {
+        for (int64_t h = 0; h < heads; ++h, head += kv_.block_size * row) {
+          std::memset(head + used * row, 0, (kv_.block_size - used) * row);
+        }
+      }
     }
     return absl::OkStatus();
   }
@@ -400,11 +413,10 @@ class CpuBackend : public model::Backend {
     // Each item quantizes its heads' outputs for the output projection when
     // they are whole activation blocks. The sequences cover rows [0, rows).
     const bool quantize = BeginQuantizedOutput(out) && p.head_dim % kernels::kQ8Block == 0;
-    if (kv_.type == model::KvType::kF16) {
-      AttentionImpl<uint16_t>(layer, q, k, v, p, quantize, out);
-    } else {
-      AttentionImpl<float>(layer, q, k, v, p, quantize, out);
-    }
+    WithKvType(kv_.k_type, [&]<typename TK>() {
+      WithKvType(kv_.v_type,
+                 [&]<typename TV>() { AttentionImpl<TK, TV>(layer, q, k, v, p, quantize, out); });
+    });
     int64_t rows = 0;
     bool in_order = true;  // the sequences' rows are [0, rows), one after the other
     for (const model::SequenceStep& s : batch_->sequences) {
@@ -569,11 +581,28 @@ class CpuBackend : public model::Backend {
   // contiguous, so that attention reads each head's rows as one stream
   // (with [slot][kv_dim] rows, one head's 16 rows were 16 strided reads, and
   // attention ~1/3 longer at 16 sessions).
+  // A row of type T (float, fp16 bits or KvQ8Block) for each KvType.
+  template <typename F>
+  static void WithKvType(model::KvType t, F f) {
+    switch (t) {
+      case model::KvType::kF32:
+        return f.template operator()<float>();
+      case model::KvType::kQ8_0:
+        return f.template operator()<kernels::KvQ8Block>();
+      case model::KvType::kF16:
+        return f.template operator()<uint16_t>();
+    }
+  }
+  // The first row of `head`'s keys (values) in a block: per (block, layer)
+  // the keys of every head, then the values (the two of different types).
+  uint8_t* LayerAt(int64_t block, int64_t layer) {
+    return cache_.get() +
+           (block * kv_.layers + layer) * kv_.block_size * (kv_.k_bytes() + kv_.v_bytes());
+  }
   template <typename T>
   T* KeyAt(int64_t block, int64_t layer, int64_t head, int64_t head_dim) {
-    return reinterpret_cast<T*>(cache_.get()) +
-           (block * kv_.layers + layer) * 2 * kv_.block_size * kv_.kv_dim +
-           head * kv_.block_size * head_dim;
+    return reinterpret_cast<T*>(LayerAt(block, layer) +
+                                head * kv_.block_size * model::KvRowBytes(kv_.k_type, head_dim));
   }
   // INVALID_ARGUMENT unless `block` is in the pool and `size` a block's bytes.
   absl::Status CheckKvBlock(int32_t block, size_t size) const {
@@ -617,15 +646,27 @@ class CpuBackend : public model::Backend {
 
   template <typename T>
   T* ValueAt(int64_t block, int64_t layer, int64_t head, int64_t head_dim) {
-    return KeyAt<T>(block, layer, head, head_dim) + kv_.block_size * kv_.kv_dim;
+    return reinterpret_cast<T*>(LayerAt(block, layer) + kv_.block_size * kv_.k_bytes() +
+                                head * kv_.block_size * model::KvRowBytes(kv_.v_type, head_dim));
+  }
+  // Row `slot` of a head's rows of n values of type T.
+  template <typename T>
+  static T* RowAt(T* head, int64_t slot, int64_t n) {
+    if constexpr (std::is_same_v<T, kernels::KvQ8Block>)
+      return head + slot * (n / kernels::kQ8Block);
+    return head + slot * n;
   }
 
   static void Store(const float* x, float* out, int64_t n) { std::memcpy(out, x, n * 4); }
   static void Store(const float* x, uint16_t* out, int64_t n) { kernels::F32ToF16(x, out, n); }
+  static void Store(const float* x, kernels::KvQ8Block* out, int64_t n) {
+    kernels::QuantizeKvQ8(x, out, n);
+  }
 
-  // Attention over a cache of element type T (float or fp16 bits);
-  // `quantize`: also into q8_ (QuantizeOutput).
-  template <typename T>
+  // Attention over a cache whose keys are of element type TK and values of
+  // TV (float, fp16 bits or Q8_0 blocks); `quantize`: also into q8_
+  // (QuantizeOutput).
+  template <typename TK, typename TV>
   void AttentionImpl(int64_t layer, const Tensor& q, const Tensor& k, const Tensor& v,
                      const AttentionParams& p, bool quantize, Tensor out) {
     const int64_t kv_dim = kv_.kv_dim, bs = kv_.block_size, hd = p.head_dim;
@@ -634,17 +675,28 @@ class CpuBackend : public model::Backend {
     // every sequence is one chunk (decode) and there are enough sequences;
     // one, when there would be fewer than 4 items per thread otherwise (one
     // session decoding: 3 KV heads, 2 threads), so that the threads finish
-    // together. The query heads of a KV head are computed together (up to
-    // score_rows_ at a time), so each key and value row is read once for
-    // all of them; a thread that takes all of a sequence's KV heads reads
+    // together, unless a context is long (kGroupedContext). The query
+    // heads of a KV head are computed together (up to score_rows_ at a
+    // time), so each key and value row is read once for all of them; a
+    // thread that takes all of a sequence's KV heads reads
     // each block's keys and values from one place (bench/README.md,
     // "Measurements behind the code", attention items).
     constexpr int64_t kChunk = 16;
+    // From this many positions, the items keep a KV head's query heads
+    // together even when there are few: each key and value row is then read
+    // (and, fp16 or Q8_0, converted) once instead of once per query head,
+    // which outweighs the uneven split (SmolLM2 at 8192 positions: 3 items
+    // on 2 threads; the attention kernels' CPU time per token ~1.3-1.9x
+    // less, more with Q8_0 than fp16, in runs on a loaded machine;
+    // llm-kv-attention-bench, bench/README.md, "KV cache q8_0"). The items'
+    // bits are the same either way (DotRowsHeads, AxpyRowsHeads).
+    constexpr int64_t kGroupedContext = 1024;
     const int64_t kv_group = p.head_count / p.head_count_kv;
     const int64_t min_items = 4 * pool_.num_threads();
-    int64_t chunks = 0;
+    int64_t chunks = 0, max_context = 0;
     bool one_chunk_each = true;
     for (const model::SequenceStep& s : batch_->sequences) {
+      max_context = std::max(max_context, s.start_pos + s.num_new);
       chunks += (s.num_new + kChunk - 1) / kChunk;
       one_chunk_each = one_chunk_each && s.num_new <= kChunk;
     }
@@ -654,7 +706,7 @@ class CpuBackend : public model::Backend {
     int64_t item_heads = kv_group;  // query heads per item
     if (per_sequence) {
       item_heads = p.head_count;
-    } else if (chunks * p.head_count_kv < min_items) {
+    } else if (chunks * p.head_count_kv < min_items && max_context < kGroupedContext) {
       item_heads = 1;
     }
     items_.clear();
@@ -680,10 +732,12 @@ class CpuBackend : public model::Backend {
     auto store = [&](const model::SequenceStep& s) {
       for (int64_t t = 0; t < s.num_new; ++t) {
         const int64_t pos = s.start_pos + t, row = s.first_row + t;
-        const int64_t block = s.blocks[pos / bs], slot = (pos % bs) * hd;
+        const int64_t block = s.blocks[pos / bs], slot = pos % bs;
         for (int64_t h = 0; h < p.head_count_kv; ++h) {
-          Store(k.data + row * kv_dim + h * hd, KeyAt<T>(block, layer, h, hd) + slot, hd);
-          Store(v.data + row * kv_dim + h * hd, ValueAt<T>(block, layer, h, hd) + slot, hd);
+          Store(k.data + row * kv_dim + h * hd, RowAt(KeyAt<TK>(block, layer, h, hd), slot, hd),
+                hd);
+          Store(v.data + row * kv_dim + h * hd, RowAt(ValueAt<TV>(block, layer, h, hd), slot, hd),
+                hd);
         }
       }
     };
@@ -692,8 +746,9 @@ class CpuBackend : public model::Backend {
     }
     // 3. The items, taken in turn.
     const int64_t max_positions = int64_t{kv_.num_blocks} * bs;
-    const int64_t head_bytes = bs * hd * static_cast<int64_t>(sizeof(T));
-    const int64_t block_region = 2 * bs * kv_dim * static_cast<int64_t>(sizeof(T));
+    const int64_t k_head_bytes = bs * model::KvRowBytes(kv_.k_type, hd);
+    const int64_t v_head_bytes = bs * model::KvRowBytes(kv_.v_type, hd);
+    const int64_t block_region = bs * (kv_.k_bytes() + kv_.v_bytes());
     constexpr int64_t kItemPrefetchBytes = 256 * 1024;
     constexpr int64_t kNextItemPrefetchBytes = 64 * 1024;
     // The first `bytes` of this layer's keys and values of sequence s (all
@@ -704,7 +759,7 @@ class CpuBackend : public model::Backend {
       const int64_t first =
           p.window > 0 ? std::max<int64_t>(0, s.start_pos + 1 - p.window) / bs : 0;
       for (int64_t b = first; b < blocks && bytes > 0; ++b) {
-        PrefetchL2(KeyAt<T>(s.blocks[b], layer, 0, hd), std::min(block_region, bytes));
+        PrefetchL2(LayerAt(s.blocks[b], layer), std::min(block_region, bytes));
         bytes -= block_region;
       }
     };
@@ -740,10 +795,12 @@ class CpuBackend : public model::Backend {
             const float* qs[kernels::kMaxRowHeads];
             float* sc[kernels::kMaxRowHeads];
             float* os[kernels::kMaxRowHeads];
-            // With an fp16 cache the query is rounded to fp16 as well, as
+            // With fp16 keys the query is rounded to fp16 as well, as
             // llama.cpp does (its K·Q product runs in fp16 x fp16); the g
             // heads' queries are adjacent, so one call rounds them all.
-            constexpr bool kF16 = std::is_same_v<T, uint16_t>;
+            // (With Q8_0 keys llama.cpp quantizes the query to Q8_0; here
+            // it stays fp32, the keys converted exactly.)
+            constexpr bool kF16 = std::is_same_v<TK, uint16_t>;
             const float* qrow = q.data + row * q.cols + h0 * hd;
             if constexpr (kF16) kernels::RoundThroughF16(qrow, qh, g * hd);
             for (int h = 0; h < g; ++h) {
@@ -760,10 +817,10 @@ class CpuBackend : public model::Backend {
             const int64_t n_att = n_pos - first;
             for (int64_t j = first; j < n_pos;) {
               const int64_t slot = j % bs, count = std::min(bs - slot, n_pos - j);
-              const T* kj = KeyAt<T>(s.blocks[j / bs], layer, kv_head, hd) + slot * hd;
+              const TK* kj = RowAt(KeyAt<TK>(s.blocks[j / bs], layer, kv_head, hd), slot, hd);
               if (j + count < n_pos)
-                Prefetch(KeyAt<T>(s.blocks[j / bs + 1], layer, kv_head, hd), head_bytes);
-              Prefetch(ValueAt<T>(s.blocks[j / bs], layer, kv_head, hd), head_bytes);
+                Prefetch(KeyAt<TK>(s.blocks[j / bs + 1], layer, kv_head, hd), k_head_bytes);
+              Prefetch(ValueAt<TV>(s.blocks[j / bs], layer, kv_head, hd), v_head_bytes);
               float* scj[kernels::kMaxRowHeads];
               for (int h = 0; h < g; ++h) scj[h] = sc[h] + (j - first);
               kernels::DotRowsHeads(qs, static_cast<int>(g), kj, hd, count, hd, p.scale, scj);
@@ -777,7 +834,7 @@ class CpuBackend : public model::Backend {
             }
             for (int64_t j = first; j < n_pos;) {
               const int64_t slot = j % bs, count = std::min(bs - slot, n_pos - j);
-              const T* vj = ValueAt<T>(s.blocks[j / bs], layer, kv_head, hd) + slot * hd;
+              const TV* vj = RowAt(ValueAt<TV>(s.blocks[j / bs], layer, kv_head, hd), slot, hd);
               const float* wj[kernels::kMaxRowHeads];
               for (int h = 0; h < g; ++h) wj[h] = sc[h] + (j - first);
               kernels::AxpyRowsHeads(wj, static_cast<int>(g), vj, hd, count, hd, os);

@@ -269,7 +269,7 @@ model::KvCacheShape KvShape(const model::AttentionParams& p, int32_t blocks,
   kv.block_size = 16;
   kv.layers = 1;
   kv.kv_dim = p.head_count_kv * p.head_dim;
-  kv.type = type;
+  kv.k_type = kv.v_type = type;
   return kv;
 }
 

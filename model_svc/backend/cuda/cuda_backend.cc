@@ -255,6 +255,11 @@ class CudaBackend : public model::Backend {
   }
 
   absl::Status AllocKvCache(const KvCacheShape& shape) override {
+    if (shape.k_type != shape.v_type || shape.k_type == model::KvType::kQ8_0) {
+      return absl::UnimplementedError(
+          "the CUDA backend's KV cache holds f16 or f32, keys and values alike (q8_0 and mixed "
+          "--kv_cache_type_k / --kv_cache_type_v are CPU only)");
+    }
     LLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device), "cudaSetDevice");
     kv_ = shape;
     LLM_ASSIGN_OR_RETURN(
@@ -446,7 +451,7 @@ class CudaBackend : public model::Backend {
     }
     const RowKv meta{Meta(meta_.kv_pos()), Meta(meta_.table_offset()), Meta(meta_.block_ids())};
     const KvCacheView cache{cache_.get(), kv_.layers, kv_.kv_dim, kv_.block_size,
-                            kv_.type == model::KvType::kF16};
+                            kv_.k_type == model::KvType::kF16};
     Check(LaunchStoreKv(k.data, v.data, q.rows, meta, cache, layer, stream_), "KV store");
     const AttentionShape shape{
         static_cast<int32_t>(p.head_count), static_cast<int32_t>(p.head_count_kv),

@@ -327,7 +327,7 @@ TEST_F(OpParity, AttentionMixedBatchOverPagedCache) {
          {std::tuple<int64_t, int64_t, int64_t>{9, 3, 64}, {8, 2, 128}, {4, 4, 32}}) {
       ASSERT_NO_FATAL_FAILURE(SetUp());
       const int32_t block_size = 16;
-      model::KvCacheShape shape{64, block_size, 2, kv_heads * head_dim, kv_type};
+      model::KvCacheShape shape{64, block_size, 2, kv_heads * head_dim, kv_type, kv_type};
       ASSERT_TRUE(cpu_->AllocKvCache(shape).ok());
       ASSERT_TRUE(cuda_->AllocKvCache(shape).ok());
       const model::AttentionParams p{heads, kv_heads, head_dim,

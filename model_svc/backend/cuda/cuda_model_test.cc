@@ -458,8 +458,11 @@ Accounted ExpectDeviceMemoryAccounted(const RandomModelSpec& spec, int32_t kv_bl
   if (!m.ok()) return {};
   const CudaMemoryUse use = DeviceMemoryUse((*m)->backend());
   const model::KvCacheShape kv{
-      kv_blocks, options.kv_block_size, spec.layers,
+      kv_blocks,
+      options.kv_block_size,
+      spec.layers,
       spec.kv_heads * (spec.head_dim > 0 ? spec.head_dim : spec.d_model / spec.heads),
+      options.kv_type,
       options.kv_type};
   EXPECT_EQ(use.weights, want_weights);
   EXPECT_EQ(use.kv_cache, kv.block_bytes() * kv_blocks);
