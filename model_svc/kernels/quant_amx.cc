@@ -32,10 +32,8 @@
 // releases the tiles before it returns; scratch is per thread.
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
 #include "model_svc/formats/weight_formats.h"
