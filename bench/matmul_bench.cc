@@ -168,6 +168,19 @@ void BM_Q8_0_49152x576(benchmark::State& state) { RunMatMul(state, TensorType::k
 void BM_Q4_1_1536x576_Cold(benchmark::State& state) {
   RunMatMul(state, TensorType::kQ4_1, 1536, 576, {.copies = 120});
 }
+// One-token decode from DRAM on the shapes of the models the benchmarks use:
+// type, rows, cols (SmolLM2's gate/up 1536 x 576 and down 576 x 1536, the 1B
+// shape's 2048 x 2048 and FFN 8192 x 2048 and 2048 x 8192), with enough
+// copies (>= 256 MiB) that every call streams its weights from DRAM.
+void BM_DecodeCold(benchmark::State& state) {
+  const auto type = static_cast<TensorType>(state.range(1));
+  const int64_t rows = state.range(2), cols = state.range(3);
+  const int64_t bytes = static_cast<int64_t>(formats::RowBytes(type, cols)) * rows;
+  RunMatMul(state, type, rows, cols,
+            {.copies = std::max<int64_t>(2, (int64_t{256} << 20) / bytes)});
+  state.SetLabel(std::string(gguf::FindTensorTypeTraits(state.range(1))->name) + " " +
+                 std::string(KernelIsa()));
+}
 // Small calls: 16 rows per call (each call interleaves the tokens). The engine
 // gives prefill tasks 64 rows or more, and decode one row range per thread.
 void BM_Q4_1_1536x576_Grain16(benchmark::State& state) {
@@ -209,6 +222,29 @@ void BM_AllTypes_576x1536(benchmark::State& state) {
 BENCHMARK(BM_Q4_1_1536x576)->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Q8_0_49152x576)->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Q4_1_1536x576_Cold)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DecodeCold)
+    ->ArgsProduct({{1},
+                   {static_cast<int>(TensorType::kQ4_0), static_cast<int>(TensorType::kQ4_1),
+                    static_cast<int>(TensorType::kQ8_0), static_cast<int>(TensorType::kQ4_K),
+                    static_cast<int>(TensorType::kQ6_K)},
+                   {1536},
+                   {576}})
+    ->ArgsProduct({{1},
+                   {static_cast<int>(TensorType::kQ4_0), static_cast<int>(TensorType::kQ4_1),
+                    static_cast<int>(TensorType::kQ8_0)},
+                   {576},
+                   {1536}})
+    ->ArgsProduct({{1},
+                   {static_cast<int>(TensorType::kQ4_0), static_cast<int>(TensorType::kQ4_1),
+                    static_cast<int>(TensorType::kQ8_0), static_cast<int>(TensorType::kQ4_K),
+                    static_cast<int>(TensorType::kQ6_K)},
+                   {2048, 8192},
+                   {2048}})
+    ->ArgsProduct({{1},
+                   {static_cast<int>(TensorType::kQ4_0), static_cast<int>(TensorType::kQ4_K)},
+                   {2048},
+                   {8192}})
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Q4_1_1536x576_Grain16)->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Q4_1_1536x576_Scalar)->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Q4_1_1536x576_Isa)

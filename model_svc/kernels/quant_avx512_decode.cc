@@ -1,23 +1,28 @@
-// AVX-512 VNNI one-token kernels for the K-quants (Q2_K to Q6_K). This
-// file is compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx2
-// -mfma -mf16c -ffp-contract=off; nothing in it may run before quant.cc has
-// checked CpuHasAvx512Vnni().
+// AVX-512 VNNI one-token kernels: the K-quants (Q2_K to Q6_K), Q4_0, Q4_1
+// and Q8_0. This file is compiled with -mavx512f -mavx512bw -mavx512vl
+// -mavx512vnni -mavx2 -mfma -mf16c -ffp-contract=off; nothing in it may run
+// before quant.cc has checked CpuHasAvx512Vnni().
 //
 // Decode reads every weight once per token, so it should run at the memory's
 // pace; the AVX2 RowTokenTile spends about one instruction per weight byte on
 // a K-quant (unpacking the 6-bit scales row by row, a reduction tree per
 // 8 rows and sub-block), which on two cores is below the read bandwidth.
-// DecodeTile16 takes 16 rows at once, one row per zmm lane in the float step:
+// The tiles here take 16 rows at once, one row per zmm lane in the float step:
 //
-//  * the scales of a super-block are unpacked for all 16 rows together, the
-//    rows' headers gathered into the lanes (vpgatherdd), so each lane holds
-//    its row's d * sc_j and -dmin * mn_j (or its sub-scales and mins);
-//  * per 32-element sub-block, each zmm holds two rows' codes (256 bits
-//    each), vpdpbusd adds 4 products per int32 lane (8 partial sums a row),
-//    and a tree of blends and shuffles (3 levels, 21 instructions for 16 rows)
-//    ends with the rows' exact sums of elements 0..15 and 16..31 in their
-//    lanes; Q2_K, Q3_K and Q6_K multiply those by their sub-scales;
+//  * the scales of a super-block (or of a block) are unpacked for all 16 rows
+//    together, the rows' headers gathered into the lanes (vpgatherdd), so
+//    each lane holds its row's d * sc_j and -dmin * mn_j (or its sub-scales
+//    and mins, or its block's d and m);
+//  * vpdpbusd adds 4 products per int32 lane, and a tree of blends and
+//    shuffles ends with each row's exact integer sums of its sub-blocks (or
+//    of their halves, for sub-scales) in its lane;
 //  * the canonical float step (quant.h) then runs once for all 16 lanes.
+//
+// Three tiles: HalvesTile16 (Q4_K, Q5_K, Q6_K) and PairTile16 (Q4_0, Q4_1,
+// Q8_0) hold one row's 64 bytes of codes per zmm and fold the first level of
+// the tree into the products (FoldRowPair); DecodeTile16 (Q2_K, Q3_K) holds
+// two rows' 32 bytes per zmm. Each prefetches the rows kPrefetchTiles tiles
+// ahead into L2, at its own pace, as one sequential stream.
 //
 // Batch invariance: each lane performs exactly the canonical order's fp32
 // operations for its row, so the bits equal the AVX2 and scalar kernels'.
@@ -36,8 +41,9 @@ namespace llm::kernels::internal {
 namespace {
 
 constexpr int kTileRows = 16;
-// Tiles ahead that DecodeTile16 prefetches into L2.
-constexpr int kPrefetchTiles = 1;
+// Tiles ahead that the tiles prefetch into L2 (one tile ahead was too short
+// for rows of 576 columns: 6 KB; matmul_bench BM_DecodeCold).
+constexpr int kPrefetchTiles = 2;
 
 // Rows a (low 256 bits) and b (high 256 bits): 32 bytes of each.
 inline __m512i Load2(const uint8_t* a, const uint8_t* b) {
@@ -51,6 +57,19 @@ inline __m512i Load2(const uint8_t* a, const uint8_t* b) {
 template <int kOffset>
 inline __m512i GatherWord(const uint8_t* block, __m512i rows) {
   return _mm512_i32gather_epi32(rows, block + kOffset, 1);
+}
+
+// Chunk transposes of four zmm g[0..3], each holding 4 rows per 128-bit
+// chunk (g[q]: rows 4q..4q+3): lane r of t[k] is row r's value of chunk k.
+inline void TransposeChunks(const __m512i* g, __m512i* t) {
+  const __m512i u0 = _mm512_shuffle_i32x4(g[0], g[1], _MM_SHUFFLE(1, 0, 1, 0));
+  const __m512i u1 = _mm512_shuffle_i32x4(g[0], g[1], _MM_SHUFFLE(3, 2, 3, 2));
+  const __m512i v0 = _mm512_shuffle_i32x4(g[2], g[3], _MM_SHUFFLE(1, 0, 1, 0));
+  const __m512i v1 = _mm512_shuffle_i32x4(g[2], g[3], _MM_SHUFFLE(3, 2, 3, 2));
+  t[0] = _mm512_shuffle_i32x4(u0, v0, _MM_SHUFFLE(2, 0, 2, 0));
+  t[1] = _mm512_shuffle_i32x4(u0, v0, _MM_SHUFFLE(3, 1, 3, 1));
+  t[2] = _mm512_shuffle_i32x4(u1, v1, _MM_SHUFFLE(2, 0, 2, 0));
+  t[3] = _mm512_shuffle_i32x4(u1, v1, _MM_SHUFFLE(3, 1, 3, 1));
 }
 
 // Byte k of every 32-bit lane, zero-extended (k a constant once inlined).
@@ -100,7 +119,8 @@ struct KScalesMins {
   __m512 m[8];  // -dmin * mn_j
 };
 
-inline void PrepareKScalesMins(const uint8_t* block, __m512i rows, KScalesMins* s) {
+[[gnu::always_inline]] inline void PrepareKScalesMins(const uint8_t* block, __m512i rows,
+                                                      KScalesMins* s) {
   const __m512i dm = GatherWord<0>(block, rows);  // d | dmin << 16
   const __m512i u0 = GatherWord<4>(block, rows), u1 = GatherWord<8>(block, rows),
                 u2 = GatherWord<12>(block, rows);
@@ -136,13 +156,37 @@ inline __m512i MoveBit(__m512i v, int from, int to) {
   return _mm512_and_si512(v, _mm512_set1_epi8(static_cast<char>(1 << to)));
 }
 
-// Q4_K: sub-blocks 2c and 2c + 1 are the low and high nibbles of qs[32c..].
-inline __m512i NibbleCodes(const uint8_t* qa, const uint8_t* qb, int j) {
-  __m512i v = Load2(qa + 32 * (j >> 1), qb + 32 * (j >> 1));
-  if ((j & 1) != 0) v = _mm512_srli_epi16(v, 4);
-  return _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
+// v shifted left by kS0 (low 256 bits) and kS1 (high 256 bits) within each
+// 16-bit lane, or right by -kS0 / -kS1 (the two not of opposite signs).
+template <int kS0, int kS1>
+inline __m512i ShiftHalves(__m512i v) {
+  static_assert(kS0 * kS1 >= 0, "one direction per zmm");
+  constexpr int kLeft = kS0 > 0 || kS1 > 0;
+  const __m512i counts =
+      _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(kLeft ? kS0 : -kS0)),
+                         _mm256_set1_epi16(static_cast<int16_t>(kLeft ? kS1 : -kS1)), 1);
+  return kLeft ? _mm512_sllv_epi16(v, counts) : _mm512_srlv_epi16(v, counts);
 }
 
+// nib | (high & mask) per bit (vpternlogd 0xF8: A | (B & C)).
+inline __m512i OrMasked(__m512i nib, __m512i high, int mask) {
+  return _mm512_ternarylogic_epi32(nib, high, _mm512_set1_epi8(static_cast<char>(mask)), 0xF8);
+}
+
+// The low and high nibbles of 64 bytes.
+inline void Nibbles(const uint8_t* p, __m512i* lo, __m512i* hi) {
+  const __m512i v = _mm512_loadu_si512(p);
+  *lo = _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
+  *hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F));
+}
+
+// The 32 bytes at p in both halves of a zmm.
+inline __m512i Broadcast32(const void* p) {
+  return _mm512_broadcast_i64x4(_mm256_loadu_si256(static_cast<const __m256i*>(p)));
+}
+
+// Q4_K: qs[64h..] holds sub-blocks 4h, 4h + 1 (low, high nibbles of bytes
+// 0..31) and 4h + 2, 4h + 3 (bytes 32..63).
 struct DQ4_K {
   static constexpr size_t kBlockBytes = kQ4_KBytes;
   static constexpr int kOffset = 0;
@@ -152,11 +196,14 @@ struct DQ4_K {
   static void Prepare(const uint8_t* block, __m512i rows, Scales* s) {
     PrepareKScalesMins(block, rows, s);
   }
-  static __m512i Codes(const uint8_t* a, const uint8_t* b, int j) {
-    return NibbleCodes(a + 16, b + 16, j);
+  static constexpr int kPairs[2][2] = {{0, 2}, {1, 3}};
+  template <int kH>
+  static void Codes(const uint8_t* block, __m512i* codes) {
+    Nibbles(block + 16 + 64 * kH, &codes[0], &codes[1]);
   }
 };
 
+// Q5_K: Q4_K's nibbles (qs at 48) and bit j of qh[l] (qh at 16) as bit 4.
 struct DQ5_K {
   static constexpr size_t kBlockBytes = kQ5_KBytes;
   static constexpr int kOffset = 0;
@@ -166,12 +213,21 @@ struct DQ5_K {
   static void Prepare(const uint8_t* block, __m512i rows, Scales* s) {
     PrepareKScalesMins(block, rows, s);
   }
-  // Q4_K's nibbles (qs at 48) plus bit j of qh[l] (qh at 16) as bit 4.
-  static __m512i Codes(const uint8_t* a, const uint8_t* b, int j) {
-    return _mm512_or_si512(NibbleCodes(a + 48, b + 48, j), MoveBit(Load2(a + 16, b + 16), j, 4));
+  static constexpr int kPairs[2][2] = {{0, 2}, {1, 3}};
+  template <int kH>
+  static void Codes(const uint8_t* block, __m512i* codes) {
+    __m512i lo, hi;
+    Nibbles(block + 48 + 64 * kH, &lo, &hi);
+    const __m512i qh = Broadcast32(block + 16);
+    // Bit j to bit 4: left by 4 - j (j = 4h + 0 / 2 in codes[0], + 1 / 3 in codes[1]).
+    codes[0] = OrMasked(lo, ShiftHalves<4 - 4 * kH, 2 - 4 * kH>(qh), 0x10);
+    codes[1] = OrMasked(hi, ShiftHalves<3 - 4 * kH, 1 - 4 * kH>(qh), 0x10);
   }
 };
 
+// Q6_K: ql[64h..] holds sub-blocks 4h, 4h + 1 (low nibbles of bytes 0..31,
+// 32..63) and 4h + 2, 4h + 3 (high nibbles); bits 2k, 2k + 1 of qh[32h + l]
+// (qh at 128) are bits 4, 5 of sub-block 4h + k's element l.
 struct DQ6_K {
   static constexpr size_t kBlockBytes = kQ6_KBytes;
   static constexpr int kOffset = 32;
@@ -187,19 +243,14 @@ struct DQ6_K {
                           GatherWord<200>(block, rows), GatherWord<204>(block, rows)};
     SubBlockPairs(w, SignedByteOf, s->lo, s->hi);
   }
-  // Q6_K::Unpack's codes (quant_x86_formats.h) without the - 32: q in [0, 63].
-  static __m512i Codes(const uint8_t* a, const uint8_t* b, int j) {
-    const int half = j >> 2, k = j & 3;
-    __m512i low = Load2(a + 64 * half + 32 * (k & 1), b + 64 * half + 32 * (k & 1));
-    if (k >= 2) low = _mm512_srli_epi16(low, 4);
-    low = _mm512_and_si512(low, _mm512_set1_epi8(0x0F));
-    __m512i high = Load2(a + 128 + 32 * half, b + 128 + 32 * half);
-    if (k < 2) {
-      high = _mm512_slli_epi16(high, 4 - 2 * k);
-    } else if (k == 3) {
-      high = _mm512_srli_epi16(high, 2);
-    }
-    return _mm512_or_si512(low, _mm512_and_si512(high, _mm512_set1_epi8(0x30)));
+  static constexpr int kPairs[2][2] = {{0, 1}, {2, 3}};
+  template <int kH>
+  static void Codes(const uint8_t* block, __m512i* codes) {
+    __m512i lo, hi;
+    Nibbles(block + 64 * kH, &lo, &hi);
+    const __m512i qh = Broadcast32(block + 128 + 32 * kH);
+    codes[0] = OrMasked(lo, ShiftHalves<4, 2>(qh), 0x30);
+    codes[1] = OrMasked(hi, ShiftHalves<0, -2>(qh), 0x30);
   }
 };
 
@@ -220,7 +271,7 @@ struct DQ3_K {
     __m512 d;
     __m512i lo[8], hi[8];  // scales 2j and 2j + 1, minus 32
   };
-  static void Prepare(const uint8_t* block, __m512i rows, Scales* s) {
+  [[gnu::always_inline]] static void Prepare(const uint8_t* block, __m512i rows, Scales* s) {
     s->d = HalfOf<true>(GatherWord<106>(block, rows));  // scales[10..11] | d
     // Q3KScales per lane (the AVX2 Q3_K::Prepare's words): byte k of a[i]
     // is scale 4i + k, plus 32.
@@ -260,7 +311,7 @@ struct DQ2_K {
     __m512i lo[8], hi[8];    // scales 2j and 2j + 1
     __m512i mlo[8], mhi[8];  // their mins
   };
-  static void Prepare(const uint8_t* block, __m512i rows, Scales* s) {
+  [[gnu::always_inline]] static void Prepare(const uint8_t* block, __m512i rows, Scales* s) {
     const __m512i dm = GatherWord<80>(block, rows);  // d | dmin << 16
     s->d = HalfOf<false>(dm);
     s->neg_dmin = _mm512_castsi512_ps(
@@ -310,19 +361,25 @@ inline __m512i Fold64(__m512i a, __m512i b) {
 // + 4), so that the tree's 128-bit lanes come out in row order.
 constexpr int kRowA[8] = {0, 1, 2, 3, 8, 9, 10, 11};
 
+// Super-block b's share of the next tile's rows, into L2: a tile of Q6_K
+// rows of 2048 columns is 27 KB, and prefetched into L1 it would evict the
+// current one.
+template <class F, int kHint = _MM_HINT_T1>
+inline void PrefetchNextTile(const uint8_t* w, size_t row_bytes, int64_t b) {
+  const uintptr_t next = reinterpret_cast<uintptr_t>(w) + kPrefetchTiles * kTileRows * row_bytes +
+                         b * (kTileRows * F::kBlockBytes);
+  for (size_t off = 0; off < kTileRows * F::kBlockBytes + 63; off += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(next + off), static_cast<_mm_hint>(kHint));
+  }
+}
+
 // out[r] = dot(row r, x) for the 16 rows from w (row stride row_bytes).
 template <class F>
 void DecodeTile16(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const BlockQ8* x,
                   __m512i rows, float* out) {
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
-    // The next tile's rows, into L2: a tile of Q6_K rows of 2048 columns is
-    // 27 KB, and prefetched into L1 it would evict the current one.
-    const uintptr_t next = reinterpret_cast<uintptr_t>(w) + kPrefetchTiles * kTileRows * row_bytes +
-                           b * (kTileRows * F::kBlockBytes);
-    for (size_t off = 0; off < kTileRows * F::kBlockBytes + 63; off += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(next + off), _MM_HINT_T1);
-    }
+    PrefetchNextTile<F>(w, row_bytes, b);
     const uint8_t* const block = w + b * F::kBlockBytes;
     typename F::Scales scales;
     F::Prepare(block, rows, &scales);
@@ -380,22 +437,292 @@ void DecodeTile16(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const 
   _mm512_storeu_ps(out, acc);
 }
 
+// ---------------------------------------------------------------------------
+// The half-super-block tile (Q4_K, Q5_K, Q6_K): one row per zmm.
+//
+// DecodeTile16 builds every zmm of codes from two rows' 32-byte pieces (two
+// loads and an insert per 32 codes). HalvesTile16 loads 64 bytes of one row
+// at once, which hold the codes of four sub-blocks (half h of the super-block:
+// sub-blocks 4h..4h+3), and splits them into two zmm of two sub-blocks each;
+// each meets the matching two sub-blocks of x in one vpdpbusd. Per 4 rows,
+// Fold32 and Fold64 leave 128-bit chunk k of a zmm holding the 4 rows' sums of
+// chunk k (16 elements); a transpose of the chunks across the 4 groups gives
+// each sub-block's sums with lane r = row r, and the canonical float step
+// runs as in DecodeTile16, sub-block after sub-block.
+//
+// A format provides DecodeTile16's kBlockBytes, kOffset, kSubScales, kMin,
+// Scales and Prepare, and:
+//   kPairs[c] = {s0, s1}: zmm c of a half holds sub-blocks 4h + s0 (low 256
+//     bits) and 4h + s1;
+//   Codes<h>(row_block, codes): the two zmm of unsigned codes of half h.
+
+// Lane r of s[k]: row r's sum of chunks 2k and 2k + 1 of g, or with
+// kInterleaved, of chunks k and k + 2 (6 shuffles instead of
+// TransposeChunks' 8, and two adds).
+template <bool kInterleaved = false>
+inline void SumChunkPairs(const __m512i* g, __m512i* s) {
+  constexpr int kA = kInterleaved ? _MM_SHUFFLE(1, 0, 1, 0) : _MM_SHUFFLE(2, 0, 2, 0);
+  constexpr int kB = kInterleaved ? _MM_SHUFFLE(3, 2, 3, 2) : _MM_SHUFFLE(3, 1, 3, 1);
+  // Per g[q]: [q's first sum, q's second sum] in chunks (0, 1) and (2, 3).
+  const __m512i w0 =
+      _mm512_add_epi32(_mm512_shuffle_i32x4(g[0], g[1], kA), _mm512_shuffle_i32x4(g[0], g[1], kB));
+  const __m512i w1 =
+      _mm512_add_epi32(_mm512_shuffle_i32x4(g[2], g[3], kA), _mm512_shuffle_i32x4(g[2], g[3], kB));
+  s[0] = _mm512_shuffle_i32x4(w0, w1, _MM_SHUFFLE(2, 0, 2, 0));
+  s[1] = _mm512_shuffle_i32x4(w0, w1, _MM_SHUFFLE(3, 1, 3, 1));
+}
+
+// x's codes with each pair of 32-bit lanes swapped, for FoldRowPair.
+inline __m512i SwapPairs(__m512i act) { return _mm512_shuffle_epi32(act, _MM_PERM_CDAB); }
+
+// The start of FoldRowPair's chains for codes that are q + kOffset:
+// -kOffset * (each lane's and its neighbour's sums of x).
+template <int kOffset>
+inline __m512i ChainStart(__m512i act, __m512i swapped) {
+  if constexpr (kOffset == 0) {
+    return _mm512_setzero_si512();
+  } else {
+    const __m512i offset = _mm512_set1_epi8(static_cast<char>(kOffset));
+    return _mm512_sub_epi32(
+        _mm512_setzero_si512(),
+        _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, act), offset,
+                            swapped));
+  }
+}
+
+// Fold32(products of row a, products of row b) done on the codes, in two
+// vpdpbusd instead of two, two blends, a shuffle and an add: lane 2m of
+// `even` holds a's 32-bit lane 2m, of `odd` a's lane 2m + 1 (met by the
+// swapped x); lane 2m + 1 of them b's lanes 2m + 1 and 2m.
+inline __m512i FoldRowPair(__m512i a, __m512i b, __m512i start, __m512i act, __m512i swapped) {
+  const __m512i even = _mm512_mask_blend_epi32(0xAAAA, a, b);
+  const __m512i odd = _mm512_shuffle_epi32(_mm512_mask_blend_epi32(0x5555, a, b), _MM_PERM_CDAB);
+  return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, even, act), odd, swapped);
+}
+
+// Half kH of super-block `block` of the 16 rows: the float steps of
+// sub-blocks 4kH..4kH + 3 into acc.
+template <class F, int kH>
+[[gnu::always_inline]] inline void HalfStep(const uint8_t* block, size_t row_bytes,
+                                            const BlockQ8* x, const typename F::Scales& scales,
+                                            __m512& acc) {
+  // act[c]: x's sub-blocks of codes[c].
+  __m512i act[2], swapped[2], start[2];
+#pragma GCC unroll 2
+  for (int c = 0; c < 2; ++c) {
+    act[c] = _mm512_inserti64x4(
+        _mm512_castsi256_si512(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[4 * kH + F::kPairs[c][0]].q))),
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[4 * kH + F::kPairs[c][1]].q)), 1);
+    swapped[c] = SwapPairs(act[c]);
+    start[c] = ChainStart<F::kOffset>(act[c], swapped[c]);
+  }
+  __m512i g[2][4];  // [c][q]: rows 4q..4q + 3, per chunk
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    __m512i codes[4][2];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      F::template Codes<kH>(block + static_cast<size_t>(4 * q + i) * row_bytes, codes[i]);
+    }
+#pragma GCC unroll 2
+    for (int c = 0; c < 2; ++c) {
+      g[c][q] = Fold64(FoldRowPair(codes[0][c], codes[1][c], start[c], act[c], swapped[c]),
+                       FoldRowPair(codes[2][c], codes[3][c], start[c], act[c], swapped[c]));
+    }
+  }
+  // Lane r of half[c][2s + e]: row r's sum of elements 16e..16e + 15 of
+  // sub-block 4kH + kPairs[c][s] (kSubScales), or whole[c][s] its whole sum.
+  __m512i half[2][4], whole[2][2];
+#pragma GCC unroll 2
+  for (int c = 0; c < 2; ++c) {
+    if constexpr (F::kSubScales) {
+      TransposeChunks(g[c], half[c]);
+    } else {
+      SumChunkPairs(g[c], whole[c]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    const int j = 4 * kH + k;
+    const int c = F::kPairs[0][0] == k || F::kPairs[0][1] == k ? 0 : 1;
+    const int s = F::kPairs[c][0] == k ? 0 : 1;
+    const BlockQ8& xb = x[j];
+    __m512i isum;
+    __m512 dw;
+    if constexpr (F::kSubScales) {
+      isum = _mm512_add_epi32(_mm512_mullo_epi32(half[c][2 * s], scales.lo[j]),
+                              _mm512_mullo_epi32(half[c][2 * s + 1], scales.hi[j]));
+      dw = scales.d;
+    } else {
+      isum = whole[c][s];
+      dw = scales.d[j];
+    }
+    acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(xb.d)), _mm512_cvtepi32_ps(isum), acc);
+    if constexpr (F::kMin) acc = _mm512_fmadd_ps(scales.m[j], _mm512_set1_ps(xb.s), acc);
+  }
+}
+
+// out[r] = dot(row r, x) for the 16 rows from w (row stride row_bytes).
 template <class F>
+void HalvesTile16(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const BlockQ8* x,
+                  __m512i rows, float* out) {
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    PrefetchNextTile<F>(w, row_bytes, b);
+    const uint8_t* const block = w + b * F::kBlockBytes;
+    typename F::Scales scales;
+    F::Prepare(block, rows, &scales);
+    HalfStep<F, 0>(block, row_bytes, x + 8 * b, scales, acc);
+    HalfStep<F, 1>(block, row_bytes, x + 8 * b, scales, acc);
+  }
+  _mm512_storeu_ps(out, acc);
+}
+
+// ---------------------------------------------------------------------------
+// The block-pair tile (Q4_0, Q4_1, Q8_0): one row per zmm, holding two
+// 32-element blocks b and b + 1; as HalvesTile16, rows are folded in pairs on
+// the codes, then in fours (Fold64), and SumChunkPairs gives each block's
+// sums with lane r = row r. A block's d (and m) are the fp16 halves of its
+// first 32-bit word, gathered for the 16 rows.
+//
+// A format provides kBlockBytes, kOffset (the codes are q + kOffset), kMin
+// (the block's m, then the float step adds m * x.s), kInterleaved, and
+// Codes(row_block): the unsigned codes of blocks b and b + 1 of one row, in
+// 128-bit chunks [b 0..15, b + 1 0..15, b 16..31, b + 1 16..31] if
+// kInterleaved, else [b 0..15, b 16..31, b + 1 0..15, b + 1 16..31].
+
+// Q4_0 and Q4_1: 16 bytes of nibbles at p (block b) and p + kStride (b + 1),
+// the low nibbles elements 0..15 and the high ones 16..31.
+template <size_t kStride>
+inline __m512i NibblePairCodes(const uint8_t* p) {
+  const __m256i t = _mm256_inserti128_si256(
+      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kStride)), 1);
+  return _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(t), _mm256_srli_epi16(t, 4), 1),
+                          _mm512_set1_epi8(0x0F));
+}
+
+struct PQ4_0 {
+  static constexpr int64_t kBlockElements = 32;
+  static constexpr size_t kBlockBytes = kQ4_0Bytes;
+  static constexpr int kOffset = 8;
+  static constexpr bool kMin = false;
+  static constexpr bool kInterleaved = true;
+  static __m512i Codes(const uint8_t* block) { return NibblePairCodes<kBlockBytes>(block + 2); }
+};
+
+struct PQ4_1 {
+  static constexpr int64_t kBlockElements = 32;
+  static constexpr size_t kBlockBytes = kQ4_1Bytes;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = true;
+  static constexpr bool kInterleaved = true;
+  static __m512i Codes(const uint8_t* block) { return NibblePairCodes<kBlockBytes>(block + 4); }
+};
+
+// Q8_0: the int8 codes + 128.
+struct PQ8_0 {
+  static constexpr int64_t kBlockElements = 32;
+  static constexpr size_t kBlockBytes = kQ8_0Bytes;
+  static constexpr int kOffset = 128;
+  static constexpr bool kMin = false;
+  static constexpr bool kInterleaved = false;
+  static __m512i Codes(const uint8_t* block) {
+    return _mm512_xor_si512(Load2(block + 2, block + kBlockBytes + 2),
+                            _mm512_set1_epi8(static_cast<char>(0x80)));
+  }
+};
+
+// x's blocks b and b + 1 in the order of F's codes.
+template <class F>
+inline __m512i PairActivations(const BlockQ8* x) {
+  if constexpr (F::kInterleaved) {
+    auto half = [&](int e) {
+      return _mm256_inserti128_si256(
+          _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[0].q + e))),
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[1].q + e)), 1);
+    };
+    return _mm512_inserti64x4(_mm512_castsi256_si512(half(0)), half(16), 1);
+  } else {
+    return Load2(reinterpret_cast<const uint8_t*>(x[0].q),
+                 reinterpret_cast<const uint8_t*>(x[1].q));
+  }
+}
+
+// out[r] = dot(row r, x) for the 16 rows from w (row stride row_bytes), of
+// num_blocks (even) blocks.
+template <class F>
+void PairTile16(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const BlockQ8* x,
+                __m512i rows, float* out) {
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < num_blocks; b += 2) {
+    PrefetchNextTile<F>(w, row_bytes, b);
+    PrefetchNextTile<F>(w, row_bytes, b + 1);
+    const uint8_t* const block = w + b * F::kBlockBytes;
+    const __m512i head[2] = {GatherWord<0>(block, rows),
+                             GatherWord<static_cast<int>(F::kBlockBytes)>(block, rows)};
+    const __m512i act = PairActivations<F>(x + b);
+    const __m512i swapped = SwapPairs(act);
+    const __m512i start = ChainStart<F::kOffset>(act, swapped);
+    __m512i g[4];  // rows 4q..4q + 3, per chunk
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) {
+      __m512i codes[4];
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        codes[i] = F::Codes(block + static_cast<size_t>(4 * q + i) * row_bytes);
+      }
+      g[q] = Fold64(FoldRowPair(codes[0], codes[1], start, act, swapped),
+                    FoldRowPair(codes[2], codes[3], start, act, swapped));
+    }
+    __m512i isum[2];
+    SumChunkPairs<F::kInterleaved>(g, isum);
+#pragma GCC unroll 2
+    for (int k = 0; k < 2; ++k) {
+      const BlockQ8& xb = x[b + k];
+      acc = _mm512_fmadd_ps(_mm512_mul_ps(HalfOf<false>(head[k]), _mm512_set1_ps(xb.d)),
+                            _mm512_cvtepi32_ps(isum[k]), acc);
+      if constexpr (F::kMin)
+        acc = _mm512_fmadd_ps(HalfOf<true>(head[k]), _mm512_set1_ps(xb.s), acc);
+    }
+  }
+  _mm512_storeu_ps(out, acc);
+}
+
+// Elements of F's blocks: F::kBlockElements, or a K-quant super-block.
+template <class F>
+constexpr int64_t BlockElements() {
+  if constexpr (requires { F::kBlockElements; }) {
+    return F::kBlockElements;
+  } else {
+    return kSuperBlock;
+  }
+}
+
+template <class F, void (*kTile)(const uint8_t*, size_t, int64_t, const BlockQ8*, __m512i,
+                                 float*) = DecodeTile16<F>>
 void DecodeRows(const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0, int64_t r1,
                 const BlockQ8* x, float* out) {
-  const int64_t num_blocks = n / kSuperBlock;
+  const int64_t num_blocks = n / BlockElements<F>();
   const __m512i rows =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(static_cast<int>(row_bytes)));
-  // The first tile's rows, which no tile prefetches.
+  // The tiles that no tile before them prefetches: the first into L1, the
+  // others into L2 (as the tiles' own prefetches; into L1 they would evict
+  // the first).
+  const size_t first_end = static_cast<size_t>(std::min(r1, r0 + kTileRows)) * row_bytes;
   const size_t lead_end =
-      static_cast<size_t>(std::min(r1, r0 + (kPrefetchTiles + 1) * kTileRows)) * row_bytes;
+      static_cast<size_t>(std::min(r1, r0 + kPrefetchTiles * kTileRows)) * row_bytes;
   for (size_t off = static_cast<size_t>(r0) * row_bytes; off < lead_end; off += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(w + off), _MM_HINT_T0);
+    if (off < first_end) {
+      _mm_prefetch(reinterpret_cast<const char*>(w + off), _MM_HINT_T0);
+    } else {
+      _mm_prefetch(reinterpret_cast<const char*>(w + off), _MM_HINT_T1);
+    }
   }
   for (int64_t r = r0; r < r1; r += kTileRows) {
-    DecodeTile16<F>(w + static_cast<size_t>(r) * row_bytes, row_bytes, num_blocks, x, rows,
-                    out + r);
+    kTile(w + static_cast<size_t>(r) * row_bytes, row_bytes, num_blocks, x, rows, out + r);
   }
 }
 
@@ -409,15 +736,29 @@ int64_t MatVecAvx512Vnni(TensorType type, const uint8_t* w, size_t row_bytes, in
       row_bytes > static_cast<size_t>(std::numeric_limits<int32_t>::max() / kTileRows)) {
     return 0;
   }
+  // The pair tile takes blocks two at a time, and rows of 1024 or more.
+  const bool pairs = n % 64 == 0;
   switch (type) {
+    case TensorType::kQ4_0:
+      if (!pairs) return 0;
+      DecodeRows<PQ4_0, PairTile16<PQ4_0>>(w, row_bytes, n, r0, r0 + rows, x, out);
+      return rows;
+    case TensorType::kQ4_1:
+      if (!pairs) return 0;
+      DecodeRows<PQ4_1, PairTile16<PQ4_1>>(w, row_bytes, n, r0, r0 + rows, x, out);
+      return rows;
+    case TensorType::kQ8_0:
+      if (!pairs) return 0;
+      DecodeRows<PQ8_0, PairTile16<PQ8_0>>(w, row_bytes, n, r0, r0 + rows, x, out);
+      return rows;
     case TensorType::kQ4_K:
-      DecodeRows<DQ4_K>(w, row_bytes, n, r0, r0 + rows, x, out);
+      DecodeRows<DQ4_K, HalvesTile16<DQ4_K>>(w, row_bytes, n, r0, r0 + rows, x, out);
       return rows;
     case TensorType::kQ5_K:
-      DecodeRows<DQ5_K>(w, row_bytes, n, r0, r0 + rows, x, out);
+      DecodeRows<DQ5_K, HalvesTile16<DQ5_K>>(w, row_bytes, n, r0, r0 + rows, x, out);
       return rows;
     case TensorType::kQ6_K:
-      DecodeRows<DQ6_K>(w, row_bytes, n, r0, r0 + rows, x, out);
+      DecodeRows<DQ6_K, HalvesTile16<DQ6_K>>(w, row_bytes, n, r0, r0 + rows, x, out);
       return rows;
     case TensorType::kQ3_K:
       DecodeRows<DQ3_K>(w, row_bytes, n, r0, r0 + rows, x, out);

@@ -330,7 +330,7 @@ class CpuBackend : public model::Backend {
       // lay them out once per thread in the scope (not once per range).
       constexpr int64_t kDecodeChunks = 4;
       const int64_t chunks = threads * kDecodeChunks;
-      // Whole tiles of the AVX-512 K-quant decode kernel (16 rows).
+      // Whole tiles of the AVX-512 one-token kernels (16 rows).
       constexpr int64_t kDecodeAlign = 16;
       auto bound = [&](int64_t i) {
         const int64_t r =
