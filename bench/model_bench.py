@@ -141,7 +141,9 @@ def ours(model: Path, threads: int, p: int, n: int, sessions: list[int], samples
            "prefill_stddev": res.get("prefill_tok_s_stddev", 0.0),
            "decode_stddev": res.get("decode_tok_s_stddev", 0.0)}
     if bandwidth:
-        out["read_gb_s"] = res["read_gb_s"]
+        # The larger of llm-bench's two readings (before and after its
+        # decode runs): a VM's bandwidth can change between them.
+        out["read_gb_s"] = max(res["read_gb_s"], res.get("read_gb_s_after", 0.0))
         out["decode_weight_bytes"] = res["decode_weight_bytes"]
     for k, v in res.get("aggregate_decode_tok_s", {}).items():
         out[f"sessions{k}"] = v
