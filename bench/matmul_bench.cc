@@ -223,10 +223,9 @@ BENCHMARK(BM_Q4_1_1536x576)->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Q8_0_49152x576)->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Q4_1_1536x576_Cold)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeCold)
-    ->ArgsProduct({{1},
+    ->ArgsProduct({{1},  // 576 columns: no K-quants (super-blocks of 256)
                    {static_cast<int>(TensorType::kQ4_0), static_cast<int>(TensorType::kQ4_1),
-                    static_cast<int>(TensorType::kQ8_0), static_cast<int>(TensorType::kQ4_K),
-                    static_cast<int>(TensorType::kQ6_K)},
+                    static_cast<int>(TensorType::kQ8_0)},
                    {1536},
                    {576}})
     ->ArgsProduct({{1},

@@ -193,7 +193,7 @@ struct DQ4_K {
   static constexpr bool kSubScales = false;
   static constexpr bool kMin = true;
   using Scales = KScalesMins;
-  static void Prepare(const uint8_t* block, __m512i rows, Scales* s) {
+  [[gnu::always_inline]] static void Prepare(const uint8_t* block, __m512i rows, Scales* s) {
     PrepareKScalesMins(block, rows, s);
   }
   static constexpr int kPairs[2][2] = {{0, 2}, {1, 3}};
@@ -210,7 +210,7 @@ struct DQ5_K {
   static constexpr bool kSubScales = false;
   static constexpr bool kMin = true;
   using Scales = KScalesMins;
-  static void Prepare(const uint8_t* block, __m512i rows, Scales* s) {
+  [[gnu::always_inline]] static void Prepare(const uint8_t* block, __m512i rows, Scales* s) {
     PrepareKScalesMins(block, rows, s);
   }
   static constexpr int kPairs[2][2] = {{0, 2}, {1, 3}};
@@ -237,7 +237,7 @@ struct DQ6_K {
     __m512 d;
     __m512i lo[8], hi[8];  // the int8 scales 2j and 2j + 1
   };
-  static void Prepare(const uint8_t* block, __m512i rows, Scales* s) {
+  [[gnu::always_inline]] static void Prepare(const uint8_t* block, __m512i rows, Scales* s) {
     s->d = HalfOf<true>(GatherWord<206>(block, rows));  // scales[14..15] | d
     const __m512i w[4] = {GatherWord<192>(block, rows), GatherWord<196>(block, rows),
                           GatherWord<200>(block, rows), GatherWord<204>(block, rows)};
