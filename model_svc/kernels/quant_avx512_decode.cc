@@ -373,16 +373,30 @@ inline void PrefetchNextTile(const uint8_t* w, size_t row_bytes, int64_t b) {
   }
 }
 
-// out[r] = dot(row r, x) for the 16 rows from w (row stride row_bytes).
-template <class F>
-void DecodeTile16(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const BlockQ8* x,
-                  __m512i rows, float* out) {
+// The 16 rows' super-blocks in turn: each prefetches its share of the tiles
+// ahead and unpacks its scales, then step(block, scales, b, acc) adds its
+// float steps to acc; out = acc.
+template <class F, class Step>
+[[gnu::always_inline]] inline void ForSuperBlocks(const uint8_t* w, size_t row_bytes,
+                                                  int64_t num_blocks, __m512i rows, float* out,
+                                                  Step step) {
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
     PrefetchNextTile<F>(w, row_bytes, b);
     const uint8_t* const block = w + b * F::kBlockBytes;
     typename F::Scales scales;
     F::Prepare(block, rows, &scales);
+    step(block, scales, b, acc);
+  }
+  _mm512_storeu_ps(out, acc);
+}
+
+// out[r] = dot(row r, x) for the 16 rows from w (row stride row_bytes).
+template <class F>
+void DecodeTile16(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const BlockQ8* x,
+                  __m512i rows, float* out) {
+  auto step = [&](const uint8_t* block, const typename F::Scales& scales, int64_t b, __m512& acc)
+      __attribute__((always_inline)) {
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
       const BlockQ8& xb = x[8 * b + j];
@@ -433,8 +447,8 @@ void DecodeTile16(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const 
                               _mm512_cvtepi32_ps(msum), acc);
       }
     }
-  }
-  _mm512_storeu_ps(out, acc);
+  };
+  ForSuperBlocks<F>(w, row_bytes, num_blocks, rows, out, step);
 }
 
 // ---------------------------------------------------------------------------
@@ -567,16 +581,13 @@ template <class F, int kH>
 template <class F>
 void HalvesTile16(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const BlockQ8* x,
                   __m512i rows, float* out) {
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t b = 0; b < num_blocks; ++b) {
-    PrefetchNextTile<F>(w, row_bytes, b);
-    const uint8_t* const block = w + b * F::kBlockBytes;
-    typename F::Scales scales;
-    F::Prepare(block, rows, &scales);
-    HalfStep<F, 0>(block, row_bytes, x + 8 * b, scales, acc);
-    HalfStep<F, 1>(block, row_bytes, x + 8 * b, scales, acc);
-  }
-  _mm512_storeu_ps(out, acc);
+  ForSuperBlocks<F>(
+      w, row_bytes, num_blocks, rows, out,
+      [&](const uint8_t* block, const typename F::Scales& scales, int64_t b, __m512& acc)
+          __attribute__((always_inline)) {
+            HalfStep<F, 0>(block, row_bytes, x + 8 * b, scales, acc);
+            HalfStep<F, 1>(block, row_bytes, x + 8 * b, scales, acc);
+          });
 }
 
 // ---------------------------------------------------------------------------
@@ -603,23 +614,18 @@ inline __m512i NibblePairCodes(const uint8_t* p) {
                           _mm512_set1_epi8(0x0F));
 }
 
-struct PQ4_0 {
+// Q4_0 (codes at byte 2, q - 8) and Q4_1 (codes at byte 4 after d and m).
+template <size_t kBytes, size_t kCodesAt, int kCodeOffset, bool kHasMin>
+struct PNibbles {
   static constexpr int64_t kBlockElements = 32;
-  static constexpr size_t kBlockBytes = kQ4_0Bytes;
-  static constexpr int kOffset = 8;
-  static constexpr bool kMin = false;
+  static constexpr size_t kBlockBytes = kBytes;
+  static constexpr int kOffset = kCodeOffset;
+  static constexpr bool kMin = kHasMin;
   static constexpr bool kInterleaved = true;
-  static __m512i Codes(const uint8_t* block) { return NibblePairCodes<kBlockBytes>(block + 2); }
+  static __m512i Codes(const uint8_t* block) { return NibblePairCodes<kBytes>(block + kCodesAt); }
 };
-
-struct PQ4_1 {
-  static constexpr int64_t kBlockElements = 32;
-  static constexpr size_t kBlockBytes = kQ4_1Bytes;
-  static constexpr int kOffset = 0;
-  static constexpr bool kMin = true;
-  static constexpr bool kInterleaved = true;
-  static __m512i Codes(const uint8_t* block) { return NibblePairCodes<kBlockBytes>(block + 4); }
-};
+using PQ4_0 = PNibbles<kQ4_0Bytes, 2, 8, false>;
+using PQ4_1 = PNibbles<kQ4_1Bytes, 4, 0, true>;
 
 // Q8_0: the int8 codes + 128.
 struct PQ8_0 {
