@@ -171,13 +171,15 @@ void BM_Q4_1_1536x576_Cold(benchmark::State& state) {
 // One-token decode from DRAM on the shapes of the models the benchmarks use:
 // type, rows, cols (SmolLM2's gate/up 1536 x 576 and down 576 x 1536, the 1B
 // shape's 2048 x 2048 and FFN 8192 x 2048 and 2048 x 8192), with enough
-// copies (>= 256 MiB) that every call streams its weights from DRAM.
+// copies (>= 256 MiB) that every call streams its weights from DRAM; the last
+// argument: rows per MatMulTile call (0: all).
 void BM_DecodeCold(benchmark::State& state) {
   const auto type = static_cast<TensorType>(state.range(1));
   const int64_t rows = state.range(2), cols = state.range(3);
   const int64_t bytes = static_cast<int64_t>(formats::RowBytes(type, cols)) * rows;
-  RunMatMul(state, type, rows, cols,
-            {.copies = std::max<int64_t>(2, (int64_t{256} << 20) / bytes)});
+  RunMatMul(
+      state, type, rows, cols,
+      {.copies = std::max<int64_t>(2, (int64_t{256} << 20) / bytes), .row_grain = state.range(4)});
   state.SetLabel(std::string(gguf::FindTensorTypeTraits(state.range(1))->name) + " " +
                  std::string(KernelIsa()));
 }
@@ -225,24 +227,40 @@ BENCHMARK(BM_Q4_1_1536x576_Cold)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)
 BENCHMARK(BM_DecodeCold)
     ->ArgsProduct({{1},  // 576 columns: no K-quants (super-blocks of 256)
                    {static_cast<int>(TensorType::kQ4_0), static_cast<int>(TensorType::kQ4_1),
-                    static_cast<int>(TensorType::kQ8_0)},
+                    static_cast<int>(TensorType::kQ5_0), static_cast<int>(TensorType::kQ8_0)},
                    {1536},
-                   {576}})
+                   {576},
+                   {0}})
     ->ArgsProduct({{1},
                    {static_cast<int>(TensorType::kQ4_0), static_cast<int>(TensorType::kQ4_1),
                     static_cast<int>(TensorType::kQ8_0)},
                    {576},
-                   {1536}})
+                   {1536},
+                   {0}})
     ->ArgsProduct({{1},
                    {static_cast<int>(TensorType::kQ4_0), static_cast<int>(TensorType::kQ4_1),
-                    static_cast<int>(TensorType::kQ8_0), static_cast<int>(TensorType::kQ4_K),
-                    static_cast<int>(TensorType::kQ6_K)},
+                    static_cast<int>(TensorType::kQ5_0), static_cast<int>(TensorType::kQ8_0),
+                    static_cast<int>(TensorType::kQ4_K), static_cast<int>(TensorType::kQ6_K)},
                    {2048, 8192},
-                   {2048}})
+                   {2048},
+                   {0}})
     ->ArgsProduct({{1},
                    {static_cast<int>(TensorType::kQ4_0), static_cast<int>(TensorType::kQ4_K)},
                    {2048},
-                   {8192}})
+                   {8192},
+                   {0}})
+    // Gemma 3 270M's FFN down (640 x 2048) and rows of 640 columns (its LM
+    // head's), in the ranges a 2-thread decode step hands out (8 a matrix).
+    ->ArgsProduct({{1},
+                   {static_cast<int>(TensorType::kQ4_K), static_cast<int>(TensorType::kQ6_K)},
+                   {640},
+                   {2048},
+                   {80}})
+    ->ArgsProduct({{1},
+                   {static_cast<int>(TensorType::kQ5_0), static_cast<int>(TensorType::kQ8_0)},
+                   {2048},
+                   {640},
+                   {256}})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Q4_1_1536x576_Grain16)->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Q4_1_1536x576_Scalar)->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);

@@ -1,5 +1,5 @@
-// AVX-512 VNNI one-token kernels: the K-quants (Q2_K to Q6_K), Q4_0, Q4_1
-// and Q8_0. This file is compiled with -mavx512f -mavx512bw -mavx512vl
+// AVX-512 VNNI one-token kernels: the K-quants (Q2_K to Q6_K), Q4_0, Q4_1,
+// Q5_0, Q5_1 and Q8_0. This file is compiled with -mavx512f -mavx512bw -mavx512vl
 // -mavx512vnni -mavx2 -mfma -mf16c -ffp-contract=off; nothing in it may run
 // before quant.cc has checked CpuHasAvx512Vnni().
 //
@@ -19,9 +19,9 @@
 //  * the canonical float step (quant.h) then runs once for all 16 lanes.
 //
 // Three tiles: HalvesTile16 (Q4_K, Q5_K, Q6_K) and PairTile16 (Q4_0, Q4_1,
-// Q8_0) hold one row's 64 bytes of codes per zmm and fold the first level of
-// the tree into the products (FoldRowPair); DecodeTile16 (Q2_K, Q3_K) holds
-// two rows' 32 bytes per zmm. Each prefetches the rows kPrefetchTiles tiles
+// Q5_0, Q5_1, Q8_0) hold one row's 64 bytes of codes per zmm and fold the
+// first level of the tree into the products (FoldRowPair); DecodeTile16
+// (Q2_K, Q3_K) holds two rows' 32 bytes per zmm. Each prefetches the rows PrefetchDistance()
 // ahead into L2, at its own pace, as one sequential stream.
 //
 // Batch invariance: each lane performs exactly the canonical order's fp32
@@ -41,9 +41,18 @@ namespace llm::kernels::internal {
 namespace {
 
 constexpr int kTileRows = 16;
-// Tiles ahead that the tiles prefetch into L2 (one tile ahead was too short
-// for rows of 576 columns: 6 KB; matmul_bench BM_DecodeCold).
-constexpr int kPrefetchTiles = 2;
+// How far ahead of its reads a tile prefetches its rows (into L2), in whole
+// tiles of 16 rows: two where a tile is shorter than kShortTileBytes, else
+// one. One tile of 576-column rows (6 KB) was too short from DRAM, two tiles
+// of 2048-column K-quant rows (37 KB) too long for the 80-row ranges of a
+// decode step, and distances between whole tiles (12 KB of 2048-column Q4_0
+// rows) twice as slow (matmul_bench BM_DecodeCold).
+constexpr size_t kShortTileBytes = 10 << 10;
+
+inline size_t PrefetchDistance(size_t row_bytes) {
+  const size_t tile = kTileRows * row_bytes;
+  return tile < kShortTileBytes ? 2 * tile : tile;
+}
 
 // Rows a (low 256 bits) and b (high 256 bits): 32 bytes of each.
 inline __m512i Load2(const uint8_t* a, const uint8_t* b) {
@@ -361,15 +370,16 @@ inline __m512i Fold64(__m512i a, __m512i b) {
 // + 4), so that the tree's 128-bit lanes come out in row order.
 constexpr int kRowA[8] = {0, 1, 2, 3, 8, 9, 10, 11};
 
-// Super-block b's share of the next tile's rows, into L2: a tile of Q6_K
-// rows of 2048 columns is 27 KB, and prefetched into L1 it would evict the
-// current one.
-template <class F, int kHint = _MM_HINT_T1>
-inline void PrefetchNextTile(const uint8_t* w, size_t row_bytes, int64_t b) {
-  const uintptr_t next = reinterpret_cast<uintptr_t>(w) + kPrefetchTiles * kTileRows * row_bytes +
-                         b * (kTileRows * F::kBlockBytes);
+// Block b's share of the rows PrefetchDistance() ahead of the tile at w (the
+// rows are contiguous: one sequential stream at the tile's pace), into L2: a
+// tile of Q6_K rows of 2048 columns is 27 KB, and prefetched into L1 it would
+// evict the current one.
+template <class F>
+inline void PrefetchNextTile(const uint8_t* w, size_t distance, int64_t b) {
+  const uintptr_t next =
+      reinterpret_cast<uintptr_t>(w) + distance + b * (kTileRows * F::kBlockBytes);
   for (size_t off = 0; off < kTileRows * F::kBlockBytes + 63; off += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(next + off), static_cast<_mm_hint>(kHint));
+    _mm_prefetch(reinterpret_cast<const char*>(next + off), _MM_HINT_T1);
   }
 }
 
@@ -378,11 +388,11 @@ inline void PrefetchNextTile(const uint8_t* w, size_t row_bytes, int64_t b) {
 // float steps to acc; out = acc.
 template <class F, class Step>
 [[gnu::always_inline]] inline void ForSuperBlocks(const uint8_t* w, size_t row_bytes,
-                                                  int64_t num_blocks, __m512i rows, float* out,
-                                                  Step step) {
+                                                  int64_t num_blocks, size_t distance, __m512i rows,
+                                                  float* out, Step step) {
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
-    PrefetchNextTile<F>(w, row_bytes, b);
+    PrefetchNextTile<F>(w, distance, b);
     const uint8_t* const block = w + b * F::kBlockBytes;
     typename F::Scales scales;
     F::Prepare(block, rows, &scales);
@@ -394,7 +404,7 @@ template <class F, class Step>
 // out[r] = dot(row r, x) for the 16 rows from w (row stride row_bytes).
 template <class F>
 void DecodeTile16(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const BlockQ8* x,
-                  __m512i rows, float* out) {
+                  size_t distance, __m512i rows, float* out) {
   auto step = [&](const uint8_t* block, const typename F::Scales& scales, int64_t b, __m512& acc)
       __attribute__((always_inline)) {
 #pragma GCC unroll 8
@@ -448,7 +458,7 @@ void DecodeTile16(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const 
       }
     }
   };
-  ForSuperBlocks<F>(w, row_bytes, num_blocks, rows, out, step);
+  ForSuperBlocks<F>(w, row_bytes, num_blocks, distance, rows, out, step);
 }
 
 // ---------------------------------------------------------------------------
@@ -580,9 +590,9 @@ template <class F, int kH>
 // out[r] = dot(row r, x) for the 16 rows from w (row stride row_bytes).
 template <class F>
 void HalvesTile16(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const BlockQ8* x,
-                  __m512i rows, float* out) {
+                  size_t distance, __m512i rows, float* out) {
   ForSuperBlocks<F>(
-      w, row_bytes, num_blocks, rows, out,
+      w, row_bytes, num_blocks, distance, rows, out,
       [&](const uint8_t* block, const typename F::Scales& scales, int64_t b, __m512& acc)
           __attribute__((always_inline)) {
             HalfStep<F, 0>(block, row_bytes, x + 8 * b, scales, acc);
@@ -591,7 +601,7 @@ void HalvesTile16(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const 
 }
 
 // ---------------------------------------------------------------------------
-// The block-pair tile (Q4_0, Q4_1, Q8_0): one row per zmm, holding two
+// The block-pair tile (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): one row per zmm, holding two
 // 32-element blocks b and b + 1; as HalvesTile16, rows are folded in pairs on
 // the codes, then in fours (Fold64), and SumChunkPairs gives each block's
 // sums with lane r = row r. A block's d (and m) are the fp16 halves of its
@@ -627,6 +637,30 @@ struct PNibbles {
 using PQ4_0 = PNibbles<kQ4_0Bytes, 2, 8, false>;
 using PQ4_1 = PNibbles<kQ4_1Bytes, 4, 0, true>;
 
+// Q5_0 (qh at byte 2, q - 16) and Q5_1 (qh at byte 4 after d and m): Q4_0's
+// nibbles (after qh) plus bit i of the block's 32-bit qh as bit 4 of element
+// i. The two blocks' qh become one 64-bit mask in the codes' order (a delta
+// swap of the middle 16-bit fields), which adds 16 to the codes it selects:
+// scalar work on the integer ports, and one vector instruction.
+template <size_t kBytes, size_t kQhAt, int kCodeOffset, bool kHasMin>
+struct PFiveBits {
+  static constexpr int64_t kBlockElements = 32;
+  static constexpr size_t kBlockBytes = kBytes;
+  static constexpr int kOffset = kCodeOffset;
+  static constexpr bool kMin = kHasMin;
+  static constexpr bool kInterleaved = true;
+  static __m512i Codes(const uint8_t* block) {
+    const __m512i nibbles = NibblePairCodes<kBytes>(block + kQhAt + 4);
+    uint64_t high = uint64_t{LoadU32(block + kQhAt)} | uint64_t{LoadU32(block + kBytes + kQhAt)}
+                                                           << 32;
+    const uint64_t swap = ((high >> 16) ^ high) & 0x00000000FFFF0000ull;
+    high ^= swap | (swap << 16);
+    return _mm512_mask_add_epi8(nibbles, _cvtu64_mask64(high), nibbles, _mm512_set1_epi8(0x10));
+  }
+};
+using PQ5_0 = PFiveBits<kQ5_0Bytes, 2, 16, false>;
+using PQ5_1 = PFiveBits<kQ5_1Bytes, 4, 0, true>;
+
 // Q8_0: the int8 codes + 128.
 struct PQ8_0 {
   static constexpr int64_t kBlockElements = 32;
@@ -660,11 +694,11 @@ inline __m512i PairActivations(const BlockQ8* x) {
 // num_blocks (even) blocks.
 template <class F>
 void PairTile16(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const BlockQ8* x,
-                __m512i rows, float* out) {
+                size_t distance, __m512i rows, float* out) {
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < num_blocks; b += 2) {
-    PrefetchNextTile<F>(w, row_bytes, b);
-    PrefetchNextTile<F>(w, row_bytes, b + 1);
+    PrefetchNextTile<F>(w, distance, b);
+    PrefetchNextTile<F>(w, distance, b + 1);
     const uint8_t* const block = w + b * F::kBlockBytes;
     const __m512i head[2] = {GatherWord<0>(block, rows),
                              GatherWord<static_cast<int>(F::kBlockBytes)>(block, rows)};
@@ -706,7 +740,7 @@ constexpr int64_t BlockElements() {
   }
 }
 
-template <class F, void (*kTile)(const uint8_t*, size_t, int64_t, const BlockQ8*, __m512i,
+template <class F, void (*kTile)(const uint8_t*, size_t, int64_t, const BlockQ8*, size_t, __m512i,
                                  float*) = DecodeTile16<F>>
 void DecodeRows(const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0, int64_t r1,
                 const BlockQ8* x, float* out) {
@@ -718,8 +752,9 @@ void DecodeRows(const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0, int64
   // others into L2 (as the tiles' own prefetches; into L1 they would evict
   // the first).
   const size_t first_end = static_cast<size_t>(std::min(r1, r0 + kTileRows)) * row_bytes;
+  const size_t distance = PrefetchDistance(row_bytes);
   const size_t lead_end =
-      static_cast<size_t>(std::min(r1, r0 + kPrefetchTiles * kTileRows)) * row_bytes;
+      std::min(static_cast<size_t>(r1) * row_bytes, static_cast<size_t>(r0) * row_bytes + distance);
   for (size_t off = static_cast<size_t>(r0) * row_bytes; off < lead_end; off += 64) {
     if (off < first_end) {
       _mm_prefetch(reinterpret_cast<const char*>(w + off), _MM_HINT_T0);
@@ -728,7 +763,8 @@ void DecodeRows(const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0, int64
     }
   }
   for (int64_t r = r0; r < r1; r += kTileRows) {
-    kTile(w + static_cast<size_t>(r) * row_bytes, row_bytes, num_blocks, x, rows, out + r);
+    kTile(w + static_cast<size_t>(r) * row_bytes, row_bytes, num_blocks, x, distance, rows,
+          out + r);
   }
 }
 
@@ -754,8 +790,19 @@ int64_t MatVecAvx512Vnni(TensorType type, const uint8_t* w, size_t row_bytes, in
       DecodeRows<PQ4_1, PairTile16<PQ4_1>>(w, row_bytes, n, r0, r0 + rows, x, out);
       return rows;
     case TensorType::kQ8_0:
-      if (!pairs) return 0;
+      // Rows shorter than 1024 stay on the AVX2 tile: on the pair tile,
+      // Gemma 3's LM head (640 columns, 70 % of its weights) made its decode
+      // ~5 % slower, though BM_DecodeCold has the pair tile ahead there.
+      if (!pairs || n < 1024) return 0;
       DecodeRows<PQ8_0, PairTile16<PQ8_0>>(w, row_bytes, n, r0, r0 + rows, x, out);
+      return rows;
+    case TensorType::kQ5_0:
+      if (!pairs) return 0;
+      DecodeRows<PQ5_0, PairTile16<PQ5_0>>(w, row_bytes, n, r0, r0 + rows, x, out);
+      return rows;
+    case TensorType::kQ5_1:
+      if (!pairs) return 0;
+      DecodeRows<PQ5_1, PairTile16<PQ5_1>>(w, row_bytes, n, r0, r0 + rows, x, out);
       return rows;
     case TensorType::kQ4_K:
       DecodeRows<DQ4_K, HalvesTile16<DQ4_K>>(w, row_bytes, n, r0, r0 + rows, x, out);

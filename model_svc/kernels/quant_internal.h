@@ -79,7 +79,7 @@ void MatMulTileAvx2(TensorType type, const uint8_t* w, size_t row_bytes, int64_t
                     int64_t out_stride);
 
 // AVX-512 VNNI kernels: MatMulTile with 2 or more tokens for every quantized
-// type, and with one token for the K-quants, Q4_0, Q4_1 and Q8_0
+// type, and with one token for the K-quants, Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0
 // (MatVecAvx512Vnni, whole tiles of 16 rows); every other case (one token of
 // the other formats, and a single
 // token left after groups of 16; the float types) is passed to
@@ -102,7 +102,8 @@ void MatMulTileAmx(TensorType type, const uint8_t* w, size_t row_bytes, int64_t 
                    int64_t r1, const ActRow* x, int64_t num_tokens, float* out, int64_t out_stride);
 
 // AVX-512 VNNI one-token product of the K-quants (Q2_K, Q3_K, Q4_K, Q5_K,
-// Q6_K), and of Q4_0, Q4_1 and Q8_0 rows of a multiple of 64 elements:
+// Q6_K), and of Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 rows of a multiple of 64
+// elements (Q8_0: and of 1024 or more):
 // out[r] = dot(row r, x) for the rows [r0, r0 + k) it returns, k the largest
 // multiple of 16 rows not past r1 (0 for other types or lengths, or rows too
 // long for its 32-bit offsets); the caller does the rest. The bits are

@@ -316,8 +316,8 @@ int main(int argc, char** argv) {
       // Again, the engine's threads asleep (the step loop idles them after
       // each step): a probe reading that changed is a machine whose
       // bandwidth did, and the share is taken of the larger one.
-      const double after = MeasureReadBandwidth(
-          options.threads > 0 ? options.threads : llm::cpu::AvailableCores());
+      const double after =
+          MeasureReadBandwidth(options.threads > 0 ? options.threads : llm::cpu::AvailableCores());
       out["read_gb_s"] = std::round(read_gb_s * 10) / 10;
       out["read_gb_s_after"] = std::round(after * 10) / 10;
       out["decode_bandwidth_fraction"] =
