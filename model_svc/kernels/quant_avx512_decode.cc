@@ -624,14 +624,19 @@ inline __m512i NibblePairCodes(const uint8_t* p) {
                           _mm512_set1_epi8(0x0F));
 }
 
-// Q4_0 (codes at byte 2, q - 8) and Q4_1 (codes at byte 4 after d and m).
-template <size_t kBytes, size_t kCodesAt, int kCodeOffset, bool kHasMin>
-struct PNibbles {
+// What the pair formats share: blocks of 32 elements of kBytes bytes.
+template <size_t kBytes, int kCodeOffset, bool kHasMin, bool kInterleavedCodes = true>
+struct PairFormat {
   static constexpr int64_t kBlockElements = 32;
   static constexpr size_t kBlockBytes = kBytes;
   static constexpr int kOffset = kCodeOffset;
   static constexpr bool kMin = kHasMin;
-  static constexpr bool kInterleaved = true;
+  static constexpr bool kInterleaved = kInterleavedCodes;
+};
+
+// Q4_0 (codes at byte 2, q - 8) and Q4_1 (codes at byte 4 after d and m).
+template <size_t kBytes, size_t kCodesAt, int kCodeOffset, bool kHasMin>
+struct PNibbles : PairFormat<kBytes, kCodeOffset, kHasMin> {
   static __m512i Codes(const uint8_t* block) { return NibblePairCodes<kBytes>(block + kCodesAt); }
 };
 using PQ4_0 = PNibbles<kQ4_0Bytes, 2, 8, false>;
@@ -643,12 +648,7 @@ using PQ4_1 = PNibbles<kQ4_1Bytes, 4, 0, true>;
 // swap of the middle 16-bit fields), which adds 16 to the codes it selects:
 // scalar work on the integer ports, and one vector instruction.
 template <size_t kBytes, size_t kQhAt, int kCodeOffset, bool kHasMin>
-struct PFiveBits {
-  static constexpr int64_t kBlockElements = 32;
-  static constexpr size_t kBlockBytes = kBytes;
-  static constexpr int kOffset = kCodeOffset;
-  static constexpr bool kMin = kHasMin;
-  static constexpr bool kInterleaved = true;
+struct PFiveBits : PairFormat<kBytes, kCodeOffset, kHasMin> {
   static __m512i Codes(const uint8_t* block) {
     const __m512i nibbles = NibblePairCodes<kBytes>(block + kQhAt + 4);
     uint64_t high = uint64_t{LoadU32(block + kQhAt)} | uint64_t{LoadU32(block + kBytes + kQhAt)}
@@ -662,12 +662,7 @@ using PQ5_0 = PFiveBits<kQ5_0Bytes, 2, 16, false>;
 using PQ5_1 = PFiveBits<kQ5_1Bytes, 4, 0, true>;
 
 // Q8_0: the int8 codes + 128.
-struct PQ8_0 {
-  static constexpr int64_t kBlockElements = 32;
-  static constexpr size_t kBlockBytes = kQ8_0Bytes;
-  static constexpr int kOffset = 128;
-  static constexpr bool kMin = false;
-  static constexpr bool kInterleaved = false;
+struct PQ8_0 : PairFormat<kQ8_0Bytes, 128, false, false> {
   static __m512i Codes(const uint8_t* block) {
     return _mm512_xor_si512(Load2(block + 2, block + kBlockBytes + 2),
                             _mm512_set1_epi8(static_cast<char>(0x80)));
@@ -768,60 +763,54 @@ void DecodeRows(const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0, int64
   }
 }
 
+// The one-token kernel of `type` for rows of n elements, or nullptr.
+using DecodeFn = void (*)(const uint8_t*, size_t, int64_t, int64_t, int64_t, const BlockQ8*,
+                          float*);
+DecodeFn DecodeKernel(TensorType type, int64_t n) {
+  // The pair tile takes blocks two at a time.
+  const bool pairs = n % 64 == 0;
+  switch (type) {
+    case TensorType::kQ4_0:
+      return pairs ? DecodeRows<PQ4_0, PairTile16<PQ4_0>> : nullptr;
+    case TensorType::kQ4_1:
+      return pairs ? DecodeRows<PQ4_1, PairTile16<PQ4_1>> : nullptr;
+    case TensorType::kQ5_0:
+      return pairs ? DecodeRows<PQ5_0, PairTile16<PQ5_0>> : nullptr;
+    case TensorType::kQ5_1:
+      return pairs ? DecodeRows<PQ5_1, PairTile16<PQ5_1>> : nullptr;
+    case TensorType::kQ8_0:
+      // Rows shorter than 1024 stay on the AVX2 tile: on the pair tile,
+      // Gemma 3's LM head (640 columns, 70 % of its weights) made its decode
+      // ~5 % slower, though BM_DecodeCold has the pair tile ahead there.
+      return pairs && n >= 1024 ? DecodeRows<PQ8_0, PairTile16<PQ8_0>> : nullptr;
+    case TensorType::kQ4_K:
+      return DecodeRows<DQ4_K, HalvesTile16<DQ4_K>>;
+    case TensorType::kQ5_K:
+      return DecodeRows<DQ5_K, HalvesTile16<DQ5_K>>;
+    case TensorType::kQ6_K:
+      return DecodeRows<DQ6_K, HalvesTile16<DQ6_K>>;
+    case TensorType::kQ3_K:
+      return DecodeRows<DQ3_K>;
+    case TensorType::kQ2_K:
+      return DecodeRows<DQ2_K>;
+    default:
+      return nullptr;
+  }
+}
+
 }  // namespace
 
 int64_t MatVecAvx512Vnni(TensorType type, const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0,
                          int64_t r1, const BlockQ8* x, float* out) {
   const int64_t rows = (r1 - r0) / kTileRows * kTileRows;
+  const DecodeFn decode = DecodeKernel(type, n);
   // The gathers' offsets (15 rows) must fit in int32.
-  if (rows == 0 ||
+  if (rows == 0 || decode == nullptr ||
       row_bytes > static_cast<size_t>(std::numeric_limits<int32_t>::max() / kTileRows)) {
     return 0;
   }
-  // The pair tile takes blocks two at a time, and rows of 1024 or more.
-  const bool pairs = n % 64 == 0;
-  switch (type) {
-    case TensorType::kQ4_0:
-      if (!pairs) return 0;
-      DecodeRows<PQ4_0, PairTile16<PQ4_0>>(w, row_bytes, n, r0, r0 + rows, x, out);
-      return rows;
-    case TensorType::kQ4_1:
-      if (!pairs) return 0;
-      DecodeRows<PQ4_1, PairTile16<PQ4_1>>(w, row_bytes, n, r0, r0 + rows, x, out);
-      return rows;
-    case TensorType::kQ8_0:
-      // Rows shorter than 1024 stay on the AVX2 tile: on the pair tile,
-      // Gemma 3's LM head (640 columns, 70 % of its weights) made its decode
-      // ~5 % slower, though BM_DecodeCold has the pair tile ahead there.
-      if (!pairs || n < 1024) return 0;
-      DecodeRows<PQ8_0, PairTile16<PQ8_0>>(w, row_bytes, n, r0, r0 + rows, x, out);
-      return rows;
-    case TensorType::kQ5_0:
-      if (!pairs) return 0;
-      DecodeRows<PQ5_0, PairTile16<PQ5_0>>(w, row_bytes, n, r0, r0 + rows, x, out);
-      return rows;
-    case TensorType::kQ5_1:
-      if (!pairs) return 0;
-      DecodeRows<PQ5_1, PairTile16<PQ5_1>>(w, row_bytes, n, r0, r0 + rows, x, out);
-      return rows;
-    case TensorType::kQ4_K:
-      DecodeRows<DQ4_K, HalvesTile16<DQ4_K>>(w, row_bytes, n, r0, r0 + rows, x, out);
-      return rows;
-    case TensorType::kQ5_K:
-      DecodeRows<DQ5_K, HalvesTile16<DQ5_K>>(w, row_bytes, n, r0, r0 + rows, x, out);
-      return rows;
-    case TensorType::kQ6_K:
-      DecodeRows<DQ6_K, HalvesTile16<DQ6_K>>(w, row_bytes, n, r0, r0 + rows, x, out);
-      return rows;
-    case TensorType::kQ3_K:
-      DecodeRows<DQ3_K>(w, row_bytes, n, r0, r0 + rows, x, out);
-      return rows;
-    case TensorType::kQ2_K:
-      DecodeRows<DQ2_K>(w, row_bytes, n, r0, r0 + rows, x, out);
-      return rows;
-    default:
-      return 0;
-  }
+  decode(w, row_bytes, n, r0, r0 + rows, x, out);
+  return rows;
 }
 
 }  // namespace llm::kernels::internal
