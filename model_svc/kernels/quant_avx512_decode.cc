@@ -21,8 +21,8 @@
 // Three tiles: HalvesTile16 (Q4_K, Q5_K, Q6_K) and PairTile16 (Q4_0, Q4_1,
 // Q5_0, Q5_1, Q8_0) hold one row's 64 bytes of codes per zmm and fold the
 // first level of the tree into the products (FoldRowPair); DecodeTile16
-// (Q2_K, Q3_K) holds two rows' 32 bytes per zmm. Each prefetches the rows PrefetchDistance()
-// ahead into L2, at its own pace, as one sequential stream.
+// (Q2_K, Q3_K) holds two rows' 32 bytes per zmm. Each prefetches the rows
+// PrefetchDistance() ahead into L2, at its own pace, as one sequential stream.
 //
 // Batch invariance: each lane performs exactly the canonical order's fp32
 // operations for its row, so the bits equal the AVX2 and scalar kernels'.
@@ -45,8 +45,7 @@ constexpr int kTileRows = 16;
 // tiles of 16 rows: two where a tile is shorter than kShortTileBytes, else
 // one. One tile of 576-column rows (6 KB) was too short from DRAM, two tiles
 // of 2048-column K-quant rows (37 KB) too long for the 80-row ranges of a
-// decode step, and distances between whole tiles (12 KB of 2048-column Q4_0
-// rows) twice as slow (matmul_bench BM_DecodeCold).
+// decode step (matmul_bench BM_DecodeCold).
 constexpr size_t kShortTileBytes = 10 << 10;
 
 inline size_t PrefetchDistance(size_t row_bytes) {
@@ -375,7 +374,7 @@ constexpr int kRowA[8] = {0, 1, 2, 3, 8, 9, 10, 11};
 // tile of Q6_K rows of 2048 columns is 27 KB, and prefetched into L1 it would
 // evict the current one.
 template <class F>
-inline void PrefetchNextTile(const uint8_t* w, size_t distance, int64_t b) {
+inline void PrefetchRowsAhead(const uint8_t* w, size_t distance, int64_t b) {
   const uintptr_t next =
       reinterpret_cast<uintptr_t>(w) + distance + b * (kTileRows * F::kBlockBytes);
   for (size_t off = 0; off < kTileRows * F::kBlockBytes + 63; off += 64) {
@@ -387,12 +386,12 @@ inline void PrefetchNextTile(const uint8_t* w, size_t distance, int64_t b) {
 // ahead and unpacks its scales, then step(block, scales, b, acc) adds its
 // float steps to acc; out = acc.
 template <class F, class Step>
-[[gnu::always_inline]] inline void ForSuperBlocks(const uint8_t* w, size_t row_bytes,
-                                                  int64_t num_blocks, size_t distance, __m512i rows,
-                                                  float* out, Step step) {
+[[gnu::always_inline]] inline void ForSuperBlocks(const uint8_t* w, int64_t num_blocks,
+                                                  size_t distance, __m512i rows, float* out,
+                                                  Step step) {
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
-    PrefetchNextTile<F>(w, distance, b);
+    PrefetchRowsAhead<F>(w, distance, b);
     const uint8_t* const block = w + b * F::kBlockBytes;
     typename F::Scales scales;
     F::Prepare(block, rows, &scales);
@@ -458,7 +457,7 @@ void DecodeTile16(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const 
       }
     }
   };
-  ForSuperBlocks<F>(w, row_bytes, num_blocks, distance, rows, out, step);
+  ForSuperBlocks<F>(w, num_blocks, distance, rows, out, step);
 }
 
 // ---------------------------------------------------------------------------
@@ -468,8 +467,8 @@ void DecodeTile16(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const 
 // loads and an insert per 32 codes). HalvesTile16 loads 64 bytes of one row
 // at once, which hold the codes of four sub-blocks (half h of the super-block:
 // sub-blocks 4h..4h+3), and splits them into two zmm of two sub-blocks each;
-// each meets the matching two sub-blocks of x in one vpdpbusd. Per 4 rows,
-// Fold32 and Fold64 leave 128-bit chunk k of a zmm holding the 4 rows' sums of
+// each meets the matching two sub-blocks of x in vpdpbusd. Per 4 rows,
+// FoldRowPair and Fold64 leave 128-bit chunk k of a zmm holding the 4 rows' sums of
 // chunk k (16 elements); a transpose of the chunks across the 4 groups gives
 // each sub-block's sums with lane r = row r, and the canonical float step
 // runs as in DecodeTile16, sub-block after sub-block.
@@ -592,7 +591,7 @@ template <class F>
 void HalvesTile16(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const BlockQ8* x,
                   size_t distance, __m512i rows, float* out) {
   ForSuperBlocks<F>(
-      w, row_bytes, num_blocks, distance, rows, out,
+      w, num_blocks, distance, rows, out,
       [&](const uint8_t* block, const typename F::Scales& scales, int64_t b, __m512& acc)
           __attribute__((always_inline)) {
             HalfStep<F, 0>(block, row_bytes, x + 8 * b, scales, acc);
@@ -613,7 +612,7 @@ void HalvesTile16(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const 
 // 128-bit chunks [b 0..15, b + 1 0..15, b 16..31, b + 1 16..31] if
 // kInterleaved, else [b 0..15, b 16..31, b + 1 0..15, b + 1 16..31].
 
-// Q4_0 and Q4_1: 16 bytes of nibbles at p (block b) and p + kStride (b + 1),
+// Q4_0, Q4_1, Q5_0, Q5_1: 16 bytes of nibbles at p (block b) and p + kStride (b + 1),
 // the low nibbles elements 0..15 and the high ones 16..31.
 template <size_t kStride>
 inline __m512i NibblePairCodes(const uint8_t* p) {
@@ -692,8 +691,8 @@ void PairTile16(const uint8_t* w, size_t row_bytes, int64_t num_blocks, const Bl
                 size_t distance, __m512i rows, float* out) {
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < num_blocks; b += 2) {
-    PrefetchNextTile<F>(w, distance, b);
-    PrefetchNextTile<F>(w, distance, b + 1);
+    PrefetchRowsAhead<F>(w, distance, b);
+    PrefetchRowsAhead<F>(w, distance, b + 1);
     const uint8_t* const block = w + b * F::kBlockBytes;
     const __m512i head[2] = {GatherWord<0>(block, rows),
                              GatherWord<static_cast<int>(F::kBlockBytes)>(block, rows)};
@@ -743,9 +742,11 @@ void DecodeRows(const uint8_t* w, size_t row_bytes, int64_t n, int64_t r0, int64
   const __m512i rows =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(static_cast<int>(row_bytes)));
-  // The tiles that no tile before them prefetches: the first into L1, the
-  // others into L2 (as the tiles' own prefetches; into L1 they would evict
-  // the first).
+  // The rows that no tile before them prefetches: the first tile's into L1,
+  // the others into L2 (as the tiles' own prefetches; into L1 they would
+  // evict the first). The distance is computed here, once, and passed in:
+  // computed in the tiles' loop (a conditional on row_bytes), it ran the
+  // pair tile at half speed (a code-generation effect, not taken apart).
   const size_t first_end = static_cast<size_t>(std::min(r1, r0 + kTileRows)) * row_bytes;
   const size_t distance = PrefetchDistance(row_bytes);
   const size_t lead_end =

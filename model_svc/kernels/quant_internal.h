@@ -81,9 +81,8 @@ void MatMulTileAvx2(TensorType type, const uint8_t* w, size_t row_bytes, int64_t
 // AVX-512 VNNI kernels: MatMulTile with 2 or more tokens for every quantized
 // type, and with one token for the K-quants, Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0
 // (MatVecAvx512Vnni, whole tiles of 16 rows); every other case (one token of
-// the other formats, and a single
-// token left after groups of 16; the float types) is passed to
-// MatMulTileAvx2. QuantizeQ8Avx512 produces
+// the other formats, and a single token left after groups of 16; the float
+// types) is passed to MatMulTileAvx2. QuantizeQ8Avx512 produces
 // exactly QuantizeQ8Avx2's blocks (16 lanes at a time). DequantizeRow has no AVX-512 variant (the
 // set uses the AVX2 one). Same per-thread scratch as AVX2.
 void QuantizeQ8Avx512(const float* x, BlockQ8* out, int64_t n);

@@ -222,10 +222,9 @@ int main(int argc, char** argv) {
   options.kv_cache_mb = absl::GetFlag(FLAGS_kv_cache_mb);
   options.engine.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   // Before the model is loaded, so that its threads are idle.
+  const int probe_threads = options.threads > 0 ? options.threads : llm::cpu::AvailableCores();
   const double read_gb_s =
-      absl::GetFlag(FLAGS_measure_bandwidth)
-          ? MeasureReadBandwidth(options.threads > 0 ? options.threads : llm::cpu::AvailableCores())
-          : 0;
+      absl::GetFlag(FLAGS_measure_bandwidth) ? MeasureReadBandwidth(probe_threads) : 0;
   auto engine = llm::engine::LoadEngine(options);
   Check(engine.status());
   const int64_t vocab = (*engine)->config().vocab_size;
@@ -316,8 +315,7 @@ int main(int argc, char** argv) {
       // Again, the engine's threads asleep (the step loop idles them after
       // each step): a probe reading that changed is a machine whose
       // bandwidth did, and the share is taken of the larger one.
-      const double after =
-          MeasureReadBandwidth(options.threads > 0 ? options.threads : llm::cpu::AvailableCores());
+      const double after = MeasureReadBandwidth(probe_threads);
       out["read_gb_s"] = std::round(read_gb_s * 10) / 10;
       out["read_gb_s_after"] = std::round(after * 10) / 10;
       out["decode_bandwidth_fraction"] =
