@@ -11,6 +11,14 @@
 //                  kernels the backend runs (AVX-512 where the CPU has it).
 //   BM_HeadsAvx2:  the same with the AVX2 kernels, for comparison.
 //
+//   BM_PrefillScoresByToken / BM_PrefillScores: the scores of a prefill
+//                  chunk's 16 tokens x the group's heads over `positions`
+//                  cached rows (from the core's cache), token by token with
+//                  DotRowsHeads (the backend before) or all at once with
+//                  DotRowsQueries (each 16 rows converted once for all the
+//                  queries; the same bits). Counter per_score: seconds a
+//                  score.
+//
 // Arguments: positions, and whether the rows come from memory (1: the item
 // walks a 256 MiB pool of blocks, as a 16-session step's items come from
 // DRAM) or from the core's cache (0: the same item again). Softmax is left
@@ -131,6 +139,59 @@ void BM_Item(benchmark::State& state) {
   }
   state.counters["positions"] = static_cast<double>(s.positions);
 }
+
+// A prefill chunk's scores over the cached rows, block by block.
+template <bool kAllAtOnce, int kGroup = 3, int kHeadDim = 64>
+void BM_PrefillScores(benchmark::State& state) {
+  constexpr int kTokens = 16, kQueries = kTokens * kGroup;
+  Setup<kGroup, kHeadDim> s(state.range(0), false);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+  std::mt19937 rng(2);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<std::vector<float>> q(kQueries, std::vector<float>(kHeadDim));
+  std::vector<std::vector<float>> scores(kQueries, std::vector<float>(s.positions));
+  for (auto& v : q) {
+    for (float& x : v) x = HalfToFloat(FloatToHalf(normal(rng)));
+  }
+  const float* qs[kQueries];
+  for (int i = 0; i < kQueries; ++i) qs[i] = q[i].data();
+  for (auto _ : state) {
+    for (int64_t j = 0; j < s.positions; j += kBlock) {
+      const int64_t rows = std::min<int64_t>(kBlock, s.positions - j);
+      const uint16_t* k = s.Keys(s.tables[j / kBlock]);
+      float* out[kQueries];
+      for (int i = 0; i < kQueries; ++i) out[i] = scores[i].data() + j;
+      if constexpr (kAllAtOnce) {
+        int64_t begin[kQueries], end[kQueries];
+        std::fill_n(begin, kQueries, 0);
+        std::fill_n(end, kQueries, rows);
+        DotRowsQueries(qs, kQueries, k, kHeadDim, rows, kHeadDim, scale, begin, end, out);
+      } else {
+        for (int t = 0; t < kTokens; ++t) {
+          DotRowsHeads(qs + t * kGroup, kGroup, k, kHeadDim, rows, kHeadDim, scale,
+                       out + t * kGroup);
+        }
+      }
+    }
+    benchmark::DoNotOptimize(scores[0].data());
+    benchmark::ClobberMemory();
+  }
+  // Seconds per score (printed as e.g. 2.5n).
+  state.counters["per_score"] = benchmark::Counter(
+      static_cast<double>(kQueries * s.positions),
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
+void PrefillArgs(benchmark::internal::Benchmark* b) {
+  b->Args({1024, 0})->ArgNames({"positions", "cold"});
+}
+
+BENCHMARK(BM_PrefillScores<false>)->Name("BM_PrefillScoresByToken")->Apply(PrefillArgs);
+BENCHMARK(BM_PrefillScores<true>)->Name("BM_PrefillScores")->Apply(PrefillArgs);
+BENCHMARK(BM_PrefillScores<false, 4, 256>)
+    ->Name("BM_PrefillScoresByTokenGemma3")
+    ->Apply(PrefillArgs);
+BENCHMARK(BM_PrefillScores<true, 4, 256>)->Name("BM_PrefillScoresGemma3")->Apply(PrefillArgs);
 
 void Args(benchmark::internal::Benchmark* b) {
   for (int cold : {0, 1}) {

@@ -150,6 +150,48 @@ void DotRowsHeads(const float* const* q, int g, const float* k, int64_t stride, 
   for (int h = 0; h < g; ++h) DotRows(q[h], k, stride, rows, n, scale, out[h]);
 }
 
+namespace {
+// The row that starts `e` elements into k (of Q8_0 rows, e a multiple of 32).
+template <typename T>
+const T* ElementsInto(const T* k, int64_t e) {
+  return k + e;
+}
+const KvQ8Block* ElementsInto(const KvQ8Block* k, int64_t e) { return k + e / 32; }
+
+// DotRowsQueries without the AVX-512 kernel: DotRowsHeads query by query.
+template <typename T>
+void DotRowsQueriesByQuery(const float* const* q, int nq, const T* k, int64_t stride, int64_t n,
+                           float scale, const int64_t* begin, const int64_t* end,
+                           float* const* out) {
+  for (int i = 0; i < nq; ++i) {
+    if (begin[i] < end[i]) {
+      DotRowsHeads(&q[i], 1, ElementsInto(k, begin[i] * stride), stride, end[i] - begin[i], n,
+                   scale, &out[i]);
+    }
+  }
+}
+}  // namespace
+
+void DotRowsQueries(const float* const* q, int nq, const uint16_t* k, int64_t stride, int64_t rows,
+                    int64_t n, float scale, const int64_t* begin, const int64_t* end,
+                    float* const* out) {
+  if (HasAvx512() &&
+      vec_internal::DotRowsQueriesAvx512(q, nq, k, stride, rows, n, scale, begin, end, out)) {
+    return;
+  }
+  DotRowsQueriesByQuery(q, nq, k, stride, n, scale, begin, end, out);
+}
+
+void DotRowsQueries(const float* const* q, int nq, const float* k, int64_t stride, int64_t rows,
+                    int64_t n, float scale, const int64_t* begin, const int64_t* end,
+                    float* const* out) {
+  if (HasAvx512() &&
+      vec_internal::DotRowsQueriesAvx512(q, nq, k, stride, rows, n, scale, begin, end, out)) {
+    return;
+  }
+  DotRowsQueriesByQuery(q, nq, k, stride, n, scale, begin, end, out);
+}
+
 void AxpyRowsHeads(const float* const* w, int g, const uint16_t* v, int64_t stride, int64_t rows,
                    int64_t n, float* const* acc) {
   if (HasAvx512() && vec_internal::AxpyRowsHeadsAvx512(w, g, v, stride, rows, n, acc)) return;
@@ -222,6 +264,16 @@ void DotRowsHeads(const float* const* q, int g, const KvQ8Block* k, int64_t stri
   });
 }
 
+void DotRowsQueries(const float* const* q, int nq, const KvQ8Block* k, int64_t stride, int64_t rows,
+                    int64_t n, float scale, const int64_t* begin, const int64_t* end,
+                    float* const* out) {
+  if (HasAvx512() &&
+      vec_internal::DotRowsQueriesAvx512(q, nq, k, stride, rows, n, scale, begin, end, out)) {
+    return;
+  }
+  DotRowsQueriesByQuery(q, nq, k, stride, n, scale, begin, end, out);
+}
+
 void AxpyRowsHeads(const float* const* w, int g, const KvQ8Block* v, int64_t stride, int64_t rows,
                    int64_t n, float* const* acc) {
   if (HasAvx512() && vec_internal::AxpyRowsHeadsAvx512(w, g, v, stride, rows, n, acc)) return;
@@ -249,6 +301,7 @@ void RotateHalves(float* v, const float* cs, int64_t pairs) {
 }
 
 void ScaleF32(float* x, float s, int64_t n) {
+  if (HasAvx512()) return vec_internal::ScaleF32Avx512(x, s, n);
   for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "model_svc/kernels/exp_libm.h"
 #include "model_svc/kernels/head_shapes.h"
@@ -191,6 +192,151 @@ void AxpyRowsHeadsImpl(const float* const* w, const T* v, int64_t stride, int64_
   }
 }
 
+// x[l] = element l of every x[j], j < 16 (a 16 x 16 transpose): unpacks
+// pair the rows, then 128-bit lanes are gathered in two shuffles.
+//
+// (The unpacks and shuffles are the masked forms with every lane kept:
+// GCC 12's unmasked ones pass an undefined vector that -Wuninitialized reports.)
+__attribute__((always_inline)) inline void Transpose16(__m512 x[16]) {
+  constexpr __mmask16 kAll16 = 0xFFFF;
+  constexpr __mmask8 kAll8 = 0xFF;
+  __m512 t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_mask_unpacklo_ps(x[2 * i], kAll16, x[2 * i], x[2 * i + 1]);
+    t[2 * i + 1] = _mm512_mask_unpackhi_ps(x[2 * i], kAll16, x[2 * i], x[2 * i + 1]);
+  }
+  // u[4i + e]: in 128-bit lane m, element 4m + e of rows 4i..4i+3.
+  __m512 u[16];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
+    u[4 * i] = _mm512_castpd_ps(_mm512_mask_unpacklo_pd(a, kAll8, a, b));
+    u[4 * i + 1] = _mm512_castpd_ps(_mm512_mask_unpackhi_pd(a, kAll8, a, b));
+    u[4 * i + 2] = _mm512_castpd_ps(_mm512_mask_unpacklo_pd(c, kAll8, c, d));
+    u[4 * i + 3] = _mm512_castpd_ps(_mm512_mask_unpackhi_pd(c, kAll8, c, d));
+  }
+#pragma GCC unroll 4
+  for (int e = 0; e < 4; ++e) {
+    const __m512 v0 =
+        _mm512_mask_shuffle_f32x4(u[e], kAll16, u[e], u[4 + e], 0x88);  // lanes 0, 2 of each
+    const __m512 w0 = _mm512_mask_shuffle_f32x4(u[e], kAll16, u[e], u[4 + e], 0xDD);  // lanes 1, 3
+    const __m512 v1 = _mm512_mask_shuffle_f32x4(u[8 + e], kAll16, u[8 + e], u[12 + e], 0x88);
+    const __m512 w1 = _mm512_mask_shuffle_f32x4(u[8 + e], kAll16, u[8 + e], u[12 + e], 0xDD);
+    x[e] = _mm512_mask_shuffle_f32x4(v0, kAll16, v0, v1, 0x88);       // lane 0: elements 0-3
+    x[8 + e] = _mm512_mask_shuffle_f32x4(v0, kAll16, v0, v1, 0xDD);   // lane 2: elements 8-11
+    x[4 + e] = _mm512_mask_shuffle_f32x4(w0, kAll16, w0, w1, 0x88);   // lane 1: elements 4-7
+    x[12 + e] = _mm512_mask_shuffle_f32x4(w0, kAll16, w0, w1, 0xDD);  // lane 3: elements 12-15
+  }
+}
+
+// The 16 scores of Q queries q[0..Q) for the 16 rows whose transpose is kt
+// (kt[16e + r]: element e of row r), scaled. Per query, accumulator P_l is
+// DotRowsHeadsImpl's accumulator lane l (the fmas of elements 16c + l, c in
+// order, from zero) for the 16 rows at once, and its Halves and
+// HorizontalSums4 tree (l + l+8, then l + l+4, l + l+2, l + l+1) are adds
+// between the accumulators: the same operations on the same values, so the
+// same bits, without horizontal sums. The accumulators are taken four at a
+// time, those the tree's first two levels join (P_m, P_m+8, P_m+4, P_m+12
+// into A_m), so that Q = 3 queries fit the 32 registers and share each load
+// of kt.
+// acc = fma(*x in every lane, v, acc), the broadcast in the fma's memory
+// operand (vfmadd231ps m32{1to16}): GCC would broadcast into a register and
+// load v again for each use instead, two loads an fma.
+__attribute__((always_inline)) inline void FmaBroadcast(const float* x, __m512 v, __m512& acc) {
+  asm("vfmadd231ps %[x]%{1to16%}, %[v], %[acc]" : [acc] "+v"(acc) : [v] "v"(v), [x] "m"(*x));
+}
+
+template <int kN, int Q>
+inline void ScoreRows16(const float* const* q, const float* kt, __m512 scale, __m512 out[Q]) {
+  constexpr int C = kN / 16;
+  constexpr int kJoined[4] = {0, 8, 4, 12};
+  __m512 a[Q][4];
+#pragma GCC unroll 4
+  for (int m = 0; m < 4; ++m) {
+    __m512 p[Q][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < Q; ++i) {
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u) p[i][u] = _mm512_setzero_ps();
+    }
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) {
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u) {
+        const int e = 16 * c + m + kJoined[u];
+        const __m512 column = _mm512_load_ps(kt + 16 * e);
+#pragma GCC unroll 4
+        for (int i = 0; i < Q; ++i) FmaBroadcast(q[i] + e, column, p[i][u]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < Q; ++i) {
+      a[i][m] = _mm512_add_ps(_mm512_add_ps(p[i][0], p[i][1]), _mm512_add_ps(p[i][2], p[i][3]));
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < Q; ++i) {
+    const __m512 b0 = _mm512_add_ps(a[i][0], a[i][2]), b1 = _mm512_add_ps(a[i][1], a[i][3]);
+    out[i] = _mm512_mul_ps(_mm512_add_ps(b0, b1), scale);
+  }
+}
+
+// DotRowsQueries for head dimension kN: each 16 rows converted to fp32 and
+// transposed once (kt), then the queries that need them three at a time
+// (ScoreRows16), each query's lanes [lo, hi) stored at its part's place.
+template <int kN, typename T>
+void DotRowsQueriesImpl(const float* const* q, int nq, const T* k, int64_t stride, int64_t rows,
+                        float scale, const int64_t* begin, const int64_t* end, float* const* out) {
+  constexpr int C = kN / 16;
+  alignas(64) float kt[kN * 16];
+  const __m512 vscale = _mm512_set1_ps(scale);
+  int need_stack[64];  // the queries that need the 16 rows
+  std::vector<int> need_heap(nq > 64 ? nq : 0);
+  int* const need = nq > 64 ? need_heap.data() : need_stack;
+  for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+    const int64_t m = std::min<int64_t>(16, rows - r0);
+    int count = 0;
+    for (int i = 0; i < nq; ++i) {
+      if (begin[i] < r0 + m && end[i] > r0) need[count++] = i;
+    }
+    if (count == 0) continue;
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) {
+      __m512 x[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) {
+        x[j] = j < m ? Load16Of(RowAt(k, (r0 + j) * stride), c) : _mm512_setzero_ps();
+      }
+      Transpose16(x);
+#pragma GCC unroll 16
+      for (int l = 0; l < 16; ++l) _mm512_store_ps(kt + (16 * c + l) * 16, x[l]);
+    }
+    // Query need[n]'s scores s, lanes [lo, hi) - r0, to out[i][lo - begin[i]] on.
+    auto store = [&](int n, __m512 s) {
+      const int i = need[n];
+      const int64_t lo = std::max(begin[i], r0), hi = std::min(end[i], r0 + m);
+      const int shift = static_cast<int>(lo - r0), lanes = static_cast<int>(hi - lo);
+      if (shift > 0) s = _mm512_maskz_compress_ps(static_cast<__mmask16>(0xFFFFu << shift), s);
+      _mm512_mask_storeu_ps(out[i] + (lo - begin[i]),
+                            static_cast<__mmask16>((uint32_t{1} << lanes) - 1), s);
+    };
+    int n = 0;
+    for (; n + 3 <= count; n += 3) {
+      const float* qs[3] = {q[need[n]], q[need[n + 1]], q[need[n + 2]]};
+      __m512 s[3];
+      ScoreRows16<kN, 3>(qs, kt, vscale, s);
+      for (int u = 0; u < 3; ++u) store(n + u, s[u]);
+    }
+    for (; n < count; ++n) {
+      __m512 s[1];
+      ScoreRows16<kN, 1>(&q[need[n]], kt, vscale, s);
+      store(n, s[0]);
+    }
+  }
+}
+
 // The AVX2 kernels' Cephes exp (x86_simd.h) in 16 lanes: the same
 // operations per lane, so the same bits.
 inline __m512 ExpCephes16(__m512 x) { return x86::ExpCephes<x86::Zmm>(x); }
@@ -269,6 +415,51 @@ bool AxpyRowsHeadsAvx512(const float* const* w, int g, const KvQ8Block* v, int64
                          int64_t rows, int64_t n, float* const* acc) {
   return WithHeadShape<1>(
       n, g, [&]<int kN, int G>() { AxpyRowsHeadsImpl<kN, G>(w, v, stride, rows, acc); });
+}
+
+template <typename T>
+bool DotRowsQueriesAvx512Of(const float* const* q, int nq, const T* k, int64_t stride, int64_t rows,
+                            int64_t n, float scale, const int64_t* begin, const int64_t* end,
+                            float* const* out) {
+  switch (n) {
+    case 64:
+      DotRowsQueriesImpl<64>(q, nq, k, stride, rows, scale, begin, end, out);
+      return true;
+    case 128:
+      DotRowsQueriesImpl<128>(q, nq, k, stride, rows, scale, begin, end, out);
+      return true;
+    case 256:
+      DotRowsQueriesImpl<256>(q, nq, k, stride, rows, scale, begin, end, out);
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool DotRowsQueriesAvx512(const float* const* q, int nq, const uint16_t* k, int64_t stride,
+                          int64_t rows, int64_t n, float scale, const int64_t* begin,
+                          const int64_t* end, float* const* out) {
+  return DotRowsQueriesAvx512Of(q, nq, k, stride, rows, n, scale, begin, end, out);
+}
+bool DotRowsQueriesAvx512(const float* const* q, int nq, const float* k, int64_t stride,
+                          int64_t rows, int64_t n, float scale, const int64_t* begin,
+                          const int64_t* end, float* const* out) {
+  return DotRowsQueriesAvx512Of(q, nq, k, stride, rows, n, scale, begin, end, out);
+}
+bool DotRowsQueriesAvx512(const float* const* q, int nq, const KvQ8Block* k, int64_t stride,
+                          int64_t rows, int64_t n, float scale, const int64_t* begin,
+                          const int64_t* end, float* const* out) {
+  return DotRowsQueriesAvx512Of(q, nq, k, stride, rows, n, scale, begin, end, out);
+}
+
+void ScaleF32Avx512(float* x, float s, int64_t n) {
+  const __m512 vs = _mm512_set1_ps(s);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), vs));
+  if (i < n) {
+    const auto tail = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(x + i, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + i), vs));
+  }
 }
 
 void ExpLibmAvx512(const float* x, float* out, int64_t n) {

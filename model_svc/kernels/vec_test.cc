@@ -6,12 +6,14 @@
 // libm's.
 #include "model_svc/kernels/vec.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -133,10 +135,64 @@ TEST_P(VecRowsTest, RowsHeadsAreRowsPerHead) {
   }
 }
 
+// A run of rows against many queries, each over its own part of the run
+// (empty, whole, either end cut, one row): each score has exactly
+// DotRowsHeads' bits for its query and row, over fp32, fp16 and (head
+// dimensions that are multiples of 32) Q8_0 rows; scores outside a part are
+// never written. On an AVX-512 CPU, 64, 128 and 256 run the transposed
+// 16-row kernel (37 rows: two whole groups and a tail).
+template <typename T>
+void ExpectQueriesAreRowsHeads(const std::vector<T>& k, int64_t stride, int64_t rows, int64_t n,
+                               const std::vector<std::vector<float>>& q, const std::string& what) {
+  const int nq = static_cast<int>(q.size());
+  std::vector<int64_t> begin(nq), end(nq);
+  for (int i = 0; i < nq; ++i) {
+    const int64_t a = (i * 7) % (rows + 1), b = (i * 13 + 3) % (rows + 1);
+    begin[i] = i == 0 ? 0 : std::min(a, b);
+    end[i] = i == 0 ? rows : (i == 1 ? begin[i] : std::max(a, b));
+  }
+  constexpr float kUnwritten = 12345.0f;
+  std::vector<std::vector<float>> out(nq, std::vector<float>(rows + 1, kUnwritten));
+  std::vector<const float*> qp(nq);
+  std::vector<float*> op(nq);
+  for (int i = 0; i < nq; ++i) qp[i] = q[i].data(), op[i] = out[i].data();
+  DotRowsQueries(qp.data(), nq, k.data(), stride, rows, n, 0.125f, begin.data(), end.data(),
+                 op.data());
+  for (int i = 0; i < nq; ++i) {
+    const int64_t count = end[i] - begin[i];
+    std::vector<float> want(rows + 1, kUnwritten);
+    if (count > 0) {
+      const T* first = std::is_same_v<T, KvQ8Block> ? k.data() + begin[i] * stride / 32
+                                                    : k.data() + begin[i] * stride;
+      float* o = want.data();
+      DotRowsHeads(&qp[i], 1, first, stride, count, n, 0.125f, &o);
+    }
+    EXPECT_EQ(out[i], want) << what << ", rows " << rows << ", query " << i << " over [" << begin[i]
+                            << ", " << end[i] << ")";
+  }
+}
+
+TEST_P(VecRowsTest, QueriesAreRowsHeads) {
+  const int64_t n = GetParam(), stride = n % 32 == 0 ? n + 32 : n + 5;
+  for (const int64_t rows : {1, 5, 16, 37}) {
+    std::mt19937 rng(static_cast<uint32_t>(n * 100 + rows));
+    const std::vector<float> k = RandomFloats(stride * rows, rng);
+    std::vector<std::vector<float>> q(11);
+    for (std::vector<float>& v : q) v = RandomFloats(n, rng);
+    ExpectQueriesAreRowsHeads(k, stride, rows, n, q, "fp32");
+    ExpectQueriesAreRowsHeads(ToHalves(k), stride, rows, n, q, "fp16");
+    if (n % 32 == 0) {
+      std::vector<KvQ8Block> kq(stride * rows / 32);
+      QuantizeKvQ8(k.data(), kq.data(), stride * rows);
+      ExpectQueriesAreRowsHeads(kq, stride, rows, n, q, "q8_0");
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(HeadDims, VecRowsTest, ::testing::Values(7, 32, 64, 80, 128, 256));
 
-// The residual add and RMSNorm's scaling: the scalar loops' bits, for
-// lengths with and without a tail, and in place.
+// The residual add, RMSNorm's scaling and softmax's: the scalar loops'
+// bits, for lengths with and without a tail, and in place.
 TEST(VecTest, AddAndScaleMulMatchScalarLoops) {
   std::mt19937 rng(7);
   for (const int64_t n : {1, 7, 8, 13, 576, 1539}) {
@@ -144,6 +200,10 @@ TEST(VecTest, AddAndScaleMulMatchScalarLoops) {
     const std::vector<float> w = RandomFloats(n, rng);
     const float scale = 0.37f;
     std::vector<float> sum = x, want_sum = x, prod(n), want_prod(n), in_place = x;
+    std::vector<float> scaled = x, want_scaled = x;
+    ScaleF32(scaled.data(), scale, n);
+    for (float& v : want_scaled) v *= scale;
+    EXPECT_EQ(scaled, want_scaled) << n;
     AddF32(sum.data(), y.data(), n);
     ScaleMulF32(x.data(), scale, w.data(), prod.data(), n);
     ScaleMulF32(in_place.data(), scale, w.data(), in_place.data(), n);

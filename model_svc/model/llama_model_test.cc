@@ -872,8 +872,14 @@ std::vector<InvariantCase> InvariantCases() {
   f32.vocab = 400, f32.d_model = 96, f32.heads = 6, f32.kv_heads = 2, f32.ff = 160;
   f32.tied = true;
   f32.seed = 14;
+  // Head dimension 64: the AVX-512 attention kernels' shapes (the others'
+  // heads are 16 and 32 wide, the portable paths).
+  RandomModelSpec h64;
+  h64.vocab = 300, h64.d_model = 192, h64.heads = 3, h64.kv_heads = 1;
+  h64.ff = 128, h64.matrix_type = TensorType::kQ8_0;
+  h64.seed = 16;
   std::vector<InvariantCase> cases = {
-      {"Q4_K", q4k}, {"Q8_0_Tied", q8}, {"F16", f16}, {"F32_Tied", f32}};
+      {"Q4_K", q4k}, {"Q8_0_Tied", q8}, {"F16", f16}, {"F32_Tied", f32}, {"Q8_0_Head64", h64}};
   for (const char* arch : kArchitectures) {
     RandomModelSpec a = testing::ArchitectureSpec(arch);
     a.matrix_type = TensorType::kQ8_0;

@@ -46,9 +46,10 @@ ABSL_FLAG(std::string, backend, "cpu",
 ABSL_FLAG(int, p, 512, "Prompt tokens for the prefill test (0 skips it).");
 ABSL_FLAG(int, n, 128, "Generated tokens for the decode test (0 skips it).");
 ABSL_FLAG(int, d, 0,
-          "Context depth of the decode test (llama-bench's -d): each repetition first "
-          "prefills these many random tokens (the same ones each time, untimed; the prefix "
-          "cache keeps their full blocks), then decodes -n tokens after them.");
+          "Context depth of the prefill and decode tests (llama-bench's -d): each repetition "
+          "first prefills these many random tokens (the same ones each time, untimed; the "
+          "prefix cache keeps their full blocks), then prefills -p tokens or decodes -n "
+          "tokens after them.");
 ABSL_FLAG(int, repetitions, 5, "Timed repetitions of each test (after one warm-up).");
 ABSL_FLAG(std::vector<std::string>, sessions, {},
           "Also measure aggregate decode throughput with these numbers of concurrent "
@@ -234,8 +235,20 @@ int main(int argc, char** argv) {
     for (int32_t& id : t) id = static_cast<int32_t>(rng() % vocab);
     return t;
   };
+  const int depth = absl::GetFlag(FLAGS_d);
+  const std::vector<int32_t> depth_tokens = random_tokens(depth);
+  // A new session holding the depth tokens (untimed), or "" when -d is 0.
+  auto depth_session = [&]() -> std::string {
+    if (depth == 0) return "";
+    llm::engine::AppendRequest r;
+    r.tokens = depth_tokens;
+    auto result = (*engine)->Append(std::move(r));
+    Check(result.status());
+    return result->session_id;
+  };
   auto run_pp = [&](int n) -> double {
     llm::engine::AppendRequest r;
+    r.session_id = depth_session();
     r.tokens = random_tokens(n);
     const absl::Time start = absl::Now();
     auto result = (*engine)->Append(std::move(r));
@@ -258,18 +271,9 @@ int main(int argc, char** argv) {
     }
     Check((*engine)->Release(session));
   };
-  const int depth = absl::GetFlag(FLAGS_d);
-  const std::vector<int32_t> depth_tokens = random_tokens(depth);
   auto run_tg = [&](int n) -> double {
     const std::vector<int32_t> tokens = random_tokens(n);
-    std::string session;
-    if (depth > 0) {
-      llm::engine::AppendRequest r;
-      r.tokens = depth_tokens;
-      auto result = (*engine)->Append(std::move(r));
-      Check(result.status());
-      session = result->session_id;
-    }
+    const std::string session = depth_session();
     const absl::Time start = absl::Now();
     decode_all(tokens, session);
     return n / absl::ToDoubleSeconds(absl::Now() - start);
@@ -285,6 +289,7 @@ int main(int argc, char** argv) {
     out["prefill_tok_s"] = std::round(r.mean * 100) / 100;
     out["prefill_tok_s_stddev"] = std::round(r.stddev * 100) / 100;
     out["p"] = p;
+    out["d"] = depth;
   }
   if (n > 0) {
     run_tg(n);

@@ -152,8 +152,15 @@ class CpuBackend : public model::Backend {
     cache_ = *std::move(cache);
     const int64_t max_positions = int64_t{shape.num_blocks} * shape.block_size;
     score_rows_ = row_heads_;
-    scores_.assign(pool_.num_threads(), std::vector<float>(score_rows_ * max_positions));
-    qh_.assign(pool_.num_threads(), std::vector<float>(score_rows_ * kv_.kv_dim));
+    // Per thread: a row of scores per cached position for score_rows_ query
+    // heads, and at least enough for a whole chunk's (kChunk tokens) up to
+    // kChunkContext positions (AttentionImpl's passes; longer contexts take
+    // fewer tokens a pass).
+    constexpr int64_t kChunkContext = 4096;
+    const int64_t score_floats =
+        score_rows_ * std::max(max_positions, kChunk * std::min(max_positions, kChunkContext));
+    scores_.assign(pool_.num_threads(), std::vector<float>(score_floats));
+    qh_.assign(pool_.num_threads(), std::vector<float>(kChunk * score_rows_ * row));
     return absl::OkStatus();
   }
 
@@ -489,8 +496,10 @@ class CpuBackend : public model::Backend {
   }
 
  private:
+  // New tokens per attention work item.
+  static constexpr int64_t kChunk = 16;
   // An attention work item: query heads [head_begin, head_end) of the new
-  // tokens [token, token + 16) of sequence `seq` (see AttentionImpl).
+  // tokens [token, token + kChunk) of sequence `seq` (see AttentionImpl).
   struct Item {
     int32_t seq, head_begin, head_end, token;
   };
@@ -681,7 +690,6 @@ class CpuBackend : public model::Backend {
     // thread that takes all of a sequence's KV heads reads
     // each block's keys and values from one place (bench/README.md,
     // "Measurements behind the code", attention items).
-    constexpr int64_t kChunk = 16;
     // From this many positions, the items keep a KV head's query heads
     // together even when there are few: each key and value row is then read
     // (and, fp16 or Q8_0, converted) once instead of once per query head,
@@ -745,9 +753,6 @@ class CpuBackend : public model::Backend {
       for (const model::SequenceStep& s : batch_->sequences) store(s);
     }
     // 3. The items, taken in turn.
-    const int64_t max_positions = int64_t{kv_.num_blocks} * bs;
-    const int64_t k_head_bytes = bs * model::KvRowBytes(kv_.k_type, hd);
-    const int64_t v_head_bytes = bs * model::KvRowBytes(kv_.v_type, hd);
     const int64_t block_region = bs * (kv_.k_bytes() + kv_.v_bytes());
     constexpr int64_t kItemPrefetchBytes = 256 * 1024;
     constexpr int64_t kNextItemPrefetchBytes = 64 * 1024;
@@ -766,8 +771,9 @@ class CpuBackend : public model::Backend {
     const int64_t num_work = static_cast<int64_t>(items_.size());
     std::atomic<int64_t> next{0};
     pool_.Run([&](int thread, int) {
-      float* const scores = scores_[thread].data();  // score_rows_ x max_positions
-      float* const qh = qh_[thread].data();          // score_rows_ x head_dim
+      float* const scores = scores_[thread].data();
+      const int64_t score_floats = static_cast<int64_t>(scores_[thread].size());
+      float* const qh = qh_[thread].data();  // kChunk x score_rows_ x head_dim
       for (int64_t i = next.fetch_add(1); i < num_work; i = next.fetch_add(1)) {
         const Item& item = items_[i];
         const model::SequenceStep& s = batch_->sequences[item.seq];
@@ -784,70 +790,122 @@ class CpuBackend : public model::Backend {
             prefetch_sequence(batch_->sequences[items_[ahead].seq], kNextItemPrefetchBytes);
           }
         }
-        for (int64_t t = item.token; t < t_end; ++t) {
-          const int64_t row = s.first_row + t, pos = s.start_pos + t, n_pos = pos + 1;
-          // The item's query heads, up to score_rows_ of one KV head at a
-          // time, read each key and value row once (DotRowsHeads,
-          // AxpyRowsHeads).
-          for (int64_t h0 = item.head_begin, g = 0; h0 < item.head_end; h0 += g) {
-            const int64_t kv_head = h0 / kv_group;
-            g = std::min({score_rows_, item.head_end - h0, (kv_head + 1) * kv_group - h0});
-            const float* qs[kernels::kMaxRowHeads];
-            float* sc[kernels::kMaxRowHeads];
-            float* os[kernels::kMaxRowHeads];
-            // With fp16 keys the query is rounded to fp16 as well, as
-            // llama.cpp does (its K·Q product runs in fp16 x fp16); the g
-            // heads' queries are adjacent, so one call rounds them all.
-            // (With Q8_0 keys llama.cpp quantizes the query to Q8_0; here
-            // it stays fp32, the keys converted exactly.)
-            constexpr bool kF16 = std::is_same_v<TK, uint16_t>;
-            const float* qrow = q.data + row * q.cols + h0 * hd;
-            if constexpr (kF16) kernels::RoundThroughF16(qrow, qh, g * hd);
-            for (int h = 0; h < g; ++h) {
-              qs[h] = (kF16 ? qh : qrow) + h * hd;
-              sc[h] = scores + h * max_positions;
-              os[h] = out.data + row * out.cols + (h0 + h) * hd;
-            }
-            // Scores block by block, over positions [first, n_pos) (a
-            // sliding window starts past 0). The blocks lie anywhere in the
-            // pool, so the next block's keys and this block's values are
-            // prefetched (the hardware prefetcher sees only the run within a
-            // block). sc[h][j - first] is position j's score.
-            const int64_t first = p.window > 0 ? std::max<int64_t>(0, n_pos - p.window) : 0;
-            const int64_t n_att = n_pos - first;
-            for (int64_t j = first; j < n_pos;) {
-              const int64_t slot = j % bs, count = std::min(bs - slot, n_pos - j);
-              const TK* kj = RowAt(KeyAt<TK>(s.blocks[j / bs], layer, kv_head, hd), slot, hd);
-              if (j + count < n_pos)
-                Prefetch(KeyAt<TK>(s.blocks[j / bs + 1], layer, kv_head, hd), k_head_bytes);
-              Prefetch(ValueAt<TV>(s.blocks[j / bs], layer, kv_head, hd), v_head_bytes);
-              float* scj[kernels::kMaxRowHeads];
-              for (int h = 0; h < g; ++h) scj[h] = sc[h] + (j - first);
-              kernels::DotRowsHeads(qs, static_cast<int>(g), kj, hd, count, hd, p.scale, scj);
-              j += count;
-            }
-            for (int h = 0; h < g; ++h) {
-              const float max = kernels::MaxF32(sc[h], n_att);
-              const float inv = static_cast<float>(1.0 / kernels::ExpInPlace(sc[h], n_att, max));
-              for (int64_t j = 0; j < n_att; ++j) sc[h][j] *= inv;
-              std::fill(os[h], os[h] + hd, 0.0f);
-            }
-            for (int64_t j = first; j < n_pos;) {
-              const int64_t slot = j % bs, count = std::min(bs - slot, n_pos - j);
-              const TV* vj = RowAt(ValueAt<TV>(s.blocks[j / bs], layer, kv_head, hd), slot, hd);
-              const float* wj[kernels::kMaxRowHeads];
-              for (int h = 0; h < g; ++h) wj[h] = sc[h] + (j - first);
-              kernels::AxpyRowsHeads(wj, static_cast<int>(g), vj, hd, count, hd, os);
-              j += count;
-            }
-            if (quantize) {
-              const int64_t begin = row * out.cols + h0 * hd;
-              QuantizeOutput(out, begin, begin + g * hd);
-            }
+        // The item's query heads, up to score_rows_ of one KV head at a
+        // time, read each key and value row once for all of them; a prefill
+        // chunk's tokens go in passes of up to `pass` tokens, whose scores
+        // DotRowsQueries computes together: each key row converted once for
+        // all the pass's queries (the bits of the token-by-token path).
+        for (int64_t h0 = item.head_begin, g = 0; h0 < item.head_end; h0 += g) {
+          const int64_t kv_head = h0 / kv_group;
+          g = std::min({score_rows_, item.head_end - h0, (kv_head + 1) * kv_group - h0});
+          const int64_t span = s.start_pos + t_end - FirstAttended(p, s.start_pos + item.token);
+          const int64_t pass = std::clamp<int64_t>(score_floats / (g * span), 1, kChunk);
+          for (int64_t t0 = item.token; t0 < t_end; t0 += pass) {
+            AttendPass<TK, TV>(layer, q, p, s, kv_head, h0, g, t0, std::min(t_end, t0 + pass),
+                               scores, qh, quantize, out);
           }
         }
       }
     });
+  }
+
+  // The first position that a query at `pos` attends to: 0, or the start of
+  // its sliding window.
+  static int64_t FirstAttended(const AttentionParams& p, int64_t pos) {
+    return p.window > 0 ? std::max<int64_t>(0, pos + 1 - p.window) : 0;
+  }
+
+  // Attention of sequence s's new tokens [t0, t1) for query heads [h0, h0 +
+  // g) of KV head kv_head (AttentionImpl's items): all the queries' scores
+  // first, key block by key block (one token: DotRowsHeads; more:
+  // DotRowsQueries, the same bits), then each query's softmax, then each
+  // token's g heads' values (AxpyRowsHeads). scores: (t1 - t0) x g rows of
+  // the longest query's positions; qh: as many queries' head_dim floats.
+  template <typename TK, typename TV>
+  void AttendPass(int64_t layer, const Tensor& q, const AttentionParams& p,
+                  const model::SequenceStep& s, int64_t kv_head, int64_t h0, int64_t g, int64_t t0,
+                  int64_t t1, float* scores, float* qh, bool quantize, Tensor out) {
+    constexpr int kMaxQueries = kChunk * kernels::kMaxRowHeads;
+    const int64_t bs = kv_.block_size, hd = p.head_dim;
+    const int nq = static_cast<int>((t1 - t0) * g);
+    const int64_t j_lo = FirstAttended(p, s.start_pos + t0), j_hi = s.start_pos + t1;
+    const float* qs[kMaxQueries];
+    float* sc[kMaxQueries];
+    int64_t first[kMaxQueries], n_pos[kMaxQueries];
+    // With fp16 keys the query is rounded to fp16 as well, as llama.cpp does
+    // (its K·Q product runs in fp16 x fp16); a token's g heads' queries are
+    // adjacent, so one call rounds them all. (With Q8_0 keys llama.cpp
+    // quantizes the query to Q8_0; here it stays fp32, the keys converted
+    // exactly.)
+    constexpr bool kF16 = std::is_same_v<TK, uint16_t>;
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* qrow = q.data + (s.first_row + t) * q.cols + h0 * hd;
+      float* rounded = qh + (t - t0) * g * hd;
+      if constexpr (kF16) kernels::RoundThroughF16(qrow, rounded, g * hd);
+      for (int64_t h = 0; h < g; ++h) {
+        const int64_t i = (t - t0) * g + h;
+        qs[i] = (kF16 ? rounded : qrow) + h * hd;
+        sc[i] = scores + i * (j_hi - j_lo);
+        n_pos[i] = s.start_pos + t + 1;
+        first[i] = FirstAttended(p, s.start_pos + t);
+      }
+    }
+    // Scores key block by key block, over positions [first, n_pos) of each
+    // query: sc[i][j - first[i]] is position j's. The blocks lie anywhere
+    // in the pool, so the next block's keys and this block's values are
+    // prefetched (the hardware prefetcher sees only the run within a block).
+    const int64_t k_head_bytes = bs * model::KvRowBytes(kv_.k_type, hd);
+    const int64_t v_head_bytes = bs * model::KvRowBytes(kv_.v_type, hd);
+    for (int64_t j = j_lo; j < j_hi;) {
+      const int64_t slot = j % bs, count = std::min(bs - slot, j_hi - j);
+      const TK* kj = RowAt(KeyAt<TK>(s.blocks[j / bs], layer, kv_head, hd), slot, hd);
+      if (j + count < j_hi) {
+        Prefetch(KeyAt<TK>(s.blocks[j / bs + 1], layer, kv_head, hd), k_head_bytes);
+      }
+      Prefetch(ValueAt<TV>(s.blocks[j / bs], layer, kv_head, hd), v_head_bytes);
+      if (t1 - t0 == 1) {
+        float* scj[kernels::kMaxRowHeads];
+        for (int h = 0; h < g; ++h) scj[h] = sc[h] + (j - first[h]);
+        kernels::DotRowsHeads(qs, static_cast<int>(g), kj, hd, count, hd, p.scale, scj);
+      } else {
+        int64_t begin[kMaxQueries], end[kMaxQueries];
+        float* scj[kMaxQueries];
+        for (int i = 0; i < nq; ++i) {
+          begin[i] = std::clamp<int64_t>(first[i] - j, 0, count);
+          end[i] = std::clamp<int64_t>(n_pos[i] - j, 0, count);
+          if (begin[i] >= end[i]) begin[i] = end[i] = 0;
+          scj[i] = sc[i] + (begin[i] < end[i] ? j + begin[i] - first[i] : 0);
+        }
+        kernels::DotRowsQueries(qs, nq, kj, hd, count, hd, p.scale, begin, end, scj);
+      }
+      j += count;
+    }
+    for (int i = 0; i < nq; ++i) {
+      const int64_t n_att = n_pos[i] - first[i];
+      const float max = kernels::MaxF32(sc[i], n_att);
+      kernels::ScaleF32(sc[i], static_cast<float>(1.0 / kernels::ExpInPlace(sc[i], n_att, max)),
+                        n_att);
+    }
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t row = s.first_row + t, i0 = (t - t0) * g;
+      float* os[kernels::kMaxRowHeads];
+      for (int h = 0; h < g; ++h) {
+        os[h] = out.data + row * out.cols + (h0 + h) * hd;
+        std::fill(os[h], os[h] + hd, 0.0f);
+      }
+      for (int64_t j = first[i0]; j < n_pos[i0];) {
+        const int64_t slot = j % bs, count = std::min(bs - slot, n_pos[i0] - j);
+        const TV* vj = RowAt(ValueAt<TV>(s.blocks[j / bs], layer, kv_head, hd), slot, hd);
+        const float* wj[kernels::kMaxRowHeads];
+        for (int h = 0; h < g; ++h) wj[h] = sc[i0 + h] + (j - first[i0]);
+        kernels::AxpyRowsHeads(wj, static_cast<int>(g), vj, hd, count, hd, os);
+        j += count;
+      }
+      if (quantize) {
+        const int64_t begin = row * out.cols + h0 * hd;
+        QuantizeOutput(out, begin, begin + g * hd);
+      }
+    }
   }
 
   const CpuBackendOptions options_;
