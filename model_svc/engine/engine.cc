@@ -48,7 +48,7 @@ class Engine::Impl {
         queue_(
             options, max_context, model_->options().kv_blocks, model_->options().kv_block_size,
             SchedulerLimits{std::min(options.max_batch_tokens, model_->options().max_step_tokens),
-                            model_->options().max_logit_rows},
+                            model_->options().max_logit_rows, options.prefill_step_tokens},
             std::random_device{}(), &submitted_) {
     if (options_.spill != nullptr && model_->backend().KvLayout() != model::kKvLayoutNone) {
       // Under the lock, before eviction frees the blocks (engine.h, "Spilling").

@@ -108,7 +108,13 @@
 namespace llm::engine {
 
 struct EngineOptions {
-  int64_t max_batch_tokens = 512;                  // tokens per step (decodes + prefill chunks)
+  int64_t max_batch_tokens = 512;  // tokens per step (decodes + prefill chunks)
+  // > 0: a step takes the next request's prefill chunk only while it holds
+  // fewer prefill tokens than this (SchedulerLimits::prefill_tokens): lower
+  // median time to first token when requests arrive together, less
+  // throughput (bench/README.md, "Serving"). 0: prefill chunks fill
+  // max_batch_tokens.
+  int64_t prefill_step_tokens = 0;
   int64_t max_sessions = 256;                      // beyond it, the LRU idle session is evicted
   absl::Duration session_ttl = absl::Minutes(10);  // idle time before expiry
   int64_t max_context = 0;  // tokens per session; 0: the model's context length

@@ -40,9 +40,14 @@ void Schedule(const std::deque<Session*>& queue, const SchedulerLimits& limits,
   for (Session* s : queue) {
     if (runnable(s) && s->request->append.decode) try_schedule(s);
   }
+  int64_t prefill = 0;  // prefill tokens planned
   for (Session* s : queue) {
-    if (budget <= 0) break;
-    if (runnable(s) && !s->request->append.decode) try_schedule(s);
+    if (budget <= 0 || (limits.prefill_tokens > 0 && prefill >= limits.prefill_tokens)) break;
+    if (runnable(s) && !s->request->append.decode) {
+      const int64_t before = budget;
+      try_schedule(s);
+      prefill += before - budget;
+    }
   }
   for (Session* s : queue) {
     if (!s->guess_pending()) continue;

@@ -3,8 +3,8 @@
 // From the queue of sessions with a request or a lookahead guess to compute
 // (arrival order) and the KV block pool, Schedule returns a StepPlan: the rows to compute (every
 // waiting decode first, one token or the 1 + k of a speculative one, then prefill chunks in arrival
-// order, then the guesses as speculative rows, within the step's token and
-// logit-row budgets), the KV block copies to perform before the forward, and
+// order up to SchedulerLimits::prefill_tokens, then the guesses as speculative rows, within the
+// step's token and logit-row budgets), the KV block copies to perform before the forward, and
 // what ends unrun this step (cancelled requests and guesses, guesses without
 // KV space, and, when nothing at all can run, the requests that found no KV
 // blocks). The engine performs the plan:
@@ -66,6 +66,13 @@ struct StepPlan {
 struct SchedulerLimits {
   int64_t max_step_tokens = 512;  // tokens per step
   int64_t max_logit_rows = 512;   // logit rows per step
+  // > 0: a step takes the next request's prefill chunk only while it holds
+  // fewer prefill tokens than this (the first prefill chunk always goes in).
+  // Where a step's prefill costs the same per token from a few dozen tokens
+  // on (a CPU), one more request's prefill in the step only delays the
+  // first token of the ones already in it; in turn, each gets its own step.
+  // 0: prefill chunks fill max_step_tokens.
+  int64_t prefill_tokens = 0;
 };
 
 // Frees idle sessions until `needed` blocks are free; false if it cannot.

@@ -53,10 +53,11 @@ class SchedulerTest : public ::testing::Test {
     return s;
   }
 
-  StepPlan Plan(int64_t tokens, int64_t logit_rows, bool evicts = false) {
+  StepPlan Plan(int64_t tokens, int64_t logit_rows, bool evicts = false,
+                int64_t prefill_tokens = 0) {
     StepPlan plan;
     Schedule(
-        queue_, SchedulerLimits{tokens, logit_rows}, blocks_,
+        queue_, SchedulerLimits{tokens, logit_rows, prefill_tokens}, blocks_,
         [&](int32_t needed) {
           evictions_.push_back(needed);
           return evicts;
@@ -92,6 +93,30 @@ TEST_F(SchedulerTest, DecodesFirstThenPrefillChunksInArrivalOrderWithinTheBudget
   EXPECT_TRUE(plan.cancelled.empty());
   EXPECT_TRUE(plan.failed.empty());
   EXPECT_TRUE(evictions_.empty());
+}
+
+// With a prefill target, a step takes further requests' prefills only while
+// it holds fewer prefill tokens than the target: the decodes all go in, the
+// first prefill always, short prompts together until the target is reached.
+TEST_F(SchedulerTest, APrefillTargetGivesEachLongPromptItsOwnStep) {
+  Session* decode = Queue(NewSession(3), 1, /*decode=*/true);
+  Session* a = Queue(NewSession(), 12);
+  Queue(NewSession(), 12);
+  StepPlan plan = Plan(64, 64, /*evicts=*/false, /*prefill_tokens=*/8);
+  ASSERT_EQ(plan.chunks.size(), 2u);
+  EXPECT_EQ(plan.chunks[0].session, decode);
+  EXPECT_EQ(plan.chunks[1].session, a);
+  EXPECT_EQ(plan.chunks[1].chunk, 12);
+  queue_.clear();
+  Session* s1 = Queue(NewSession(), 3);
+  Session* s2 = Queue(NewSession(), 3);
+  Session* s3 = Queue(NewSession(), 3);
+  Queue(NewSession(), 3);
+  plan = Plan(64, 64, /*evicts=*/false, /*prefill_tokens=*/8);
+  ASSERT_EQ(plan.chunks.size(), 3u);  // 9 prefill tokens: the third reached 8
+  EXPECT_EQ(plan.chunks[0].session, s1);
+  EXPECT_EQ(plan.chunks[1].session, s2);
+  EXPECT_EQ(plan.chunks[2].session, s3);
 }
 
 TEST_F(SchedulerTest, ASpeculativeDecodeOfSeveralTokensKeepsDecodePriority) {

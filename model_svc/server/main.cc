@@ -97,6 +97,13 @@ ABSL_FLAG(
 ABSL_FLAG(int64_t, max_batch_tokens, 512,
           "Tokens computed per forward step, all sessions together (decodes plus prefill "
           "chunks); a longer prompt is prefilled over several steps.");
+ABSL_FLAG(int64_t, prefill_step_tokens, 0,
+          "0: a step's prefill chunks fill --max_batch_tokens (the most throughput). N > 0: a "
+          "step takes the next request's prefill only while it holds fewer than N prefill "
+          "tokens, so that requests arriving together get their first tokens one after the "
+          "other instead of together at the end of one long step: a lower median time to "
+          "first token, at the cost of throughput and inter-token latency (bench/README.md, "
+          "\"Serving\").");
 ABSL_FLAG(int64_t, max_sessions, 256,
           "Most sessions held at once; a new one beyond it evicts the least recently used "
           "idle session (its client rebuilds it), or gets RESOURCE_EXHAUSTED when every "
@@ -322,6 +329,8 @@ int Main() {
       {absl::GetFlagReflectionHandle(FLAGS_threads), absl::GetFlag(FLAGS_threads) >= 0, ">= 0"},
       {absl::GetFlagReflectionHandle(FLAGS_max_batch_tokens),
        absl::GetFlag(FLAGS_max_batch_tokens) >= 1, ">= 1"},
+      {absl::GetFlagReflectionHandle(FLAGS_prefill_step_tokens),
+       absl::GetFlag(FLAGS_prefill_step_tokens) >= 0, ">= 0"},
       {absl::GetFlagReflectionHandle(FLAGS_max_sessions), absl::GetFlag(FLAGS_max_sessions) >= 1,
        ">= 1"},
       {absl::GetFlagReflectionHandle(FLAGS_max_context), absl::GetFlag(FLAGS_max_context) >= 0,
@@ -500,6 +509,7 @@ int Main() {
   }
   load.backend = absl::GetFlag(FLAGS_backend);
   load.engine.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
+  load.engine.prefill_step_tokens = absl::GetFlag(FLAGS_prefill_step_tokens);
   load.engine.max_sessions = absl::GetFlag(FLAGS_max_sessions);
   load.engine.session_ttl = absl::GetFlag(FLAGS_session_ttl);
   load.engine.max_context = absl::GetFlag(FLAGS_max_context);
