@@ -158,11 +158,15 @@ const T* ElementsInto(const T* k, int64_t e) {
 }
 const KvQ8Block* ElementsInto(const KvQ8Block* k, int64_t e) { return k + e / 32; }
 
-// DotRowsQueries without the AVX-512 kernel: DotRowsHeads query by query.
+// DotRowsQueries: the AVX-512 kernel, or else DotRowsHeads query by query.
 template <typename T>
-void DotRowsQueriesByQuery(const float* const* q, int nq, const T* k, int64_t stride, int64_t n,
-                           float scale, const int64_t* begin, const int64_t* end,
-                           float* const* out) {
+void DotRowsQueriesOf(const float* const* q, int nq, const T* k, int64_t stride, int64_t rows,
+                      int64_t n, float scale, const int64_t* begin, const int64_t* end,
+                      float* const* out) {
+  if (HasAvx512() &&
+      vec_internal::DotRowsQueriesAvx512(q, nq, k, stride, rows, n, scale, begin, end, out)) {
+    return;
+  }
   for (int i = 0; i < nq; ++i) {
     if (begin[i] < end[i]) {
       DotRowsHeads(&q[i], 1, ElementsInto(k, begin[i] * stride), stride, end[i] - begin[i], n,
@@ -175,21 +179,17 @@ void DotRowsQueriesByQuery(const float* const* q, int nq, const T* k, int64_t st
 void DotRowsQueries(const float* const* q, int nq, const uint16_t* k, int64_t stride, int64_t rows,
                     int64_t n, float scale, const int64_t* begin, const int64_t* end,
                     float* const* out) {
-  if (HasAvx512() &&
-      vec_internal::DotRowsQueriesAvx512(q, nq, k, stride, rows, n, scale, begin, end, out)) {
-    return;
-  }
-  DotRowsQueriesByQuery(q, nq, k, stride, n, scale, begin, end, out);
+  DotRowsQueriesOf(q, nq, k, stride, rows, n, scale, begin, end, out);
 }
-
 void DotRowsQueries(const float* const* q, int nq, const float* k, int64_t stride, int64_t rows,
                     int64_t n, float scale, const int64_t* begin, const int64_t* end,
                     float* const* out) {
-  if (HasAvx512() &&
-      vec_internal::DotRowsQueriesAvx512(q, nq, k, stride, rows, n, scale, begin, end, out)) {
-    return;
-  }
-  DotRowsQueriesByQuery(q, nq, k, stride, n, scale, begin, end, out);
+  DotRowsQueriesOf(q, nq, k, stride, rows, n, scale, begin, end, out);
+}
+void DotRowsQueries(const float* const* q, int nq, const KvQ8Block* k, int64_t stride, int64_t rows,
+                    int64_t n, float scale, const int64_t* begin, const int64_t* end,
+                    float* const* out) {
+  DotRowsQueriesOf(q, nq, k, stride, rows, n, scale, begin, end, out);
 }
 
 void AxpyRowsHeads(const float* const* w, int g, const uint16_t* v, int64_t stride, int64_t rows,
@@ -262,16 +262,6 @@ void DotRowsHeads(const float* const* q, int g, const KvQ8Block* k, int64_t stri
     for (int h = 0; h < g; ++h) o[h] = out[h] + r0;
     DotRowsHeads(q, g, buf, n, count, n, scale, o);
   });
-}
-
-void DotRowsQueries(const float* const* q, int nq, const KvQ8Block* k, int64_t stride, int64_t rows,
-                    int64_t n, float scale, const int64_t* begin, const int64_t* end,
-                    float* const* out) {
-  if (HasAvx512() &&
-      vec_internal::DotRowsQueriesAvx512(q, nq, k, stride, rows, n, scale, begin, end, out)) {
-    return;
-  }
-  DotRowsQueriesByQuery(q, nq, k, stride, n, scale, begin, end, out);
 }
 
 void AxpyRowsHeads(const float* const* w, int g, const KvQ8Block* v, int64_t stride, int64_t rows,
