@@ -6,7 +6,7 @@ completions) by NVIDIA's load generator aiperf.
 
     python3 bench/serving_bench.py [--threads 2] [--rounds 2] [--quick]
         [--workloads chat,prefix,multiturn,long] [--concurrency 1,4,16,64]
-        [--model PATH] [--no-build]
+        [--model PATH] [--no-build] [--model-flag=--FLAG=VALUE ...]
 
 Workloads (aiperf's synthetic prompts; greedy, temperature 0, ignore_eos, so
 that every request generates exactly its output length on both sides):
@@ -24,7 +24,9 @@ settings for the load:
   ours       scripts/serve.sh --no-build (its defaults: continuous batching,
              automatic prefix cache, 64 requests generating at once), with
              model_server --threads T and --kv_cache_mb sized for the same
-             tokens as llama-server's -c (at least serve.sh's 512)
+             tokens as llama-server's -c (at least serve.sh's 512), and any
+             --model-flag given (e.g. --model-flag=--prefill_step_tokens=32,
+             the model server's latency knob; the report records them)
   llama.cpp  llama-server -t T -tb T --parallel N (N = the concurrency) with
              -c N x the workload's longest request (a slot each), continuous
              batching (its default), prompt cache (cache_prompt, its default)
@@ -244,10 +246,12 @@ class Server:
         self.log_file.close()
 
 
-def start_ours(model: Path, threads: int, kv_mb: int, concurrency: int, log_path: Path) -> Server:
+def start_ours(model: Path, threads: int, kv_mb: int, concurrency: int, log_path: Path,
+               model_flags: list[str]) -> Server:
     return Server(["bash", "scripts/serve.sh", "--no-build", "--no-metrics", "--port", "0",
                    "--model", str(model), f"--model-flag=--threads={threads}",
                    f"--model-flag=--kv_cache_mb={kv_mb}",
+                   *[f"--model-flag={f}" for f in model_flags],
                    f"--gateway-flag=--max_concurrent={max(64, concurrency)}"],
                   log_path, "scripts/serve.sh")
 
@@ -347,7 +351,8 @@ def one_run(side: str, wl: Workload, concurrency: int, args, ctx: dict, folder: 
                                     time.process_time(), time.monotonic())
     if side == "ours":
         kv_mb = max(512, math.ceil(tokens * ctx["kv_bytes"] / 2**20))
-        server = start_ours(args.model, args.threads, kv_mb, concurrency, folder / "server.log")
+        server = start_ours(args.model, args.threads, kv_mb, concurrency, folder / "server.log",
+                            args.model_flag)
     else:
         server = start_llama(ctx["server_bin"], args.model, args.threads, concurrency, tokens,
                              folder / "server.log")
@@ -480,6 +485,9 @@ def main() -> None:
     ap.add_argument("--model", type=Path, default=DEFAULT_MODEL)
     ap.add_argument("--no-build", action="store_true",
                     help="do not build tokenizer_server, model_server, llm_gateway and llm")
+    ap.add_argument("--model-flag", action="append", default=[], metavar="--FLAG=VALUE",
+                    help="an extra model_server flag for our side (repeatable), e.g. "
+                         "--model-flag=--prefill_step_tokens=32")
     args = ap.parse_args()
     args.model = args.model.resolve()
     rounds = args.rounds or (1 if args.quick else 2)
@@ -515,7 +523,8 @@ def main() -> None:
     results: dict[str, dict[str, list[dict]]] = {
         f"{wl.name}@{c}": {s: [] for s in SIDES} for wl, c in cells}
     log(f"{len(cells)} workload/concurrency cells x {rounds} rounds x 2 sides, "
-        f"threads {args.threads}, model {args.model.name}; artifacts in {folder}")
+        f"threads {args.threads}, model {args.model.name}; artifacts in {folder}"
+        + (f"; ours with {' '.join(args.model_flag)}" if args.model_flag else ""))
     interrupted = False
     try:
         for r in range(rounds):
@@ -533,6 +542,7 @@ def main() -> None:
 
     report = {"time": stamp, "threads": args.threads, "rounds": rounds, "model": args.model.name,
               "aiperf": AIPERF, "llama_cpp_python": LLAMA_CPP_PYTHON, "quick": args.quick,
+              "model_flags": args.model_flag,
               "interrupted": interrupted,
               "command": " ".join(["python3", "bench/serving_bench.py", *sys.argv[1:]]),
               "workloads": {wl.name: {k: v for k, v in vars(wl).items() if k != "name"}
