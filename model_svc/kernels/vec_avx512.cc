@@ -231,6 +231,13 @@ __attribute__((always_inline)) inline void Transpose16(__m512 x[16]) {
   }
 }
 
+// acc = fma(*x in every lane, v, acc), the broadcast in the fma's memory
+// operand (vfmadd231ps m32{1to16}): GCC would broadcast into a register and
+// load v again for each use instead, two loads an fma.
+__attribute__((always_inline)) inline void FmaBroadcast(const float* x, __m512 v, __m512& acc) {
+  asm("vfmadd231ps %[x]%{1to16%}, %[v], %[acc]" : [acc] "+v"(acc) : [v] "v"(v), [x] "m"(*x));
+}
+
 // The 16 scores of Q queries q[0..Q) for the 16 rows whose transpose is kt
 // (kt[16e + r]: element e of row r), scaled. Per query, accumulator P_l is
 // DotRowsHeadsImpl's accumulator lane l (the fmas of elements 16c + l, c in
@@ -241,13 +248,6 @@ __attribute__((always_inline)) inline void Transpose16(__m512 x[16]) {
 // time, those the tree's first two levels join (P_m, P_m+8, P_m+4, P_m+12
 // into A_m), so that Q = 3 queries fit the 32 registers and share each load
 // of kt.
-// acc = fma(*x in every lane, v, acc), the broadcast in the fma's memory
-// operand (vfmadd231ps m32{1to16}): GCC would broadcast into a register and
-// load v again for each use instead, two loads an fma.
-__attribute__((always_inline)) inline void FmaBroadcast(const float* x, __m512 v, __m512& acc) {
-  asm("vfmadd231ps %[x]%{1to16%}, %[v], %[acc]" : [acc] "+v"(acc) : [v] "v"(v), [x] "m"(*x));
-}
-
 template <int kN, int Q>
 inline void ScoreRows16(const float* const* q, const float* kt, __m512 scale, __m512 out[Q]) {
   constexpr int C = kN / 16;
