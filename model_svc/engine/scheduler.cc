@@ -34,11 +34,33 @@ void Schedule(const std::deque<Session*>& queue, const SchedulerLimits& limits,
     return !s->guess_pending() &&
            std::find(plan->cancelled.begin(), plan->cancelled.end(), s) == plan->cancelled.end();
   };
-  // Decodes first (a speculative one of 1 + k tokens too), then prefill
-  // chunks in arrival order, then lookahead guesses: a guess takes only what
-  // the callers' requests leave.
+  // A queued guess: dropped when cancelled or without KV space (a guess
+  // evicts no one), else planned when the budgets allow.
+  auto try_guess = [&](Session* s) {
+    if (s->guess_cancelled()) {
+      plan->dropped.push_back(s);
+      return;
+    }
+    if (budget <= 0 || logit_budget <= 0) return;
+    if (s->kv.BlocksNeeded(1) > blocks.num_free()) {
+      plan->dropped.push_back(s);
+      return;
+    }
+    if (!s->kv.Reserve(1, &plan->copies).ok()) return;
+    plan->chunks.push_back(ScheduledChunk{s, 1, /*guess=*/true});
+    budget -= 1;
+    logit_budget -= 1;
+  };
+  // Decodes first (a speculative one of 1 + k tokens too) and the lookahead
+  // guesses with them, in arrival order: a guess is the next decode of a
+  // greedy generation, which its caller is about to send (or has sent, parked
+  // on the guess). Then prefill chunks in arrival order.
   for (Session* s : queue) {
-    if (runnable(s) && s->request->append.decode) try_schedule(s);
+    if (s->guess_pending()) {
+      try_guess(s);
+    } else if (runnable(s) && s->request->append.decode) {
+      try_schedule(s);
+    }
   }
   int64_t prefill = 0;  // prefill tokens planned
   for (Session* s : queue) {
@@ -48,22 +70,6 @@ void Schedule(const std::deque<Session*>& queue, const SchedulerLimits& limits,
       try_schedule(s);
       prefill += before - budget;
     }
-  }
-  for (Session* s : queue) {
-    if (!s->guess_pending()) continue;
-    if (s->guess_cancelled()) {
-      plan->dropped.push_back(s);
-      continue;
-    }
-    if (budget <= 0 || logit_budget <= 0) continue;
-    if (s->kv.BlocksNeeded(1) > blocks.num_free()) {
-      plan->dropped.push_back(s);  // a guess evicts no one
-      continue;
-    }
-    if (!s->kv.Reserve(1, &plan->copies).ok()) continue;
-    plan->chunks.push_back(ScheduledChunk{s, 1, /*guess=*/true});
-    budget -= 1;
-    logit_budget -= 1;
   }
   // Blocked requests wait while others make progress (finishing frees
   // blocks or makes sessions evictable); when nothing can run, they fail.

@@ -2,9 +2,10 @@
 //
 // From the queue of sessions with a request or a lookahead guess to compute
 // (arrival order) and the KV block pool, Schedule returns a StepPlan: the rows to compute (every
-// waiting decode first, one token or the 1 + k of a speculative one, then prefill chunks in arrival
-// order up to SchedulerLimits::prefill_tokens, then the guesses as speculative rows, within the
-// step's token and logit-row budgets), the KV block copies to perform before the forward, and
+// waiting decode first, one token or the 1 + k of a speculative one, with the lookahead guesses
+// as speculative rows among them, then prefill chunks in arrival order up to
+// SchedulerLimits::prefill_tokens, within the step's token and logit-row budgets), the KV block
+// copies to perform before the forward, and
 // what ends unrun this step (cancelled requests and guesses, guesses without
 // KV space, and, when nothing at all can run, the requests that found no KV
 // blocks). The engine performs the plan:

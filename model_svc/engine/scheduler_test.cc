@@ -158,35 +158,42 @@ TEST_F(SchedulerTest, CancelledAndReleasedRequestsEndUnplanned) {
   EXPECT_TRUE(a->kv.blocks().empty());
 }
 
-TEST_F(SchedulerTest, AGuessIsASpeculativeRowAfterTheRequests) {
+TEST_F(SchedulerTest, AGuessIsASpeculativeRowAmongTheDecodesInArrivalOrder) {
   Session* s = Guess(NewSession(3), 7);
   Session* decode = Queue(NewSession(2), 1, true);
   const StepPlan plan = Plan(16, 16);
   ASSERT_EQ(plan.chunks.size(), 2u);
-  EXPECT_EQ(plan.chunks[0].session, decode);
-  const ScheduledChunk& row = plan.chunks[1];
+  const ScheduledChunk& row = plan.chunks[0];
   EXPECT_TRUE(row.guess);
   EXPECT_EQ(row.session, s);
   EXPECT_EQ(row.chunk, 1);
   EXPECT_EQ(row.logit_rows(), 1);
   EXPECT_TRUE(row.decode());
+  EXPECT_EQ(plan.chunks[1].session, decode);
   EXPECT_EQ(s->kv.num_tokens(), 3);  // reserved, not computed
   EXPECT_TRUE(plan.dropped.empty());
 }
 
-TEST_F(SchedulerTest, AGuessTakesWhatIsLeftAndNeverEvicts) {
-  Session* s = Guess(NewSession(4), 7);  // its block is full: the guess needs a new one
+// A guess is a greedy generation's next decode: a prompt queued before it
+// (a burst of them) must not hold it back.
+TEST_F(SchedulerTest, AGuessRunsBeforePrefillChunksAndNeverEvicts) {
   Session* prefill = Queue(NewSession(), 8);
+  Session* s = Guess(NewSession(4), 7);  // its block is full: the guess needs a new one
   StepPlan plan = Plan(8, 8);
-  ASSERT_EQ(plan.chunks.size(), 1u);  // the prefill took the whole budget
-  EXPECT_EQ(plan.chunks[0].session, prefill);
-  EXPECT_TRUE(plan.dropped.empty());  // it waits
+  ASSERT_EQ(plan.chunks.size(), 2u);
+  EXPECT_EQ(plan.chunks[0].session, s);
+  EXPECT_TRUE(plan.chunks[0].guess);
+  EXPECT_EQ(plan.chunks[1].session, prefill);
+  EXPECT_EQ(plan.chunks[1].chunk, 7);  // what the guess left of the budget
+  EXPECT_TRUE(plan.dropped.empty());
 
-  queue_.pop_back();
+  // Without a free block, it is dropped (a guess evicts no one).
+  Session* t = Guess(NewSession(4), 7);
   FillThePool();
+  queue_ = {t};
   plan = Plan(8, 8);
   EXPECT_TRUE(plan.chunks.empty());
-  EXPECT_EQ(plan.dropped, std::vector<Session*>{s});
+  EXPECT_EQ(plan.dropped, std::vector<Session*>{t});
   EXPECT_TRUE(plan.failed.empty());
   EXPECT_TRUE(evictions_.empty());
 }
