@@ -96,6 +96,12 @@ class Backend {
   virtual std::string name() const = 0;
   // A one-line description: ISA or device name, threads.
   virtual std::string description() const = 0;
+  // The scheduler's default prefill target (SchedulerLimits::prefill_tokens,
+  // EngineOptions::prefill_step_tokens): the prefill tokens a step holds
+  // from which its cost per token stops falling, so that one more request's
+  // prompt in the step would only delay the first tokens of those already in
+  // it. 0: none (more prompts in a step keep paying, as on a GPU).
+  virtual int64_t PrefillStepTokens() const { return 0; }
 
   // --- Memory (called at load time) -------------------------------------
   virtual absl::StatusOr<std::unique_ptr<Weight>> UploadWeight(const WeightView& view) = 0;

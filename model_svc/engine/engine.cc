@@ -34,6 +34,14 @@ model::LogitsSpec AppendRequest::row_spec(int64_t i) const {
   return spec;
 }
 
+namespace {
+// EngineOptions::prefill_step_tokens, -1 resolved by the backend.
+int64_t PrefillStepTokens(const EngineOptions& options, const model::Backend& backend) {
+  return options.prefill_step_tokens >= 0 ? options.prefill_step_tokens
+                                          : backend.PrefillStepTokens();
+}
+}  // namespace
+
 // The public API under one mutex, and the step-loop thread: plan, run,
 // apply, deliver. The sessions and requests are a RequestQueue
 // (request_queue.h), the batching window a BatchWindow (batch_window.h),
@@ -45,11 +53,11 @@ class Engine::Impl {
       : model_(std::move(model)),
         options_(options),
         before_step_(std::move(before_step)),
-        queue_(
-            options, max_context, model_->options().kv_blocks, model_->options().kv_block_size,
-            SchedulerLimits{std::min(options.max_batch_tokens, model_->options().max_step_tokens),
-                            model_->options().max_logit_rows, options.prefill_step_tokens},
-            std::random_device{}(), &submitted_) {
+        queue_(options, max_context, model_->options().kv_blocks, model_->options().kv_block_size,
+               SchedulerLimits{
+                   std::min(options.max_batch_tokens, model_->options().max_step_tokens),
+                   model_->options().max_logit_rows, PrefillStepTokens(options, model_->backend())},
+               std::random_device{}(), &submitted_) {
     if (options_.spill != nullptr && model_->backend().KvLayout() != model::kKvLayoutNone) {
       // Under the lock, before eviction frees the blocks (engine.h, "Spilling").
       queue_.SetEvictHook([this](const std::string& id, std::vector<int32_t> tokens,
@@ -402,6 +410,9 @@ Engine::~Engine() = default;
 const model::ModelConfig& Engine::config() const { return impl_->model().config(); }
 
 std::string Engine::backend_description() const { return impl_->model().backend().description(); }
+int64_t Engine::prefill_step_tokens() const {
+  return PrefillStepTokens(options_, impl_->model().backend());
+}
 std::string Engine::backend_name() const { return impl_->model().backend().name(); }
 
 void Engine::Submit(AppendRequest request, AppendCallback done) {

@@ -51,9 +51,11 @@
 // appends it, masked or not, in any encoding, takes it, masked and encoded
 // as it asks (on the thread that resumes it, under the lock: one encoding
 // of a row); a masked request does not take an unmasked guess's encoded
-// row. A wrong guess costs at most one step of compute. Guesses are scheduled after
-// the callers' requests, never evict a session for KV space, and are the
-// first thing eviction drops.
+// row. A wrong guess costs one row of a step. Guesses are scheduled with the
+// decodes, before prefill chunks (a guess is a greedy generation's next
+// decode: after the prefills, a burst of prompts held every running
+// generation at its first token until the last prompt was computed), never
+// evict a session for KV space, and are the first thing eviction drops.
 //
 // Snapshots (snapshot/snapshot.h): ExportSession copies the caller's tokens
 // of a session (a lookahead guess left out) and their KV blocks into
@@ -110,11 +112,11 @@ namespace llm::engine {
 struct EngineOptions {
   int64_t max_batch_tokens = 512;  // tokens per step (decodes + prefill chunks)
   // > 0: a step takes the next request's prefill chunk only while it holds
-  // fewer prefill tokens than this (SchedulerLimits::prefill_tokens): lower
-  // median time to first token when requests arrive together, less
-  // throughput (bench/README.md, "Serving"). 0: prefill chunks fill
-  // max_batch_tokens.
-  int64_t prefill_step_tokens = 0;
+  // fewer prefill tokens than this (SchedulerLimits::prefill_tokens): the
+  // requests that arrive together get their first tokens one after another
+  // (bench/README.md, "Serving"). 0: prefill chunks fill max_batch_tokens.
+  // -1: the backend's Backend::PrefillStepTokens() (32 on the CPU, 0 on CUDA).
+  int64_t prefill_step_tokens = -1;
   int64_t max_sessions = 256;                      // beyond it, the LRU idle session is evicted
   absl::Duration session_ttl = absl::Minutes(10);  // idle time before expiry
   int64_t max_context = 0;  // tokens per session; 0: the model's context length
@@ -282,6 +284,8 @@ class Engine {
   int64_t max_context() const { return max_context_; }
   std::string backend_description() const;
   std::string backend_name() const;  // Backend::name(): "cpu", "cuda"
+  // EngineOptions::prefill_step_tokens as the scheduler uses it (-1 resolved).
+  int64_t prefill_step_tokens() const;
 
   // Queues a request; `done` is called exactly once (possibly before Submit
   // returns: for an invalid request, or one whose token a finished lookahead

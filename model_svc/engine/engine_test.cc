@@ -240,6 +240,38 @@ TEST(EngineTest, SessionLimitEvictsTheLeastRecentlyUsedIdleSession) {
   EXPECT_EQ(engine->Stats().sessions, 2);
 }
 
+// The CPU's per-token prefill cost is flat from ~32 tokens a step
+// (Backend::PrefillStepTokens), so by default two prompts queued together
+// take a step each: the first one's first token does not wait for the
+// second. With prefill_step_tokens 0 one step takes both.
+TEST(EngineTest, ByDefaultPromptsQueuedTogetherTakeAStepEachOnTheCpu) {
+  for (const int64_t target : {-1, 0}) {
+    SCOPED_TRACE(target);
+    StepGate gate;
+    EngineSetup setup;
+    setup.max_batch_tokens = 128;
+    setup.prefill_step_tokens = target;
+    auto engine = MakeGatedEngine(gate, setup);
+    EXPECT_EQ(engine->prefill_step_tokens(), target < 0 ? 32 : 0);
+    gate.Close();
+    absl::Notification done[3];
+    auto submit = [&](std::vector<int32_t> tokens, absl::Notification* n) {
+      engine->Submit(Request("", std::move(tokens)), [n](absl::StatusOr<AppendResult> r) {
+        EXPECT_TRUE(r.ok()) << r.status();
+        n->Notify();
+      });
+    };
+    submit({1}, &done[0]);
+    gate.AwaitArrival();  // its step is planned and held
+    const int64_t steps = engine->Stats().steps;
+    submit(Tokens(40, 1), &done[1]);
+    submit(Tokens(40, 2), &done[2]);
+    gate.Open();
+    for (absl::Notification& n : done) n.WaitForNotification();
+    EXPECT_EQ(engine->Stats().steps - steps, target < 0 ? 3 : 2);
+  }
+}
+
 // RESOURCE_EXHAUSTED for a new session only when every session has a
 // request in flight.
 TEST(EngineTest, SessionLimitIsExhaustedOnlyWhileEverySessionIsBusy) {

@@ -85,6 +85,7 @@ class StepGate {
 struct EngineSetup {
   StepGate* gate = nullptr;
   int64_t max_batch_tokens = 64;
+  int64_t prefill_step_tokens = -1;  // EngineOptions': the backend's (CPU: 32)
   int32_t kv_blocks = 64;
   int32_t block_size = 4;
   int64_t max_sessions = 16;
@@ -109,6 +110,7 @@ inline std::unique_ptr<Engine> MakeEngine(const EngineSetup& setup = {}) {
   EXPECT_TRUE(m.ok()) << m.status();
   EngineOptions eo;
   eo.max_batch_tokens = setup.max_batch_tokens;
+  eo.prefill_step_tokens = setup.prefill_step_tokens;
   eo.max_sessions = setup.max_sessions;
   eo.session_ttl = setup.ttl;
   eo.prefix_cache = setup.prefix_cache;

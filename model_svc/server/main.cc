@@ -97,13 +97,13 @@ ABSL_FLAG(
 ABSL_FLAG(int64_t, max_batch_tokens, 512,
           "Tokens computed per forward step, all sessions together (decodes plus prefill "
           "chunks); a longer prompt is prefilled over several steps.");
-ABSL_FLAG(int64_t, prefill_step_tokens, 0,
-          "0: a step's prefill chunks fill --max_batch_tokens (the most throughput). N > 0: a "
-          "step takes the next request's prefill only while it holds fewer than N prefill "
-          "tokens, so that requests arriving together get their first tokens one after the "
-          "other instead of together at the end of one long step: a lower median time to "
-          "first token, at the cost of throughput and inter-token latency (bench/README.md, "
-          "\"Serving\").");
+ABSL_FLAG(int64_t, prefill_step_tokens, -1,
+          "N > 0: a step takes the next request's prefill only while it holds fewer than N "
+          "prefill tokens, so that requests arriving together get their first tokens one after "
+          "the other instead of together at the end of one long step (where a step's prefill "
+          "costs the same per token from N tokens on, this costs no throughput). 0: a step's "
+          "prefill chunks fill --max_batch_tokens. -1: the backend's choice, 32 on the CPU and 0 "
+          "on CUDA (bench/README.md, \"Serving\").");
 ABSL_FLAG(int64_t, max_sessions, 256,
           "Most sessions held at once; a new one beyond it evicts the least recently used "
           "idle session (its client rebuilds it), or gets RESOURCE_EXHAUSTED when every "
@@ -330,7 +330,7 @@ int Main() {
       {absl::GetFlagReflectionHandle(FLAGS_max_batch_tokens),
        absl::GetFlag(FLAGS_max_batch_tokens) >= 1, ">= 1"},
       {absl::GetFlagReflectionHandle(FLAGS_prefill_step_tokens),
-       absl::GetFlag(FLAGS_prefill_step_tokens) >= 0, ">= 0"},
+       absl::GetFlag(FLAGS_prefill_step_tokens) >= -1, ">= -1"},
       {absl::GetFlagReflectionHandle(FLAGS_max_sessions), absl::GetFlag(FLAGS_max_sessions) >= 1,
        ">= 1"},
       {absl::GetFlagReflectionHandle(FLAGS_max_context), absl::GetFlag(FLAGS_max_context) >= 0,
@@ -540,15 +540,20 @@ int Main() {
     std::fprintf(stderr, "model_server: loaded %s (%lld layers, %s) on %s in %.1f s\n",
                  name.c_str(), static_cast<long long>(c.block_count), DescribeParams(*file).c_str(),
                  engine->backend_description().c_str(), absl::ToDoubleSeconds(absl::Now() - start));
+    const std::string prefill_target =
+        engine->prefill_step_tokens() > 0
+            ? absl::StrCat("a new prompt while under ", engine->prefill_step_tokens(),
+                           " prefill tokens")
+            : "prompts fill it";
     std::fprintf(stderr,
                  "model_server: context %lld tokens, KV cache %d blocks of %d (%.1f MiB), "
-                 "%lld tokens per step, %lld sessions, prefix cache %s\n",
+                 "%lld tokens per step (%s), %lld sessions, prefix cache %s\n",
                  static_cast<long long>(engine->max_context()),
                  static_cast<int>(engine->Stats().kv_blocks_total), kKvBlockSize,
                  engine->Stats().kv_blocks_total * static_cast<double>(shape->block_bytes()) /
                      (1024.0 * 1024.0),
                  static_cast<long long>(absl::GetFlag(FLAGS_max_batch_tokens)),
-                 static_cast<long long>(absl::GetFlag(FLAGS_max_sessions)),
+                 prefill_target.c_str(), static_cast<long long>(absl::GetFlag(FLAGS_max_sessions)),
                  absl::GetFlag(FLAGS_prefix_cache) ? "on" : "off");
     std::fprintf(stderr, "model_server: replica %s\n", replica_id.c_str());
     ModelServiceOptions service_options;
