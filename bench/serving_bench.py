@@ -25,8 +25,8 @@ settings for the load:
              automatic prefix cache, 64 requests generating at once), with
              model_server --threads T and --kv_cache_mb sized for the same
              tokens as llama-server's -c (at least serve.sh's 512), and any
-             --model-flag given (e.g. --model-flag=--prefill_step_tokens=32,
-             the model server's latency knob; the report records them)
+             --model-flag given (e.g. --model-flag=--prefill_step_tokens=0,
+             prompts filling each step; the report records them)
   llama.cpp  llama-server -t T -tb T --parallel N (N = the concurrency) with
              -c N x the workload's longest request (a slot each), continuous
              batching (its default), prompt cache (cache_prompt, its default)
@@ -487,7 +487,7 @@ def main() -> None:
                     help="do not build tokenizer_server, model_server, llm_gateway and llm")
     ap.add_argument("--model-flag", action="append", default=[], metavar="--FLAG=VALUE",
                     help="an extra model_server flag for our side (repeatable), e.g. "
-                         "--model-flag=--prefill_step_tokens=32")
+                         "--model-flag=--prefill_step_tokens=0")
     args = ap.parse_args()
     args.model = args.model.resolve()
     rounds = args.rounds or (1 if args.quick else 2)
