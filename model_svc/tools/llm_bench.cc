@@ -13,7 +13,9 @@
 //       stream reactors do; --session_threads: from one blocking thread per
 //       session instead); aggregate tokens / second, and the speedup over one
 //       session. The counts' repetitions take turns (1, 4, 16, 16, 4, 1, ...)
-//       so that the machine's drift weighs on all of them alike.
+//       so that the machine's drift weighs on all of them alike. With -d,
+//       each session first holds d random tokens of its own (untimed), so
+//       that each step's attention reads K KV caches, as a server's does.
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -49,7 +51,9 @@ ABSL_FLAG(int, d, 0,
           "Context depth of the prefill and decode tests (llama-bench's -d): each repetition "
           "first prefills these many random tokens (the same ones each time, untimed; the "
           "prefix cache keeps their full blocks), then prefills -p tokens or decodes -n "
-          "tokens after them.");
+          "tokens after them. With --sessions, each session first holds -d random tokens of "
+          "its own (untimed, no two alike: concurrent conversations, whose attention reads "
+          "a KV cache each).");
 ABSL_FLAG(int, repetitions, 5, "Timed repetitions of each test (after one warm-up).");
 ABSL_FLAG(std::vector<std::string>, sessions, {},
           "Also measure aggregate decode throughput with these numbers of concurrent "
@@ -162,17 +166,18 @@ void Check(const absl::Status& s) {
   }
 }
 
-// Decodes tokens[s] on a new session s, for every s at once: each session's
-// first token is submitted here, each next one from the engine's completion
-// callback of the one before (on the step-loop thread). Returns when all are
-// done; releases the sessions.
-void DecodeFromCallbacks(llm::engine::Engine& engine,
+// Decodes tokens[s] on session ids[s] (a new one where it is ""), for every
+// s at once: each session's first token is submitted here, each next one
+// from the engine's completion callback of the one before (on the step-loop
+// thread). Returns when all are done; releases the sessions.
+void DecodeFromCallbacks(llm::engine::Engine& engine, const std::vector<std::string>& ids,
                          const std::vector<std::vector<int32_t>>& tokens) {
   struct Session {
     std::string id;
     size_t next = 0;
   };
   std::vector<Session> sessions(tokens.size());
+  for (size_t s = 0; s < tokens.size(); ++s) sessions[s].id = ids[s];
   std::atomic<size_t> running{tokens.size()};
   // Shared with the callbacks: the last one may still be inside set_value
   // when this function returns.
@@ -238,10 +243,11 @@ int main(int argc, char** argv) {
   const int depth = absl::GetFlag(FLAGS_d);
   const std::vector<int32_t> depth_tokens = random_tokens(depth);
   // A new session holding the depth tokens (untimed), or "" when -d is 0.
-  auto depth_session = [&]() -> std::string {
+  // With `own`, a session of depth random tokens of its own instead.
+  auto depth_session = [&](bool own = false) -> std::string {
     if (depth == 0) return "";
     llm::engine::AppendRequest r;
-    r.tokens = depth_tokens;
+    r.tokens = own ? random_tokens(depth) : depth_tokens;
     auto result = (*engine)->Append(std::move(r));
     Check(result.status());
     return result->session_id;
@@ -281,6 +287,31 @@ int main(int argc, char** argv) {
   const int reps = std::max(1, absl::GetFlag(FLAGS_repetitions));
   nlohmann::json out;
   const int p = absl::GetFlag(FLAGS_p), n = absl::GetFlag(FLAGS_n);
+  // The --sessions counts, each once.
+  std::vector<std::pair<std::string, int>> counts;
+  for (const std::string& value : absl::GetFlag(FLAGS_sessions)) {
+    const int count = std::atoi(value.c_str());
+    const bool seen =
+        std::any_of(counts.begin(), counts.end(), [&](const auto& c) { return c.first == value; });
+    if (count >= 1 && n >= 1 && !seen) counts.emplace_back(value, count);
+  }
+  // With -d the sessions wait, idle, for the others' depth prefills: those
+  // must all fit in the KV cache, or the engine evicts the first ones.
+  const int64_t total_blocks = (*engine)->Stats().kv_blocks_total;
+  for (const auto& [value, count] : counts) {
+    const int64_t blocks =
+        int64_t{count} * ((depth + n + options.kv_block_size - 1) / options.kv_block_size);
+    if (depth > 0 && blocks > total_blocks) {
+      std::fprintf(
+          stderr,
+          "llm-bench: --sessions %d with -d %d and -n %d needs %lld KV blocks; the "
+          "cache has %lld (raise --kv_cache_mb to about %lld)\n",
+          count, depth, n, static_cast<long long>(blocks), static_cast<long long>(total_blocks),
+          static_cast<long long>(
+              absl::GetFlag(FLAGS_kv_cache_mb) * blocks / std::max<int64_t>(total_blocks, 1) + 1));
+      return 2;
+    }
+  }
   if (p > 0) {
     run_pp(p);
     std::vector<double> rates;
@@ -341,16 +372,18 @@ int main(int argc, char** argv) {
   auto run_sessions = [&](int count) -> SessionsRun {
     std::vector<std::vector<int32_t>> tokens(count);
     for (auto& t : tokens) t = random_tokens(n);
+    std::vector<std::string> ids(count);
+    for (std::string& id : ids) id = depth_session(/*own=*/true);
     const llm::engine::EngineStats before = (*engine)->Stats();
     const absl::Time start = absl::Now();
     if (absl::GetFlag(FLAGS_session_threads)) {
       std::vector<std::thread> threads;
       for (int s = 0; s < count; ++s) {
-        threads.emplace_back([&, s] { decode_all(tokens[s]); });
+        threads.emplace_back([&, s] { decode_all(tokens[s], ids[s]); });
       }
       for (std::thread& t : threads) t.join();
     } else {
-      DecodeFromCallbacks(**engine, tokens);
+      DecodeFromCallbacks(**engine, ids, tokens);
     }
     const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
     const llm::engine::EngineStats after = (*engine)->Stats();
@@ -361,13 +394,6 @@ int main(int argc, char** argv) {
   // percent over a minute here, weighs on every count alike; one count's
   // repetitions in a row put a drift between counts straight into their
   // ratio.
-  std::vector<std::pair<std::string, int>> counts;
-  for (const std::string& value : absl::GetFlag(FLAGS_sessions)) {
-    const int count = std::atoi(value.c_str());
-    const bool seen =
-        std::any_of(counts.begin(), counts.end(), [&](const auto& c) { return c.first == value; });
-    if (count >= 1 && n >= 1 && !seen) counts.emplace_back(value, count);
-  }
   for (const auto& [value, count] : counts) run_sessions(count);  // warm-up
   std::vector<std::vector<SessionsRun>> runs(counts.size());      // per entry of counts
   for (int i = 0; i < reps; ++i) {
