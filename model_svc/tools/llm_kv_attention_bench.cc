@@ -10,7 +10,8 @@
 //
 // --paged: fp16 rows laid out as the engine's KV pool instead (cpu_backend.cc:
 // per block of 16 positions and layer, the keys of every KV head, then the
-// values; a block's layers together; the blocks in a random order), streams
+// values; a block's layers together; the blocks, of --block_size positions,
+// in a random order), streams
 // / (--layers x KV heads) sessions of --rows positions each, and the kernels
 // walk a session's blocks as AttentionImpl does. --prefetch_ahead N also asks
 // for the block N ahead in L2 as they go (the keys, then the values).
@@ -37,6 +38,7 @@ ABSL_FLAG(bool, paged, false,
           "fp16 rows in the engine's paged layout (blocks of 16 positions, a block's layers "
           "together, blocks in a random order); --streams a multiple of --layers x KV heads.");
 ABSL_FLAG(int, layers, 30, "--paged: layers per block.");
+ABSL_FLAG(int, block_size, 16, "--paged: positions per block (a multiple of 16 dividing --rows).");
 ABSL_FLAG(int, prefetch_ahead, 0,
           "--paged: prefetch into L2 the keys (then values) of the block this many ahead.");
 
@@ -81,15 +83,21 @@ void Pass(const std::vector<std::vector<T>>& k, const std::vector<std::vector<T>
 // in a pool of blocks laid out as the engine's (see the top).
 class PagedCache {
  public:
-  static constexpr int64_t kBlock = 16;
-  PagedCache(int sessions, int layers, int kv_heads, int64_t rows, int64_t n, std::mt19937& rng)
-      : sessions_(sessions), layers_(layers), kv_heads_(kv_heads), blocks_(rows / kBlock), n_(n) {
+  static constexpr int64_t kCall = 16;  // rows a kernel call, as attention reads a block
+  PagedCache(int sessions, int layers, int kv_heads, int64_t rows, int64_t block, int64_t n,
+             std::mt19937& rng)
+      : sessions_(sessions),
+        layers_(layers),
+        kv_heads_(kv_heads),
+        block_(block),
+        blocks_(rows / block),
+        n_(n) {
     order_.resize(sessions_ * blocks_);
     for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<int64_t>(i);
     std::shuffle(order_.begin(), order_.end(), rng);
     // On transparent huge pages, as the engine's pool (AllocAligned).
     constexpr size_t kHugePage = size_t{2} << 20;
-    size_ = order_.size() * layers_ * 2 * kv_heads_ * kBlock * n_;
+    size_ = order_.size() * layers_ * 2 * kv_heads_ * block_ * n_;
     const size_t bytes = (size_ * 2 + kHugePage - 1) / kHugePage * kHugePage;
     pool_.reset(static_cast<uint16_t*>(std::aligned_alloc(kHugePage, bytes)));
     madvise(pool_.get(), bytes, MADV_HUGEPAGE);
@@ -101,15 +109,15 @@ class PagedCache {
                              static_cast<int64_t>(std::min(x.size(), size_ - i)));
     }
   }
-  // Block b of session s, layer l: KV head h's 16 key rows (v: value rows).
+  // Block b of session s, layer l: KV head h's key rows (v: value rows).
   const uint16_t* Rows(int s, int64_t b, int l, int h, bool v) const {
     const int64_t block = order_[s * blocks_ + b];
     return pool_.get() +
-           ((block * layers_ + l) * 2 * kv_heads_ + (v ? kv_heads_ : 0) + h) * kBlock * n_;
+           ((block * layers_ + l) * 2 * kv_heads_ + (v ? kv_heads_ : 0) + h) * block_ * n_;
   }
   void Pass(int g, int ahead, const std::vector<float>& q, std::vector<float>& scores,
             std::vector<float>& acc) const {
-    const int64_t head_bytes = kBlock * n_ * 2;
+    const int64_t head_bytes = block_ * n_ * 2;
     for (int s = 0; s < sessions_; ++s) {
       for (int l = 0; l < layers_; ++l) {
         for (int h = 0; h < kv_heads_; ++h) {
@@ -124,19 +132,24 @@ class PagedCache {
             for (int64_t o = 0; o < head_bytes; o += 64) __builtin_prefetch(p + o, 0, 2);
           };
           for (int64_t i = 0; i < ahead; ++i) prefetch(i);
-          const int64_t rows = blocks_ * kBlock;
+          const int64_t rows = blocks_ * block_;
           for (int64_t b = 0; b < blocks_; ++b) {
             prefetch(b + ahead);
-            float* out[llm::kernels::kMaxRowHeads];
-            for (int i = 0; i < g; ++i) out[i] = &scores[i * rows + b * kBlock];
-            llm::kernels::DotRowsHeads(qs, g, Rows(s, b, l, h, false), n_, kBlock, n_, 0.125f, out);
+            for (int64_t c = 0; c < block_; c += kCall) {
+              float* out[llm::kernels::kMaxRowHeads];
+              for (int i = 0; i < g; ++i) out[i] = &scores[i * rows + b * block_ + c];
+              llm::kernels::DotRowsHeads(qs, g, Rows(s, b, l, h, false) + c * n_, n_, kCall, n_,
+                                         0.125f, out);
+            }
           }
           std::fill(scores.begin(), scores.end(), 1.0f / static_cast<float>(rows));
           for (int64_t b = 0; b < blocks_; ++b) {
             prefetch(blocks_ + b + ahead);
-            const float* w[llm::kernels::kMaxRowHeads];
-            for (int i = 0; i < g; ++i) w[i] = &scores[i * rows + b * kBlock];
-            llm::kernels::AxpyRowsHeads(w, g, Rows(s, b, l, h, true), n_, kBlock, n_, as);
+            for (int64_t c = 0; c < block_; c += kCall) {
+              const float* w[llm::kernels::kMaxRowHeads];
+              for (int i = 0; i < g; ++i) w[i] = &scores[i * rows + b * block_ + c];
+              llm::kernels::AxpyRowsHeads(w, g, Rows(s, b, l, h, true) + c * n_, n_, kCall, n_, as);
+            }
           }
         }
       }
@@ -145,7 +158,7 @@ class PagedCache {
 
  private:
   int sessions_, layers_, kv_heads_;
-  int64_t blocks_, n_;
+  int64_t block_, blocks_, n_;
   std::vector<int64_t> order_;  // session s's block b is pool block order_[s * blocks_ + b]
   struct Free {
     void operator()(uint16_t* p) const { std::free(p); }
@@ -159,7 +172,8 @@ class PagedCache {
 int main(int argc, char** argv) {
   llm::ParseFlags(argc, argv,
                   "llm-kv-attention-bench [--streams 90] [--rows 8192] [--head_dim 64] "
-                  "[--group 3] [--repetitions 5] [--paged [--layers 30] [--prefetch_ahead N]]");
+                  "[--group 3] [--repetitions 5] [--paged [--layers 30] [--block_size 16] "
+                  "[--prefetch_ahead N]]");
   const int streams = absl::GetFlag(FLAGS_streams), group = absl::GetFlag(FLAGS_group);
   const int64_t rows = absl::GetFlag(FLAGS_rows) / 16 * 16, n = absl::GetFlag(FLAGS_head_dim);
   if (n % 32 != 0 || group < 1 || group > llm::kernels::kMaxRowHeads || rows < 16) {
@@ -177,7 +191,14 @@ int main(int argc, char** argv) {
                    "--layers x 3 (KV heads)\n");
       return 2;
     }
-    const PagedCache cache(streams / (layers * kv_heads), layers, kv_heads, rows, n, rng);
+    const int64_t block = absl::GetFlag(FLAGS_block_size);
+    if (block < 16 || block % 16 != 0 || rows % block != 0) {
+      std::fprintf(stderr,
+                   "llm-kv-attention-bench: --block_size must be a multiple of 16 dividing "
+                   "--rows\n");
+      return 2;
+    }
+    const PagedCache cache(streams / (layers * kv_heads), layers, kv_heads, rows, block, n, rng);
     std::vector<float> q(group * n), scores(group * rows), acc(group * n);
     for (float& e : q) e = dist(rng);
     double best = 1e30;
@@ -187,9 +208,9 @@ int main(int argc, char** argv) {
       best = std::min(best, ThreadCpuSeconds() - start);
     }
     std::printf(
-        "{\"g\":%d,\"kv\":\"f16\",\"layout\":\"paged\",\"prefetch_ahead\":%d,"
-        "\"cpu_ms_per_token\":%.2f}\n",
-        group, ahead, best * 1e3);
+        "{\"g\":%d,\"kv\":\"f16\",\"layout\":\"paged\",\"block_size\":%lld,"
+        "\"prefetch_ahead\":%d,\"cpu_ms_per_token\":%.2f}\n",
+        group, static_cast<long long>(block), ahead, best * 1e3);
     return 0;
   }
   std::vector<float> x(rows * n);
