@@ -9,12 +9,12 @@
 // best of --repetitions per (g, type).
 //
 // --paged: fp16 rows laid out as the engine's KV pool instead (cpu_backend.cc:
-// per block of 16 positions and layer, the keys of every KV head, then the
-// values; a block's layers together; the blocks, of --block_size positions,
-// in a random order), streams
-// / (--layers x KV heads) sessions of --rows positions each, and the kernels
-// walk a session's blocks as AttentionImpl does. --prefetch_ahead N also asks
-// for the block N ahead in L2 as they go (the keys, then the values).
+// per block of --block_size positions and layer, the keys of every KV head,
+// then the values; a block's layers together; the blocks in a random order;
+// huge pages), streams / (--layers x 3 KV heads) sessions of --rows positions
+// each, and the kernels walk a session's blocks as AttentionImpl does, 16 rows
+// a call. --prefetch_ahead N also asks for the block N ahead in L2 as they go
+// (the keys, then the values).
 #include <sys/mman.h>
 #include <time.h>
 
@@ -35,8 +35,9 @@ ABSL_FLAG(int, head_dim, 64, "Head dimension (a multiple of 32).");
 ABSL_FLAG(int, group, 3, "Query heads per KV head.");
 ABSL_FLAG(int, repetitions, 5, "Timed passes; the best is printed.");
 ABSL_FLAG(bool, paged, false,
-          "fp16 rows in the engine's paged layout (blocks of 16 positions, a block's layers "
-          "together, blocks in a random order); --streams a multiple of --layers x KV heads.");
+          "fp16 rows in the engine's paged layout (blocks of --block_size positions, a block's "
+          "layers together, blocks in a random order); --streams a multiple of --layers x 3 "
+          "(KV heads).");
 ABSL_FLAG(int, layers, 30, "--paged: layers per block.");
 ABSL_FLAG(int, block_size, 16, "--paged: positions per block (a multiple of 16 dividing --rows).");
 ABSL_FLAG(int, prefetch_ahead, 0,
@@ -100,6 +101,10 @@ class PagedCache {
     size_ = order_.size() * layers_ * 2 * kv_heads_ * block_ * n_;
     const size_t bytes = (size_ * 2 + kHugePage - 1) / kHugePage * kHugePage;
     pool_.reset(static_cast<uint16_t*>(std::aligned_alloc(kHugePage, bytes)));
+    if (pool_ == nullptr) {
+      std::fprintf(stderr, "llm-kv-attention-bench: cannot allocate %zu bytes\n", bytes);
+      std::exit(1);
+    }
     madvise(pool_.get(), bytes, MADV_HUGEPAGE);
     std::normal_distribution<float> dist;
     std::vector<float> x(1 << 16);
